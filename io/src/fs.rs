@@ -1,0 +1,292 @@
+//! The narrow file-system trait every other crate does its I/O through.
+//!
+//! Two implementations stand behind it: [`crate::RealFs`] (Linux) and
+//! [`crate::SimFs`] (the deterministic simulated disk used by crash tests and
+//! fuzz targets). Because both implement the same trait, every crash test runs
+//! the production code paths.
+//!
+//! Errors are plain [`std::io::Error`]s whose payload is a [`PathError`]: the
+//! error kind is preserved (so `StorageFull` stays recognisable) and the
+//! message names the operation and the path.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// How [`FileSystem::open`] opens a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Open an existing file for reading only.
+    Read,
+    /// Open an existing file for reading and writing.
+    ReadWrite,
+    /// Create a new file for reading and writing; fails if it exists.
+    CreateNew,
+    /// Create the file, or truncate it to zero length if it exists.
+    CreateOrTruncate,
+}
+
+impl OpenMode {
+    /// Whether this mode may create a directory entry.
+    pub fn creates(self) -> bool {
+        matches!(self, OpenMode::CreateNew | OpenMode::CreateOrTruncate)
+    }
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DirEntry {
+    /// The entry's file name (not the full path).
+    pub name: String,
+    /// Whether the entry is a directory.
+    pub is_dir: bool,
+}
+
+/// The file-system operations quorumlog needs, and nothing more.
+///
+/// Durability rules follow Linux: data written to a file is durable only after
+/// [`File::sync_data`] or [`File::sync_all`]; a create, rename or remove is
+/// durable only after [`FileSystem::sync_dir`] of the directory holding it.
+pub trait FileSystem: Send + Sync + fmt::Debug {
+    /// Opens (or creates) the file at `path`.
+    ///
+    /// # Errors
+    /// `NotFound` for a missing file in `Read`/`ReadWrite` mode,
+    /// `AlreadyExists` for an existing one in `CreateNew` mode, or any error
+    /// the OS reports.
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn File>>;
+
+    /// Creates `path` and every missing parent directory.
+    ///
+    /// # Errors
+    /// Any error the OS reports.
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+
+    /// Atomically renames `from` to `to`, replacing `to` if it exists.
+    ///
+    /// # Errors
+    /// `NotFound` if `from` is missing, or any error the OS reports.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+
+    /// Removes the file at `path`.
+    ///
+    /// # Errors
+    /// `NotFound` if it is missing, or any error the OS reports.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+
+    /// Lists the entries of directory `dir`, sorted by name.
+    ///
+    /// # Errors
+    /// `NotFound` if the directory is missing, or any error the OS reports.
+    fn list(&self, dir: &Path) -> io::Result<Vec<DirEntry>>;
+
+    /// Whether anything exists at `path`.
+    ///
+    /// # Errors
+    /// Any error the OS reports other than "not found".
+    fn exists(&self, path: &Path) -> io::Result<bool>;
+
+    /// Makes every create, rename and remove inside `dir` durable.
+    ///
+    /// # Errors
+    /// Any error the OS reports; after a failure nothing about `dir` is known
+    /// to be durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+
+    /// Takes an exclusive, non-blocking lock on the file at `path` (created if
+    /// missing). The lock is held until the returned guard is dropped.
+    ///
+    /// # Errors
+    /// `WouldBlock` if another holder has it, or any error the OS reports.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>>;
+}
+
+/// An open file. Positional reads and writes take `&self` so one file can be
+/// shared between a writer and readers.
+pub trait File: Send + Sync + fmt::Debug {
+    /// The path this file was opened with.
+    fn path(&self) -> &Path;
+
+    /// Reads up to `buf.len()` bytes at `pos`; returns how many were read
+    /// (0 at or past the end of the file).
+    ///
+    /// # Errors
+    /// Any error the OS reports.
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize>;
+
+    /// Writes all of `buf` at `pos`, extending the file if needed.
+    ///
+    /// # Errors
+    /// Any error the OS reports (`StorageFull` for a full disk). After an
+    /// error, any prefix of `buf` may have been written.
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()>;
+
+    /// The file's current length in bytes.
+    ///
+    /// # Errors
+    /// Any error the OS reports.
+    fn len(&self) -> io::Result<u64>;
+
+    /// Whether the file is empty.
+    ///
+    /// # Errors
+    /// Any error the OS reports.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Truncates or extends (with zeros) the file to `len` bytes.
+    ///
+    /// # Errors
+    /// Any error the OS reports.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+
+    /// Reserves disk blocks so the file is at least `len` bytes long; the new
+    /// bytes read as zeros. Never shrinks the file.
+    ///
+    /// # Errors
+    /// `StorageFull` when the disk cannot hold it, or any error the OS reports.
+    fn allocate(&self, len: u64) -> io::Result<()>;
+
+    /// Makes the file's data (and the metadata needed to read it back, such as
+    /// its length) durable: `fdatasync`.
+    ///
+    /// # Errors
+    /// Any error the OS reports. After a failure the written data may still be
+    /// readable yet not durable, and a later sync may report success without
+    /// making it durable (Linux behaviour): callers must not retry.
+    fn sync_data(&self) -> io::Result<()>;
+
+    /// Makes the file's data and all of its metadata durable: `fsync`.
+    ///
+    /// # Errors
+    /// As for [`File::sync_data`].
+    fn sync_all(&self) -> io::Result<()>;
+
+    /// Reads exactly `buf.len()` bytes at `pos`.
+    ///
+    /// # Errors
+    /// `UnexpectedEof` if the file ends first, or any error the OS reports.
+    fn read_exact_at(&self, mut buf: &mut [u8], mut pos: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, pos) {
+                Ok(0) => {
+                    return Err(path_error(
+                        "read",
+                        self.path(),
+                        io::Error::new(io::ErrorKind::UnexpectedEof, "file ends early"),
+                    ))
+                }
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    pos += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the whole file into memory.
+    ///
+    /// # Errors
+    /// Any error the OS reports.
+    fn read_to_end(&self) -> io::Result<Vec<u8>> {
+        let len = usize::try_from(self.len()?).map_err(|_| {
+            path_error(
+                "read",
+                self.path(),
+                io::Error::new(io::ErrorKind::InvalidData, "file too large for memory"),
+            )
+        })?;
+        let mut buf = vec![0; len];
+        self.read_exact_at(&mut buf, 0)?;
+        Ok(buf)
+    }
+}
+
+/// Holds an exclusive lock until dropped.
+pub trait LockGuard: Send + Sync + fmt::Debug {
+    /// The locked path.
+    fn path(&self) -> &Path;
+}
+
+/// The payload of every error this crate returns: which operation failed on
+/// which path, and the underlying error.
+#[derive(Debug)]
+pub struct PathError {
+    /// The operation, such as `"write"` or `"sync_dir"`.
+    pub op: &'static str,
+    /// The path it was applied to.
+    pub path: PathBuf,
+    /// What the OS (or the simulated disk) reported.
+    pub source: io::Error,
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.op, self.path.display(), self.source)
+    }
+}
+
+impl std::error::Error for PathError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// Wraps `source` so its message names `op` and `path`, keeping its kind.
+pub fn path_error(op: &'static str, path: &Path, source: io::Error) -> io::Error {
+    // An error that already names its path is not wrapped twice.
+    if source
+        .get_ref()
+        .is_some_and(<dyn std::error::Error + Send + Sync>::is::<PathError>)
+    {
+        return source;
+    }
+    io::Error::new(
+        source.kind(),
+        PathError {
+            op,
+            path: path.to_path_buf(),
+            source,
+        },
+    )
+}
+
+/// The parent directory of `path` (`/` or `.` at the top).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ if path.is_absolute() => Path::new("/"),
+        _ => Path::new("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_error_keeps_kind_and_names_path() {
+        let e = path_error(
+            "write",
+            Path::new("/d/f"),
+            io::Error::new(io::ErrorKind::StorageFull, "no space"),
+        );
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull);
+        let msg = e.to_string();
+        assert!(msg.contains("/d/f") && msg.contains("write"), "{msg}");
+        // Wrapping again keeps the first path.
+        let again = path_error("sync", Path::new("/other"), e);
+        assert!(!again.to_string().contains("/other"));
+    }
+
+    #[test]
+    fn parent_of_top_level_paths() {
+        assert_eq!(parent_dir(Path::new("/a")), Path::new("/"));
+        assert_eq!(parent_dir(Path::new("a")), Path::new("."));
+        assert_eq!(parent_dir(Path::new("/a/b")), Path::new("/a"));
+    }
+}

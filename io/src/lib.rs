@@ -1,0 +1,48 @@
+//! `quorumlog-io`: the only code of quorumlog that touches the operating
+//! system.
+//!
+//! Every other crate does its file I/O through the [`FileSystem`] and
+//! [`File`] traits, with one of two implementations behind them:
+//!
+//! - [`RealFs`]: Linux files, `fdatasync`, `fallocate`, directory `fsync`
+//!   and `flock`;
+//! - [`SimFs`]: a deterministic, seedable simulated disk that keeps durable
+//!   and unsynced state apart, loses, keeps or tears unsynced writes at a
+//!   crash, and injects `EIO`/`ENOSPC` and bit flips. Crash tests and fuzz
+//!   targets run the production code paths on it.
+//!
+//! Guarantees of the trait (both implementations honour them; the
+//! conformance tests in `tests/` check it):
+//! - written bytes are durable only after [`File::sync_data`] /
+//!   [`File::sync_all`] returns `Ok`;
+//! - creates, renames and removes are durable only after
+//!   [`FileSystem::sync_dir`] of their directory returns `Ok`;
+//! - a rename replaces its target atomically;
+//! - every error keeps its [`std::io::ErrorKind`] and names the path
+//!   ([`PathError`]).
+//!
+//! ```
+//! use std::path::Path;
+//! use quorumlog_io::{CrashPlan, FileSystem, OpenMode, SimFs};
+//!
+//! let fs = SimFs::new(42);
+//! fs.create_dir_all(Path::new("/data")).unwrap();
+//! fs.sync_dir(Path::new("/")).unwrap();
+//! let f = fs.open(Path::new("/data/a"), OpenMode::CreateNew).unwrap();
+//! f.write_all_at(b"durable", 0).unwrap();
+//! f.sync_data().unwrap();
+//! fs.sync_dir(Path::new("/data")).unwrap();
+//! f.write_all_at(b"lost", 7).unwrap(); // never synced
+//!
+//! let rebooted = fs.crash_with(CrashPlan::LoseUnsynced);
+//! let f = rebooted.open(Path::new("/data/a"), OpenMode::Read).unwrap();
+//! assert_eq!(f.read_to_end().unwrap(), b"durable");
+//! ```
+
+mod fs;
+mod real;
+mod sim;
+
+pub use fs::{parent_dir, path_error, DirEntry, File, FileSystem, LockGuard, OpenMode, PathError};
+pub use real::{RealFile, RealFs};
+pub use sim::{CrashPlan, FaultKind, FaultOp, SimFs, SimRng, Tear};

@@ -1,0 +1,199 @@
+//! The real file system (Linux): positional I/O, `fdatasync`, `fallocate`,
+//! directory `fsync` and `flock`.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::fs::{path_error, DirEntry, File, FileSystem, LockGuard, OpenMode};
+
+/// The operating system's file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealFs;
+
+impl RealFs {
+    /// The real file system.
+    pub fn new() -> Self {
+        RealFs
+    }
+}
+
+/// A file of the real file system.
+#[derive(Debug)]
+pub struct RealFile {
+    file: fs::File,
+    path: PathBuf,
+}
+
+impl RealFile {
+    /// The underlying standard-library file, for backends (`io_uring`, mmap)
+    /// that need its descriptor.
+    pub fn std_file(&self) -> &fs::File {
+        &self.file
+    }
+}
+
+impl FileSystem for RealFs {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn File>> {
+        let mut opts = fs::OpenOptions::new();
+        opts.read(true);
+        match mode {
+            OpenMode::Read => {}
+            OpenMode::ReadWrite => {
+                opts.write(true);
+            }
+            OpenMode::CreateNew => {
+                opts.write(true).create_new(true);
+            }
+            OpenMode::CreateOrTruncate => {
+                opts.write(true).create(true).truncate(true);
+            }
+        }
+        opts.custom_flags(libc::O_CLOEXEC);
+        let file = opts.open(path).map_err(|e| path_error("open", path, e))?;
+        Ok(Box::new(RealFile {
+            file,
+            path: path.to_path_buf(),
+        }))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        fs::create_dir_all(path).map_err(|e| path_error("create_dir_all", path, e))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to).map_err(|e| path_error("rename", from, e))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path).map_err(|e| path_error("remove", path, e))
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| path_error("list", dir, e))? {
+            let entry = entry.map_err(|e| path_error("list", dir, e))?;
+            let is_dir = entry
+                .file_type()
+                .map_err(|e| path_error("list", dir, e))?
+                .is_dir();
+            out.push(DirEntry {
+                name: entry.file_name().to_string_lossy().into_owned(),
+                is_dir,
+            });
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        path.try_exists().map_err(|e| path_error("exists", path, e))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let d = fs::File::open(dir).map_err(|e| path_error("sync_dir", dir, e))?;
+        d.sync_all().map_err(|e| path_error("sync_dir", dir, e))
+    }
+
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| path_error("lock", path, e))?;
+        // SAFETY: flock on a descriptor we own; no memory is passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            return Err(path_error("lock", path, io::Error::last_os_error()));
+        }
+        // The lock is released when the descriptor is closed (guard dropped).
+        Ok(Box::new(RealLock {
+            _file: file,
+            path: path.to_path_buf(),
+        }))
+    }
+}
+
+impl File for RealFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+        self.file
+            .read_at(buf, pos)
+            .map_err(|e| path_error("read", &self.path, e))
+    }
+
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        self.file
+            .write_all_at(buf, pos)
+            .map_err(|e| path_error("write", &self.path, e))
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| path_error("stat", &self.path, e))
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file
+            .set_len(len)
+            .map_err(|e| path_error("set_len", &self.path, e))
+    }
+
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        if self.len()? >= len {
+            return Ok(());
+        }
+        let Ok(off_len) = libc::off_t::try_from(len) else {
+            return Err(path_error(
+                "allocate",
+                &self.path,
+                io::Error::new(io::ErrorKind::InvalidInput, "length too large"),
+            ));
+        };
+        // SAFETY: fallocate on a descriptor we own; no memory is passed.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, off_len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            // File systems without fallocate (tmpfs on old kernels): extend.
+            return self.set_len(len);
+        }
+        Err(path_error("allocate", &self.path, err))
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| path_error("sync_data", &self.path, e))
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.file
+            .sync_all()
+            .map_err(|e| path_error("sync_all", &self.path, e))
+    }
+}
+
+#[derive(Debug)]
+struct RealLock {
+    _file: fs::File,
+    path: PathBuf,
+}
+
+impl LockGuard for RealLock {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}

@@ -1,0 +1,754 @@
+//! The simulated disk: a deterministic, seedable [`FileSystem`] that knows
+//! exactly what is durable.
+//!
+//! Per file it keeps a durable image and the writes not yet synced; per
+//! directory the durable entries and the creates, renames and removes not yet
+//! made durable by [`FileSystem::sync_dir`]. [`SimFs::crash`] returns the disk
+//! a rebooted machine would see (see [`CrashPlan`]). Faults can be injected on
+//! a chosen call ([`SimFs::inject_fault`]), the power can be cut at a chosen
+//! call ([`SimFs::crash_after`]), and durable bits can be flipped
+//! ([`SimFs::flip_bit`]).
+//!
+//! Invariants:
+//! - `current` of every file equals `durable` with its `pending` operations
+//!   applied in order, except after a failed sync, which drops `pending`
+//!   without applying it (the Linux behaviour being modelled); a successful
+//!   sync empties `pending` into `durable`.
+//! - The current namespace equals the durable one with `dir_ops` applied.
+//! - After the power is cut (crash point reached, or [`SimFs::crash`] called)
+//!   every call on this instance fails: a dead machine does no more I/O.
+
+mod crash;
+mod rng;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+pub use crash::{CrashPlan, Tear};
+pub use rng::SimRng;
+
+use crate::fs::{parent_dir, path_error, DirEntry, File, FileSystem, LockGuard, OpenMode};
+
+/// The kinds of call a fault can be injected on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultOp {
+    /// Creating a file or directory.
+    Create,
+    /// [`File::write_all_at`].
+    Write,
+    /// [`File::set_len`].
+    SetLen,
+    /// [`File::allocate`].
+    Allocate,
+    /// [`File::sync_data`] and [`File::sync_all`].
+    Sync,
+    /// [`FileSystem::sync_dir`].
+    SyncDir,
+    /// [`FileSystem::rename`].
+    Rename,
+    /// [`FileSystem::remove_file`].
+    Remove,
+}
+
+/// The error an injected fault returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// An I/O error (`EIO`).
+    Eio,
+    /// A full disk (`ENOSPC`).
+    Enospc,
+}
+
+impl FaultKind {
+    fn to_error(self) -> io::Error {
+        match self {
+            FaultKind::Eio => io::Error::other("injected EIO"),
+            FaultKind::Enospc => io::Error::new(io::ErrorKind::StorageFull, "injected ENOSPC"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Node {
+    File(u64),
+    Dir,
+}
+
+#[derive(Debug, Clone)]
+enum Pending {
+    Write { pos: u64, data: Vec<u8> },
+    SetLen(u64),
+}
+
+impl Pending {
+    fn apply(&self, bytes: &mut Vec<u8>) {
+        match self {
+            Pending::Write { pos, data } => write_into(bytes, *pos, data),
+            Pending::SetLen(len) => bytes.resize(to_usize(*len), 0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Inode {
+    durable: Vec<u8>,
+    current: Vec<u8>,
+    pending: Vec<Pending>,
+}
+
+#[derive(Debug, Clone)]
+enum DirOp {
+    Create {
+        path: PathBuf,
+        node: Node,
+    },
+    Remove {
+        path: PathBuf,
+    },
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+        node: Node,
+    },
+}
+
+impl DirOp {
+    fn touches(&self, dir: &Path) -> bool {
+        match self {
+            DirOp::Create { path, .. } | DirOp::Remove { path } => parent_dir(path) == dir,
+            DirOp::Rename { from, to, .. } => parent_dir(from) == dir || parent_dir(to) == dir,
+        }
+    }
+
+    fn apply(&self, ns: &mut BTreeMap<PathBuf, Node>) {
+        match self {
+            DirOp::Create { path, node } => {
+                ns.insert(path.clone(), *node);
+            }
+            DirOp::Remove { path } => {
+                ns.remove(path);
+            }
+            DirOp::Rename { from, to, node } => {
+                ns.remove(from);
+                ns.insert(to.clone(), *node);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Fault {
+    op: FaultOp,
+    at: u64,
+    kind: FaultKind,
+}
+
+#[derive(Debug)]
+struct State {
+    alive: bool,
+    rng: SimRng,
+    next_inode: u64,
+    inodes: BTreeMap<u64, Inode>,
+    durable_ns: BTreeMap<PathBuf, Node>,
+    ns: BTreeMap<PathBuf, Node>,
+    dir_ops: Vec<DirOp>,
+    locks: BTreeSet<PathBuf>,
+    faults: Vec<Fault>,
+    op_counts: BTreeMap<FaultOp, u64>,
+    calls: u64,
+    crash_at: Option<u64>,
+}
+
+fn power_lost() -> io::Error {
+    io::Error::other("simulated power loss: this machine is down")
+}
+
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+fn write_into(bytes: &mut Vec<u8>, pos: u64, data: &[u8]) {
+    let start = to_usize(pos);
+    let end = start + data.len();
+    if bytes.len() < end {
+        bytes.resize(end, 0);
+    }
+    bytes[start..end].copy_from_slice(data);
+}
+
+impl State {
+    fn new(seed: u64) -> Self {
+        let mut ns = BTreeMap::new();
+        ns.insert(PathBuf::from("/"), Node::Dir);
+        State {
+            alive: true,
+            rng: SimRng::new(seed),
+            next_inode: 1,
+            inodes: BTreeMap::new(),
+            durable_ns: ns.clone(),
+            ns,
+            dir_ops: Vec::new(),
+            locks: BTreeSet::new(),
+            faults: Vec::new(),
+            op_counts: BTreeMap::new(),
+            calls: 0,
+            crash_at: None,
+        }
+    }
+
+    fn check_alive(&self) -> io::Result<()> {
+        if self.alive {
+            Ok(())
+        } else {
+            Err(power_lost())
+        }
+    }
+
+    /// Accounts for one mutating call: cuts the power at the crash point and
+    /// fires an injected fault aimed at this call.
+    fn begin(&mut self, op: FaultOp) -> io::Result<()> {
+        self.check_alive()?;
+        if self.crash_at.is_some_and(|at| self.calls >= at) {
+            self.alive = false;
+            return Err(power_lost());
+        }
+        self.calls += 1;
+        let count = self.op_counts.entry(op).or_insert(0);
+        *count += 1;
+        let count = *count;
+        if let Some(i) = self.faults.iter().position(|f| f.op == op && f.at == count) {
+            let fault = self.faults.remove(i);
+            return Err(fault.kind.to_error());
+        }
+        Ok(())
+    }
+
+    fn inode_mut(&mut self, id: u64) -> &mut Inode {
+        self.inodes.entry(id).or_default()
+    }
+
+    fn lookup_file(&self, path: &Path) -> io::Result<u64> {
+        match self.ns.get(path) {
+            Some(Node::File(id)) => Ok(*id),
+            Some(Node::Dir) => Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "is a directory",
+            )),
+            None => Err(io::Error::new(io::ErrorKind::NotFound, "no such file")),
+        }
+    }
+
+    fn require_dir(&self, dir: &Path) -> io::Result<()> {
+        match self.ns.get(dir) {
+            Some(Node::Dir) => Ok(()),
+            Some(Node::File(_)) => Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                "not a directory",
+            )),
+            None => Err(io::Error::new(io::ErrorKind::NotFound, "no such directory")),
+        }
+    }
+
+    fn create_node(&mut self, path: &Path, node: Node) {
+        self.ns.insert(path.to_path_buf(), node);
+        self.dir_ops.push(DirOp::Create {
+            path: path.to_path_buf(),
+            node,
+        });
+    }
+}
+
+/// The simulated disk. Cloning shares the same disk (like two handles on one
+/// machine); [`SimFs::crash`] makes a new machine.
+#[derive(Debug, Clone)]
+pub struct SimFs {
+    state: Arc<Mutex<State>>,
+}
+
+impl SimFs {
+    /// An empty disk (only `/` exists) whose random choices follow `seed`.
+    pub fn new(seed: u64) -> Self {
+        SimFs {
+            state: Arc::new(Mutex::new(State::new(seed))),
+        }
+    }
+
+    fn lock_state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many mutating calls (creates, writes, syncs, renames, ...) this
+    /// disk has served. Crash tests count a workload's calls with this, then
+    /// cut the power at each of them with [`SimFs::crash_after`].
+    pub fn calls(&self) -> u64 {
+        self.lock_state().calls
+    }
+
+    /// Cuts the power once `n` more mutating calls have been served: call
+    /// number `n + 1` and everything after it fails and does nothing.
+    pub fn crash_after(&self, n: u64) {
+        let mut st = self.lock_state();
+        st.crash_at = Some(st.calls + n);
+    }
+
+    /// Whether the power is still on.
+    pub fn is_alive(&self) -> bool {
+        self.lock_state().alive
+    }
+
+    /// Makes the `nth` next call of kind `op` (1 = the very next) fail with
+    /// `kind` and do nothing. A failed sync additionally forgets the file's
+    /// unsynced writes without making them durable, as Linux does: the data
+    /// stays readable, a later sync succeeds, and a crash loses it.
+    pub fn inject_fault(&self, op: FaultOp, nth: u64, kind: FaultKind) {
+        let mut st = self.lock_state();
+        let at = st.op_counts.get(&op).copied().unwrap_or(0) + nth;
+        st.faults.push(Fault { op, at, kind });
+    }
+
+    /// Flips bit `bit` (counted from the start of the file) in the durable
+    /// and current contents of the file at `path`.
+    ///
+    /// # Errors
+    /// `NotFound` if there is no such file, `InvalidInput` if the bit lies past
+    /// its durable end.
+    pub fn flip_bit(&self, path: &Path, bit: u64) -> io::Result<()> {
+        let mut st = self.lock_state();
+        let id = st
+            .lookup_file(path)
+            .map_err(|e| path_error("flip_bit", path, e))?;
+        let inode = st.inode_mut(id);
+        let byte = to_usize(bit / 8);
+        let mask = 1u8 << (bit % 8);
+        if byte >= inode.durable.len() {
+            return Err(path_error(
+                "flip_bit",
+                path,
+                io::Error::new(io::ErrorKind::InvalidInput, "bit past the durable end"),
+            ));
+        }
+        inode.durable[byte] ^= mask;
+        if let Some(b) = inode.current.get_mut(byte) {
+            *b ^= mask;
+        }
+        Ok(())
+    }
+
+    /// Overwrites durable bytes at `pos` of the file at `path` (and its
+    /// current view), as a misdirected or stray write would.
+    ///
+    /// # Errors
+    /// `NotFound` if there is no such file.
+    pub fn corrupt_durable(&self, path: &Path, pos: u64, data: &[u8]) -> io::Result<()> {
+        let mut st = self.lock_state();
+        let id = st
+            .lookup_file(path)
+            .map_err(|e| path_error("corrupt", path, e))?;
+        let inode = st.inode_mut(id);
+        write_into(&mut inode.durable, pos, data);
+        write_into(&mut inode.current, pos, data);
+        Ok(())
+    }
+
+    /// The durable contents of the file at `path` in the durable namespace,
+    /// or `None` if a crash now would leave no such file.
+    pub fn durable_contents(&self, path: &Path) -> Option<Vec<u8>> {
+        let st = self.lock_state();
+        match st.durable_ns.get(path) {
+            Some(Node::File(id)) => st.inodes.get(id).map(|i| i.durable.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether any write or directory operation is not yet durable.
+    pub fn has_unsynced(&self) -> bool {
+        let st = self.lock_state();
+        !st.dir_ops.is_empty() || st.inodes.values().any(|i| !i.pending.is_empty())
+    }
+
+    /// Cuts the power with a random [`CrashPlan`] and returns the disk as the
+    /// rebooted machine sees it. This instance is dead afterwards.
+    #[must_use = "the rebooted disk is the only live one"]
+    pub fn crash(&self) -> SimFs {
+        self.crash_with(CrashPlan::Random)
+    }
+
+    /// Cuts the power, keeping what `plan` says of the unsynced state, and
+    /// returns the rebooted machine's disk. This instance (and every file
+    /// opened on it) is dead afterwards. The new disk's random choices follow
+    /// from this disk's seed, so a crash test replays from its seed.
+    #[must_use = "the rebooted disk is the only live one"]
+    pub fn crash_with(&self, plan: CrashPlan) -> SimFs {
+        let mut st = self.lock_state();
+        st.alive = false;
+        let next_seed = st.rng.next_u64();
+        let survivors = crash::survivors(&mut st, plan);
+        let mut fresh = State::new(next_seed);
+        fresh.next_inode = st.next_inode;
+        for (path, node) in &survivors.ns {
+            fresh.ns.insert(path.clone(), *node);
+            fresh.durable_ns.insert(path.clone(), *node);
+        }
+        for (id, bytes) in survivors.contents {
+            fresh.inodes.insert(
+                id,
+                Inode {
+                    durable: bytes.clone(),
+                    current: bytes,
+                    pending: Vec::new(),
+                },
+            );
+        }
+        SimFs {
+            state: Arc::new(Mutex::new(fresh)),
+        }
+    }
+}
+
+impl FileSystem for SimFs {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn File>> {
+        let mut st = self.lock_state();
+        st.check_alive().map_err(|e| path_error("open", path, e))?;
+        let existing = match st.ns.get(path) {
+            Some(Node::File(id)) => Some(*id),
+            Some(Node::Dir) => {
+                return Err(path_error(
+                    "open",
+                    path,
+                    io::Error::new(io::ErrorKind::IsADirectory, "is a directory"),
+                ))
+            }
+            None => None,
+        };
+        let id = match (mode, existing) {
+            (OpenMode::Read | OpenMode::ReadWrite, Some(id)) => id,
+            (OpenMode::Read | OpenMode::ReadWrite, None) => {
+                return Err(path_error(
+                    "open",
+                    path,
+                    io::Error::new(io::ErrorKind::NotFound, "no such file"),
+                ))
+            }
+            (OpenMode::CreateNew, Some(_)) => {
+                return Err(path_error(
+                    "open",
+                    path,
+                    io::Error::new(io::ErrorKind::AlreadyExists, "file exists"),
+                ))
+            }
+            (OpenMode::CreateOrTruncate, Some(id)) => {
+                st.begin(FaultOp::SetLen)
+                    .map_err(|e| path_error("open", path, e))?;
+                let inode = st.inode_mut(id);
+                inode.current.clear();
+                inode.pending.push(Pending::SetLen(0));
+                id
+            }
+            (OpenMode::CreateNew | OpenMode::CreateOrTruncate, None) => {
+                st.require_dir(parent_dir(path))
+                    .map_err(|e| path_error("open", path, e))?;
+                st.begin(FaultOp::Create)
+                    .map_err(|e| path_error("open", path, e))?;
+                let id = st.next_inode;
+                st.next_inode += 1;
+                st.inodes.insert(id, Inode::default());
+                st.create_node(path, Node::File(id));
+                id
+            }
+        };
+        Ok(Box::new(SimFile {
+            state: Arc::clone(&self.state),
+            inode: id,
+            path: path.to_path_buf(),
+            writable: mode != OpenMode::Read,
+        }))
+    }
+
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.lock_state();
+        st.check_alive()
+            .map_err(|e| path_error("create_dir_all", path, e))?;
+        let mut missing = Vec::new();
+        for ancestor in path.ancestors() {
+            if ancestor.as_os_str().is_empty() {
+                break;
+            }
+            match st.ns.get(ancestor) {
+                Some(Node::Dir) => break,
+                Some(Node::File(_)) => {
+                    return Err(path_error(
+                        "create_dir_all",
+                        path,
+                        io::Error::new(io::ErrorKind::NotADirectory, "a file is in the way"),
+                    ))
+                }
+                None => missing.push(ancestor.to_path_buf()),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        st.begin(FaultOp::Create)
+            .map_err(|e| path_error("create_dir_all", path, e))?;
+        for dir in missing.iter().rev() {
+            st.create_node(dir, Node::Dir);
+        }
+        Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut st = self.lock_state();
+        st.check_alive()
+            .map_err(|e| path_error("rename", from, e))?;
+        let id = st
+            .lookup_file(from)
+            .map_err(|e| path_error("rename", from, e))?;
+        st.require_dir(parent_dir(to))
+            .map_err(|e| path_error("rename", to, e))?;
+        if matches!(st.ns.get(to), Some(Node::Dir)) {
+            return Err(path_error(
+                "rename",
+                to,
+                io::Error::new(io::ErrorKind::IsADirectory, "target is a directory"),
+            ));
+        }
+        st.begin(FaultOp::Rename)
+            .map_err(|e| path_error("rename", from, e))?;
+        let node = Node::File(id);
+        st.ns.remove(from);
+        st.ns.insert(to.to_path_buf(), node);
+        st.dir_ops.push(DirOp::Rename {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+            node,
+        });
+        Ok(())
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let mut st = self.lock_state();
+        st.check_alive()
+            .map_err(|e| path_error("remove", path, e))?;
+        st.lookup_file(path)
+            .map_err(|e| path_error("remove", path, e))?;
+        st.begin(FaultOp::Remove)
+            .map_err(|e| path_error("remove", path, e))?;
+        st.ns.remove(path);
+        st.dir_ops.push(DirOp::Remove {
+            path: path.to_path_buf(),
+        });
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+        let st = self.lock_state();
+        st.check_alive().map_err(|e| path_error("list", dir, e))?;
+        st.require_dir(dir)
+            .map_err(|e| path_error("list", dir, e))?;
+        let mut out: Vec<DirEntry> = st
+            .ns
+            .iter()
+            .filter(|(p, _)| p.as_path() != dir && parent_dir(p) == dir)
+            .filter_map(|(p, node)| {
+                Some(DirEntry {
+                    name: p.file_name()?.to_string_lossy().into_owned(),
+                    is_dir: matches!(node, Node::Dir),
+                })
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        let st = self.lock_state();
+        st.check_alive()
+            .map_err(|e| path_error("exists", path, e))?;
+        Ok(st.ns.contains_key(path))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut st = self.lock_state();
+        st.check_alive()
+            .map_err(|e| path_error("sync_dir", dir, e))?;
+        st.require_dir(dir)
+            .map_err(|e| path_error("sync_dir", dir, e))?;
+        st.begin(FaultOp::SyncDir)
+            .map_err(|e| path_error("sync_dir", dir, e))?;
+        let ops = std::mem::take(&mut st.dir_ops);
+        let (now, later): (Vec<DirOp>, Vec<DirOp>) =
+            ops.into_iter().partition(|op| op.touches(dir));
+        for op in &now {
+            op.apply(&mut st.durable_ns);
+        }
+        st.dir_ops = later;
+        Ok(())
+    }
+
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
+        {
+            let mut st = self.lock_state();
+            st.check_alive().map_err(|e| path_error("lock", path, e))?;
+            if st.locks.contains(path) {
+                return Err(path_error(
+                    "lock",
+                    path,
+                    io::Error::new(io::ErrorKind::WouldBlock, "lock held"),
+                ));
+            }
+            if !st.ns.contains_key(path) {
+                st.require_dir(parent_dir(path))
+                    .map_err(|e| path_error("lock", path, e))?;
+                st.begin(FaultOp::Create)
+                    .map_err(|e| path_error("lock", path, e))?;
+                let id = st.next_inode;
+                st.next_inode += 1;
+                st.inodes.insert(id, Inode::default());
+                st.create_node(path, Node::File(id));
+            }
+            st.locks.insert(path.to_path_buf());
+        }
+        Ok(Box::new(SimLock {
+            state: Arc::clone(&self.state),
+            path: path.to_path_buf(),
+        }))
+    }
+}
+
+/// A file on the simulated disk.
+#[derive(Debug)]
+struct SimFile {
+    state: Arc<Mutex<State>>,
+    inode: u64,
+    path: PathBuf,
+    writable: bool,
+}
+
+impl SimFile {
+    fn lock_state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn check_writable(&self, op: &'static str) -> io::Result<()> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(path_error(
+                op,
+                &self.path,
+                io::Error::new(io::ErrorKind::PermissionDenied, "opened read-only"),
+            ))
+        }
+    }
+
+    fn sync(&self, op: &'static str) -> io::Result<()> {
+        let mut st = self.lock_state();
+        if let Err(e) = st.begin(FaultOp::Sync) {
+            if st.alive {
+                // Linux after a failed fsync: the pages are marked clean but
+                // were not written, so the data is never made durable.
+                st.inode_mut(self.inode).pending.clear();
+            }
+            return Err(path_error(op, &self.path, e));
+        }
+        let inode = st.inode_mut(self.inode);
+        for p in std::mem::take(&mut inode.pending) {
+            p.apply(&mut inode.durable);
+        }
+        Ok(())
+    }
+}
+
+impl File for SimFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+        let mut st = self.lock_state();
+        st.check_alive()
+            .map_err(|e| path_error("read", &self.path, e))?;
+        let data = &st.inode_mut(self.inode).current;
+        let start = to_usize(pos);
+        if start >= data.len() {
+            return Ok(0);
+        }
+        let n = buf.len().min(data.len() - start);
+        buf[..n].copy_from_slice(&data[start..start + n]);
+        Ok(n)
+    }
+
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        self.check_writable("write")?;
+        let mut st = self.lock_state();
+        st.begin(FaultOp::Write)
+            .map_err(|e| path_error("write", &self.path, e))?;
+        let inode = st.inode_mut(self.inode);
+        write_into(&mut inode.current, pos, buf);
+        inode.pending.push(Pending::Write {
+            pos,
+            data: buf.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        let mut st = self.lock_state();
+        st.check_alive()
+            .map_err(|e| path_error("stat", &self.path, e))?;
+        Ok(st.inode_mut(self.inode).current.len() as u64)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.check_writable("set_len")?;
+        let mut st = self.lock_state();
+        st.begin(FaultOp::SetLen)
+            .map_err(|e| path_error("set_len", &self.path, e))?;
+        let inode = st.inode_mut(self.inode);
+        inode.current.resize(to_usize(len), 0);
+        inode.pending.push(Pending::SetLen(len));
+        Ok(())
+    }
+
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        self.check_writable("allocate")?;
+        let mut st = self.lock_state();
+        st.begin(FaultOp::Allocate)
+            .map_err(|e| path_error("allocate", &self.path, e))?;
+        let inode = st.inode_mut(self.inode);
+        if (inode.current.len() as u64) < len {
+            inode.current.resize(to_usize(len), 0);
+            inode.pending.push(Pending::SetLen(len));
+        }
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.sync("sync_data")
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.sync("sync_all")
+    }
+}
+
+#[derive(Debug)]
+struct SimLock {
+    state: Arc<Mutex<State>>,
+    path: PathBuf,
+}
+
+impl LockGuard for SimLock {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.locks.remove(&self.path);
+    }
+}

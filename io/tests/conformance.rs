@@ -1,0 +1,111 @@
+//! The same behaviour from both file systems: every expectation the engine
+//! has of the trait holds for the real Linux implementation and the simulated
+//! disk alike.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::ErrorKind;
+use std::path::Path;
+
+use quorumlog_io::{FileSystem, OpenMode, RealFs, SimFs};
+
+fn check(fs: &dyn FileSystem, root: &Path) {
+    let dir = root.join("d");
+    fs.create_dir_all(&dir.join("sub")).unwrap();
+    fs.sync_dir(root).unwrap();
+
+    // Open modes.
+    let a = dir.join("a");
+    assert_eq!(
+        fs.open(&a, OpenMode::Read).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    let f = fs.open(&a, OpenMode::CreateNew).unwrap();
+    assert_eq!(
+        fs.open(&a, OpenMode::CreateNew).unwrap_err().kind(),
+        ErrorKind::AlreadyExists
+    );
+    let err = fs
+        .open(&dir.join("missing/x"), OpenMode::CreateNew)
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(
+        err.to_string().contains("missing"),
+        "error names the path: {err}"
+    );
+
+    // Positional writes, holes, reads.
+    f.write_all_at(b"hello", 0).unwrap();
+    f.write_all_at(b"world", 10).unwrap();
+    assert_eq!(f.len().unwrap(), 15);
+    let all = f.read_to_end().unwrap();
+    assert_eq!(&all[..5], b"hello");
+    assert_eq!(&all[5..10], &[0; 5]);
+    let mut buf = [0u8; 8];
+    assert_eq!(f.read_at(&mut buf, 12).unwrap(), 3);
+    assert_eq!(f.read_at(&mut buf, 100).unwrap(), 0);
+    assert_eq!(
+        f.read_exact_at(&mut buf, 12).unwrap_err().kind(),
+        ErrorKind::UnexpectedEof
+    );
+    f.sync_data().unwrap();
+    f.sync_all().unwrap();
+
+    // Length changes.
+    f.allocate(4096).unwrap();
+    assert_eq!(f.len().unwrap(), 4096);
+    f.allocate(100).unwrap();
+    assert_eq!(f.len().unwrap(), 4096, "allocate never shrinks");
+    f.set_len(5).unwrap();
+    assert_eq!(f.read_to_end().unwrap(), b"hello");
+
+    // Truncating open.
+    let t = fs.open(&a, OpenMode::CreateOrTruncate).unwrap();
+    assert_eq!(t.len().unwrap(), 0);
+
+    // Read-only handles refuse writes.
+    let r = fs.open(&a, OpenMode::Read).unwrap();
+    assert!(r.write_all_at(b"x", 0).is_err());
+
+    // Rename replaces, remove removes, list is sorted and shows directories.
+    let b = dir.join("b");
+    let g = fs.open(&b, OpenMode::CreateNew).unwrap();
+    g.write_all_at(b"bee", 0).unwrap();
+    fs.rename(&b, &a).unwrap();
+    assert!(!fs.exists(&b).unwrap());
+    let names: Vec<(String, bool)> = fs
+        .list(&dir)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.is_dir))
+        .collect();
+    assert_eq!(names, vec![("a".into(), false), ("sub".into(), true)]);
+    assert_eq!(
+        fs.open(&a, OpenMode::Read).unwrap().read_to_end().unwrap(),
+        b"bee"
+    );
+    fs.remove_file(&a).unwrap();
+    assert!(!fs.exists(&a).unwrap());
+    assert_eq!(fs.remove_file(&a).unwrap_err().kind(), ErrorKind::NotFound);
+    fs.sync_dir(&dir).unwrap();
+
+    // Exclusive lock.
+    let lock_path = dir.join("lock");
+    let guard = fs.lock(&lock_path).unwrap();
+    assert_eq!(
+        fs.lock(&lock_path).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    drop(guard);
+    let _again = fs.lock(&lock_path).unwrap();
+}
+
+#[test]
+fn real_fs_behaves_as_the_trait_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    check(&RealFs::new(), tmp.path());
+}
+
+#[test]
+fn sim_fs_behaves_as_the_trait_says() {
+    check(&SimFs::new(1), Path::new("/root"));
+}
