@@ -1,7 +1,12 @@
 //! The same behaviour from both file systems: every expectation the engine
 //! has of the trait holds for the real Linux implementation and the simulated
 //! disk alike.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::many_single_char_names,
+    missing_docs
+)]
 
 use std::io::ErrorKind;
 use std::path::Path;

@@ -1,7 +1,12 @@
 //! The simulated disk itself: what survives a crash, how writes tear, and
 //! where injected faults fire. Every crash test of the other crates relies on
 //! these behaviours, so each is pinned here.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::many_single_char_names,
+    missing_docs
+)]
 
 use std::io::ErrorKind;
 use std::path::Path;
