@@ -1,0 +1,481 @@
+//! Formatting and opening a data directory, and the durable writes of its
+//! small files.
+//!
+//! Layout (see `docs/format.md`):
+//! ```text
+//! <dir>/meta                              identity; written last by format
+//! <dir>/lock                              flock'ed while open
+//! <dir>/quorum-state                      election state
+//! <dir>/checkpoints/{recovery-point, high-watermark, log-start-offset, epoch-map}
+//! <dir>/log/                              segments (the log crate)
+//! <dir>/snapshots/                        snapshots (the snapshot crate)
+//! ```
+//!
+//! Invariants:
+//! - `open` never creates a data directory: no valid `meta`, no open.
+//! - `meta` is written last by `format`, so a crash during format leaves a
+//!   directory that `open` refuses and `format` completes.
+//! - The quorum state in memory is always the durable one: it changes only
+//!   after its atomic replace returned `Ok`.
+//! - After any failed write the directory is poisoned: every later write
+//!   fails with `Poisoned` until it is reopened (DESIGN.md invariant 6).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use quorumlog_io::{parent_dir, FileSystem, LockGuard};
+
+use crate::epoch_map::EpochMap;
+use crate::error::{CorruptionKind, Error, NotFormattedReason, Result};
+use crate::meta::Meta;
+use crate::points::{HighWatermark, LogStartOffset, RecoveryPoint};
+use crate::quorum_state::QuorumState;
+use crate::small_file::{self, SmallFile, TEMP_SUFFIX};
+use crate::types::{ClusterId, DirectoryId, NodeId, Offset};
+
+/// A file system shared by every component of one data directory.
+pub type SharedFs = Arc<dyn FileSystem>;
+
+/// The sub-directory holding checkpoint files.
+pub const CHECKPOINTS_DIR: &str = "checkpoints";
+/// The sub-directory holding log segments.
+pub const LOG_DIR: &str = "log";
+/// The sub-directory holding snapshots.
+pub const SNAPSHOTS_DIR: &str = "snapshots";
+/// The lock file.
+pub const LOCK_FILE: &str = "lock";
+
+/// What `open` expects of the directory's identity. Default: anything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenOptions {
+    /// Fail with `IdentityMismatch` unless the directory belongs to this
+    /// cluster. Default: not checked.
+    pub expected_cluster_id: Option<ClusterId>,
+    /// Fail with `IdentityMismatch` unless the directory belongs to this
+    /// node. Default: not checked.
+    pub expected_node_id: Option<NodeId>,
+}
+
+/// The checkpoint values found at open (and kept current by the writes).
+/// `None` means the file was missing or corrupt: see [`OpenReport`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checkpoints {
+    /// Where recovery may start scanning. `None`: scan everything.
+    pub recovery_point: Option<RecoveryPoint>,
+    /// The commit offset. `None`: unknown until the Raft layer supplies it.
+    pub high_watermark: Option<HighWatermark>,
+    /// The first offset in the log. `None`: rebuild from the segments.
+    pub log_start_offset: Option<LogStartOffset>,
+    /// Epoch start offsets. `None`: rebuild from the segments.
+    pub epoch_map: Option<EpochMap>,
+}
+
+/// A checkpoint file that could not be trusted at open, and what was done
+/// instead of trusting it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Degraded {
+    /// The file.
+    pub file: PathBuf,
+    /// What was wrong ([`CorruptionKind::Missing`] if absent).
+    pub problem: CorruptionKind,
+    /// What the engine does instead.
+    pub consequence: &'static str,
+}
+
+/// What `open` found that was not as a clean close leaves it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    /// Checkpoint files ignored because missing or corrupt.
+    pub degraded: Vec<Degraded>,
+    /// Temporary files of interrupted replaces, removed.
+    pub stale_temps_removed: Vec<PathBuf>,
+}
+
+#[derive(Debug)]
+struct State {
+    election: QuorumState,
+    checkpoints: Checkpoints,
+    poisoned: Option<String>,
+}
+
+/// An open, locked data directory.
+#[derive(Debug)]
+pub struct DataDir {
+    fs: SharedFs,
+    dir: PathBuf,
+    meta: Meta,
+    report: OpenReport,
+    state: Mutex<State>,
+    _lock: Box<dyn LockGuard>,
+}
+
+/// Formats `dir` for node `node_id` of cluster `cluster_id`, with a fresh
+/// random directory id. See [`format_with`].
+///
+/// # Errors
+/// As [`format_with`].
+pub fn format(fs: &SharedFs, dir: &Path, cluster_id: ClusterId, node_id: NodeId) -> Result<Meta> {
+    format_with(
+        fs,
+        dir,
+        Meta::new(cluster_id, node_id, DirectoryId::random()),
+    )
+}
+
+/// Formats `dir` with the identity `meta`: creates the sub-directories, an
+/// initial quorum state (epoch 0, no leader, no vote), initial checkpoints,
+/// and finally the meta file. Every step is durable before the next. A
+/// directory left by a format interrupted by a crash is formatted again.
+///
+/// # Errors
+/// `AlreadyFormatted` if `dir` has a valid meta file; `NotEmpty` if it holds
+/// anything an interrupted format cannot have left; `Locked` if it is open;
+/// `Io` on any I/O failure.
+pub fn format_with(fs: &SharedFs, dir: &Path, meta: Meta) -> Result<Meta> {
+    if !fs.exists(dir)? {
+        fs.create_dir_all(dir)?;
+        fs.sync_dir(parent_dir(dir))?;
+    }
+    match small_file::read::<Meta>(fs.as_ref(), dir) {
+        Ok(Some(_)) => {
+            return Err(Error::AlreadyFormatted {
+                dir: dir.to_path_buf(),
+            })
+        }
+        Ok(None) => {}
+        // A damaged meta is never overwritten: it may guard real data.
+        Err(e) => return Err(e),
+    }
+    check_formattable(fs.as_ref(), dir)?;
+    let _lock = lock(fs.as_ref(), dir)?;
+    for sub in [CHECKPOINTS_DIR, LOG_DIR, SNAPSHOTS_DIR] {
+        fs.create_dir_all(&dir.join(sub))?;
+    }
+    fs.sync_dir(dir)?;
+    small_file::write(fs.as_ref(), dir, &QuorumState::default())?;
+    small_file::write(fs.as_ref(), dir, &RecoveryPoint::default())?;
+    small_file::write(fs.as_ref(), dir, &HighWatermark::default())?;
+    small_file::write(fs.as_ref(), dir, &LogStartOffset::default())?;
+    small_file::write(fs.as_ref(), dir, &EpochMap::new())?;
+    small_file::write(fs.as_ref(), dir, &meta)?;
+    Ok(meta)
+}
+
+/// Accepts an empty directory, or one holding only what an interrupted
+/// format leaves (its sub-directories, checkpoint files, temps, the lock).
+fn check_formattable(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    let not_empty = |entry: String| Error::NotEmpty {
+        dir: dir.to_path_buf(),
+        entry,
+    };
+    for entry in fs.list(dir)? {
+        let ours = matches!(
+            entry.name.as_str(),
+            "meta.tmp" | "quorum-state" | "quorum-state.tmp" | LOCK_FILE
+        ) || (entry.is_dir
+            && matches!(
+                entry.name.as_str(),
+                CHECKPOINTS_DIR | LOG_DIR | SNAPSHOTS_DIR
+            ));
+        if !ours {
+            return Err(not_empty(entry.name));
+        }
+        if entry.is_dir && entry.name != CHECKPOINTS_DIR {
+            if let Some(inner) = fs.list(&dir.join(&entry.name))?.into_iter().next() {
+                return Err(not_empty(format!("{}/{}", entry.name, inner.name)));
+            }
+        }
+        if entry.name == CHECKPOINTS_DIR {
+            for inner in fs.list(&dir.join(CHECKPOINTS_DIR))? {
+                let base = inner.name.trim_end_matches(TEMP_SUFFIX);
+                let known = [
+                    RecoveryPoint::NAME,
+                    HighWatermark::NAME,
+                    LogStartOffset::NAME,
+                    EpochMap::NAME,
+                ]
+                .iter()
+                .any(|n| n.strip_prefix("checkpoints/") == Some(base));
+                if inner.is_dir || !known {
+                    return Err(not_empty(format!("{CHECKPOINTS_DIR}/{}", inner.name)));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn lock(fs: &dyn FileSystem, dir: &Path) -> Result<Box<dyn LockGuard>> {
+    fs.lock(&dir.join(LOCK_FILE)).map_err(|e| {
+        if e.kind() == io::ErrorKind::WouldBlock {
+            Error::Locked {
+                dir: dir.to_path_buf(),
+            }
+        } else {
+            Error::Io(e)
+        }
+    })
+}
+
+/// Reads a degradable checkpoint: a missing or corrupt file is reported and
+/// replaced by `None`, never trusted.
+fn read_degradable<F: SmallFile>(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    consequence: &'static str,
+    report: &mut OpenReport,
+) -> Result<Option<F>> {
+    let file = small_file::path_of::<F>(dir);
+    let problem = match small_file::read::<F>(fs, dir) {
+        Ok(Some(v)) => return Ok(Some(v)),
+        Ok(None) => CorruptionKind::Missing,
+        Err(Error::Corruption { kind, .. }) => kind,
+        Err(e) => return Err(e),
+    };
+    report.degraded.push(Degraded {
+        file,
+        problem,
+        consequence,
+    });
+    Ok(None)
+}
+
+impl DataDir {
+    /// Opens and locks the formatted data directory `dir`, removes temps of
+    /// interrupted replaces, and loads the quorum state and checkpoints.
+    ///
+    /// # Errors
+    /// `NotFormatted` if `dir` or its meta file is missing or invalid (never
+    /// initialises anything); `IdentityMismatch` if `options` expect another
+    /// cluster or node; `Locked` if it is already open; `Corruption` if the
+    /// quorum state or a sub-directory is missing or invalid (the quorum
+    /// state never defaults to epoch 0); `Io` on I/O failure. Missing or
+    /// corrupt checkpoints are not errors: see [`DataDir::report`].
+    pub fn open(fs: SharedFs, dir: &Path, options: &OpenOptions) -> Result<DataDir> {
+        let not_formatted = |reason| Error::NotFormatted {
+            dir: dir.to_path_buf(),
+            reason,
+        };
+        if !fs.exists(dir)? {
+            return Err(not_formatted(NotFormattedReason::NoDirectory));
+        }
+        let meta = match small_file::read::<Meta>(fs.as_ref(), dir) {
+            Ok(Some(m)) => m,
+            Ok(None) => return Err(not_formatted(NotFormattedReason::NoMeta)),
+            Err(Error::Corruption { kind, .. }) => {
+                return Err(not_formatted(NotFormattedReason::InvalidMeta(kind)))
+            }
+            Err(e) => return Err(e),
+        };
+        check_identity(dir, &meta, options)?;
+        let lock = lock(fs.as_ref(), dir)?;
+        for sub in [CHECKPOINTS_DIR, LOG_DIR, SNAPSHOTS_DIR] {
+            let path = dir.join(sub);
+            if !fs.exists(&path)? {
+                return Err(Error::Corruption {
+                    file: path,
+                    kind: CorruptionKind::Missing,
+                });
+            }
+        }
+        let mut report = OpenReport::default();
+        for d in [dir.to_path_buf(), dir.join(CHECKPOINTS_DIR)] {
+            for name in small_file::remove_stale_temps(fs.as_ref(), &d)? {
+                report.stale_temps_removed.push(d.join(name));
+            }
+        }
+        let quorum_state = small_file::read::<QuorumState>(fs.as_ref(), dir)?.ok_or_else(|| {
+            Error::Corruption {
+                file: small_file::path_of::<QuorumState>(dir),
+                kind: CorruptionKind::Missing,
+            }
+        })?;
+        let checkpoints = Checkpoints {
+            recovery_point: read_degradable(
+                fs.as_ref(),
+                dir,
+                "recovery scans the whole log",
+                &mut report,
+            )?,
+            high_watermark: read_degradable(
+                fs.as_ref(),
+                dir,
+                "high watermark unknown until the Raft layer supplies it",
+                &mut report,
+            )?,
+            log_start_offset: read_degradable(
+                fs.as_ref(),
+                dir,
+                "log start offset rebuilt from the segments",
+                &mut report,
+            )?,
+            epoch_map: read_degradable(
+                fs.as_ref(),
+                dir,
+                "epoch map rebuilt from the segments",
+                &mut report,
+            )?,
+        };
+        Ok(DataDir {
+            fs,
+            dir: dir.to_path_buf(),
+            meta,
+            report,
+            state: Mutex::new(State {
+                election: quorum_state,
+                checkpoints,
+                poisoned: None,
+            }),
+            _lock: lock,
+        })
+    }
+
+    fn lock_state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The directory holding log segments.
+    pub fn log_dir(&self) -> PathBuf {
+        self.dir.join(LOG_DIR)
+    }
+
+    /// The directory holding snapshots.
+    pub fn snapshots_dir(&self) -> PathBuf {
+        self.dir.join(SNAPSHOTS_DIR)
+    }
+
+    /// The file system the directory lives on.
+    pub fn fs(&self) -> &SharedFs {
+        &self.fs
+    }
+
+    /// The directory's identity.
+    pub fn meta(&self) -> Meta {
+        self.meta
+    }
+
+    /// What open found degraded or cleaned up.
+    pub fn report(&self) -> &OpenReport {
+        &self.report
+    }
+
+    /// The durable quorum state.
+    pub fn quorum_state(&self) -> QuorumState {
+        self.lock_state().election.clone()
+    }
+
+    /// The checkpoint values: as found at open, updated by every successful
+    /// write since.
+    pub fn checkpoints(&self) -> Checkpoints {
+        self.lock_state().checkpoints.clone()
+    }
+
+    /// Whether an earlier write failed.
+    pub fn is_poisoned(&self) -> bool {
+        self.lock_state().poisoned.is_some()
+    }
+
+    /// Makes `next` the durable quorum state. When this returns `Ok`, every
+    /// later open sees `next` or a later state (invariant 5); only then may
+    /// the vote or leadership be announced.
+    ///
+    /// # Errors
+    /// `EpochRegression`, `VoteConflict` or `LeaderConflict` (nothing
+    /// written); `Poisoned` after an earlier failure; `Io` if a write or sync
+    /// fails, which poisons the directory.
+    pub fn persist_quorum_state(&self, next: &QuorumState) -> Result<()> {
+        let mut st = self.lock_state();
+        st.election.check_transition(next)?;
+        self.write_locked(&mut st, next)?;
+        st.election = next.clone();
+        Ok(())
+    }
+
+    /// Durably replaces the recovery point.
+    ///
+    /// # Errors
+    /// `Poisoned` after an earlier failure; `Io` (which poisons).
+    pub fn write_recovery_point(&self, rp: RecoveryPoint) -> Result<()> {
+        let mut st = self.lock_state();
+        self.write_locked(&mut st, &rp)?;
+        st.checkpoints.recovery_point = Some(rp);
+        Ok(())
+    }
+
+    /// Durably replaces the high watermark.
+    ///
+    /// # Errors
+    /// `Poisoned` after an earlier failure; `Io` (which poisons).
+    pub fn write_high_watermark(&self, offset: Offset) -> Result<()> {
+        let mut st = self.lock_state();
+        let hw = HighWatermark(offset);
+        self.write_locked(&mut st, &hw)?;
+        st.checkpoints.high_watermark = Some(hw);
+        Ok(())
+    }
+
+    /// Durably replaces the log start offset.
+    ///
+    /// # Errors
+    /// `Poisoned` after an earlier failure; `Io` (which poisons).
+    pub fn write_log_start_offset(&self, offset: Offset) -> Result<()> {
+        let mut st = self.lock_state();
+        let ls = LogStartOffset(offset);
+        self.write_locked(&mut st, &ls)?;
+        st.checkpoints.log_start_offset = Some(ls);
+        Ok(())
+    }
+
+    /// Durably replaces the epoch map.
+    ///
+    /// # Errors
+    /// `Poisoned` after an earlier failure; `Io` (which poisons).
+    pub fn write_epoch_map(&self, map: &EpochMap) -> Result<()> {
+        let mut st = self.lock_state();
+        self.write_locked(&mut st, map)?;
+        st.checkpoints.epoch_map = Some(map.clone());
+        Ok(())
+    }
+
+    fn write_locked<F: SmallFile>(&self, st: &mut State, value: &F) -> Result<()> {
+        if let Some(cause) = &st.poisoned {
+            return Err(Error::Poisoned {
+                cause: cause.clone(),
+            });
+        }
+        small_file::write(self.fs.as_ref(), &self.dir, value).map_err(|e| {
+            st.poisoned = Some(format!("writing {}: {e}", F::NAME));
+            e
+        })
+    }
+}
+
+fn check_identity(dir: &Path, meta: &Meta, options: &OpenOptions) -> Result<()> {
+    if let Some(expected) = options.expected_cluster_id {
+        if expected != meta.cluster_id {
+            return Err(Error::IdentityMismatch {
+                dir: dir.to_path_buf(),
+                field: "cluster id",
+                expected: expected.to_string(),
+                found: meta.cluster_id.to_string(),
+            });
+        }
+    }
+    if let Some(expected) = options.expected_node_id {
+        if expected != meta.node_id {
+            return Err(Error::IdentityMismatch {
+                dir: dir.to_path_buf(),
+                field: "node id",
+                expected: expected.to_string(),
+                found: meta.node_id.to_string(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! The error type of the checkpoint crate.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::quorum_state::Vote;
+use crate::types::{Epoch, NodeId, Offset};
+
+/// What is wrong with a file that failed verification.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CorruptionKind {
+    /// The file is missing although the directory must have it.
+    #[error("file is missing")]
+    Missing,
+    /// The file is shorter than its header says.
+    #[error("truncated: {len} bytes, at least {needed} needed")]
+    Truncated {
+        /// Bytes present.
+        len: u64,
+        /// Bytes required.
+        needed: u64,
+    },
+    /// The file is longer than its header says.
+    #[error("{len} bytes where the header says {expected}")]
+    TrailingBytes {
+        /// Bytes present.
+        len: u64,
+        /// Bytes the header accounts for.
+        expected: u64,
+    },
+    /// The file does not start with the magic of its kind.
+    #[error("bad magic {found:?}, expected {expected:?}")]
+    BadMagic {
+        /// The magic of this kind of file.
+        expected: [u8; 4],
+        /// The first four bytes found.
+        found: [u8; 4],
+    },
+    /// The stored CRC32C does not match the contents.
+    #[error("checksum mismatch: stored {expected:#010x}, computed {actual:#010x}")]
+    ChecksumMismatch {
+        /// The checksum stored in the file.
+        expected: u32,
+        /// The checksum of the bytes read.
+        actual: u32,
+    },
+    /// A valid file of a version this build cannot read.
+    #[error("unsupported version {found} (this build reads {supported})")]
+    UnsupportedVersion {
+        /// The version in the file.
+        found: u16,
+        /// The version this build reads.
+        supported: u16,
+    },
+    /// The checksum matched but the contents break a rule of the format.
+    #[error("malformed: {0}")]
+    Malformed(&'static str),
+}
+
+/// Why a directory is not a usable data directory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotFormattedReason {
+    /// The directory does not exist (a disk that failed to mount?).
+    #[error("the directory does not exist")]
+    NoDirectory,
+    /// The directory has no meta file.
+    #[error("it has no meta file")]
+    NoMeta,
+    /// The meta file exists but is not valid.
+    #[error("its meta file is invalid: {0}")]
+    InvalidMeta(CorruptionKind),
+}
+
+/// Errors of the checkpoint crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O error; its message names the operation and the path.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+    /// `open` of a directory that was never formatted (or lost its meta).
+    /// quorumlog never initialises a directory by itself: an empty directory
+    /// may be a disk that failed to mount.
+    #[error("{dir} is not a quorumlog data directory: {reason}")]
+    NotFormatted {
+        /// The directory.
+        dir: PathBuf,
+        /// What is missing or invalid.
+        reason: NotFormattedReason,
+    },
+    /// `format` of a directory that already has a valid meta file.
+    #[error("{dir} is already formatted")]
+    AlreadyFormatted {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// `format` of a directory holding files that are not ours.
+    #[error("{dir} is not empty (found {entry:?}); refusing to format it")]
+    NotEmpty {
+        /// The directory.
+        dir: PathBuf,
+        /// The first foreign entry found.
+        entry: String,
+    },
+    /// The directory is open elsewhere (another process or handle).
+    #[error("{dir} is locked by another open instance")]
+    Locked {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// The meta file belongs to another cluster or node than expected.
+    #[error("{dir} belongs to {field} {found}, expected {expected}")]
+    IdentityMismatch {
+        /// The directory.
+        dir: PathBuf,
+        /// `"cluster id"` or `"node id"`.
+        field: &'static str,
+        /// The expected value.
+        expected: String,
+        /// The value in the meta file.
+        found: String,
+    },
+    /// A file failed verification.
+    #[error("corrupt file {file}: {kind}")]
+    Corruption {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong with it.
+        kind: CorruptionKind,
+    },
+    /// A quorum-state update would move the epoch backwards.
+    #[error("quorum state epoch would regress from {current} to {proposed}")]
+    EpochRegression {
+        /// The durable epoch.
+        current: Epoch,
+        /// The epoch asked for.
+        proposed: Epoch,
+    },
+    /// A quorum-state update would change the vote already cast in an epoch.
+    #[error("epoch {epoch} already has vote {existing:?}; refusing {proposed:?}")]
+    VoteConflict {
+        /// The epoch.
+        epoch: Epoch,
+        /// The durable vote.
+        existing: Vote,
+        /// The vote asked for.
+        proposed: Option<Vote>,
+    },
+    /// A quorum-state update would change the known leader of an epoch.
+    #[error("epoch {epoch} already has leader {existing}; refusing {proposed:?}")]
+    LeaderConflict {
+        /// The epoch.
+        epoch: Epoch,
+        /// The durable leader.
+        existing: NodeId,
+        /// The leader asked for.
+        proposed: Option<NodeId>,
+    },
+    /// An epoch-map update that would break its ordering.
+    #[error("epoch map: epoch {epoch} at offset {offset} after epoch {last_epoch} at {last_offset}")]
+    EpochOrder {
+        /// The epoch asked for.
+        epoch: Epoch,
+        /// Its start offset.
+        offset: Offset,
+        /// The latest epoch in the map.
+        last_epoch: Epoch,
+        /// The latest epoch's start offset.
+        last_offset: Offset,
+    },
+    /// A write or sync failed earlier; nothing more is written until the
+    /// directory is reopened.
+    #[error("poisoned by an earlier failed write or sync: {cause}")]
+    Poisoned {
+        /// The first failure.
+        cause: String,
+    },
+}
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
