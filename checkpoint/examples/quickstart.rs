@@ -25,12 +25,11 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let (dir, _guard) = match std::env::args().nth(1) {
-        Some(d) => (PathBuf::from(d), None),
-        None => {
-            let t = tempfile::tempdir()?;
-            (t.path().join("quorumlog"), Some(t))
-        }
+    let (dir, _guard) = if let Some(d) = std::env::args().nth(1) {
+        (PathBuf::from(d), None)
+    } else {
+        let t = tempfile::tempdir()?;
+        (t.path().join("quorumlog"), Some(t))
     };
     let fs: SharedFs = Arc::new(RealFs::new());
 
@@ -62,13 +61,19 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             node_id: me.node_id,
             directory_id: me.directory_id,
         }),
-        voters: vec![me, Voter {
-            node_id: NodeId(2),
-            directory_id: DirectoryId(0x22),
-        }],
+        voters: vec![
+            me,
+            Voter {
+                node_id: NodeId(2),
+                directory_id: DirectoryId(0x22),
+            },
+        ],
     };
     dd.persist_quorum_state(&qs)?;
-    println!("persisted quorum state: epoch {} voted for {}", qs.epoch, me.node_id);
+    println!(
+        "persisted quorum state: epoch {} voted for {}",
+        qs.epoch, me.node_id
+    );
 
     let mut epochs = EpochMap::new();
     epochs.assign(qs.epoch, Offset(0))?;

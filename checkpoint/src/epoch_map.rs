@@ -136,7 +136,9 @@ impl SmallFile for EpochMap {
         let mut r = Reader::new(body);
         let count = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
         if count.checked_mul(ENTRY_BYTES) != Some(r.remaining()) {
-            return Err(CorruptionKind::Malformed("entry count does not match the body"));
+            return Err(CorruptionKind::Malformed(
+                "entry count does not match the body",
+            ));
         }
         let mut entries: Vec<EpochEntry> = Vec::with_capacity(count);
         for _ in 0..count {
@@ -221,9 +223,18 @@ mod tests {
         let m = map(&[(1, 0), (3, 10), (5, 20)]);
         let end = Offset(30);
         assert_eq!(m.end_offset_for_epoch(Epoch(0), end), None);
-        assert_eq!(m.end_offset_for_epoch(Epoch(1), end), Some((Epoch(1), Offset(10))));
-        assert_eq!(m.end_offset_for_epoch(Epoch(2), end), Some((Epoch(1), Offset(10))));
-        assert_eq!(m.end_offset_for_epoch(Epoch(4), end), Some((Epoch(3), Offset(20))));
+        assert_eq!(
+            m.end_offset_for_epoch(Epoch(1), end),
+            Some((Epoch(1), Offset(10)))
+        );
+        assert_eq!(
+            m.end_offset_for_epoch(Epoch(2), end),
+            Some((Epoch(1), Offset(10)))
+        );
+        assert_eq!(
+            m.end_offset_for_epoch(Epoch(4), end),
+            Some((Epoch(3), Offset(20)))
+        );
         assert_eq!(m.end_offset_for_epoch(Epoch(7), end), Some((Epoch(5), end)));
         assert_eq!(m.epoch_at(Offset(15)), Some(Epoch(3)));
     }

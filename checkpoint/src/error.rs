@@ -159,7 +159,9 @@ pub enum Error {
         proposed: Option<NodeId>,
     },
     /// An epoch-map update that would break its ordering.
-    #[error("epoch map: epoch {epoch} at offset {offset} after epoch {last_epoch} at {last_offset}")]
+    #[error(
+        "epoch map: epoch {epoch} at offset {offset} after epoch {last_epoch} at {last_offset}"
+    )]
     EpochOrder {
         /// The epoch asked for.
         epoch: Epoch,

@@ -123,7 +123,9 @@ pub fn decode(magic: [u8; 4], bytes: &[u8]) -> Result<&[u8], CorruptionKind> {
         });
     }
     if reserved != 0 {
-        return Err(CorruptionKind::Malformed("reserved header bytes are not zero"));
+        return Err(CorruptionKind::Malformed(
+            "reserved header bytes are not zero",
+        ));
     }
     Ok(&bytes[HEADER_BYTES..HEADER_BYTES + body_len])
 }
@@ -238,7 +240,9 @@ impl<'a> Reader<'a> {
         match self.u8()? {
             0 => Ok(false),
             1 => Ok(true),
-            _ => Err(CorruptionKind::Malformed("presence flag is neither 0 nor 1")),
+            _ => Err(CorruptionKind::Malformed(
+                "presence flag is neither 0 nor 1",
+            )),
         }
     }
     /// Succeeds only if every byte was read.

@@ -47,6 +47,7 @@ mod data_dir;
 mod epoch_map;
 mod error;
 pub mod format;
+pub mod fuzzing;
 mod meta;
 mod points;
 mod quorum_state;

@@ -142,7 +142,9 @@ impl SmallFile for QuorumState {
         let count = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
         // The count must match the bytes present: never allocate on a claim.
         if count.checked_mul(VOTER_BYTES) != Some(r.remaining()) {
-            return Err(CorruptionKind::Malformed("voter count does not match the body"));
+            return Err(CorruptionKind::Malformed(
+                "voter count does not match the body",
+            ));
         }
         let mut voters = Vec::with_capacity(count);
         for _ in 0..count {

@@ -23,7 +23,9 @@ const CHECKPOINT_FILES: [&str; 4] = [
 
 /// The damaged variants of a valid file, each with the kind of corruption
 /// it must be reported as.
-fn damaged(valid: &[u8]) -> Vec<(&'static str, Vec<u8>, fn(&CorruptionKind) -> bool)> {
+type Case = (&'static str, Vec<u8>, fn(&CorruptionKind) -> bool);
+
+fn damaged(valid: &[u8]) -> Vec<Case> {
     let mut flipped = valid.to_vec();
     let last = flipped.len() - 5;
     flipped[last] ^= 0x10;
@@ -38,7 +40,9 @@ fn damaged(valid: &[u8]) -> Vec<(&'static str, Vec<u8>, fn(&CorruptionKind) -> b
         ("truncated", valid[..valid.len() / 2].to_vec(), |k| {
             matches!(k, CorruptionKind::Truncated { .. })
         }),
-        ("empty", Vec::new(), |k| matches!(k, CorruptionKind::Truncated { .. })),
+        ("empty", Vec::new(), |k| {
+            matches!(k, CorruptionKind::Truncated { .. })
+        }),
         ("bit-flipped", flipped, |k| {
             matches!(k, CorruptionKind::ChecksumMismatch { .. })
         }),
@@ -115,7 +119,10 @@ fn damaged_checkpoints_degrade_and_are_reported() {
                     "checkpoints/log-start-offset" => cp.log_start_offset.is_none(),
                     _ => cp.epoch_map.is_none(),
                 };
-                assert!(untrusted, "{name} {what}: a damaged checkpoint must not be trusted");
+                assert!(
+                    untrusted,
+                    "{name} {what}: a damaged checkpoint must not be trusted"
+                );
                 drop(dd);
                 overwrite(fs.as_ref(), &path, &valid);
             }

@@ -106,10 +106,17 @@ fn explore<T: PartialEq + Debug>(w: &Workload<T>) -> Explored {
     // Count the calls of the whole update sequence.
     let (fs, dd) = setup(0, w);
     let before = fs.calls();
-    assert_eq!(run_until_crash(&dd, &fs, w, u64::MAX / 2), w.states.len() - 1);
+    assert_eq!(
+        run_until_crash(&dd, &fs, w, u64::MAX / 2),
+        w.states.len() - 1
+    );
     let total = fs.calls() - before;
     drop(dd);
-    assert!(total >= 5 * (w.states.len() as u64 - 1), "{}: {total} calls", w.name);
+    assert!(
+        total >= 5 * (w.states.len() as u64 - 1),
+        "{}: {total} calls",
+        w.name
+    );
 
     let mut explored = Explored::default();
     for point in 0..=total {
@@ -139,7 +146,10 @@ fn explore<T: PartialEq + Debug>(w: &Workload<T>) -> Explored {
                     CrashPlan::KeepAll
                 });
                 let (second, _) = check_reopen(&again, w, acked, &what);
-                assert_eq!(first, second, "{what}: recovery not idempotent (crash at {r})");
+                assert_eq!(
+                    first, second,
+                    "{what}: recovery not idempotent (crash at {r})"
+                );
                 explored.crash_states += 1;
             }
         }
@@ -148,11 +158,11 @@ fn explore<T: PartialEq + Debug>(w: &Workload<T>) -> Explored {
     explored
 }
 
-fn vote(n: u64) -> Option<Vote> {
-    Some(Vote {
+fn vote(n: u64) -> Vote {
+    Vote {
         node_id: NodeId(n),
         directory_id: DirectoryId(u128::from(n) + 100),
-    })
+    }
 }
 
 #[test]
@@ -162,18 +172,18 @@ fn quorum_state_update_never_mixes_or_regresses() {
         states: vec![
             QuorumState {
                 epoch: Epoch(3),
-                voted: vote(1),
+                voted: Some(vote(1)),
                 ..QuorumState::default()
             },
             QuorumState {
                 epoch: Epoch(4),
-                voted: vote(2),
+                voted: Some(vote(2)),
                 ..QuorumState::default()
             },
             QuorumState {
                 epoch: Epoch(4),
                 leader: Some(NodeId(2)),
-                voted: vote(2),
+                voted: Some(vote(2)),
                 voters: vec![],
             },
         ],
@@ -258,7 +268,10 @@ fn crash_during_format_leaves_a_directory_format_completes() {
                 Err(Error::NotFormatted { reason, .. }) => {
                     assert!(!formatted, "{what}: acknowledged format lost");
                     assert!(
-                        matches!(reason, NotFormattedReason::NoDirectory | NotFormattedReason::NoMeta),
+                        matches!(
+                            reason,
+                            NotFormattedReason::NoDirectory | NotFormattedReason::NoMeta
+                        ),
                         "{what}: {reason}"
                     );
                     let shared: SharedFs = Arc::new(disk.clone());

@@ -32,7 +32,13 @@ fn open_of_a_missing_or_blank_directory_is_not_formatted() {
         fs.create_dir_all(dir).unwrap();
         let e = open(&fs, dir).unwrap_err();
         assert!(
-            matches!(e, Error::NotFormatted { reason: NotFormattedReason::NoMeta, .. }),
+            matches!(
+                e,
+                Error::NotFormatted {
+                    reason: NotFormattedReason::NoMeta,
+                    ..
+                }
+            ),
             "{e}"
         );
         assert!(e.to_string().contains("not a quorumlog data directory"));
@@ -79,11 +85,18 @@ fn format_refuses_formatted_and_foreign_directories() {
         fs.create_dir_all(&foreign).unwrap();
         overwrite(fs.as_ref(), &foreign.join("photo.jpg"), b"jpeg");
         let e = format(&fs, &foreign, ClusterId(1), NodeId(1)).unwrap_err();
-        assert!(matches!(&e, Error::NotEmpty { entry, .. } if entry == "photo.jpg"), "{e}");
+        assert!(
+            matches!(&e, Error::NotEmpty { entry, .. } if entry == "photo.jpg"),
+            "{e}"
+        );
         // A non-empty log directory is never formatted over.
         let half = dir.join("half");
         fs.create_dir_all(&half.join("log")).unwrap();
-        overwrite(fs.as_ref(), &half.join("log/00000000000000000000.log"), b"x");
+        overwrite(
+            fs.as_ref(),
+            &half.join("log/00000000000000000000.log"),
+            b"x",
+        );
         assert!(matches!(
             format(&fs, &half, ClusterId(1), NodeId(1)),
             Err(Error::NotEmpty { .. })
@@ -117,7 +130,13 @@ fn identity_mismatch_is_refused() {
         };
         let e = DataDir::open(fs.clone(), dir, &wrong_cluster).unwrap_err();
         assert!(
-            matches!(e, Error::IdentityMismatch { field: "cluster id", .. }),
+            matches!(
+                e,
+                Error::IdentityMismatch {
+                    field: "cluster id",
+                    ..
+                }
+            ),
             "{e}"
         );
         let wrong_node = OpenOptions {
@@ -125,7 +144,16 @@ fn identity_mismatch_is_refused() {
             ..OpenOptions::default()
         };
         let e = DataDir::open(fs.clone(), dir, &wrong_node).unwrap_err();
-        assert!(matches!(e, Error::IdentityMismatch { field: "node id", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::IdentityMismatch {
+                    field: "node id",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let right = OpenOptions {
             expected_cluster_id: Some(ClusterId(1)),
             expected_node_id: Some(NodeId(2)),
@@ -146,7 +174,9 @@ fn corrupt_meta_is_not_formatted_and_is_never_formatted_over() {
             matches!(
                 e,
                 Error::NotFormatted {
-                    reason: NotFormattedReason::InvalidMeta(CorruptionKind::ChecksumMismatch { .. }),
+                    reason: NotFormattedReason::InvalidMeta(
+                        CorruptionKind::ChecksumMismatch { .. }
+                    ),
                     ..
                 }
             ),

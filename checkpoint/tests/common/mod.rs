@@ -23,7 +23,10 @@ pub fn overwrite(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) {
 }
 
 pub fn read_all(fs: &dyn FileSystem, path: &Path) -> Vec<u8> {
-    fs.open(path, OpenMode::Read).unwrap().read_to_end().unwrap()
+    fs.open(path, OpenMode::Read)
+        .unwrap()
+        .read_to_end()
+        .unwrap()
 }
 
 pub fn join(dir: &Path, name: &str) -> PathBuf {
