@@ -1,0 +1,168 @@
+//! The error type of the log crate.
+
+use std::io;
+
+use quorumlog_checkpoint::{Epoch, Offset};
+
+/// What is wrong with bytes that failed verification.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CorruptionKind {
+    /// Fewer bytes than the structure needs.
+    #[error("truncated")]
+    Truncated,
+    /// The magic of the structure is not there.
+    #[error("bad magic")]
+    BadMagic,
+    /// A version this build cannot read.
+    #[error("unsupported version")]
+    UnsupportedVersion,
+    /// The stored CRC32C does not match.
+    #[error("checksum mismatch: stored {expected:#010x}, computed {actual:#010x}")]
+    ChecksumMismatch {
+        /// Stored checksum.
+        expected: u32,
+        /// Computed checksum.
+        actual: u32,
+    },
+    /// The checksum matched but a rule of the format is broken.
+    #[error("malformed: {0}")]
+    Malformed(&'static str),
+    /// An intact batch holds other offsets than its place requires: a batch
+    /// copied or written to the wrong place, or a stale index.
+    #[error("misplaced batch: expected base offset {expected}, found {found}")]
+    Misplaced {
+        /// The offset this position must start with.
+        expected: Offset,
+        /// The base offset in the batch.
+        found: Offset,
+    },
+    /// A batch whose epoch is older than the batch before it.
+    #[error("epoch {found} after epoch {previous}")]
+    EpochOrder {
+        /// The previous batch's epoch.
+        previous: Epoch,
+        /// This batch's epoch.
+        found: Epoch,
+    },
+    /// Invalid bytes followed by valid batches: not a torn tail.
+    #[error("invalid batch followed by valid data at position {valid_at}")]
+    ValidDataFollows {
+        /// Where the later valid batch starts (in this or a later segment).
+        valid_at: u64,
+    },
+    /// Offsets missing between two segments.
+    #[error("segment ends at offset {end} but the next segment starts at {next_base}")]
+    Gap {
+        /// Where this segment's data ends.
+        end: Offset,
+        /// The next segment's base offset.
+        next_base: Offset,
+    },
+    /// The segment is shorter than the recovery point says was durable.
+    #[error("segment is {len} bytes but the recovery point is at byte {recovery_position}")]
+    ShorterThanRecoveryPoint {
+        /// The segment file's length.
+        len: u64,
+        /// The recovery point's byte position.
+        recovery_position: u64,
+    },
+    /// The recovery point names a segment that does not exist.
+    #[error("the recovery point's segment is missing")]
+    MissingSegment,
+    /// A compressed payload that does not decompress to its declared size.
+    #[error("payload does not decompress")]
+    Decompress,
+}
+
+/// Errors of the log crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O error; its message names the operation and the path.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+    /// An error of the data directory's checkpoint files.
+    #[error(transparent)]
+    Checkpoint(#[from] quorumlog_checkpoint::Error),
+    /// Bytes that failed verification, and where. Never returned as data.
+    #[error("corruption in segment {segment} at byte {position} (offset {offset}, epoch {epoch:?}): {kind}")]
+    Corruption {
+        /// Base offset of the segment.
+        segment: Offset,
+        /// Byte position in the segment file.
+        position: u64,
+        /// The offset expected (or found) there.
+        offset: Offset,
+        /// The epoch of the batch, when its header could be read.
+        epoch: Option<Epoch>,
+        /// What is wrong.
+        kind: CorruptionKind,
+    },
+    /// A read or truncation outside `[log start, log end]`.
+    #[error("offset {offset} outside the log [{start}, {end})")]
+    OffsetOutOfRange {
+        /// The offset asked for.
+        offset: Offset,
+        /// The log start offset.
+        start: Offset,
+        /// The log end offset.
+        end: Offset,
+    },
+    /// A follower batch that does not continue the log.
+    #[error("batch starts at offset {found}, the log continues at {expected}")]
+    NonContiguous {
+        /// The log end offset (or the previous batch's end).
+        expected: Offset,
+        /// The batch's base offset.
+        found: Offset,
+    },
+    /// An append with an epoch older than the log's last epoch.
+    #[error("epoch {found} is older than the log's epoch {last}")]
+    EpochRegression {
+        /// The last epoch in the log.
+        last: Epoch,
+        /// The epoch of the append.
+        found: Epoch,
+    },
+    /// An append with no records.
+    #[error("a batch needs at least one record")]
+    EmptyBatch,
+    /// An append larger than the maximum batch size.
+    #[error("batch of {bytes} bytes exceeds the maximum of {max}")]
+    BatchTooLarge {
+        /// Encoded size.
+        bytes: u64,
+        /// `LogOptions::max_batch_bytes`.
+        max: u64,
+    },
+    /// A suffix truncation below the high watermark.
+    #[error("truncation to {offset} is below the high watermark {high_watermark}")]
+    BelowHighWatermark {
+        /// The offset asked for.
+        offset: Offset,
+        /// The high watermark.
+        high_watermark: Offset,
+    },
+    /// A high watermark above the log end offset.
+    #[error("high watermark {offset} is beyond the log end {end}")]
+    HighWatermarkBeyondEnd {
+        /// The offset asked for.
+        offset: Offset,
+        /// The log end offset.
+        end: Offset,
+    },
+    /// Options that make no sense.
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
+    /// A write or sync failed earlier; nothing more is acknowledged until
+    /// the log is reopened (DESIGN.md invariant 6).
+    #[error("log poisoned by an earlier failure: {cause}")]
+    Poisoned {
+        /// The first failure.
+        cause: String,
+    },
+}
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,389 @@
+//! The on-disk format of the log: segment files, batches, index files.
+//!
+//! Segment file `<base offset, 20 digits>.log`:
+//! ```text
+//!  0        4         6          8              16          28         32
+//!  +--------+---------+----------+--------------+-----------+----------+---------
+//!  | magic  | version | reserved | base_offset  | reserved  | crc32c   | batches…
+//!  | "QLSG" | u16     | u16 = 0  | u64          | 12 B = 0  | of 0..28 |
+//!  +--------+---------+----------+--------------+-----------+----------+---------
+//! ```
+//! The file is preallocated to the segment size; bytes after the last batch
+//! are zeros. Batches follow each other with no padding; a batch never spans
+//! segments.
+//!
+//! Batch:
+//! ```text
+//!  0       4        8           12       13      14         16           24      32             36          40
+//!  +-------+--------+-----------+--------+-------+----------+------------+-------+--------------+-----------+---------
+//!  | magic | crc32c | batch_len | version| flags | reserved | base_offset| epoch | record_count | records_len| payload…
+//!  |"QLBA" | u32    | u32       | u8 = 1 | u8    | u16 = 0  | u64        | u64   | u32          | u32       |
+//!  +-------+--------+-----------+--------+-------+----------+------------+-------+--------------+-----------+---------
+//!  crc32c covers bytes [8, batch_len): every field that identifies the batch
+//!  (length, version, flags, base offset, epoch, count) and the payload.
+//! ```
+//! `batch_len` counts the whole batch, header included. `flags` bits 0–1 are
+//! the compression (0 none, 1 zstd); other bits must be 0. The payload is the
+//! records section, zstd-compressed when flagged; uncompressed it is
+//! `records_len` bytes of `record_count × (len u32, bytes)`.
+//!
+//! A batch copied to a place where another belongs fails verification: its
+//! base offset is checksummed, and readers check it against the offset the
+//! position must hold (segment base, previous batch's end, index entry).
+//!
+//! Index file `<base offset, 20 digits>.index` (sparse offset index):
+//! ```text
+//!  0       4         6          8             16           24             32            36       40
+//!  +-------+---------+----------+-------------+------------+--------------+-------------+--------+---------
+//!  | magic | version | reserved | base_offset | end_offset | end_position | entry_count | crc32c | entries…
+//!  |"QLIX" | u16     | u16 = 0  | u64         | u64        | u64          | u32         | u32    |
+//!  +-------+---------+----------+-------------+------------+--------------+-------------+--------+---------
+//!  entries: entry_count × (relative_offset u32, position u32)
+//!  crc32c covers bytes [0, 36) and the entries.
+//! ```
+//! It describes the segment's batches up to `end_position`, whose next offset
+//! is `end_offset`. It is trusted only when those match what the log knows.
+
+use std::mem::size_of;
+
+use quorumlog_checkpoint::{Epoch, Offset};
+
+use crate::error::CorruptionKind;
+
+/// Segment file magic.
+pub const SEGMENT_MAGIC: [u8; 4] = *b"QLSG";
+/// Batch magic.
+pub const BATCH_MAGIC: [u8; 4] = *b"QLBA";
+/// Index file magic.
+pub const INDEX_MAGIC: [u8; 4] = *b"QLIX";
+/// Version of segment, batch and index formats.
+pub const VERSION: u16 = 1;
+/// Batch format version (one byte in the batch header).
+pub const BATCH_VERSION: u8 = 1;
+
+/// Bytes of the segment header; the first batch starts here.
+pub const SEGMENT_HEADER_BYTES: usize = 32;
+/// Bytes of a batch header.
+pub const BATCH_HEADER_BYTES: usize = 4 + 4 + 4 + 1 + 1 + 2 + 8 + 8 + 4 + 4;
+/// Bytes of a record's length prefix.
+pub const RECORD_PREFIX_BYTES: usize = size_of::<u32>();
+/// Bytes of an index file header.
+pub const INDEX_HEADER_BYTES: usize = 40;
+/// Bytes of one index entry.
+pub const INDEX_ENTRY_BYTES: usize = 8;
+
+/// Compression flag values (bits 0–1 of `flags`).
+pub const COMPRESSION_NONE: u8 = 0;
+/// zstd-compressed payload.
+pub const COMPRESSION_ZSTD: u8 = 1;
+const FLAGS_KNOWN: u8 = 0b11;
+
+/// The file name of the segment with base offset `base`.
+pub fn segment_file_name(base: Offset) -> String {
+    format!("{:020}.log", base.0)
+}
+
+/// The file name of the index of the segment with base offset `base`.
+pub fn index_file_name(base: Offset) -> String {
+    format!("{:020}.index", base.0)
+}
+
+/// Parses `<20 digits>.<ext>` into a base offset.
+pub fn parse_file_name(name: &str, ext: &str) -> Option<Offset> {
+    let stem = name.strip_suffix(ext)?.strip_suffix('.')?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok().map(Offset)
+}
+
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Encodes a segment header.
+pub fn encode_segment_header(base: Offset) -> [u8; SEGMENT_HEADER_BYTES] {
+    let mut h = [0u8; SEGMENT_HEADER_BYTES];
+    h[0..4].copy_from_slice(&SEGMENT_MAGIC);
+    h[4..6].copy_from_slice(&VERSION.to_le_bytes());
+    h[8..16].copy_from_slice(&base.0.to_le_bytes());
+    let crc = crc32c::crc32c(&h[..28]);
+    h[28..32].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// Verifies a segment header and returns its base offset.
+///
+/// # Errors
+/// The [`CorruptionKind`] found.
+pub fn decode_segment_header(h: &[u8]) -> Result<Offset, CorruptionKind> {
+    if h.len() < SEGMENT_HEADER_BYTES {
+        return Err(CorruptionKind::Truncated);
+    }
+    if h[0..4] != SEGMENT_MAGIC {
+        return Err(CorruptionKind::BadMagic);
+    }
+    let stored = le_u32(h, 28);
+    let actual = crc32c::crc32c(&h[..28]);
+    if stored != actual {
+        return Err(CorruptionKind::ChecksumMismatch {
+            expected: stored,
+            actual,
+        });
+    }
+    if le_u16(h, 4) != VERSION {
+        return Err(CorruptionKind::UnsupportedVersion);
+    }
+    if h[6..8] != [0, 0] || h[16..28].iter().any(|&b| b != 0) {
+        return Err(CorruptionKind::Malformed("reserved segment header bytes"));
+    }
+    Ok(Offset(le_u64(h, 8)))
+}
+
+/// A batch header, as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    /// Stored CRC32C of bytes `[8, batch_len)`.
+    pub crc: u32,
+    /// Length of the whole batch in bytes.
+    pub batch_len: u32,
+    /// Compression (bits 0–1).
+    pub flags: u8,
+    /// Offset of the first record.
+    pub base_offset: Offset,
+    /// Leader epoch of every record in the batch.
+    pub epoch: Epoch,
+    /// Number of records (≥ 1).
+    pub record_count: u32,
+    /// Length of the uncompressed records section.
+    pub records_len: u32,
+}
+
+impl BatchHeader {
+    /// The offset after the batch's last record.
+    pub fn next_offset(&self) -> Offset {
+        Offset(self.base_offset.0 + u64::from(self.record_count))
+    }
+
+    /// The compression bits.
+    pub fn compression(&self) -> u8 {
+        self.flags & FLAGS_KNOWN
+    }
+
+    /// Writes the header (with `crc` as given) into `out[..BATCH_HEADER_BYTES]`.
+    pub fn write(&self, out: &mut [u8]) {
+        out[0..4].copy_from_slice(&BATCH_MAGIC);
+        out[4..8].copy_from_slice(&self.crc.to_le_bytes());
+        out[8..12].copy_from_slice(&self.batch_len.to_le_bytes());
+        out[12] = BATCH_VERSION;
+        out[13] = self.flags;
+        out[14..16].copy_from_slice(&0u16.to_le_bytes());
+        out[16..24].copy_from_slice(&self.base_offset.0.to_le_bytes());
+        out[24..32].copy_from_slice(&self.epoch.0.to_le_bytes());
+        out[32..36].copy_from_slice(&self.record_count.to_le_bytes());
+        out[36..40].copy_from_slice(&self.records_len.to_le_bytes());
+    }
+
+    /// Parses the fixed header fields without checking the CRC (the caller
+    /// checks it once the whole batch is read).
+    ///
+    /// # Errors
+    /// `Truncated`, `BadMagic`, `UnsupportedVersion` or `Malformed`: nothing
+    /// in these bytes can be the start of a valid batch.
+    pub fn parse(h: &[u8]) -> Result<BatchHeader, CorruptionKind> {
+        if h.len() < BATCH_HEADER_BYTES {
+            return Err(CorruptionKind::Truncated);
+        }
+        if h[0..4] != BATCH_MAGIC {
+            return Err(CorruptionKind::BadMagic);
+        }
+        let header = BatchHeader {
+            crc: le_u32(h, 4),
+            batch_len: le_u32(h, 8),
+            flags: h[13],
+            base_offset: Offset(le_u64(h, 16)),
+            epoch: Epoch(le_u64(h, 24)),
+            record_count: le_u32(h, 32),
+            records_len: le_u32(h, 36),
+        };
+        if h[12] != BATCH_VERSION {
+            return Err(CorruptionKind::UnsupportedVersion);
+        }
+        if (header.batch_len as usize) < BATCH_HEADER_BYTES {
+            return Err(CorruptionKind::Malformed("batch length below its header"));
+        }
+        Ok(header)
+    }
+
+    /// Checks the CRC of a whole batch `bytes` (header included) and the
+    /// fields that only make sense once it is known to be intact.
+    ///
+    /// # Errors
+    /// `ChecksumMismatch` or `Malformed`.
+    pub fn verify(&self, bytes: &[u8]) -> Result<(), CorruptionKind> {
+        debug_assert_eq!(bytes.len(), self.batch_len as usize);
+        let actual = crc32c::crc32c(&bytes[8..]);
+        if actual != self.crc {
+            return Err(CorruptionKind::ChecksumMismatch {
+                expected: self.crc,
+                actual,
+            });
+        }
+        if self.flags & !FLAGS_KNOWN != 0 || self.compression() > COMPRESSION_ZSTD {
+            return Err(CorruptionKind::Malformed("unknown batch flags"));
+        }
+        if bytes[14..16] != [0, 0] {
+            return Err(CorruptionKind::Malformed("reserved batch header bytes"));
+        }
+        if self.record_count == 0 {
+            return Err(CorruptionKind::Malformed("empty batch"));
+        }
+        let payload = self.batch_len as usize - BATCH_HEADER_BYTES;
+        if self.compression() == COMPRESSION_NONE && payload != self.records_len as usize {
+            return Err(CorruptionKind::Malformed(
+                "records length differs from payload",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An index file's header fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexHeader {
+    /// The segment's base offset.
+    pub base_offset: Offset,
+    /// The offset after the last batch the index describes.
+    pub end_offset: Offset,
+    /// The byte position after that batch.
+    pub end_position: u64,
+}
+
+/// Encodes an index file.
+pub fn encode_index(header: &IndexHeader, entries: &[(u32, u32)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(INDEX_HEADER_BYTES + entries.len() * INDEX_ENTRY_BYTES);
+    out.extend_from_slice(&INDEX_MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&header.base_offset.0.to_le_bytes());
+    out.extend_from_slice(&header.end_offset.0.to_le_bytes());
+    out.extend_from_slice(&header.end_position.to_le_bytes());
+    // Lossless: an index has at most one entry per 4 KiB of a ≤ 4 GiB segment.
+    out.extend_from_slice(
+        &u32::try_from(entries.len())
+            .unwrap_or(u32::MAX)
+            .to_le_bytes(),
+    );
+    out.extend_from_slice(&[0; 4]);
+    for (rel, pos) in entries {
+        out.extend_from_slice(&rel.to_le_bytes());
+        out.extend_from_slice(&pos.to_le_bytes());
+    }
+    let mut crc = crc32c::crc32c(&out[..36]);
+    crc = crc32c::crc32c_append(crc, &out[INDEX_HEADER_BYTES..]);
+    out[36..40].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Decodes and verifies an index file.
+///
+/// # Errors
+/// The [`CorruptionKind`] found.
+pub fn decode_index(bytes: &[u8]) -> Result<(IndexHeader, Vec<(u32, u32)>), CorruptionKind> {
+    if bytes.len() < INDEX_HEADER_BYTES {
+        return Err(CorruptionKind::Truncated);
+    }
+    if bytes[0..4] != INDEX_MAGIC {
+        return Err(CorruptionKind::BadMagic);
+    }
+    let count = le_u32(bytes, 32) as usize;
+    if count.checked_mul(INDEX_ENTRY_BYTES) != Some(bytes.len() - INDEX_HEADER_BYTES) {
+        return Err(CorruptionKind::Malformed(
+            "index entry count does not match the file",
+        ));
+    }
+    let stored = le_u32(bytes, 36);
+    let mut actual = crc32c::crc32c(&bytes[..36]);
+    actual = crc32c::crc32c_append(actual, &bytes[INDEX_HEADER_BYTES..]);
+    if stored != actual {
+        return Err(CorruptionKind::ChecksumMismatch {
+            expected: stored,
+            actual,
+        });
+    }
+    if le_u16(bytes, 4) != VERSION {
+        return Err(CorruptionKind::UnsupportedVersion);
+    }
+    let header = IndexHeader {
+        base_offset: Offset(le_u64(bytes, 8)),
+        end_offset: Offset(le_u64(bytes, 16)),
+        end_position: le_u64(bytes, 24),
+    };
+    let entries: Vec<(u32, u32)> = bytes[INDEX_HEADER_BYTES..]
+        .chunks_exact(INDEX_ENTRY_BYTES)
+        .map(|c| (le_u32(c, 0), le_u32(c, 4)))
+        .collect();
+    if entries
+        .windows(2)
+        .any(|w| w[1].0 <= w[0].0 || w[1].1 <= w[0].1)
+    {
+        return Err(CorruptionKind::Malformed("index entries out of order"));
+    }
+    Ok((header, entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(segment_file_name(Offset(42)), "00000000000000000042.log");
+        assert_eq!(
+            parse_file_name("00000000000000000042.log", "log"),
+            Some(Offset(42))
+        );
+        assert_eq!(parse_file_name("42.log", "log"), None);
+        assert_eq!(parse_file_name("0000000000000000004x.log", "log"), None);
+        assert_eq!(
+            parse_file_name(&index_file_name(Offset(7)), "index"),
+            Some(Offset(7))
+        );
+    }
+
+    #[test]
+    fn segment_header_round_trip_and_flips() {
+        let h = encode_segment_header(Offset(1234));
+        assert_eq!(decode_segment_header(&h), Ok(Offset(1234)));
+        for bit in 0..h.len() * 8 {
+            let mut bad = h;
+            bad[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_segment_header(&bad).is_err(), "bit {bit}");
+        }
+    }
+
+    #[test]
+    fn index_round_trip_and_flips() {
+        let header = IndexHeader {
+            base_offset: Offset(100),
+            end_offset: Offset(160),
+            end_position: 9000,
+        };
+        let entries = vec![(0, 32), (20, 4200), (41, 8300)];
+        let bytes = encode_index(&header, &entries);
+        assert_eq!(decode_index(&bytes).unwrap(), (header, entries));
+        for bit in 0..bytes.len() * 8 {
+            let mut bad = bytes.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_index(&bad).is_err(), "bit {bit}");
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Appends (leader and follower), segment rolls and the preparation of the
+//! next segment file.
+//!
+//! Every check happens before anything is written: a rejected append leaves
+//! the log untouched. Appends return before the data is durable; it is
+//! readable at once.
+
+use quorumlog_checkpoint::{Epoch, Offset};
+use quorumlog_io::OpenMode;
+
+use crate::batch::{encode_into, encoded_len};
+use crate::error::{Error, Result};
+use crate::format::{index_file_name, segment_file_name, IndexHeader, SEGMENT_HEADER_BYTES};
+use crate::log::{Log, PREPARED_FILE};
+use crate::segment::index::write_index_file;
+use crate::segment::Segment;
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first record appended.
+    pub base_offset: Offset,
+    /// Offset after the last record appended (the new log end).
+    pub next_offset: Offset,
+}
+
+/// A batch replicated from the leader, with the offsets and epoch it has in
+/// the leader's log.
+#[derive(Debug, Clone, Copy)]
+pub struct FollowerBatch<'a, R: AsRef<[u8]>> {
+    /// Offset of the first record.
+    pub base_offset: Offset,
+    /// The leader epoch of the records.
+    pub epoch: Epoch,
+    /// The records.
+    pub records: &'a [R],
+}
+
+impl Log {
+    /// Appends `records` as one batch in `epoch`, assigning the next offsets.
+    /// Returns before the batch is durable (see [`Log::flush`]).
+    ///
+    /// # Errors
+    /// `EmptyBatch`, `BatchTooLarge`, `EpochRegression` (nothing written);
+    /// `Io` (which poisons the log); `Poisoned`.
+    pub fn append_as_leader<R: AsRef<[u8]>>(
+        &mut self,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.check_poisoned()?;
+        self.check_epoch(epoch)?;
+        self.check_size(records)?;
+        let base = self.log_end_offset();
+        self.guard(|log| log.write_batch(base, epoch, records))?;
+        Ok(AppendInfo {
+            base_offset: base,
+            next_offset: self.log_end_offset(),
+        })
+    }
+
+    /// Appends batches replicated from the leader. They must continue the
+    /// log exactly (the first at the log end, each at the previous one's
+    /// end) and their epochs must not decrease. All are checked before any is
+    /// written.
+    ///
+    /// # Errors
+    /// `NonContiguous`, `EpochRegression`, `EmptyBatch`, `BatchTooLarge`
+    /// (nothing written); `Io` (which poisons the log); `Poisoned`.
+    pub fn append_as_follower<R: AsRef<[u8]>>(
+        &mut self,
+        batches: &[FollowerBatch<'_, R>],
+    ) -> Result<AppendInfo> {
+        self.check_poisoned()?;
+        let start = self.log_end_offset();
+        let mut expected = start;
+        let mut epoch = self.last_epoch();
+        for b in batches {
+            if b.base_offset != expected {
+                return Err(Error::NonContiguous {
+                    expected,
+                    found: b.base_offset,
+                });
+            }
+            if let Some(last) = epoch {
+                if b.epoch < last {
+                    return Err(Error::EpochRegression {
+                        last,
+                        found: b.epoch,
+                    });
+                }
+            }
+            self.check_size(b.records)?;
+            epoch = Some(b.epoch);
+            expected = Offset(expected.0 + b.records.len() as u64);
+        }
+        self.guard(|log| {
+            for b in batches {
+                log.write_batch(b.base_offset, b.epoch, b.records)?;
+            }
+            Ok(())
+        })?;
+        Ok(AppendInfo {
+            base_offset: start,
+            next_offset: self.log_end_offset(),
+        })
+    }
+
+    fn check_epoch(&self, epoch: Epoch) -> Result<()> {
+        match self.last_epoch() {
+            Some(last) if epoch < last => Err(Error::EpochRegression { last, found: epoch }),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_size<R: AsRef<[u8]>>(&self, records: &[R]) -> Result<()> {
+        if records.is_empty() {
+            return Err(Error::EmptyBatch);
+        }
+        let bytes = encoded_len(records);
+        let max = self
+            .options
+            .max_batch_bytes
+            .min(crate::batch::MAX_BATCH_BYTES);
+        if bytes > max {
+            return Err(Error::BatchTooLarge { bytes, max });
+        }
+        Ok(())
+    }
+
+    /// Encodes and writes one batch at the log end, rolling first if it does
+    /// not fit in the active segment.
+    fn write_batch<R: AsRef<[u8]>>(
+        &mut self,
+        base: Offset,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<()> {
+        let mut buf = std::mem::take(&mut self.scratch);
+        let header = encode_into(
+            &mut buf,
+            base,
+            epoch,
+            records,
+            self.options.compression,
+            self.options.compression_threshold_bytes,
+            self.options.max_batch_bytes,
+        );
+        let result = header.and_then(|header| {
+            if self.active().end_position + buf.len() as u64 > self.options.segment_size_bytes {
+                self.roll()?;
+            }
+            self.active_mut().append(&buf, &header)?;
+            // The epoch map in memory is authoritative; it is made durable
+            // with every recovery point, and recovery rebuilds it from the
+            // batches after the recovery point.
+            self.epochs.assign(epoch, base)?;
+            self.maybe_prepare_next()
+        });
+        self.scratch = buf;
+        result
+    }
+
+    /// Creates and preallocates the next segment file once the active one is
+    /// `prepare_next_segment_percent` full, so a roll only writes a header.
+    fn maybe_prepare_next(&mut self) -> Result<()> {
+        if self.prepared.is_some() {
+            return Ok(());
+        }
+        let threshold = self.options.segment_size_bytes
+            * u64::from(self.options.prepare_next_segment_percent)
+            / 100;
+        if self.active().end_position < threshold {
+            return Ok(());
+        }
+        let f = self
+            .fs
+            .open(&self.dir.join(PREPARED_FILE), OpenMode::CreateOrTruncate)?;
+        f.allocate(self.options.segment_size_bytes)?;
+        self.prepared = Some(f);
+        Ok(())
+    }
+
+    /// Seals the active segment (sync, index file) and opens a new one at
+    /// the log end, then records a recovery point at its start.
+    pub(crate) fn roll(&mut self) -> Result<()> {
+        let base = self.log_end_offset();
+        // 1. Everything in the sealed segment is durable before a later
+        //    segment exists: recovery relies on it to call an invalid batch
+        //    in a sealed segment corruption, never a torn tail.
+        self.active().file.sync_data()?;
+        self.flushed = base;
+        let seg = self.active();
+        let header = IndexHeader {
+            base_offset: seg.base,
+            end_offset: seg.end_offset,
+            end_position: seg.end_position,
+        };
+        write_index_file(
+            self.fs.as_ref(),
+            &self.dir.join(index_file_name(seg.base)),
+            &header,
+            &seg.index,
+        )?;
+        // 2. The new segment: prepared file → header → rename → dir sync.
+        let prepared_path = self.dir.join(PREPARED_FILE);
+        let file = match self.prepared.take() {
+            Some(f) => f,
+            None => self.fs.open(&prepared_path, OpenMode::CreateOrTruncate)?,
+        };
+        Segment::init_file(file.as_ref(), base, self.options.segment_size_bytes)?;
+        drop(file);
+        self.fs
+            .rename(&prepared_path, &self.dir.join(segment_file_name(base)))?;
+        self.fs.sync_dir(&self.dir)?;
+        let seg = Segment::open(
+            self.fs.as_ref(),
+            &self.dir,
+            base,
+            self.options.index_interval_bytes,
+        )?;
+        debug_assert_eq!(seg.end_position, SEGMENT_HEADER_BYTES as u64);
+        self.active_mut().index.shrink();
+        self.segments.push(seg);
+        // 3. Recovery after a crash now scans the new segment only.
+        self.write_recovery_point_at_end()?;
+        if let Some(hw) = self.high_watermark {
+            self.dd.write_high_watermark(hw)?;
+        }
+        Ok(())
+    }
+}

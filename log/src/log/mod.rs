@@ -1,0 +1,366 @@
+//! The segmented log: the state every operation shares, reads, watermarks
+//! and clean close. Appends are in `append.rs`, truncations in
+//! `truncate.rs`, open and recovery in `crate::recovery`.
+//!
+//! Invariants:
+//! - `segments` is never empty, sorted by base, contiguous: each segment's
+//!   `end_offset` is the next one's base; the last one is active.
+//! - `log_start <= flushed <= log_end` is not required (a log start can be
+//!   ahead of what was flushed after a snapshot install), but
+//!   `flushed <= log_end` and `log_start <= log_end` always hold.
+//! - the epoch map holds every epoch in `[log_start, log_end)`; epochs never
+//!   decrease with offsets.
+//! - after a failed write or sync (`poisoned`), every call fails with
+//!   `Poisoned` (DESIGN.md invariant 6).
+
+mod append;
+pub(crate) mod truncate;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, Offset, RecoveryPoint, SharedFs};
+
+use crate::batch::BatchRef;
+use crate::error::{Error, Result};
+use crate::format::{BatchHeader, IndexHeader};
+use crate::options::LogOptions;
+use crate::recovery::RecoveryReport;
+use crate::segment::index::write_index_file;
+use crate::segment::Segment;
+
+pub use append::{AppendInfo, FollowerBatch};
+
+/// The file prepared ahead of the next roll.
+pub(crate) const PREPARED_FILE: &str = "next.prepared";
+
+/// A segmented append log over one data directory.
+#[derive(Debug)]
+pub struct Log {
+    pub(crate) dd: Arc<DataDir>,
+    pub(crate) fs: SharedFs,
+    pub(crate) dir: PathBuf,
+    pub(crate) options: LogOptions,
+    pub(crate) segments: Vec<Segment>,
+    pub(crate) start_offset: Offset,
+    pub(crate) high_watermark: Option<Offset>,
+    pub(crate) epochs: EpochMap,
+    pub(crate) flushed: Offset,
+    pub(crate) poisoned: Option<String>,
+    pub(crate) scratch: Vec<u8>,
+    pub(crate) prepared: Option<Box<dyn quorumlog_io::File>>,
+    pub(crate) report: RecoveryReport,
+    /// Where the last read ended: (next offset, segment index, position).
+    pub(crate) read_hint: Mutex<Option<(Offset, Offset, u64)>>,
+}
+
+/// Whole batches returned by [`Log::read`], in one buffer.
+#[derive(Debug, Default)]
+pub struct ReadBatches {
+    buf: Vec<u8>,
+    batches: Vec<(usize, BatchHeader)>,
+}
+
+impl ReadBatches {
+    /// The verified batches, in offset order.
+    pub fn iter(&self) -> impl Iterator<Item = BatchRef<'_>> {
+        self.batches
+            .iter()
+            .map(|(start, h)| BatchRef::new(*h, &self.buf[*start..*start + h.batch_len as usize]))
+    }
+
+    /// Whether no batch was returned.
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// Number of batches.
+    pub fn len(&self) -> usize {
+        self.batches.len()
+    }
+
+    /// The offset after the last batch returned.
+    pub fn next_offset(&self) -> Option<Offset> {
+        self.batches.last().map(|(_, h)| h.next_offset())
+    }
+
+    /// The raw bytes of all batches, back to back as stored.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Log {
+    pub(crate) fn check_poisoned(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(cause) => Err(Error::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `f`; if it fails with an I/O error, poisons the log.
+    pub(crate) fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.check_poisoned()?;
+        let r = f(self);
+        if let Err(e) = &r {
+            if matches!(e, Error::Io(_) | Error::Checkpoint(_)) && self.poisoned.is_none() {
+                self.poisoned = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    pub(crate) fn active(&self) -> &Segment {
+        // The segment list is never empty (module invariant).
+        &self.segments[self.segments.len() - 1]
+    }
+
+    pub(crate) fn active_mut(&mut self) -> &mut Segment {
+        let n = self.segments.len();
+        &mut self.segments[n - 1]
+    }
+
+    /// The next offset to be written.
+    pub fn log_end_offset(&self) -> Offset {
+        self.active().end_offset
+    }
+
+    /// The first offset still in the log.
+    pub fn log_start_offset(&self) -> Offset {
+        self.start_offset
+    }
+
+    /// Everything below this offset is durable (fsynced).
+    pub fn flushed_offset(&self) -> Offset {
+        self.flushed
+    }
+
+    /// The high watermark, if known.
+    pub fn high_watermark(&self) -> Option<Offset> {
+        self.high_watermark
+    }
+
+    /// The epoch of the last record, if the log has any epoch.
+    pub fn last_epoch(&self) -> Option<Epoch> {
+        self.epochs.latest().map(|e| e.epoch)
+    }
+
+    /// The epoch map (epoch → start offset) of the records in the log.
+    pub fn epochs(&self) -> &EpochMap {
+        &self.epochs
+    }
+
+    /// For Raft's log matching: the largest epoch `<= epoch` in the log and
+    /// the offset where it ends (the next epoch's start, or the log end).
+    /// `None` if every epoch in the log is newer.
+    pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
+        self.epochs
+            .end_offset_for_epoch(epoch, self.log_end_offset())
+    }
+
+    /// What open found and did.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// Memory used by the sparse indexes, in bytes.
+    pub fn index_memory_bytes(&self) -> usize {
+        self.segments.iter().map(|s| s.index.memory_bytes()).sum()
+    }
+
+    /// The base offsets of the segments, oldest first.
+    pub fn segment_bases(&self) -> Vec<Offset> {
+        self.segments.iter().map(|s| s.base).collect()
+    }
+
+    /// Sets the high watermark (the commit offset, supplied by the Raft
+    /// layer). It is kept in memory and made durable at the next roll or
+    /// clean close; after a crash the durable value is a lower bound.
+    ///
+    /// # Errors
+    /// `HighWatermarkBeyondEnd` if `offset` is past the log end; `Poisoned`.
+    pub fn set_high_watermark(&mut self, offset: Offset) -> Result<()> {
+        self.check_poisoned()?;
+        let end = self.log_end_offset();
+        if offset > end {
+            return Err(Error::HighWatermarkBeyondEnd { offset, end });
+        }
+        self.high_watermark = Some(offset);
+        Ok(())
+    }
+
+    /// Makes every record written so far durable; returns the new flushed
+    /// offset.
+    ///
+    /// # Errors
+    /// `Io` (which poisons the log); `Poisoned`.
+    ///
+    /// # Panics
+    /// If the flushed offset would move backwards (a bug).
+    pub fn flush(&mut self) -> Result<Offset> {
+        self.guard(|log| {
+            log.active().file.sync_data()?;
+            let end = log.log_end_offset();
+            assert!(end >= log.flushed, "flushed offset moves forward only");
+            log.flushed = end;
+            Ok(end)
+        })
+    }
+
+    /// Reads whole batches starting with the one holding `from`, up to
+    /// `max_bytes` (at least one batch), from one segment. Every batch is
+    /// verified before it is returned. The first batch may begin before
+    /// `from` (and before the log start offset): callers skip those records.
+    /// Reading at the log end returns no batch.
+    ///
+    /// # Errors
+    /// `OffsetOutOfRange` outside `[log start, log end]`; `Corruption`
+    /// naming segment, position and offset (the data is never returned);
+    /// `Io`; `Poisoned`.
+    pub fn read(&self, from: Offset, max_bytes: u64) -> Result<ReadBatches> {
+        self.check_poisoned()?;
+        let end = self.log_end_offset();
+        if from < self.start_offset || from > end {
+            return Err(Error::OffsetOutOfRange {
+                offset: from,
+                start: self.start_offset,
+                end,
+            });
+        }
+        if from == end {
+            return Ok(ReadBatches::default());
+        }
+        let i = self.segments.partition_point(|s| s.base <= from) - 1;
+        let seg = &self.segments[i];
+        let hint = *self
+            .read_hint
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (pos, first) = match hint {
+            Some((next, base, pos))
+                if next == from && base == seg.base && pos < seg.end_position =>
+            {
+                let (h, _) = seg.read_batch_at(pos, Some(from))?;
+                (pos, h)
+            }
+            _ => seg.locate(from)?,
+        };
+        let want = max_bytes.max(u64::from(first.batch_len));
+        let len = want.min(seg.end_position - pos);
+        let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+        seg.file.read_exact_at(&mut buf, pos)?;
+        let mut batches = Vec::new();
+        let mut at = 0usize;
+        let mut next = first.base_offset;
+        while at < buf.len() {
+            let rest = &buf[at..];
+            let Ok(h) = BatchHeader::parse(rest) else {
+                if batches.is_empty() {
+                    return Err(read_corruption(seg.base, pos + at as u64, next, None, rest));
+                }
+                break;
+            };
+            let blen = h.batch_len as usize;
+            if blen > rest.len() {
+                break; // cut by max_bytes: stop before it
+            }
+            if let Err(kind) = crate::batch::verify_batch(&rest[..blen]) {
+                return Err(crate::segment::corruption(
+                    seg.base,
+                    pos + at as u64,
+                    next,
+                    Some(h.epoch),
+                    kind,
+                ));
+            }
+            if h.base_offset != next {
+                return Err(crate::segment::corruption(
+                    seg.base,
+                    pos + at as u64,
+                    next,
+                    Some(h.epoch),
+                    crate::error::CorruptionKind::Misplaced {
+                        expected: next,
+                        found: h.base_offset,
+                    },
+                ));
+            }
+            batches.push((at, h));
+            next = h.next_offset();
+            at += blen;
+        }
+        buf.truncate(at);
+        *self
+            .read_hint
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((next, seg.base, pos + at as u64));
+        Ok(ReadBatches { buf, batches })
+    }
+
+    /// Writes the active segment's index file and the checkpoints that let
+    /// the next open skip scanning: epoch map, high watermark, then the
+    /// recovery point at the log end. Everything is flushed first.
+    pub(crate) fn write_clean_checkpoint(&mut self) -> Result<()> {
+        self.flush()?;
+        self.guard(|log| {
+            let seg = log.active();
+            let header = IndexHeader {
+                base_offset: seg.base,
+                end_offset: seg.end_offset,
+                end_position: seg.end_position,
+            };
+            let path = log.dir.join(crate::format::index_file_name(seg.base));
+            write_index_file(log.fs.as_ref(), &path, &header, &seg.index)?;
+            log.fs.sync_dir(&log.dir)?;
+            log.write_recovery_point_at_end()?;
+            if let Some(hw) = log.high_watermark {
+                log.dd.write_high_watermark(hw)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes the epoch map, then a recovery point at the log end. The log
+    /// must be flushed.
+    pub(crate) fn write_recovery_point_at_end(&mut self) -> Result<()> {
+        let seg = self.active();
+        assert_eq!(
+            self.flushed, seg.end_offset,
+            "a recovery point covers durable data only"
+        );
+        let rp = RecoveryPoint {
+            offset: seg.end_offset,
+            segment: seg.base,
+            position: seg.end_position,
+        };
+        self.dd.write_epoch_map(&self.epochs)?;
+        self.dd.write_recovery_point(rp)?;
+        Ok(())
+    }
+
+    /// Flushes and writes the checkpoints so the next open scans nothing.
+    ///
+    /// # Errors
+    /// `Io` or `Checkpoint` failures (the log is then poisoned, and the next
+    /// open recovers from the last durable checkpoint); `Poisoned`.
+    pub fn close(mut self) -> Result<()> {
+        self.write_clean_checkpoint()?;
+        self.guard(|log| crate::recovery::write_clean_marker(&log.fs, &log.dir))
+    }
+}
+
+/// A `Corruption` error for bytes that do not parse as a batch header.
+fn read_corruption(
+    segment: Offset,
+    position: u64,
+    offset: Offset,
+    epoch: Option<Epoch>,
+    rest: &[u8],
+) -> Error {
+    let kind = BatchHeader::parse(rest)
+        .err()
+        .unwrap_or(crate::error::CorruptionKind::Truncated);
+    crate::segment::corruption(segment, position, offset, epoch, kind)
+}

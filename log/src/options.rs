@@ -1,0 +1,133 @@
+//! Log options: plain data with documented defaults and a `validate()`.
+
+use crate::error::{Error, Result};
+use crate::format::{BATCH_HEADER_BYTES, SEGMENT_HEADER_BYTES};
+
+/// What recovery does with corruption found at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoveryMode {
+    /// Corruption in data that was durable, or an invalid batch followed by
+    /// valid data, fails open with `Corruption`. Only a torn tail is
+    /// truncated. Default.
+    #[default]
+    Strict,
+    /// Truncates the log at the first corruption and reports exactly what
+    /// was dropped. For a replica that will re-fetch from its leader.
+    TruncateAtCorruption,
+}
+
+/// Compression of batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Never compress. Default.
+    #[default]
+    None,
+    /// zstd at `level` for batches whose records reach
+    /// `LogOptions::compression_threshold_bytes`, when it makes them smaller.
+    Zstd {
+        /// zstd level (1 = fastest).
+        level: i32,
+    },
+}
+
+/// Options of a log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Size of a segment file (preallocated). Default: 128 MiB. At most
+    /// 2 GiB (positions are 32-bit in the index).
+    pub segment_size_bytes: u64,
+    /// Largest encoded batch accepted. Default: 8 MiB. Must fit in an empty
+    /// segment.
+    pub max_batch_bytes: u64,
+    /// Bytes of log between two sparse index entries. Default: 4 KiB, which
+    /// keeps the index at 2 MiB per GiB of log.
+    pub index_interval_bytes: u64,
+    /// Batch compression. Default: none.
+    pub compression: Compression,
+    /// Smallest records section compressed. Default: 4 KiB.
+    pub compression_threshold_bytes: u64,
+    /// What recovery does with corruption. Default: `Strict`.
+    pub recovery_mode: RecoveryMode,
+    /// Fraction (in percent) of the active segment after which the next
+    /// segment file is prepared. Default: 75.
+    pub prepare_next_segment_percent: u8,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            segment_size_bytes: 128 << 20,
+            max_batch_bytes: 8 << 20,
+            index_interval_bytes: 4 << 10,
+            compression: Compression::None,
+            compression_threshold_bytes: 4 << 10,
+            recovery_mode: RecoveryMode::Strict,
+            prepare_next_segment_percent: 75,
+        }
+    }
+}
+
+impl LogOptions {
+    /// Rejects options that make no sense.
+    ///
+    /// # Errors
+    /// `InvalidOptions` naming the field.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::InvalidOptions(m.to_string()));
+        let min_segment = (SEGMENT_HEADER_BYTES + BATCH_HEADER_BYTES + 8) as u64;
+        if self.segment_size_bytes < min_segment || self.segment_size_bytes > (2 << 30) {
+            return bad("segment_size_bytes must be between 64 B and 2 GiB");
+        }
+        if self.max_batch_bytes < (BATCH_HEADER_BYTES as u64 + 8)
+            || self.max_batch_bytes > self.segment_size_bytes - SEGMENT_HEADER_BYTES as u64
+        {
+            return bad("max_batch_bytes must hold a record and fit in an empty segment");
+        }
+        if self.index_interval_bytes == 0 {
+            return bad("index_interval_bytes must be positive");
+        }
+        if let Compression::Zstd { level } = self.compression {
+            if !(1..=22).contains(&level) {
+                return bad("zstd level must be 1..=22");
+            }
+        }
+        if self.prepare_next_segment_percent > 100 {
+            return bad("prepare_next_segment_percent must be at most 100");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_nonsense_is_rejected() {
+        LogOptions::default().validate().unwrap();
+        let cases = [
+            LogOptions {
+                segment_size_bytes: 10,
+                ..LogOptions::default()
+            },
+            LogOptions {
+                max_batch_bytes: 1 << 40,
+                ..LogOptions::default()
+            },
+            LogOptions {
+                index_interval_bytes: 0,
+                ..LogOptions::default()
+            },
+            LogOptions {
+                compression: Compression::Zstd { level: 99 },
+                ..LogOptions::default()
+            },
+        ];
+        for c in cases {
+            assert!(
+                matches!(c.validate(), Err(Error::InvalidOptions(_))),
+                "{c:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! One segment file: its header, its batches, its sparse index, and reads of
+//! whole verified batches.
+//!
+//! Invariants:
+//! - bytes `[SEGMENT_HEADER_BYTES, end_position)` are valid batches holding
+//!   offsets `[base, end_offset)` without gaps;
+//! - bytes from `end_position` to the end of the file are zeros (the file is
+//!   preallocated, and truncation zero-fills what it cuts);
+//! - a batch never spans segments.
+
+pub mod index;
+pub mod scan;
+
+use std::path::{Path, PathBuf};
+
+use quorumlog_checkpoint::{Epoch, Offset};
+use quorumlog_io::{File, FileSystem, OpenMode};
+
+use crate::batch::{verify_batch, MAX_BATCH_BYTES};
+use crate::error::{CorruptionKind, Error, Result};
+use crate::format::{
+    decode_segment_header, encode_segment_header, segment_file_name, BatchHeader,
+    BATCH_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+};
+use index::SparseIndex;
+
+/// An open segment.
+#[derive(Debug)]
+pub struct Segment {
+    /// Offset of the first record.
+    pub base: Offset,
+    /// The segment file's path.
+    pub path: PathBuf,
+    /// The open file.
+    pub file: Box<dyn File>,
+    /// Byte position after the last batch.
+    pub end_position: u64,
+    /// Offset after the last batch.
+    pub end_offset: Offset,
+    /// Sparse offset index.
+    pub index: SparseIndex,
+}
+
+impl Segment {
+    /// Turns a prepared (preallocated, zeroed) file into segment `base`:
+    /// writes and syncs its header. The caller renames it into place and
+    /// syncs the directory.
+    ///
+    /// # Errors
+    /// `Io` on failure.
+    pub fn init_file(file: &dyn File, base: Offset, size_bytes: u64) -> Result<()> {
+        file.allocate(size_bytes)?;
+        file.write_all_at(&encode_segment_header(base), 0)?;
+        file.sync_data()?;
+        Ok(())
+    }
+
+    /// Opens segment `base` in `dir` for reading and writing, checking its
+    /// header. Its data end is unknown until scanned or taken from an index.
+    ///
+    /// # Errors
+    /// `Io`; `Corruption` if the header is invalid.
+    pub fn open(fs: &dyn FileSystem, dir: &Path, base: Offset, interval: u64) -> Result<Segment> {
+        let path = dir.join(segment_file_name(base));
+        let file = fs.open(&path, OpenMode::ReadWrite)?;
+        let mut h = [0u8; SEGMENT_HEADER_BYTES];
+        let header = if file.len()? < SEGMENT_HEADER_BYTES as u64 {
+            Err(CorruptionKind::Truncated)
+        } else {
+            file.read_exact_at(&mut h, 0)?;
+            decode_segment_header(&h)
+        };
+        match header {
+            Ok(b) if b == base => {}
+            Ok(b) => {
+                return Err(corruption(
+                    base,
+                    0,
+                    base,
+                    None,
+                    CorruptionKind::Misplaced {
+                        expected: base,
+                        found: b,
+                    },
+                ))
+            }
+            Err(kind) => return Err(corruption(base, 0, base, None, kind)),
+        }
+        Ok(Segment {
+            base,
+            path,
+            file,
+            end_position: SEGMENT_HEADER_BYTES as u64,
+            end_offset: base,
+            index: SparseIndex::new(interval),
+        })
+    }
+
+    /// Writes an encoded batch at the end. Not durable until synced.
+    ///
+    /// # Errors
+    /// `Io` on failure (the caller poisons the log).
+    pub fn append(&mut self, bytes: &[u8], header: &BatchHeader) -> Result<()> {
+        assert_eq!(
+            header.base_offset, self.end_offset,
+            "append must continue the segment"
+        );
+        self.file.write_all_at(bytes, self.end_position)?;
+        self.note_appended(bytes.len() as u64, header);
+        Ok(())
+    }
+
+    /// Updates the in-memory end and index after `len` bytes of batch
+    /// `header` were written at the end.
+    pub fn note_appended(&mut self, len: u64, header: &BatchHeader) {
+        let rel = header.base_offset.0 - self.base.0;
+        self.index.observe(
+            u32::try_from(rel).unwrap_or(u32::MAX),
+            u32::try_from(self.end_position).unwrap_or(u32::MAX),
+        );
+        self.end_position += len;
+        self.end_offset = header.next_offset();
+    }
+
+    /// Reads and verifies the whole batch at `position`, which must start at
+    /// `expected` (or, with `expected` `None`, anywhere).
+    ///
+    /// # Errors
+    /// `Corruption` naming this segment and position; `Io`.
+    pub fn read_batch_at(
+        &self,
+        position: u64,
+        expected: Option<Offset>,
+    ) -> Result<(BatchHeader, Vec<u8>)> {
+        let at = expected.unwrap_or(self.base);
+        let mut head = [0u8; BATCH_HEADER_BYTES];
+        if position + BATCH_HEADER_BYTES as u64 > self.end_position {
+            return Err(corruption(
+                self.base,
+                position,
+                at,
+                None,
+                CorruptionKind::Truncated,
+            ));
+        }
+        self.file.read_exact_at(&mut head, position)?;
+        let header =
+            BatchHeader::parse(&head).map_err(|k| corruption(self.base, position, at, None, k))?;
+        let len = u64::from(header.batch_len);
+        if len > MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64 || position + len > self.end_position {
+            return Err(corruption(
+                self.base,
+                position,
+                at,
+                Some(header.epoch),
+                CorruptionKind::Truncated,
+            ));
+        }
+        let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(0)];
+        self.file.read_exact_at(&mut bytes, position)?;
+        verify_batch(&bytes)
+            .map_err(|k| corruption(self.base, position, at, Some(header.epoch), k))?;
+        if let Some(e) = expected {
+            if header.base_offset != e {
+                return Err(corruption(
+                    self.base,
+                    position,
+                    e,
+                    Some(header.epoch),
+                    CorruptionKind::Misplaced {
+                        expected: e,
+                        found: header.base_offset,
+                    },
+                ));
+            }
+        }
+        Ok((header, bytes))
+    }
+
+    /// Finds the batch holding `offset` (which must be in
+    /// `[base, end_offset)`): returns its position and header. Walks headers
+    /// from the nearest index entry, verifying each batch's place.
+    ///
+    /// # Errors
+    /// `Corruption` if a batch on the way is not where it must be; `Io`.
+    pub fn locate(&self, offset: Offset) -> Result<(u64, BatchHeader)> {
+        debug_assert!(offset >= self.base && offset < self.end_offset);
+        let rel = u32::try_from(offset.0 - self.base.0).unwrap_or(u32::MAX);
+        let (mut next, mut pos) = match self.index.lookup(rel) {
+            Some((r, p)) => (Offset(self.base.0 + u64::from(r)), u64::from(p)),
+            None => (self.base, SEGMENT_HEADER_BYTES as u64),
+        };
+        loop {
+            let mut head = [0u8; BATCH_HEADER_BYTES];
+            if pos + BATCH_HEADER_BYTES as u64 > self.end_position {
+                return Err(corruption(
+                    self.base,
+                    pos,
+                    next,
+                    None,
+                    CorruptionKind::Truncated,
+                ));
+            }
+            self.file.read_exact_at(&mut head, pos)?;
+            let h =
+                BatchHeader::parse(&head).map_err(|k| corruption(self.base, pos, next, None, k))?;
+            if h.base_offset != next {
+                return Err(corruption(
+                    self.base,
+                    pos,
+                    next,
+                    Some(h.epoch),
+                    CorruptionKind::Misplaced {
+                        expected: next,
+                        found: h.base_offset,
+                    },
+                ));
+            }
+            if h.record_count == 0 || u64::from(h.batch_len) < BATCH_HEADER_BYTES as u64 {
+                return Err(corruption(
+                    self.base,
+                    pos,
+                    next,
+                    Some(h.epoch),
+                    CorruptionKind::Malformed("empty batch header"),
+                ));
+            }
+            if offset < h.next_offset() {
+                return Ok((pos, h));
+            }
+            next = h.next_offset();
+            pos += u64::from(h.batch_len);
+        }
+    }
+}
+
+/// A `Corruption` error.
+pub fn corruption(
+    segment: Offset,
+    position: u64,
+    offset: Offset,
+    epoch: Option<Epoch>,
+    kind: CorruptionKind,
+) -> Error {
+    Error::Corruption {
+        segment,
+        position,
+        offset,
+        epoch,
+        kind,
+    }
+}
