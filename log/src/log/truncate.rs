@@ -223,6 +223,10 @@ impl Log {
         let seg_base = seg.base;
         let cut_offset = replacement.as_ref().map_or(offset, |(h, _)| h.base_offset);
         if let Some((_, bytes)) = &replacement {
+            // Redoing the cut writes the replacement at `position`: whatever
+            // precedes it must be durable first, or a crash could leave a
+            // hole before a valid batch.
+            self.flush()?;
             intent::write(
                 self.fs.as_ref(),
                 &self.dir,

@@ -1,0 +1,129 @@
+//! Helpers shared by the log scenario tests.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use quorumlog_checkpoint::{
+    format_with, ClusterId, DataDir, DirectoryId, Epoch, Meta, NodeId, Offset, OpenOptions,
+    SharedFs,
+};
+use quorumlog_io::{FileSystem, RealFs, SimFs};
+use quorumlog_log::{Log, LogOptions, Result};
+
+pub const DIR: &str = "/data";
+
+/// Small segments so that tests roll often.
+pub fn small_options() -> LogOptions {
+    LogOptions {
+        segment_size_bytes: 4096,
+        max_batch_bytes: 2048,
+        index_interval_bytes: 256,
+        prepare_next_segment_percent: 50,
+        ..LogOptions::default()
+    }
+}
+
+pub fn format_dir(fs: &SharedFs, dir: &Path) {
+    format_with(
+        fs,
+        dir,
+        Meta::new(ClusterId(1), NodeId(1), DirectoryId(0xD1)),
+    )
+    .unwrap();
+}
+
+pub fn open_dd(fs: &SharedFs, dir: &Path) -> Arc<DataDir> {
+    Arc::new(DataDir::open(fs.clone(), dir, &OpenOptions::default()).unwrap())
+}
+
+pub fn open_log(fs: &SharedFs, dir: &Path, options: &LogOptions) -> Result<Log> {
+    let dd = Arc::new(
+        DataDir::open(fs.clone(), dir, &OpenOptions::default())
+            .map_err(quorumlog_log::Error::from)?,
+    );
+    Log::open(dd, options.clone())
+}
+
+/// A fresh simulated disk with a formatted data directory.
+pub fn sim(seed: u64) -> (SimFs, SharedFs) {
+    let sim = SimFs::new(seed);
+    let fs: SharedFs = Arc::new(sim.clone());
+    format_dir(&fs, Path::new(DIR));
+    (sim, fs)
+}
+
+pub fn shared(sim: &SimFs) -> SharedFs {
+    Arc::new(sim.clone())
+}
+
+/// Runs `check` on the real file system and on the simulated disk.
+pub fn both(check: impl Fn(SharedFs, &Path)) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir: PathBuf = tmp.path().join("data");
+    let real: SharedFs = Arc::new(RealFs::new());
+    format_dir(&real, &dir);
+    check(real, &dir);
+    let (_, fs) = sim(7);
+    check(fs, Path::new(DIR));
+}
+
+/// The deterministic payload of record `offset` in generation `gen`.
+pub fn payload(offset: u64, gen: u64, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    let mut x =
+        offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ gen.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// Every record in `[from, log end)`, read batch by batch; panics on any
+/// error. Returns (offset, epoch, record).
+pub fn read_all(log: &Log, from: Offset) -> Vec<(u64, Epoch, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut at = from;
+    while at < log.log_end_offset() {
+        let batches = log.read(at, 1 << 16).unwrap();
+        assert!(!batches.is_empty(), "no batch at {at}");
+        for b in batches.iter() {
+            for (i, r) in b.to_vecs().unwrap().into_iter().enumerate() {
+                let o = b.base_offset().0 + i as u64;
+                if o >= at.0 {
+                    out.push((o, b.epoch(), r));
+                }
+            }
+            at = b.next_offset();
+        }
+    }
+    out
+}
+
+/// The byte range `[start, end)` of the batch holding `offset`, found by
+/// walking the segment file's batch headers.
+pub fn batch_range(fs: &dyn FileSystem, seg_path: &Path, offset: u64) -> (u64, u64) {
+    use quorumlog_io::OpenMode;
+    let f = fs.open(seg_path, OpenMode::Read).unwrap();
+    let mut pos = 32u64;
+    loop {
+        let mut h = [0u8; 40];
+        f.read_exact_at(&mut h, pos).unwrap();
+        let len = u64::from(u32::from_le_bytes(h[8..12].try_into().unwrap()));
+        let base = u64::from_le_bytes(h[16..24].try_into().unwrap());
+        let count = u64::from(u32::from_le_bytes(h[32..36].try_into().unwrap()));
+        assert!(len > 0, "no batch holds {offset}");
+        if offset < base + count {
+            return (pos, pos + len);
+        }
+        pos += len;
+    }
+}
+
+pub fn seg_path(dir: &Path, base: u64) -> PathBuf {
+    dir.join("log").join(format!("{base:020}.log"))
+}
