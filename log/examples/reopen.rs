@@ -6,6 +6,11 @@
 //! `cargo run --release -p quorumlog-log --example reopen -- [GIB] [DIR]`
 //! (default: 1 GiB in a temporary directory).
 
+#![expect(
+    clippy::cast_precision_loss,
+    reason = "byte counts shown as GiB and GB/s"
+)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;

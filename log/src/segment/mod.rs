@@ -250,3 +250,80 @@ pub fn corruption(
         kind,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use quorumlog_io::SimFs;
+
+    use super::*;
+    use crate::batch::encode_into;
+    use crate::options::Compression;
+
+    fn segment(fs: &SimFs) -> Segment {
+        fs.create_dir_all(Path::new("/log")).unwrap();
+        let f = fs
+            .open(
+                &Path::new("/log").join(segment_file_name(Offset(100))),
+                OpenMode::CreateNew,
+            )
+            .unwrap();
+        Segment::init_file(f.as_ref(), Offset(100), 8192).unwrap();
+        let mut seg = Segment::open(fs, Path::new("/log"), Offset(100), 64).unwrap();
+        let mut buf = Vec::new();
+        for b in 0..20u64 {
+            let h = encode_into(
+                &mut buf,
+                Offset(100 + b * 2),
+                Epoch(1),
+                &[b"ab", b"cd"],
+                Compression::None,
+                0,
+                1 << 20,
+            )
+            .unwrap();
+            seg.append(&buf, &h).unwrap();
+        }
+        seg
+    }
+
+    #[test]
+    fn locate_finds_the_batch_of_every_offset() {
+        let fs = SimFs::new(1);
+        let seg = segment(&fs);
+        assert!(seg.index.entries().len() > 1 && seg.index.entries().len() < 20);
+        for o in 100..140 {
+            let (pos, h) = seg.locate(Offset(o)).unwrap();
+            assert!(h.base_offset.0 <= o && o < h.next_offset().0);
+            let (h2, _) = seg.read_batch_at(pos, Some(h.base_offset)).unwrap();
+            assert_eq!(h, h2);
+        }
+        assert!(matches!(
+            seg.read_batch_at(SEGMENT_HEADER_BYTES as u64, Some(Offset(102))),
+            Err(Error::Corruption {
+                kind: CorruptionKind::Misplaced { .. },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn open_checks_the_header() {
+        let fs = SimFs::new(1);
+        let _ = segment(&fs);
+        // The file of base 100 renamed to base 5: its header disagrees.
+        fs.rename(
+            &Path::new("/log").join(segment_file_name(Offset(100))),
+            &Path::new("/log").join(segment_file_name(Offset(5))),
+        )
+        .unwrap();
+        assert!(matches!(
+            Segment::open(&fs, Path::new("/log"), Offset(5), 64),
+            Err(Error::Corruption {
+                kind: CorruptionKind::Misplaced { .. },
+                ..
+            })
+        ));
+    }
+}

@@ -226,3 +226,148 @@ pub fn find_valid_batch_after(file: &dyn File, position: u64) -> Result<Option<u
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use quorumlog_io::{FileSystem, OpenMode, SimFs};
+
+    use super::*;
+    use crate::batch::encode_into;
+    use crate::format::SEGMENT_HEADER_BYTES;
+    use crate::options::Compression;
+
+    /// A file with a 32-byte header and batches of `counts` records at
+    /// epochs `epochs`, then zeros; returns it and the batch positions.
+    fn file(bases: &[(u64, u64, usize)]) -> (Box<dyn File>, Vec<u64>) {
+        let fs = SimFs::new(1);
+        let f = fs.open(Path::new("/seg"), OpenMode::CreateNew).unwrap();
+        f.allocate(4096).unwrap();
+        let mut pos = SEGMENT_HEADER_BYTES as u64;
+        let mut positions = Vec::new();
+        let mut buf = Vec::new();
+        for &(base, epoch, n) in bases {
+            let recs: Vec<Vec<u8>> = (0..n).map(|i| vec![u8::try_from(i).unwrap(); 10]).collect();
+            encode_into(
+                &mut buf,
+                Offset(base),
+                Epoch(epoch),
+                &recs,
+                Compression::None,
+                0,
+                1 << 20,
+            )
+            .unwrap();
+            f.write_all_at(&buf, pos).unwrap();
+            positions.push(pos);
+            pos += buf.len() as u64;
+        }
+        (f, positions)
+    }
+
+    #[test]
+    fn scan_stops_cleanly_at_zeros_and_collects_epochs() {
+        let (f, pos) = file(&[(10, 1, 2), (12, 1, 3), (15, 4, 1)]);
+        let mut ix = SparseIndex::new(1);
+        let out = scan(
+            f.as_ref(),
+            Offset(10),
+            pos[0],
+            Offset(10),
+            None,
+            u64::MAX,
+            &mut ix,
+        )
+        .unwrap();
+        assert_eq!(out.stop, Stop::Zeros);
+        assert_eq!(out.end_offset, Offset(16));
+        assert_eq!(
+            out.epoch_starts,
+            vec![(Epoch(1), Offset(10)), (Epoch(4), Offset(15))]
+        );
+        assert_eq!(ix.entries().len(), 3);
+        assert_eq!(
+            find_valid_batch_after(f.as_ref(), out.end_position).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn scan_flags_misplaced_and_older_epochs_and_finds_valid_data_after_garbage() {
+        let (f, pos) = file(&[(10, 2, 2), (99, 2, 1)]);
+        let mut ix = SparseIndex::new(1);
+        let out = scan(
+            f.as_ref(),
+            Offset(10),
+            pos[0],
+            Offset(10),
+            None,
+            u64::MAX,
+            &mut ix,
+        )
+        .unwrap();
+        assert!(matches!(
+            out.stop,
+            Stop::Invalid {
+                kind: CorruptionKind::Misplaced { .. },
+                ..
+            }
+        ));
+        let (f, pos) = file(&[(10, 2, 2), (12, 1, 1)]);
+        let mut ix = SparseIndex::new(1);
+        let out = scan(
+            f.as_ref(),
+            Offset(10),
+            pos[0],
+            Offset(10),
+            None,
+            u64::MAX,
+            &mut ix,
+        )
+        .unwrap();
+        assert!(matches!(
+            out.stop,
+            Stop::Invalid {
+                kind: CorruptionKind::EpochOrder { .. },
+                ..
+            }
+        ));
+        // Garbage over the first batch: the second is still found.
+        let (f, pos) = file(&[(10, 2, 2), (12, 2, 1)]);
+        f.write_all_at(&[0xEE; 8], pos[0] + 20).unwrap();
+        let mut ix = SparseIndex::new(1);
+        let out = scan(
+            f.as_ref(),
+            Offset(10),
+            pos[0],
+            Offset(10),
+            None,
+            u64::MAX,
+            &mut ix,
+        )
+        .unwrap();
+        assert_eq!(out.end_position, pos[0]);
+        assert_eq!(
+            find_valid_batch_after(f.as_ref(), pos[0]).unwrap(),
+            Some(pos[1])
+        );
+    }
+
+    #[test]
+    fn scan_honours_its_limit() {
+        let (f, pos) = file(&[(0, 1, 1), (1, 1, 1), (2, 1, 1)]);
+        let mut ix = SparseIndex::new(1);
+        let out = scan(
+            f.as_ref(),
+            Offset(0),
+            pos[0],
+            Offset(0),
+            None,
+            pos[2],
+            &mut ix,
+        )
+        .unwrap();
+        assert_eq!((out.stop, out.end_offset), (Stop::Limit, Offset(2)));
+    }
+}
