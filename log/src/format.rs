@@ -9,8 +9,11 @@
 //!  +--------+---------+----------+--------------+-----------+----------+---------
 //! ```
 //! The file is preallocated to the segment size; bytes after the last batch
-//! are zeros. Batches follow each other with no padding; a batch never spans
-//! segments.
+//! are zeros. A batch never spans segments. Batches follow each other
+//! directly, except that after a sync the next batch may start at the next
+//! 4 KiB page boundary (`WriteAlignment::Page`): the bytes skipped are zeros,
+//! and a zero header at an unaligned position is such padding exactly when a
+//! batch with the expected offset starts at the next page boundary.
 //!
 //! Batch:
 //! ```text
@@ -49,6 +52,15 @@ use std::mem::size_of;
 use quorumlog_checkpoint::{Epoch, Offset};
 
 use crate::error::CorruptionKind;
+
+/// The page size writes are aligned to after a sync: bytes of a page that
+/// holds acknowledged data are never written again.
+pub const PAGE_BYTES: u64 = 4096;
+
+/// `pos` rounded up to a page boundary.
+pub fn align_up(pos: u64) -> u64 {
+    pos.div_ceil(PAGE_BYTES) * PAGE_BYTES
+}
 
 /// Segment file magic.
 pub const SEGMENT_MAGIC: [u8; 4] = *b"QLSG";

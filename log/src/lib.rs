@@ -49,6 +49,6 @@ mod segment;
 pub use batch::{BatchRef, Records};
 pub use error::{CorruptionKind, Error, Result};
 pub use log::{AppendInfo, FollowerBatch, Log, ReadBatches};
-pub use options::{Compression, LogOptions, RecoveryMode};
+pub use options::{Compression, LogOptions, RecoveryMode, WriteAlignment};
 pub use recovery::{DroppedCorruption, RecoveryReport, ScanStart, TornTail};
 pub use segment::index::IndexProblem;

@@ -30,6 +30,22 @@ pub enum Compression {
     },
 }
 
+/// Where appends go after a sync (DESIGN.md invariant 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WriteAlignment {
+    /// After every sync the next batch starts on a fresh 4 KiB page, so no
+    /// later write dirties a page that holds acknowledged bytes and a torn
+    /// page write can only damage unacknowledged data. Costs disk space (up
+    /// to a page per sync), not I/O: a sync writes whole pages anyway.
+    /// Default.
+    #[default]
+    Page,
+    /// Appends continue in the partly synced page, which the next sync
+    /// writes again: acknowledged bytes then rely on the device writing
+    /// pages atomically. Denser; for benchmarks and comparison.
+    Packed,
+}
+
 /// Options of a log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogOptions {
@@ -51,6 +67,8 @@ pub struct LogOptions {
     /// Fraction (in percent) of the active segment after which the next
     /// segment file is prepared. Default: 75.
     pub prepare_next_segment_percent: u8,
+    /// Where appends go after a sync. Default: `Page`.
+    pub write_alignment: WriteAlignment,
 }
 
 impl Default for LogOptions {
@@ -63,6 +81,7 @@ impl Default for LogOptions {
             compression_threshold_bytes: 4 << 10,
             recovery_mode: RecoveryMode::Strict,
             prepare_next_segment_percent: 75,
+            write_alignment: WriteAlignment::Page,
         }
     }
 }

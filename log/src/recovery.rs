@@ -40,12 +40,15 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use quorumlog_checkpoint::{Checkpoints, DataDir, Degraded, Epoch, EpochMap, Offset, SharedFs};
+use quorumlog_checkpoint::{
+    Checkpoints, DataDir, Degraded, Epoch, EpochMap, Offset, RecoveryPoint, SharedFs,
+};
 use quorumlog_io::OpenMode;
 
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{
-    index_file_name, parse_file_name, segment_file_name, IndexHeader, SEGMENT_HEADER_BYTES,
+    align_up, index_file_name, parse_file_name, segment_file_name, IndexHeader,
+    SEGMENT_HEADER_BYTES,
 };
 use crate::intent::{self, Intent, INTENT_FILE};
 use crate::log::truncate::{create_segment_file, redo_cut, redo_full, Cut};
@@ -329,6 +332,19 @@ impl Recovery {
             if doomed > 0 {
                 self.fs.sync_dir(&self.dir)?;
             }
+            // A recovery point in a removed segment moves to the start of
+            // the first one left: nothing before it remains.
+            if let (Some(rp), Some(&first)) = (self.cp.recovery_point, bases.first()) {
+                if rp.segment < first {
+                    let moved = RecoveryPoint {
+                        offset: first,
+                        segment: first,
+                        position: SEGMENT_HEADER_BYTES as u64,
+                    };
+                    self.dd.write_recovery_point(moved)?;
+                    self.cp.recovery_point = Some(moved);
+                }
+            }
         }
         if bases.is_empty() {
             let start = log_start.unwrap_or_default();
@@ -558,7 +574,14 @@ impl Recovery {
         seg.end_position = out.end_position;
         seg.end_offset = out.end_offset;
         seg.index = ix;
-        if out.stop == Stop::Limit && out.end_position == position && out.end_offset == offset {
+        // The recovery point may sit after alignment padding (page-aligned
+        // end of data at the time it was written).
+        let padded = out.stop == Stop::Zeros
+            && align_up(out.end_position).min(self.options.segment_size_bytes) == position;
+        let reached = out.end_offset == offset && (out.end_position == position || padded);
+        if reached {
+            self.segments[k].end_position = position;
+            let seg = &self.segments[k];
             if problem != IndexProblem::Missing {
                 self.report.indexes_rebuilt.push((seg.base, problem));
             }
@@ -819,6 +842,7 @@ impl Recovery {
             // recovery point so the next open starts from here.
             log.write_clean_checkpoint()?;
         }
+        log.align_end();
         Ok(log)
     }
 }

@@ -185,6 +185,10 @@ impl Log {
     /// the log end, then records a recovery point at its start.
     pub(crate) fn roll(&mut self) -> Result<()> {
         let base = self.log_end_offset();
+        assert!(
+            base > self.active().base,
+            "a roll never leaves an empty segment"
+        );
         // 1. Everything in the sealed segment is durable before a later
         //    segment exists: recovery relies on it to call an invalid batch
         //    in a sealed segment corruption, never a torn tail.

@@ -23,8 +23,8 @@ use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, Offset, RecoveryPoint, Shar
 
 use crate::batch::BatchRef;
 use crate::error::{Error, Result};
-use crate::format::{BatchHeader, IndexHeader};
-use crate::options::LogOptions;
+use crate::format::{align_up, BatchHeader, IndexHeader};
+use crate::options::{LogOptions, WriteAlignment};
 use crate::recovery::RecoveryReport;
 use crate::segment::index::write_index_file;
 use crate::segment::Segment;
@@ -205,8 +205,24 @@ impl Log {
             let end = log.log_end_offset();
             assert!(end >= log.flushed, "flushed offset moves forward only");
             log.flushed = end;
+            log.align_end();
             Ok(end)
         })
+    }
+
+    /// With `WriteAlignment::Page`, moves the active segment's end to the
+    /// next page boundary, so the page holding the last synced bytes is
+    /// never written again. The bytes skipped are zeros already.
+    pub(crate) fn align_end(&mut self) {
+        if self.options.write_alignment != WriteAlignment::Page {
+            return;
+        }
+        let size = self.options.segment_size_bytes;
+        let seg = self.active_mut();
+        if seg.end_offset == seg.base {
+            return; // no batch in this segment: nothing to protect
+        }
+        seg.end_position = align_up(seg.end_position).min(size);
     }
 
     /// Reads whole batches starting with the one holding `from`, up to
@@ -242,8 +258,7 @@ impl Log {
             Some((next, base, pos))
                 if next == from && base == seg.base && pos < seg.end_position =>
             {
-                let (h, _) = seg.read_batch_at(pos, Some(from))?;
-                (pos, h)
+                seg.header_at(pos, from)?
             }
             _ => seg.locate(from)?,
         };
@@ -256,9 +271,16 @@ impl Log {
         let mut next = first.base_offset;
         while at < buf.len() {
             let rest = &buf[at..];
+            let here = pos + at as u64;
+            if crate::segment::is_padding(rest, here) {
+                // Alignment padding after a sync: the next batch starts on
+                // the next page.
+                at = usize::try_from(align_up(here) - pos).unwrap_or(usize::MAX);
+                continue;
+            }
             let Ok(h) = BatchHeader::parse(rest) else {
                 if batches.is_empty() {
-                    return Err(read_corruption(seg.base, pos + at as u64, next, None, rest));
+                    return Err(read_corruption(seg.base, here, next, None, rest));
                 }
                 break;
             };
@@ -269,7 +291,7 @@ impl Log {
             if let Err(kind) = crate::batch::verify_batch(&rest[..blen]) {
                 return Err(crate::segment::corruption(
                     seg.base,
-                    pos + at as u64,
+                    here,
                     next,
                     Some(h.epoch),
                     kind,
@@ -278,7 +300,7 @@ impl Log {
             if h.base_offset != next {
                 return Err(crate::segment::corruption(
                     seg.base,
-                    pos + at as u64,
+                    here,
                     next,
                     Some(h.epoch),
                     crate::error::CorruptionKind::Misplaced {
@@ -291,6 +313,7 @@ impl Log {
             next = h.next_offset();
             at += blen;
         }
+        let at = at.min(buf.len());
         buf.truncate(at);
         *self
             .read_hint

@@ -264,6 +264,7 @@ impl Log {
         debug_assert_eq!(seg.end_offset, offset);
         self.epochs.truncate_from_end(offset);
         self.flushed = offset;
+        self.align_end();
         self.clear_read_hint();
         Ok(())
     }

@@ -12,6 +12,7 @@ pub mod index;
 pub mod scan;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::{File, FileSystem, OpenMode};
@@ -19,8 +20,8 @@ use quorumlog_io::{File, FileSystem, OpenMode};
 use crate::batch::{verify_batch, MAX_BATCH_BYTES};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{
-    decode_segment_header, encode_segment_header, segment_file_name, BatchHeader,
-    BATCH_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+    align_up, decode_segment_header, encode_segment_header, segment_file_name, BatchHeader,
+    BATCH_HEADER_BYTES, PAGE_BYTES, SEGMENT_HEADER_BYTES,
 };
 use index::SparseIndex;
 
@@ -31,8 +32,8 @@ pub struct Segment {
     pub base: Offset,
     /// The segment file's path.
     pub path: PathBuf,
-    /// The open file.
-    pub file: Box<dyn File>,
+    /// The open file (shared with the flusher, which syncs it unlocked).
+    pub file: Arc<dyn File>,
     /// Byte position after the last batch.
     pub end_position: u64,
     /// Offset after the last batch.
@@ -89,7 +90,7 @@ impl Segment {
         Ok(Segment {
             base,
             path,
-            file,
+            file: Arc::from(file),
             end_position: SEGMENT_HEADER_BYTES as u64,
             end_offset: base,
             index: SparseIndex::new(interval),
@@ -177,6 +178,47 @@ impl Segment {
         Ok((header, bytes))
     }
 
+    /// The header of the batch that starts at `position` (or, past alignment
+    /// padding, at the next page), which must start at `expected`.
+    ///
+    /// # Errors
+    /// `Corruption` if no batch starting at `expected` is there; `Io`.
+    pub fn header_at(&self, mut position: u64, expected: Offset) -> Result<(u64, BatchHeader)> {
+        let mut head = [0u8; BATCH_HEADER_BYTES];
+        for _ in 0..2 {
+            if position + BATCH_HEADER_BYTES as u64 > self.end_position {
+                break;
+            }
+            self.file.read_exact_at(&mut head, position)?;
+            if is_padding(&head, position) {
+                position = align_up(position);
+                continue;
+            }
+            let h = BatchHeader::parse(&head)
+                .map_err(|k| corruption(self.base, position, expected, None, k))?;
+            if h.base_offset != expected {
+                return Err(corruption(
+                    self.base,
+                    position,
+                    expected,
+                    Some(h.epoch),
+                    CorruptionKind::Misplaced {
+                        expected,
+                        found: h.base_offset,
+                    },
+                ));
+            }
+            return Ok((position, h));
+        }
+        Err(corruption(
+            self.base,
+            position,
+            expected,
+            None,
+            CorruptionKind::Truncated,
+        ))
+    }
+
     /// Finds the batch holding `offset` (which must be in
     /// `[base, end_offset)`): returns its position and header. Walks headers
     /// from the nearest index entry, verifying each batch's place.
@@ -232,6 +274,12 @@ impl Segment {
             pos += u64::from(h.batch_len);
         }
     }
+}
+
+/// Whether a zeroed header at `pos` is alignment padding: the rest of a
+/// 4 KiB page left empty after a sync (see `WriteAlignment`).
+pub fn is_padding(head: &[u8], pos: u64) -> bool {
+    pos % PAGE_BYTES != 0 && head.iter().take(4).all(|&b| b == 0)
 }
 
 /// A `Corruption` error.

@@ -12,7 +12,7 @@ use quorumlog_io::File;
 
 use crate::batch::{verify_batch, MAX_BATCH_BYTES};
 use crate::error::{CorruptionKind, Result};
-use crate::format::{BatchHeader, BATCH_HEADER_BYTES, BATCH_MAGIC};
+use crate::format::{align_up, BatchHeader, BATCH_HEADER_BYTES, BATCH_MAGIC};
 use crate::segment::index::SparseIndex;
 
 const CHUNK_BYTES: usize = 1 << 20;
@@ -127,6 +127,12 @@ pub fn scan(
         }
         let head = w.get(pos, BATCH_HEADER_BYTES)?;
         if head.iter().all(|&b| b == 0) {
+            // Padding after a sync, if the next page starts the next batch.
+            let next = align_up(pos);
+            if next != pos && next < limit && continues_at(&mut w, next, out.end_offset)? {
+                out.end_position = next;
+                continue;
+            }
             out.stop = Stop::Zeros;
             return Ok(out);
         }
@@ -184,6 +190,25 @@ pub fn scan(
         out.end_position = pos + len;
         out.bytes_scanned += len;
     }
+}
+
+/// Whether an intact batch holding `offset` first starts at `pos`.
+fn continues_at(w: &mut Window<'_>, pos: u64, offset: Offset) -> Result<bool> {
+    if pos + BATCH_HEADER_BYTES as u64 > w.file_len {
+        return Ok(false);
+    }
+    let Ok(header) = BatchHeader::parse(w.get(pos, BATCH_HEADER_BYTES)?) else {
+        return Ok(false);
+    };
+    let len = u64::from(header.batch_len);
+    if header.base_offset != offset
+        || len > MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64
+        || pos + len > w.file_len
+    {
+        return Ok(false);
+    }
+    let bytes = w.get(pos, usize::try_from(len).unwrap_or(0))?;
+    Ok(verify_batch(bytes).is_ok())
 }
 
 /// Searches `file` after `position` for any intact batch (of any offset).
