@@ -297,3 +297,32 @@ fn old_handles_die_with_the_machine() {
     assert!(f.write_all_at(b"zombie", 0).is_err());
     assert_eq!(read(&after, "/d/f").unwrap(), b"x");
 }
+
+#[test]
+fn page_tearing_can_damage_durable_bytes_sharing_the_page() {
+    let mut damaged = 0;
+    for seed in 0..64 {
+        let fs = disk(seed);
+        fs.set_page_tearing(true);
+        durable_file(&fs, &[0xAA; 100]);
+        let f = fs.open(p("/d/f"), OpenMode::ReadWrite).unwrap();
+        f.write_all_at(&[0xBB; 1000], 100).unwrap(); // same page, unsynced
+        let got = read(&fs.crash_with(CrashPlan::Torn(Tear::Zeros)), "/d/f").unwrap();
+        if got[..100] != [0xAA; 100] {
+            damaged += 1;
+        }
+    }
+    assert!(
+        damaged > 0,
+        "a torn page write must be able to reach synced bytes"
+    );
+    // Without page tearing, durable bytes are never touched.
+    for seed in 0..64 {
+        let fs = disk(seed);
+        durable_file(&fs, &[0xAA; 100]);
+        let f = fs.open(p("/d/f"), OpenMode::ReadWrite).unwrap();
+        f.write_all_at(&[0xBB; 1000], 100).unwrap();
+        let got = read(&fs.crash_with(CrashPlan::Torn(Tear::Zeros)), "/d/f").unwrap();
+        assert_eq!(got[..100], [0xAA; 100]);
+    }
+}

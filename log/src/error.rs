@@ -152,6 +152,10 @@ pub enum Error {
         /// The log end offset.
         end: Offset,
     },
+    /// A wait for durability under `SyncPolicy::Never`, which never syncs
+    /// by itself.
+    #[error("durability was requested but the sync policy is Never")]
+    SyncDisabled,
     /// Options that make no sense.
     #[error("invalid options: {0}")]
     InvalidOptions(String),

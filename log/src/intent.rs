@@ -1,24 +1,28 @@
 //! `log/truncation.intent`: the redo record of a truncation that cannot be
 //! done in idempotent steps.
 //!
-//! Two truncations need it: a suffix truncation that cuts a batch in two
-//! (the kept records are rewritten as a new, shorter batch in place of the
-//! old one, and a crash in between must not lose them), and
-//! `truncate_fully_and_start_at` (old segments must never outlive the new
-//! start). The intent is written atomically (temp, sync, rename, directory
+//! Two truncations need it. A suffix truncation whose cut is not on a page
+//! boundary: the page holding the cut also holds kept (acknowledged) bytes,
+//! and cutting rewrites that page; if the cut splits a batch, its kept
+//! records are rewritten as a shorter batch. The intent holds a copy of the
+//! page's kept bytes (and the replacement batch), so a crash — or a torn
+//! page — in between never loses them. And `truncate_fully_and_start_at`:
+//! old segments must never outlive the new start. The intent is written atomically (temp, sync, rename, directory
 //! sync) before the truncation touches anything; recovery redoes a truncation
 //! whose intent it finds, then removes the intent.
 //!
 //! ```text
-//!  0       4         6      7          8          16          24          28       32
-//!  +-------+---------+------+----------+----------+-----------+-----------+--------+---------
-//!  | magic | version | kind | reserved | a        | b         | batch_len | crc32c | batch…
-//!  |"QLTI" | u16     | u8   | u8 = 0   | u64      | u64       | u32       | u32    |
-//!  +-------+---------+------+----------+----------+-----------+-----------+--------+---------
-//!  kind 1 (split):  a = segment base, b = byte position of the cut batch,
-//!                   batch = the replacement batch (kept records).
-//!  kind 2 (full):   a = new log start offset, b = 0, batch_len = 0.
-//!  crc32c covers bytes [0, 28) and the batch.
+//!  0       4         6      7          8          16         24         32          36       40
+//!  +-------+---------+------+----------+----------+----------+----------+-----------+--------+---------
+//!  | magic | version | kind | reserved | a        | b        | c        | bytes_len | crc32c | bytes…
+//!  |"QLTI" | u16     | u8   | u8 = 0   | u64      | u64      | u64      | u32       | u32    |
+//!  +-------+---------+------+----------+----------+----------+----------+-----------+--------+---------
+//!  kind 1 (cut):   a = segment base, b = byte position to cut at (a page
+//!                  boundary, or the cut itself), c = the log end offset after
+//!                  the cut; bytes = what is written back at b (the page's
+//!                  kept bytes, then the replacement batch if a batch is cut).
+//!  kind 2 (full):  a = new log start offset, b = c = 0, no bytes.
+//!  crc32c covers bytes [0, 36) and the bytes.
 //! ```
 
 use std::io;
@@ -27,26 +31,33 @@ use std::path::{Path, PathBuf};
 use quorumlog_checkpoint::Offset;
 use quorumlog_io::{FileSystem, OpenMode};
 
-use crate::batch::{verify_batch, MAX_BATCH_BYTES};
+use crate::batch::MAX_BATCH_BYTES;
+use crate::format::PAGE_BYTES;
+
+/// The most bytes a cut intent carries: a page and a batch.
+const MAX_BYTES: u64 = MAX_BATCH_BYTES + PAGE_BYTES;
 use crate::error::{CorruptionKind, Result};
 
 /// The intent file's name in the log directory.
 pub const INTENT_FILE: &str = "truncation.intent";
 const MAGIC: [u8; 4] = *b"QLTI";
 const VERSION: u16 = 1;
-const HEADER_BYTES: usize = 32;
+const HEADER_BYTES: usize = 40;
 
 /// A truncation to redo after a crash.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Intent {
-    /// Cut segment `segment` at `position` and write `batch` there.
-    Split {
+    /// Cut segment `segment` at `position` and write `bytes` there; the log
+    /// then ends at `offset`.
+    Cut {
         /// The segment's base offset.
         segment: Offset,
-        /// Where the cut batch starts.
+        /// Where to cut.
         position: u64,
-        /// The replacement batch (the records kept).
-        batch: Vec<u8>,
+        /// Written back at `position`.
+        bytes: Vec<u8>,
+        /// The log end offset after the cut.
+        offset: Offset,
     },
     /// Remove every segment and restart the log at `start`.
     Full {
@@ -58,13 +69,14 @@ pub enum Intent {
 impl Intent {
     /// Encodes the intent file.
     pub fn encode(&self) -> Vec<u8> {
-        let (kind, a, b, batch): (u8, u64, u64, &[u8]) = match self {
-            Intent::Split {
+        let (kind, a, b, c, batch): (u8, u64, u64, u64, &[u8]) = match self {
+            Intent::Cut {
                 segment,
                 position,
-                batch,
-            } => (1, segment.0, *position, batch),
-            Intent::Full { start } => (2, start.0, 0, &[]),
+                bytes,
+                offset,
+            } => (1, segment.0, *position, offset.0, bytes),
+            Intent::Full { start } => (2, start.0, 0, 0, &[]),
         };
         let mut out = Vec::with_capacity(HEADER_BYTES + batch.len());
         out.extend_from_slice(&MAGIC);
@@ -73,12 +85,13 @@ impl Intent {
         out.push(0);
         out.extend_from_slice(&a.to_le_bytes());
         out.extend_from_slice(&b.to_le_bytes());
-        // Lossless: batches are below MAX_BATCH_BYTES.
+        out.extend_from_slice(&c.to_le_bytes());
+        // Lossless: at most MAX_BYTES.
         out.extend_from_slice(&u32::try_from(batch.len()).unwrap_or(u32::MAX).to_le_bytes());
         out.extend_from_slice(&[0; 4]);
         out.extend_from_slice(batch);
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..28]), &out[HEADER_BYTES..]);
-        out[28..32].copy_from_slice(&crc.to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..36]), &out[HEADER_BYTES..]);
+        out[36..40].copy_from_slice(&crc.to_le_bytes());
         out
     }
 
@@ -100,31 +113,31 @@ impl Intent {
         };
         let u32_at =
             |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
-        let len = u32_at(24) as usize;
-        if bytes.len() != HEADER_BYTES + len || len as u64 > MAX_BATCH_BYTES {
+        let len = u32_at(32) as usize;
+        if bytes.len() != HEADER_BYTES + len || len as u64 > MAX_BYTES {
             return Err(CorruptionKind::Truncated);
         }
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..28]), &bytes[HEADER_BYTES..]);
-        if crc != u32_at(28) {
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..36]), &bytes[HEADER_BYTES..]);
+        if crc != u32_at(36) {
             return Err(CorruptionKind::ChecksumMismatch {
-                expected: u32_at(28),
+                expected: u32_at(36),
                 actual: crc,
             });
+        }
+        if bytes[7] != 0 {
+            return Err(CorruptionKind::Malformed("reserved intent byte"));
         }
         if u16::from_le_bytes([bytes[4], bytes[5]]) != VERSION {
             return Err(CorruptionKind::UnsupportedVersion);
         }
         match bytes[6] {
-            1 => {
-                let batch = bytes[HEADER_BYTES..].to_vec();
-                verify_batch(&batch)?;
-                Ok(Intent::Split {
-                    segment: Offset(u64_at(8)),
-                    position: u64_at(16),
-                    batch,
-                })
-            }
-            2 if len == 0 => Ok(Intent::Full {
+            1 => Ok(Intent::Cut {
+                segment: Offset(u64_at(8)),
+                position: u64_at(16),
+                bytes: bytes[HEADER_BYTES..].to_vec(),
+                offset: Offset(u64_at(24)),
+            }),
+            2 if len == 0 && u64_at(16) == 0 && u64_at(24) == 0 => Ok(Intent::Full {
                 start: Offset(u64_at(8)),
             }),
             _ => Err(CorruptionKind::Malformed("unknown intent kind")),
@@ -165,7 +178,7 @@ pub fn read(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Result<Intent, Cor
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    if f.len()? > MAX_BATCH_BYTES + HEADER_BYTES as u64 {
+    if f.len()? > MAX_BYTES + HEADER_BYTES as u64 {
         return Ok(Some(Err(CorruptionKind::Malformed(
             "intent file too large",
         ))));
@@ -203,10 +216,11 @@ mod tests {
             1 << 20,
         )
         .unwrap();
-        Intent::Split {
+        Intent::Cut {
             segment: Offset(0),
             position: 32,
-            batch,
+            bytes: batch,
+            offset: Offset(6),
         }
     }
 

@@ -38,6 +38,7 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+mod durable;
 mod error;
 pub mod format;
 mod intent;
@@ -47,6 +48,7 @@ pub mod recovery;
 mod segment;
 
 pub use batch::{BatchRef, Records};
+pub use durable::{Completion, DurableLog, SyncPolicy};
 pub use error::{CorruptionKind, Error, Result};
 pub use log::{AppendInfo, FollowerBatch, Log, ReadBatches};
 pub use options::{Compression, LogOptions, RecoveryMode, WriteAlignment};

@@ -1,7 +1,7 @@
 //! Log options: plain data with documented defaults and a `validate()`.
 
 use crate::error::{Error, Result};
-use crate::format::{BATCH_HEADER_BYTES, SEGMENT_HEADER_BYTES};
+use crate::format::{BATCH_HEADER_BYTES, PAGE_BYTES, SEGMENT_HEADER_BYTES};
 
 /// What recovery does with corruption found at open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -50,7 +50,8 @@ pub enum WriteAlignment {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogOptions {
     /// Size of a segment file (preallocated). Default: 128 MiB. At most
-    /// 2 GiB (positions are 32-bit in the index).
+    /// 2 GiB (positions are 32-bit in the index); with page alignment at
+    /// least two pages (the header has a page to itself).
     pub segment_size_bytes: u64,
     /// Largest encoded batch accepted. Default: 8 MiB. Must fit in an empty
     /// segment.
@@ -101,6 +102,12 @@ impl LogOptions {
             || self.max_batch_bytes > self.segment_size_bytes - SEGMENT_HEADER_BYTES as u64
         {
             return bad("max_batch_bytes must hold a record and fit in an empty segment");
+        }
+        if self.write_alignment == WriteAlignment::Page
+            && (self.segment_size_bytes < 2 * PAGE_BYTES
+                || self.max_batch_bytes > self.segment_size_bytes - PAGE_BYTES)
+        {
+            return bad("with page alignment a segment needs two pages, and a batch must fit after the header page");
         }
         if self.index_interval_bytes == 0 {
             return bad("index_interval_bytes must be positive");

@@ -51,7 +51,7 @@ use crate::format::{
     SEGMENT_HEADER_BYTES,
 };
 use crate::intent::{self, Intent, INTENT_FILE};
-use crate::log::truncate::{create_segment_file, redo_cut, redo_full, Cut};
+use crate::log::truncate::{create_segment_file, cut_page_safe, redo_cut, redo_full, Cut};
 use crate::log::{Log, PREPARED_FILE};
 use crate::options::{LogOptions, RecoveryMode};
 use crate::segment::index::{load_index_file, write_index_file, IndexProblem, SparseIndex};
@@ -262,13 +262,12 @@ impl Recovery {
             return Ok(());
         };
         match found {
-            Ok(Intent::Split {
+            Ok(Intent::Cut {
                 segment,
                 position,
-                batch,
+                bytes,
+                offset,
             }) => {
-                let header = crate::batch::verify_batch(&batch)
-                    .map_err(|k| corruption(segment, position, segment, None, k))?;
                 redo_cut(
                     self.fs.as_ref(),
                     &self.dd,
@@ -277,13 +276,12 @@ impl Recovery {
                     Cut {
                         segment,
                         position,
-                        replacement: Some(&batch),
-                        offset: header.base_offset,
+                        replacement: Some(&bytes),
+                        offset,
                     },
                 )?;
                 self.report.intent_redone = Some(format!(
-                    "suffix truncation to {} (batch cut at segment {segment} byte {position})",
-                    header.next_offset()
+                    "suffix truncation to {offset} (segment {segment} rewritten from byte {position})"
                 ));
             }
             Ok(Intent::Full { start }) => {
@@ -735,7 +733,7 @@ impl Recovery {
     /// segments removed, the rest of the segment zero-filled, synced.
     fn cut(&mut self, j: usize, position: u64, offset: Offset) -> Result<Vec<Offset>> {
         let base = self.segments[j].base;
-        redo_cut(
+        cut_page_safe(
             self.fs.as_ref(),
             &self.dd,
             &self.dir,

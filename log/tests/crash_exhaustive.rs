@@ -24,12 +24,15 @@ fn plans() -> Vec<CrashPlan> {
         CrashPlan::Torn(Tear::Old),
         CrashPlan::Random,
         CrashPlan::Random,
+        CrashPlan::Random,
     ]
 }
 
 /// 30 flushed records (3 per batch, several segments), log left open.
 fn base(seed: u64) -> (SimFs, Log) {
     let (disk, fs) = sim(seed);
+    // Odd seeds: a device that tears whole pages (invariant 4).
+    disk.set_page_tearing(seed % 2 == 1);
     let mut log = open_log(&fs, Path::new(DIR), &small_options()).unwrap();
     for b in 0..10u64 {
         let recs: Vec<Vec<u8>> = (0..3).map(|j| payload(b * 3 + j, 0, 150)).collect();

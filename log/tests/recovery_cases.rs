@@ -14,7 +14,9 @@ use std::path::Path;
 use common::{open_dd, open_log, payload, read_all, seg_path, shared, sim, small_options, DIR};
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::{CrashPlan, FileSystem, OpenMode, SimFs};
-use quorumlog_log::{CorruptionKind, Error, IndexProblem, LogOptions, RecoveryMode, ScanStart};
+use quorumlog_log::{
+    CorruptionKind, Error, IndexProblem, LogOptions, RecoveryMode, ScanStart, WriteAlignment,
+};
 
 /// 60 records of 70 bytes in batches of 3, several segments, clean close.
 fn setup() -> (SimFs, Vec<Offset>) {
@@ -35,6 +37,7 @@ fn opts() -> LogOptions {
     LogOptions {
         segment_size_bytes: 1536,
         max_batch_bytes: 1024,
+        write_alignment: WriteAlignment::Packed,
         ..small_options()
     }
 }

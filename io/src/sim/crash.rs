@@ -15,6 +15,8 @@ use crate::fs::parent_dir;
 
 /// The sector size at which writes tear.
 pub const SECTOR_BYTES: u64 = 512;
+/// The page size of page tearing (`SimFs::set_page_tearing`).
+pub const PAGE_BYTES: u64 = 4096;
 
 /// What a torn write leaves in the sectors it did not finish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,33 +114,38 @@ fn apply_torn_prefix(st: &mut State, bytes: &mut Vec<u8>, pending: &[Pending], t
 }
 
 /// Writes `data` at `pos`, but only up to a random sector boundary; the rest
-/// of the range gets `tear`'s fill.
+/// of the range gets `tear`'s fill. With page tearing, the range is widened
+/// to the pages the write touches: bytes of those pages from the tear on are
+/// damaged too, even those the write did not cover.
 fn tear_write(st: &mut State, bytes: &mut Vec<u8>, pos: u64, data: &[u8], tear: Tear) {
     let end = pos + data.len() as u64;
+    let (lo, hi) = if st.page_tearing {
+        let file_end = (bytes.len() as u64).max(end);
+        let page_end = end.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        ((pos / PAGE_BYTES) * PAGE_BYTES, page_end.min(file_end))
+    } else {
+        (pos, end)
+    };
     // Candidate cut points: the start, every sector boundary inside, the end.
-    let mut cuts = vec![pos];
-    let mut b = (pos / SECTOR_BYTES + 1) * SECTOR_BYTES;
-    while b < end {
+    let mut cuts = vec![lo];
+    let mut b = (lo / SECTOR_BYTES + 1) * SECTOR_BYTES;
+    while b < hi {
         cuts.push(b);
         b += SECTOR_BYTES;
     }
-    cuts.push(end);
+    cuts.push(hi);
     let cut = cuts[st.rng.index(cuts.len())];
-    let written = to_usize(cut - pos);
+    // The write's bytes before the cut land.
+    let written = to_usize(cut.clamp(pos, end) - pos);
     write_into(bytes, pos, &data[..written]);
-    let rest = &data[written..];
-    if rest.is_empty() {
+    if cut >= hi || tear == Tear::Old {
         return;
     }
-    match tear {
-        Tear::Zeros => write_into(bytes, cut, &vec![0; rest.len()]),
-        Tear::Garbage => {
-            let mut junk = vec![0; rest.len()];
-            st.rng.fill(&mut junk);
-            write_into(bytes, cut, &junk);
-        }
-        Tear::Old => {}
+    let mut fill = vec![0u8; to_usize(hi - cut)];
+    if tear == Tear::Garbage {
+        st.rng.fill(&mut fill);
     }
+    write_into(bytes, cut, &fill);
 }
 
 /// Removes every entry whose parent directory is not in `ns`.

@@ -159,6 +159,7 @@ struct State {
     op_counts: BTreeMap<FaultOp, u64>,
     calls: u64,
     crash_at: Option<u64>,
+    page_tearing: bool,
 }
 
 fn power_lost() -> io::Error {
@@ -195,6 +196,7 @@ impl State {
             op_counts: BTreeMap::new(),
             calls: 0,
             crash_at: None,
+            page_tearing: false,
         }
     }
 
@@ -293,6 +295,15 @@ impl SimFs {
         st.crash_at = Some(st.calls + n);
     }
 
+    /// Models a device that writes whole 4 KiB pages and can tear them: a
+    /// torn write then also damages, from the tear on, the bytes of the
+    /// pages it touches that it did not itself write (already durable
+    /// bytes sharing a page with it). Used to show why acknowledged data
+    /// must not share a page with later writes (DESIGN.md invariant 4).
+    pub fn set_page_tearing(&self, on: bool) {
+        self.lock_state().page_tearing = on;
+    }
+
     /// Whether the power is still on.
     pub fn is_alive(&self) -> bool {
         self.lock_state().alive
@@ -387,6 +398,7 @@ impl SimFs {
         let survivors = crash::survivors(&mut st, plan);
         let mut fresh = State::new(next_seed);
         fresh.next_inode = st.next_inode;
+        fresh.page_tearing = st.page_tearing;
         for (path, node) in &survivors.ns {
             fresh.ns.insert(path.clone(), *node);
             fresh.durable_ns.insert(path.clone(), *node);

@@ -226,6 +226,7 @@ impl Log {
         debug_assert_eq!(seg.end_position, SEGMENT_HEADER_BYTES as u64);
         self.active_mut().index.shrink();
         self.segments.push(seg);
+        self.align_end();
         // 3. Recovery after a crash now scans the new segment only.
         self.write_recovery_point_at_end()?;
         if let Some(hw) = self.high_watermark {

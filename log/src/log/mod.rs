@@ -100,6 +100,13 @@ impl Log {
         }
     }
 
+    /// Refuses everything from now on (a sync failed elsewhere).
+    pub(crate) fn poison(&mut self, cause: String) {
+        if self.poisoned.is_none() {
+            self.poisoned = Some(cause);
+        }
+    }
+
     /// Runs `f`; if it fails with an I/O error, poisons the log.
     pub(crate) fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         self.check_poisoned()?;
@@ -211,17 +218,16 @@ impl Log {
     }
 
     /// With `WriteAlignment::Page`, moves the active segment's end to the
-    /// next page boundary, so the page holding the last synced bytes is
-    /// never written again. The bytes skipped are zeros already.
+    /// next page boundary, so the page holding the last synced bytes (or the
+    /// segment header) is never written again. The bytes skipped are zeros
+    /// already.
     pub(crate) fn align_end(&mut self) {
         if self.options.write_alignment != WriteAlignment::Page {
             return;
         }
         let size = self.options.segment_size_bytes;
         let seg = self.active_mut();
-        if seg.end_offset == seg.base {
-            return; // no batch in this segment: nothing to protect
-        }
+        // Also for an empty segment: its header page is synced data.
         seg.end_position = align_up(seg.end_position).min(size);
     }
 

@@ -22,7 +22,9 @@ use quorumlog_io::{FileSystem, OpenMode};
 
 use crate::batch::{encode_into, BatchRef};
 use crate::error::{Error, Result};
-use crate::format::{index_file_name, parse_file_name, segment_file_name, SEGMENT_HEADER_BYTES};
+use crate::format::{
+    index_file_name, parse_file_name, segment_file_name, PAGE_BYTES, SEGMENT_HEADER_BYTES,
+};
 use crate::intent::{self, Intent};
 use crate::log::{Log, PREPARED_FILE};
 use crate::options::LogOptions;
@@ -47,7 +49,10 @@ fn lower_recovery_point(
     position: u64,
 ) -> Result<()> {
     if let Some(rp) = dd.checkpoints().recovery_point {
-        if rp.offset > cut_offset || rp.segment > segment {
+        let beyond = rp.offset > cut_offset
+            || rp.segment > segment
+            || (rp.segment == segment && rp.position > position);
+        if beyond {
             dd.write_recovery_point(RecoveryPoint {
                 offset: cut_offset,
                 segment,
@@ -87,7 +92,8 @@ pub(crate) fn redo_cut(
         replacement,
         offset: cut_offset,
     } = cut;
-    lower_recovery_point(dd, cut_offset, segment, position)?;
+    let end = position + replacement.map_or(0, |r| r.len() as u64);
+    lower_recovery_point(dd, cut_offset, segment, end)?;
     let mut later: Vec<Offset> = fs
         .list(dir)?
         .iter()
@@ -109,6 +115,54 @@ pub(crate) fn redo_cut(
     }
     file.sync_data()?;
     Ok(())
+}
+
+/// A cut that never loses kept bytes: if the cut is not on a page boundary
+/// (or a batch is cut), the page's kept bytes and the replacement are saved
+/// in an intent first, the cut is made at the page boundary and the bytes
+/// written back, then the intent is removed. A crash or a torn page in
+/// between is repaired by recovery redoing the intent.
+pub(crate) fn cut_page_safe(
+    fs: &dyn FileSystem,
+    dd: &DataDir,
+    dir: &Path,
+    options: &LogOptions,
+    cut: Cut<'_>,
+) -> Result<()> {
+    let page_start = cut.position / PAGE_BYTES * PAGE_BYTES;
+    if page_start == cut.position && cut.replacement.is_none() {
+        return redo_cut(fs, dd, dir, options, cut);
+    }
+    let file = fs.open(&dir.join(segment_file_name(cut.segment)), OpenMode::Read)?;
+    let mut bytes = vec![0u8; usize::try_from(cut.position - page_start).unwrap_or(0)];
+    file.read_exact_at(&mut bytes, page_start)?;
+    drop(file);
+    if let Some(r) = cut.replacement {
+        bytes.extend_from_slice(r);
+    }
+    intent::write(
+        fs,
+        dir,
+        &Intent::Cut {
+            segment: cut.segment,
+            position: page_start,
+            bytes: bytes.clone(),
+            offset: cut.offset,
+        },
+    )?;
+    redo_cut(
+        fs,
+        dd,
+        dir,
+        options,
+        Cut {
+            segment: cut.segment,
+            position: page_start,
+            replacement: Some(&bytes),
+            offset: cut.offset,
+        },
+    )?;
+    intent::remove(fs, dir)
 }
 
 /// The idempotent part of a full truncation: the log restarts, empty, at
@@ -195,9 +249,7 @@ impl Log {
     fn truncate_suffix(&mut self, offset: Offset) -> Result<()> {
         let i = self.segments.partition_point(|s| s.base <= offset) - 1;
         let seg = &self.segments[i];
-        let (position, replacement) = if offset == seg.base {
-            (SEGMENT_HEADER_BYTES as u64, None)
-        } else {
+        let (position, replacement) = {
             let (pos, h) = seg.locate(offset)?;
             if h.base_offset == offset {
                 (pos, None)
@@ -221,23 +273,13 @@ impl Log {
             }
         };
         let seg_base = seg.base;
-        let cut_offset = replacement.as_ref().map_or(offset, |(h, _)| h.base_offset);
-        if let Some((_, bytes)) = &replacement {
-            // Redoing the cut writes the replacement at `position`: whatever
-            // precedes it must be durable first, or a crash could leave a
-            // hole before a valid batch.
+        let cut_offset = offset;
+        if replacement.is_some() || position % PAGE_BYTES != 0 {
+            // The cut rewrites a page of kept bytes, saved in an intent from
+            // the file: they must be durable first.
             self.flush()?;
-            intent::write(
-                self.fs.as_ref(),
-                &self.dir,
-                &Intent::Split {
-                    segment: seg_base,
-                    position,
-                    batch: bytes.clone(),
-                },
-            )?;
         }
-        redo_cut(
+        cut_page_safe(
             self.fs.as_ref(),
             &self.dd,
             &self.dir,
@@ -249,15 +291,14 @@ impl Log {
                 offset: cut_offset,
             },
         )?;
-        if replacement.is_some() {
-            intent::remove(self.fs.as_ref(), &self.dir)?;
-        }
         self.segments.truncate(i + 1);
         let seg = self.active_mut();
         seg.end_position = position;
-        seg.end_offset = cut_offset;
+        seg.end_offset = replacement
+            .as_ref()
+            .map_or(cut_offset, |(h, _)| h.base_offset);
         seg.index
-            .truncate(u32::try_from(cut_offset.0 - seg.base.0).unwrap_or(u32::MAX));
+            .truncate(u32::try_from(seg.end_offset.0 - seg.base.0).unwrap_or(u32::MAX));
         if let Some((h, bytes)) = &replacement {
             seg.note_appended(bytes.len() as u64, h);
         }
@@ -343,6 +384,7 @@ impl Log {
                 log.options.index_interval_bytes,
             )?;
             log.segments = vec![seg];
+            log.align_end();
             log.start_offset = offset;
             log.epochs = EpochMap::new();
             log.flushed = offset;

@@ -13,10 +13,11 @@ use quorumlog_log::{Log, LogOptions, Result};
 
 pub const DIR: &str = "/data";
 
-/// Small segments so that tests roll often.
+/// Small segments so that tests roll often (page-aligned, the default:
+/// each sync and each segment header take a page of their own).
 pub fn small_options() -> LogOptions {
     LogOptions {
-        segment_size_bytes: 4096,
+        segment_size_bytes: 8192,
         max_batch_bytes: 2048,
         index_interval_bytes: 256,
         prepare_next_segment_percent: 50,

@@ -1,0 +1,370 @@
+//! [`DurableLog`]: the segmented log shared by many threads, with group
+//! commit.
+//!
+//! Appends return before their records are durable. Durability is reported
+//! three ways, chosen per call: block until an offset is durable
+//! ([`DurableLog::wait_durable`], or [`DurableLog::append_durable`]),
+//! register a completion ([`DurableLog::on_durable`]), or poll the
+//! watermark ([`DurableLog::flushed_offset`]). A completion never fires for a
+//! record that is not durable. The policy ([`SyncPolicy`]) decides when syncs
+//! happen; see `sync.rs` for how rounds are shared.
+
+mod sync;
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLockReadGuard};
+use std::thread::JoinHandle;
+
+use quorumlog_checkpoint::{DataDir, Epoch, Offset};
+
+use crate::error::{Error, Result};
+use crate::log::{AppendInfo, FollowerBatch, Log, ReadBatches};
+use crate::options::LogOptions;
+use crate::recovery::RecoveryReport;
+use sync::{fire, flusher, take_due, Shared, SyncState};
+
+pub use sync::{Completion, SyncPolicy};
+
+/// A log shared by concurrent writers and readers, with group commit.
+#[derive(Debug)]
+pub struct DurableLog {
+    shared: Arc<Shared>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl DurableLog {
+    /// Opens (and recovers) the log of `dd` and starts its flusher.
+    ///
+    /// # Errors
+    /// As [`Log::open`]; `Io` if the flusher thread cannot start.
+    pub fn open(dd: Arc<DataDir>, options: LogOptions, policy: SyncPolicy) -> Result<DurableLog> {
+        let log = Log::open(dd, options)?;
+        Self::from_log(log, policy)
+    }
+
+    /// Wraps an open log.
+    ///
+    /// # Errors
+    /// `Io` if the flusher thread cannot start.
+    pub fn from_log(log: Log, policy: SyncPolicy) -> Result<DurableLog> {
+        let end = log.log_end_offset();
+        let flushed = log.flushed_offset();
+        let shared = Arc::new(Shared {
+            log: std::sync::RwLock::new(log),
+            state: Mutex::new(SyncState {
+                written: end,
+                flushed,
+                ..SyncState::default()
+            }),
+            wake_flusher: Condvar::new(),
+            round_done: Condvar::new(),
+            policy,
+        });
+        let handle = if policy == SyncPolicy::Never {
+            None
+        } else {
+            let s = Arc::clone(&shared);
+            Some(
+                std::thread::Builder::new()
+                    .name("quorumlog-flusher".into())
+                    .spawn(move || flusher(&s))?,
+            )
+        };
+        Ok(DurableLog {
+            shared,
+            flusher: Mutex::new(handle),
+        })
+    }
+
+    fn log(&self) -> RwLockReadGuard<'_, Log> {
+        self.shared
+            .log
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        match &self.shared.state().poisoned {
+            Some(cause) => Err(Shared::poisoned_error(cause)),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends `records` as one batch in `epoch` (see
+    /// [`Log::append_as_leader`]); returns before they are durable.
+    ///
+    /// # Errors
+    /// As [`Log::append_as_leader`]; `Poisoned` after a failed sync.
+    pub fn append_as_leader<R: AsRef<[u8]>>(
+        &self,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.check_poisoned()?;
+        let r = self.shared.log_write().append_as_leader(epoch, records);
+        self.after_append(r)
+    }
+
+    /// Appends batches replicated from the leader (see
+    /// [`Log::append_as_follower`]); returns before they are durable.
+    ///
+    /// # Errors
+    /// As [`Log::append_as_follower`]; `Poisoned` after a failed sync.
+    pub fn append_as_follower<R: AsRef<[u8]>>(
+        &self,
+        batches: &[FollowerBatch<'_, R>],
+    ) -> Result<AppendInfo> {
+        self.check_poisoned()?;
+        let r = self.shared.log_write().append_as_follower(batches);
+        self.after_append(r)
+    }
+
+    fn after_append(&self, r: Result<AppendInfo>) -> Result<AppendInfo> {
+        match r {
+            Ok(info) => {
+                self.shared.note_written(info.next_offset);
+                Ok(info)
+            }
+            Err(e) => {
+                // A failed write (or a roll's failed sync) poisons.
+                let r = Err(e);
+                self.after_log_change(&r);
+                r
+            }
+        }
+    }
+
+    /// Appends and blocks until the records are durable.
+    ///
+    /// # Errors
+    /// As [`DurableLog::append_as_leader`] and [`DurableLog::wait_durable`].
+    pub fn append_durable<R: AsRef<[u8]>>(
+        &self,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        let info = self.append_as_leader(epoch, records)?;
+        self.wait_durable(info.next_offset)?;
+        Ok(info)
+    }
+
+    /// Blocks until every record below `offset` is durable; returns the
+    /// flushed offset (which may be further).
+    ///
+    /// # Errors
+    /// `Poisoned` if a sync failed (the records may never be durable);
+    /// `SyncDisabled` under `SyncPolicy::Never` unless already durable.
+    pub fn wait_durable(&self, offset: Offset) -> Result<Offset> {
+        self.shared.wait_durable(offset)
+    }
+
+    /// Registers `completion`, called once every record below `offset` is
+    /// durable (with the flushed offset), or with `Poisoned` if that can no
+    /// longer happen. Called at once if already durable. Completions run on
+    /// the thread that finished the sync: keep them short.
+    pub fn on_durable(&self, offset: Offset, completion: Completion) {
+        let now = {
+            let mut st = self.shared.state();
+            if let Some(cause) = &st.poisoned {
+                Err(Shared::poisoned_error(cause))
+            } else if st.flushed >= offset {
+                Ok(st.flushed)
+            } else {
+                let seq = st.next_completion;
+                st.next_completion += 1;
+                st.completions.insert((offset, seq), completion);
+                return;
+            }
+        };
+        completion(now);
+    }
+
+    /// Everything below this offset is durable.
+    pub fn flushed_offset(&self) -> Offset {
+        self.shared.state().flushed
+    }
+
+    /// Successful sync rounds so far.
+    pub fn sync_count(&self) -> u64 {
+        self.shared.state().syncs
+    }
+
+    /// Makes everything written so far durable now, whatever the policy.
+    ///
+    /// # Errors
+    /// `Io` (which poisons); `Poisoned`.
+    pub fn flush(&self) -> Result<Offset> {
+        self.check_poisoned()?;
+        let result = {
+            let mut log = self.shared.log_write();
+            let r = log.flush();
+            if r.is_ok() {
+                let mut st = self.shared.state();
+                st.flushed = st.flushed.max(log.log_end_offset());
+            }
+            r
+        };
+        self.after_log_change(&result);
+        result
+    }
+
+    /// Reads whole verified batches (see [`Log::read`]).
+    ///
+    /// # Errors
+    /// As [`Log::read`].
+    pub fn read(&self, from: Offset, max_bytes: u64) -> Result<ReadBatches> {
+        self.log().read(from, max_bytes)
+    }
+
+    /// The next offset to be written.
+    pub fn log_end_offset(&self) -> Offset {
+        self.log().log_end_offset()
+    }
+
+    /// The first offset in the log.
+    pub fn log_start_offset(&self) -> Offset {
+        self.log().log_start_offset()
+    }
+
+    /// The epoch of the last record.
+    pub fn last_epoch(&self) -> Option<Epoch> {
+        self.log().last_epoch()
+    }
+
+    /// See [`Log::end_offset_for_epoch`].
+    pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
+        self.log().end_offset_for_epoch(epoch)
+    }
+
+    /// The high watermark, if known.
+    pub fn high_watermark(&self) -> Option<Offset> {
+        self.log().high_watermark()
+    }
+
+    /// What open found and did.
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.log().recovery_report().clone()
+    }
+
+    /// See [`Log::set_high_watermark`].
+    ///
+    /// # Errors
+    /// As [`Log::set_high_watermark`].
+    pub fn set_high_watermark(&self, offset: Offset) -> Result<()> {
+        self.shared.log_write().set_high_watermark(offset)
+    }
+
+    /// Suffix truncation (see [`Log::truncate_to`]); durable on return.
+    ///
+    /// # Errors
+    /// As [`Log::truncate_to`].
+    pub fn truncate_to(&self, offset: Offset) -> Result<()> {
+        self.truncating(|log| log.truncate_to(offset))
+    }
+
+    /// Restarts the log, empty, at `offset` (see
+    /// [`Log::truncate_fully_and_start_at`]).
+    ///
+    /// # Errors
+    /// As [`Log::truncate_fully_and_start_at`].
+    pub fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<()> {
+        self.truncating(|log| log.truncate_fully_and_start_at(offset))
+    }
+
+    /// Prefix truncation (see [`Log::truncate_prefix_to`]).
+    ///
+    /// # Errors
+    /// As [`Log::truncate_prefix_to`].
+    pub fn truncate_prefix_to(&self, offset: Offset) -> Result<()> {
+        let r = self.shared.log_write().truncate_prefix_to(offset);
+        self.after_log_change(&r);
+        r
+    }
+
+    /// Runs a suffix or full truncation: rounds captured before it are void
+    /// (generation), and the watermark becomes the new end, which the
+    /// truncation's own sync made durable.
+    fn truncating(&self, f: impl FnOnce(&mut Log) -> Result<()>) -> Result<()> {
+        self.check_poisoned()?;
+        let r = {
+            let mut log = self.shared.log_write();
+            let r = f(&mut log);
+            if r.is_ok() {
+                let end = log.log_end_offset();
+                let mut st = self.shared.state();
+                st.generation += 1;
+                st.flushed = end;
+                st.written = end;
+            }
+            r
+        };
+        self.after_log_change(&r);
+        r
+    }
+
+    /// After a direct log operation: poison the sync state if it failed with
+    /// I/O, and release what became durable.
+    fn after_log_change<T>(&self, r: &Result<T>) {
+        let fired = {
+            let mut st = self.shared.state();
+            if let Err(e @ (Error::Io(_) | Error::Checkpoint(_))) = r {
+                if st.poisoned.is_none() {
+                    st.poisoned = Some(e.to_string());
+                }
+            }
+            let fired = take_due(&mut st);
+            self.shared.round_done.notify_all();
+            fired
+        };
+        fire(fired);
+    }
+
+    fn stop_flusher(&self) {
+        {
+            let mut st = self.shared.state();
+            st.shutdown = true;
+            self.shared.wake_flusher.notify_all();
+        }
+        let handle = self
+            .flusher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+
+    /// Stops the flusher, flushes, writes the clean-close checkpoints, and
+    /// completes every registered completion.
+    ///
+    /// # Errors
+    /// As [`Log::close`].
+    pub fn close(self) -> Result<()> {
+        self.stop_flusher();
+        let r = self.flush().map(|_| ());
+        let leftover = {
+            let mut st = self.shared.state();
+            if st.poisoned.is_none() {
+                st.poisoned = Some("log closed".into());
+            }
+            take_due(&mut st)
+        };
+        fire(leftover);
+        r?;
+        let shared = Arc::clone(&self.shared);
+        drop(self);
+        let lock = Arc::try_unwrap(shared)
+            .map_err(|_| Error::InvalidOptions("log still shared at close".into()))?;
+        let log = lock
+            .log
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        log.close()
+    }
+}
+
+impl Drop for DurableLog {
+    fn drop(&mut self) {
+        self.stop_flusher();
+    }
+}

@@ -1,0 +1,258 @@
+//! Group commit: sync rounds, the durable watermark, waiters, completions,
+//! and the background flusher.
+//!
+//! A *sync round* captures the log end (under the log's write lock, which
+//! also moves the next append to a fresh page), then runs one data sync with
+//! no lock held, so writers keep appending while it is in flight; when it
+//! returns, the flushed offset advances to the captured end and every waiter
+//! and completion it covers is released. At most one round runs at a time:
+//! writers arriving during a round join the next one.
+//!
+//! Who runs a round depends on the policy: with `GroupCommit`, a writer that
+//! waits for durability runs it itself when no round is in flight (no thread
+//! hand-off on the latency path), and the flusher thread runs rounds for data
+//! nobody waits on (completions, polling); with `Interval`, only the flusher
+//! runs rounds, at most once per interval; with `Never`, only explicit
+//! flushes sync.
+//!
+//! Invariants:
+//! - `flushed` only grows, except that a truncation sets it to the new log
+//!   end (everything below which its own sync made durable);
+//! - a completion fires `Ok` only once `flushed` covers its offset, which
+//!   only a successful sync of that data sets (DESIGN.md invariant 1);
+//! - after a failed sync the state is poisoned for good: no round runs
+//!   again, nothing more is acknowledged, every waiter and completion gets
+//!   `Poisoned` (invariant 6). A failed sync is never retried.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockWriteGuard};
+use std::time::Duration;
+
+use quorumlog_checkpoint::Offset;
+
+use crate::error::{Error, Result};
+use crate::log::Log;
+
+/// When the log syncs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncPolicy {
+    /// Every write is made durable as soon as possible, concurrent writers
+    /// sharing syncs. Default.
+    #[default]
+    GroupCommit,
+    /// Sync at most once per interval: fewer syncs, bounded staleness.
+    Interval {
+        /// The interval between syncs, in microseconds.
+        interval_us: u64,
+    },
+    /// Never sync on its own (explicit `flush` and `close` only).
+    /// **Unsafe**: acknowledged-looking appends can be lost. For tests and
+    /// bulk loads.
+    Never,
+}
+
+/// A callback fired once an offset is durable, or with the error that
+/// means it never will be.
+pub type Completion = Box<dyn FnOnce(Result<Offset>) + Send>;
+
+#[derive(Default)]
+pub(crate) struct SyncState {
+    /// Offset after the last record written.
+    pub written: Offset,
+    /// Everything below is durable.
+    pub flushed: Offset,
+    /// Bumped by truncations: a round captured before one is void.
+    pub generation: u64,
+    pub syncing: bool,
+    pub poisoned: Option<String>,
+    pub shutdown: bool,
+    /// Registered completions by (offset, sequence).
+    pub completions: BTreeMap<(Offset, u64), Completion>,
+    pub next_completion: u64,
+    /// Successful sync rounds.
+    pub syncs: u64,
+}
+
+impl std::fmt::Debug for SyncState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncState")
+            .field("written", &self.written)
+            .field("flushed", &self.flushed)
+            .field("generation", &self.generation)
+            .field("syncing", &self.syncing)
+            .field("poisoned", &self.poisoned)
+            .field("completions", &self.completions.len())
+            .field("syncs", &self.syncs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the log and the sync machinery share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub log: RwLock<Log>,
+    pub state: Mutex<SyncState>,
+    /// Wakes the flusher: data written, or shutdown.
+    pub wake_flusher: Condvar,
+    /// Wakes waiters: a round ended (flushed moved, or poisoned).
+    pub round_done: Condvar,
+    pub policy: SyncPolicy,
+}
+
+impl Shared {
+    pub fn state(&self) -> MutexGuard<'_, SyncState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn log_write(&self) -> RwLockWriteGuard<'_, Log> {
+        self.log.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn poisoned_error(cause: &str) -> Error {
+        Error::Poisoned {
+            cause: cause.to_string(),
+        }
+    }
+
+    /// Runs one sync round if none is in flight and something is unsynced.
+    /// Returns whether this call ran one.
+    pub fn sync_round(&self) -> bool {
+        {
+            let mut st = self.state();
+            if st.syncing || st.poisoned.is_some() || st.written <= st.flushed {
+                return false;
+            }
+            st.syncing = true;
+        }
+        // Capture: the end to make durable, the file holding it, and the
+        // generation; move later appends to a fresh page.
+        let (target, file, generation) = {
+            let mut log = self.log_write();
+            let generation = self.state().generation;
+            let target = log.log_end_offset();
+            let file = std::sync::Arc::clone(&log.active().file);
+            log.align_end();
+            (target, file, generation)
+        };
+        let result = file.sync_data();
+        let fired = {
+            let mut st = self.state();
+            st.syncing = false;
+            match &result {
+                Ok(()) if st.generation == generation => {
+                    if target > st.flushed {
+                        st.flushed = target;
+                    }
+                    st.syncs += 1;
+                }
+                Ok(()) => {} // a truncation intervened: the round is void
+                Err(e) => {
+                    st.poisoned = Some(format!("sync failed: {e}"));
+                }
+            }
+            let fired = take_due(&mut st);
+            if st.written > st.flushed {
+                self.wake_flusher.notify_one();
+            }
+            self.round_done.notify_all();
+            fired
+        };
+        if let Err(e) = result {
+            // The log refuses everything from now on (invariant 6).
+            self.log_write().poison(format!("sync failed: {e}"));
+        }
+        fire(fired);
+        true
+    }
+
+    /// Blocks until `offset` is durable; with `GroupCommit`, runs the sync
+    /// round itself when none is in flight.
+    pub fn wait_durable(&self, offset: Offset) -> Result<Offset> {
+        let mut st = self.state();
+        loop {
+            if let Some(cause) = &st.poisoned {
+                return Err(Self::poisoned_error(cause));
+            }
+            if st.flushed >= offset {
+                return Ok(st.flushed);
+            }
+            match self.policy {
+                SyncPolicy::Never => return Err(Error::SyncDisabled),
+                SyncPolicy::GroupCommit if !st.syncing && st.written > st.flushed => {
+                    drop(st);
+                    self.sync_round();
+                    st = self.state();
+                }
+                _ => {
+                    st = self
+                        .round_done
+                        .wait(st)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+        }
+    }
+
+    /// Notes that the log now ends at `end` and wakes the flusher.
+    pub fn note_written(&self, end: Offset) {
+        let mut st = self.state();
+        if end > st.written {
+            st.written = end;
+        }
+        if self.policy != SyncPolicy::Never {
+            self.wake_flusher.notify_one();
+        }
+    }
+}
+
+/// Removes the completions `flushed` covers (all of them, with an error,
+/// once poisoned).
+pub(crate) fn take_due(st: &mut SyncState) -> Vec<(Completion, Result<Offset>)> {
+    let mut out = Vec::new();
+    if let Some(cause) = st.poisoned.clone() {
+        for (_, c) in std::mem::take(&mut st.completions) {
+            out.push((c, Err(Shared::poisoned_error(&cause))));
+        }
+        return out;
+    }
+    let later = st.completions.split_off(&(Offset(st.flushed.0 + 1), 0));
+    for (_, c) in std::mem::replace(&mut st.completions, later) {
+        out.push((c, Ok(st.flushed)));
+    }
+    out
+}
+
+/// Runs completions (never under a lock: they are user code).
+pub(crate) fn fire(fired: Vec<(Completion, Result<Offset>)>) {
+    for (c, r) in fired {
+        c(r);
+    }
+}
+
+/// The background flusher: runs rounds for data nobody waits on
+/// (`GroupCommit`), or at most once per interval (`Interval`).
+pub(crate) fn flusher(shared: &Arc<Shared>) {
+    loop {
+        {
+            let mut st = shared.state();
+            while !st.shutdown && st.poisoned.is_none() && (st.written <= st.flushed || st.syncing)
+            {
+                st = shared
+                    .wake_flusher
+                    .wait(st)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            if st.shutdown || st.poisoned.is_some() {
+                return;
+            }
+        }
+        shared.sync_round();
+        if let SyncPolicy::Interval { interval_us } = shared.policy {
+            let st = shared.state();
+            let _ = shared
+                .wake_flusher
+                .wait_timeout_while(st, Duration::from_micros(interval_us), |s| !s.shutdown)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
