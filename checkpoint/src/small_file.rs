@@ -67,8 +67,7 @@ pub fn write<F: SmallFile>(fs: &dyn FileSystem, dir: &Path, value: &F) -> Result
     let tmp = temp_path(&path);
     let bytes = value.encode();
     let file = fs.open(&tmp, OpenMode::CreateOrTruncate)?;
-    file.write_all_at(&bytes, 0)?;
-    file.sync_data()?;
+    file.write_all_and_sync_at(&bytes, 0)?;
     drop(file);
     fs.rename(&tmp, &path)?;
     fs.sync_dir(parent_dir(&path))?;

@@ -99,6 +99,11 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// # Errors
     /// `WouldBlock` if another holder has it, or any error the OS reports.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>>;
+
+    /// Which I/O backend serves writes and syncs, for reports.
+    fn backend_description(&self) -> String {
+        "simulated disk".to_string()
+    }
 }
 
 /// An open file. Positional reads and writes take `&self` so one file can be
@@ -162,6 +167,16 @@ pub trait File: Send + Sync + fmt::Debug {
     /// # Errors
     /// As for [`File::sync_data`].
     fn sync_all(&self) -> io::Result<()>;
+
+    /// Writes all of `buf` at `pos`, then makes the file's data durable
+    /// (backends may submit both at once).
+    ///
+    /// # Errors
+    /// As [`File::write_all_at`] and [`File::sync_data`].
+    fn write_all_and_sync_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        self.write_all_at(buf, pos)?;
+        self.sync_data()
+    }
 
     /// Reads exactly `buf.len()` bytes at `pos`.
     ///

@@ -4,8 +4,10 @@
 //! Every other crate does its file I/O through the [`FileSystem`] and
 //! [`File`] traits, with one of two implementations behind them:
 //!
-//! - [`RealFs`]: Linux files, `fdatasync`, `fallocate`, directory `fsync`
-//!   and `flock`;
+//! - [`RealFs`]: Linux files, `fallocate`, directory `fsync` and `flock`;
+//!   writes and data syncs through `io_uring` (linked write + `fdatasync`
+//!   where both are wanted) or `pwrite` + `fdatasync`, chosen at open
+//!   ([`IoBackend`]; `Auto` falls back when the kernel refuses `io_uring`);
 //! - [`SimFs`]: a deterministic, seedable simulated disk that keeps durable
 //!   and unsynced state apart, loses, keeps or tears unsynced writes at a
 //!   crash, and injects `EIO`/`ENOSPC` and bit flips. Crash tests and fuzz
@@ -42,7 +44,9 @@
 mod fs;
 mod real;
 mod sim;
+mod uring;
 
 pub use fs::{parent_dir, path_error, DirEntry, File, FileSystem, LockGuard, OpenMode, PathError};
-pub use real::{RealFile, RealFs};
+pub use real::{BackendInUse, IoBackend, RealFile, RealFs};
 pub use sim::{CrashPlan, FaultKind, FaultOp, SimFs, SimRng, Tear};
+pub use uring::probe as probe_io_uring;

@@ -9,14 +9,88 @@ use std::path::{Path, PathBuf};
 
 use crate::fs::{path_error, DirEntry, File, FileSystem, LockGuard, OpenMode};
 
+/// Which backend writes and syncs go through, asked for at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoBackend {
+    /// `io_uring` when the kernel allows it, else `pwrite` + `fdatasync`.
+    /// Default.
+    #[default]
+    Auto,
+    /// `io_uring` only: opening fails where the kernel refuses it.
+    Uring,
+    /// `pwrite` + `fdatasync`.
+    Pwrite,
+}
+
+/// The backend actually in use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendInUse {
+    /// `io_uring` (writes, data syncs, linked write + sync).
+    Uring,
+    /// `pwrite` + `fdatasync`, and why `io_uring` is not used (if `Auto`
+    /// fell back).
+    Pwrite {
+        /// The kernel's refusal, when `Auto` fell back.
+        fallback_reason: Option<String>,
+    },
+}
+
 /// The operating system's file system.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct RealFs;
+#[derive(Debug, Clone)]
+pub struct RealFs {
+    backend: BackendInUse,
+}
+
+impl Default for RealFs {
+    fn default() -> Self {
+        RealFs::new()
+    }
+}
 
 impl RealFs {
-    /// The real file system.
+    /// The real file system with the `Auto` backend.
     pub fn new() -> Self {
-        RealFs
+        match RealFs::with_backend(IoBackend::Auto) {
+            Ok(fs) => fs,
+            Err(e) => RealFs {
+                backend: BackendInUse::Pwrite {
+                    fallback_reason: Some(e.to_string()),
+                },
+            },
+        }
+    }
+
+    /// The real file system with the backend asked for.
+    ///
+    /// # Errors
+    /// With `Uring`, the kernel's refusal to set up `io_uring` (old kernel,
+    /// seccomp, `io_uring_disabled`).
+    pub fn with_backend(backend: IoBackend) -> io::Result<RealFs> {
+        let backend = match backend {
+            IoBackend::Pwrite => BackendInUse::Pwrite {
+                fallback_reason: None,
+            },
+            IoBackend::Uring => {
+                crate::uring::probe()?;
+                BackendInUse::Uring
+            }
+            IoBackend::Auto => match crate::uring::probe() {
+                Ok(()) => BackendInUse::Uring,
+                Err(e) => BackendInUse::Pwrite {
+                    fallback_reason: Some(e.to_string()),
+                },
+            },
+        };
+        Ok(RealFs { backend })
+    }
+
+    /// The backend in use.
+    pub fn backend(&self) -> &BackendInUse {
+        &self.backend
+    }
+
+    fn uring(&self) -> bool {
+        self.backend == BackendInUse::Uring
     }
 }
 
@@ -25,6 +99,7 @@ impl RealFs {
 pub struct RealFile {
     file: fs::File,
     path: PathBuf,
+    uring: bool,
 }
 
 impl RealFile {
@@ -56,6 +131,7 @@ impl FileSystem for RealFs {
         Ok(Box::new(RealFile {
             file,
             path: path.to_path_buf(),
+            uring: self.uring(),
         }))
     }
 
@@ -97,6 +173,18 @@ impl FileSystem for RealFs {
         d.sync_all().map_err(|e| path_error("sync_dir", dir, e))
     }
 
+    fn backend_description(&self) -> String {
+        match &self.backend {
+            BackendInUse::Uring => "io_uring".to_string(),
+            BackendInUse::Pwrite {
+                fallback_reason: None,
+            } => "pwrite + fdatasync".to_string(),
+            BackendInUse::Pwrite {
+                fallback_reason: Some(r),
+            } => format!("pwrite + fdatasync (io_uring refused: {r})"),
+        }
+    }
+
     fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
         let file = fs::OpenOptions::new()
             .read(true)
@@ -131,9 +219,21 @@ impl File for RealFile {
     }
 
     fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
-        self.file
-            .write_all_at(buf, pos)
-            .map_err(|e| path_error("write", &self.path, e))
+        let r = if self.uring {
+            crate::uring::write_all_at(self.file.as_raw_fd(), buf, pos)
+        } else {
+            self.file.write_all_at(buf, pos)
+        };
+        r.map_err(|e| path_error("write", &self.path, e))
+    }
+
+    fn write_all_and_sync_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        if !self.uring {
+            self.write_all_at(buf, pos)?;
+            return self.sync_data();
+        }
+        crate::uring::write_all_and_sync_at(self.file.as_raw_fd(), buf, pos)
+            .map_err(|e| path_error("write_sync", &self.path, e))
     }
 
     fn len(&self) -> io::Result<u64> {
@@ -174,9 +274,12 @@ impl File for RealFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        self.file
-            .sync_data()
-            .map_err(|e| path_error("sync_data", &self.path, e))
+        let r = if self.uring {
+            crate::uring::sync_data(self.file.as_raw_fd())
+        } else {
+            self.file.sync_data()
+        };
+        r.map_err(|e| path_error("sync_data", &self.path, e))
     }
 
     fn sync_all(&self) -> io::Result<()> {

@@ -11,7 +11,7 @@
 use std::io::ErrorKind;
 use std::path::Path;
 
-use quorumlog_io::{FileSystem, OpenMode, RealFs, SimFs};
+use quorumlog_io::{BackendInUse, FileSystem, IoBackend, OpenMode, RealFs, SimFs};
 
 fn check(fs: &dyn FileSystem, root: &Path) {
     let dir = root.join("d");
@@ -105,9 +105,69 @@ fn check(fs: &dyn FileSystem, root: &Path) {
 }
 
 #[test]
-fn real_fs_behaves_as_the_trait_says() {
+fn real_fs_with_pwrite_behaves_as_the_trait_says() {
     let tmp = tempfile::tempdir().unwrap();
-    check(&RealFs::new(), tmp.path());
+    let fs = RealFs::with_backend(IoBackend::Pwrite).unwrap();
+    assert_eq!(fs.backend_description(), "pwrite + fdatasync");
+    check(&fs, tmp.path());
+}
+
+#[test]
+fn real_fs_with_io_uring_behaves_as_the_trait_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    match RealFs::with_backend(IoBackend::Uring) {
+        Ok(fs) => {
+            assert_eq!(fs.backend(), &BackendInUse::Uring);
+            check(&fs, tmp.path());
+            // Linked write + sync.
+            let f = fs
+                .open(&tmp.path().join("linked"), OpenMode::CreateNew)
+                .unwrap();
+            f.write_all_and_sync_at(b"linked", 3).unwrap();
+            assert_eq!(&f.read_to_end().unwrap()[3..], b"linked");
+        }
+        Err(e) => {
+            // The kernel refuses io_uring here: Auto must fall back and say so.
+            let auto = RealFs::new();
+            assert!(matches!(
+                auto.backend(),
+                BackendInUse::Pwrite {
+                    fallback_reason: Some(_)
+                }
+            ));
+            eprintln!(
+                "io_uring unavailable ({e}); Auto fell back: {}",
+                auto.backend_description()
+            );
+            check(&auto, tmp.path());
+        }
+    }
+}
+
+#[test]
+fn io_uring_errors_keep_their_kind() {
+    if RealFs::with_backend(IoBackend::Uring).is_err() {
+        return; // covered by the fallback test above
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = RealFs::with_backend(IoBackend::Uring).unwrap();
+    let path = tmp.path().join("ro");
+    drop(fs.open(&path, OpenMode::CreateNew).unwrap());
+    let ro = fs.open(&path, OpenMode::Read).unwrap();
+    let e = ro.write_all_at(b"x", 0).unwrap_err();
+    assert!(e.to_string().contains("ro"), "{e}");
+    assert_eq!(
+        e.raw_os_error().or_else(|| {
+            e.get_ref()
+                .and_then(|i| i.downcast_ref::<quorumlog_io::PathError>())
+                .and_then(|p| p.source.raw_os_error())
+        }),
+        Some(libc_ebadf())
+    );
+}
+
+fn libc_ebadf() -> i32 {
+    9 // EBADF: writing through a read-only descriptor
 }
 
 #[test]

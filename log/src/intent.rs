@@ -159,8 +159,7 @@ fn paths(dir: &Path) -> (PathBuf, PathBuf) {
 pub fn write(fs: &dyn FileSystem, dir: &Path, intent: &Intent) -> Result<()> {
     let (path, tmp) = paths(dir);
     let f = fs.open(&tmp, OpenMode::CreateOrTruncate)?;
-    f.write_all_at(&intent.encode(), 0)?;
-    f.sync_data()?;
+    f.write_all_and_sync_at(&intent.encode(), 0)?;
     drop(f);
     fs.rename(&tmp, &path)?;
     fs.sync_dir(dir)?;

@@ -91,8 +91,7 @@ pub fn write_index_file(
 ) -> Result<()> {
     let bytes = encode_index(header, index.entries());
     let f = fs.open(path, OpenMode::CreateOrTruncate)?;
-    f.write_all_at(&bytes, 0)?;
-    f.sync_data()?;
+    f.write_all_and_sync_at(&bytes, 0)?;
     Ok(())
 }
 

@@ -51,8 +51,7 @@ impl Segment {
     /// `Io` on failure.
     pub fn init_file(file: &dyn File, base: Offset, size_bytes: u64) -> Result<()> {
         file.allocate(size_bytes)?;
-        file.write_all_at(&encode_segment_header(base), 0)?;
-        file.sync_data()?;
+        file.write_all_and_sync_at(&encode_segment_header(base), 0)?;
         Ok(())
     }
 

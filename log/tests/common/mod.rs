@@ -8,7 +8,7 @@ use quorumlog_checkpoint::{
     format_with, ClusterId, DataDir, DirectoryId, Epoch, Meta, NodeId, Offset, OpenOptions,
     SharedFs,
 };
-use quorumlog_io::{FileSystem, RealFs, SimFs};
+use quorumlog_io::{FileSystem, IoBackend, RealFs, SimFs};
 use quorumlog_log::{Log, LogOptions, Result};
 
 pub const DIR: &str = "/data";
@@ -58,13 +58,22 @@ pub fn shared(sim: &SimFs) -> SharedFs {
     Arc::new(sim.clone())
 }
 
-/// Runs `check` on the real file system and on the simulated disk.
+/// Runs `check` on the real file system with each I/O backend (io_uring
+/// where the kernel allows it, and pwrite + fdatasync) and on the simulated
+/// disk.
 pub fn both(check: impl Fn(SharedFs, &Path)) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir: PathBuf = tmp.path().join("data");
-    let real: SharedFs = Arc::new(RealFs::new());
-    format_dir(&real, &dir);
-    check(real, &dir);
+    let mut backends = vec![IoBackend::Pwrite];
+    match RealFs::with_backend(IoBackend::Uring) {
+        Ok(_) => backends.push(IoBackend::Uring),
+        Err(e) => eprintln!("io_uring unavailable here ({e}): pwrite backend only"),
+    }
+    for backend in backends {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir: PathBuf = tmp.path().join("data");
+        let real: SharedFs = Arc::new(RealFs::with_backend(backend).unwrap());
+        format_dir(&real, &dir);
+        check(real, &dir);
+    }
     let (_, fs) = sim(7);
     check(fs, Path::new(DIR));
 }

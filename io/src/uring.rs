@@ -1,0 +1,151 @@
+//! The `io_uring` backend: positional writes and data syncs submitted through
+//! `io_uring`, with a write and its `fdatasync` linked in one submission where
+//! both are wanted.
+//!
+//! Each thread owns one small ring (thread-local), so a writer never waits
+//! for another thread's completion and the flusher's sync never blocks
+//! writers' submissions. Every call submits and waits for its own
+//! completions before returning, so the buffers it passes outlive the
+//! kernel's use of them.
+
+use std::cell::RefCell;
+use std::io;
+use std::os::unix::io::RawFd;
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+const RING_ENTRIES: u32 = 8;
+
+thread_local! {
+    static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this thread's ring, creating it on first use.
+fn with_ring<T>(f: impl FnOnce(&mut IoUring) -> io::Result<T>) -> io::Result<T> {
+    RING.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(IoUring::new(RING_ENTRIES)?);
+        }
+        match slot.as_mut() {
+            Some(ring) => f(ring),
+            None => Err(io::Error::other("io_uring ring missing")),
+        }
+    })
+}
+
+/// Checks that this process may use `io_uring`: sets up a ring and runs a
+/// no-op through it.
+///
+/// # Errors
+/// Whatever the kernel (or a seccomp filter) answers.
+pub fn probe() -> io::Result<()> {
+    let results = submit(&[opcode::Nop::new().build()])?;
+    match results.first() {
+        Some(&r) if r >= 0 => Ok(()),
+        Some(&r) => Err(io::Error::from_raw_os_error(-r)),
+        None => Err(io::Error::other("io_uring returned no completion")),
+    }
+}
+
+/// Submits `entries` and waits for all their completions; returns their
+/// results in submission order (negative: `-errno`).
+fn submit(entries: &[squeue::Entry]) -> io::Result<Vec<i32>> {
+    with_ring(|ring| {
+        for (i, e) in entries.iter().enumerate() {
+            let e = e.clone().user_data(i as u64);
+            // SAFETY: every buffer an entry points to is borrowed by our
+            // caller for the whole call, and we wait below for every
+            // completion before returning.
+            unsafe { ring.submission().push(&e) }
+                .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+        }
+        let mut results = vec![0i32; entries.len()];
+        let mut seen = 0;
+        while seen < entries.len() {
+            match ring.submit_and_wait(entries.len() - seen) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            for cqe in ring.completion() {
+                let i = usize::try_from(cqe.user_data()).unwrap_or(usize::MAX);
+                if let Some(slot) = results.get_mut(i) {
+                    *slot = cqe.result();
+                    seen += 1;
+                }
+            }
+        }
+        Ok(results)
+    })
+}
+
+fn check(result: i32) -> io::Result<usize> {
+    if result < 0 {
+        Err(io::Error::from_raw_os_error(-result))
+    } else {
+        Ok(usize::try_from(result).unwrap_or(0))
+    }
+}
+
+fn write_entry(fd: RawFd, buf: &[u8], pos: u64) -> squeue::Entry {
+    // A single write carries at most u32::MAX bytes; callers loop.
+    let len = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+    opcode::Write::new(types::Fd(fd), buf.as_ptr(), len)
+        .offset(pos)
+        .build()
+}
+
+fn fsync_entry(fd: RawFd) -> squeue::Entry {
+    opcode::Fsync::new(types::Fd(fd))
+        .flags(types::FsyncFlags::DATASYNC)
+        .build()
+}
+
+/// Writes all of `buf` at `pos`.
+///
+/// # Errors
+/// The write's error; `WriteZero` if the kernel writes nothing.
+pub fn write_all_at(fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let n = check(submit(&[write_entry(fd, &buf[done..], pos + done as u64)])?[0])?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "io_uring wrote nothing",
+            ));
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+/// `fdatasync` through `io_uring`.
+///
+/// # Errors
+/// The sync's error.
+pub fn sync_data(fd: RawFd) -> io::Result<()> {
+    check(submit(&[fsync_entry(fd)])?[0]).map(|_| ())
+}
+
+/// Writes `buf` at `pos` and syncs, as one linked submission (the sync
+/// starts only after the write completed in full).
+///
+/// # Errors
+/// The write's or the sync's error.
+pub fn write_all_and_sync_at(fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()> {
+    if buf.len() > u32::MAX as usize {
+        write_all_at(fd, buf, pos)?;
+        return sync_data(fd);
+    }
+    let write = write_entry(fd, buf, pos).flags(squeue::Flags::IO_LINK);
+    let results = submit(&[write, fsync_entry(fd)])?;
+    let written = check(results[0])?;
+    if written < buf.len() {
+        // A short write cancels the linked sync: finish, then sync.
+        write_all_at(fd, &buf[written..], pos + written as u64)?;
+        return sync_data(fd);
+    }
+    check(results[1]).map(|_| ())
+}
