@@ -58,7 +58,7 @@ pub fn shared(sim: &SimFs) -> SharedFs {
     Arc::new(sim.clone())
 }
 
-/// Runs `check` on the real file system with each I/O backend (io_uring
+/// Runs `check` on the real file system with each I/O backend (`io_uring`
 /// where the kernel allows it, and pwrite + fdatasync) and on the simulated
 /// disk.
 pub fn both(check: impl Fn(SharedFs, &Path)) {
