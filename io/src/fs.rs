@@ -153,6 +153,25 @@ pub trait File: Send + Sync + fmt::Debug {
     /// `StorageFull` when the disk cannot hold it, or any error the OS reports.
     fn allocate(&self, len: u64) -> io::Result<()>;
 
+    /// Writes zeros over `[from, to)` (extending the file if needed), so the
+    /// blocks are allocated *and written*: later overwrites then need no
+    /// metadata update at sync time, unlike [`File::allocate`]'s unwritten
+    /// extents.
+    ///
+    /// # Errors
+    /// As [`File::write_all_at`].
+    fn fill_zeros(&self, from: u64, to: u64) -> io::Result<()> {
+        const CHUNK: u64 = 1 << 20;
+        let zeros = vec![0u8; usize::try_from(CHUNK.min(to.saturating_sub(from))).unwrap_or(0)];
+        let mut pos = from;
+        while pos < to {
+            let n = CHUNK.min(to - pos);
+            self.write_all_at(&zeros[..usize::try_from(n).unwrap_or(0)], pos)?;
+            pos += n;
+        }
+        Ok(())
+    }
+
     /// Makes the file's data (and the metadata needed to read it back, such as
     /// its length) durable: `fdatasync`.
     ///

@@ -51,6 +51,8 @@ pub use batch::{BatchRef, Records};
 pub use durable::{Completion, DurableLog, SyncPolicy};
 pub use error::{CorruptionKind, Error, Result};
 pub use log::{AppendInfo, FollowerBatch, Log, ReadBatches};
-pub use options::{Compression, LogOptions, RecoveryMode, WriteAlignment};
+pub use options::{
+    Compression, LogOptions, Preallocation, RecoveryMode, SegmentPreparation, WriteAlignment,
+};
 pub use recovery::{DroppedCorruption, RecoveryReport, ScanStart, TornTail};
 pub use segment::index::IndexProblem;

@@ -46,6 +46,38 @@ pub enum WriteAlignment {
     Packed,
 }
 
+/// How new segment files are preallocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Preallocation {
+    /// `ZeroFill` while syncs are small (under 64 KiB of log per sync on
+    /// average in the active segment, or no history yet), `Fallocate` once
+    /// they are large: small syncs pay a journal commit per sync on
+    /// unwritten extents, large ones pay more for writing every byte twice.
+    /// Default.
+    #[default]
+    Adaptive,
+    /// Zeros are written (and synced) over the whole file before it is
+    /// used, so appends overwrite allocated, written blocks and a sync needs
+    /// no metadata update (measured on ext4: 1.5x the durable appends per
+    /// second of `Fallocate` for one 256-byte record per sync, but half for
+    /// 256 KiB per sync, since every byte is written twice).
+    ZeroFill,
+    /// `fallocate`: instant, but the blocks are unwritten extents that every
+    /// sync must convert (a journal commit).
+    Fallocate,
+}
+
+/// Where the next segment file is prepared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SegmentPreparation {
+    /// On a background thread, so appends never wait for a zero fill.
+    /// Default.
+    #[default]
+    Background,
+    /// On the appending thread (deterministic I/O order, for crash tests).
+    Inline,
+}
+
 /// Options of a log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogOptions {
@@ -70,6 +102,10 @@ pub struct LogOptions {
     pub prepare_next_segment_percent: u8,
     /// Where appends go after a sync. Default: `Page`.
     pub write_alignment: WriteAlignment,
+    /// How new segment files are preallocated. Default: `Adaptive`.
+    pub preallocation: Preallocation,
+    /// Where the next segment file is prepared. Default: `Background`.
+    pub segment_preparation: SegmentPreparation,
 }
 
 impl Default for LogOptions {
@@ -83,6 +119,8 @@ impl Default for LogOptions {
             recovery_mode: RecoveryMode::Strict,
             prepare_next_segment_percent: 75,
             write_alignment: WriteAlignment::Page,
+            preallocation: Preallocation::Adaptive,
+            segment_preparation: SegmentPreparation::Background,
         }
     }
 }

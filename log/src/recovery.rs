@@ -55,7 +55,7 @@ use crate::log::truncate::{create_segment_file, cut_page_safe, redo_cut, redo_fu
 use crate::log::{Log, PREPARED_FILE};
 use crate::options::{LogOptions, RecoveryMode};
 use crate::segment::index::{load_index_file, write_index_file, IndexProblem, SparseIndex};
-use crate::segment::scan::{find_valid_batch_after, scan, Stop};
+use crate::segment::scan::{inspect_tail, scan, Stop};
 use crate::segment::{corruption, Segment};
 
 /// The marker a clean close leaves in the log directory.
@@ -665,13 +665,12 @@ impl Recovery {
                     ..
                 }
             );
-            let valid_after =
-                find_valid_batch_after(self.segments[j].file.as_ref(), out.end_position)?;
+            let tail = inspect_tail(self.segments[j].file.as_ref(), out.end_position)?;
             let stop_epoch = match &out.stop {
                 Stop::Invalid { epoch, .. } => *epoch,
                 _ => None,
             };
-            if let Some(valid_at) = valid_after {
+            if let Some(valid_at) = tail.valid_at {
                 return self.decide(Invalid {
                     seg: j,
                     position: out.end_position,
@@ -697,6 +696,9 @@ impl Recovery {
                     offset: out.end_offset,
                     kind,
                 });
+            }
+            if tail.all_zero {
+                return Ok(false); // nothing after the data to clean up
             }
             // Zero-fill after the last valid batch (idempotent).
             self.cut(j, out.end_position, out.end_offset)?;
@@ -832,6 +834,7 @@ impl Recovery {
             prepared: None,
             report: self.report,
             read_hint: Mutex::new(None),
+            syncs_in_segment: 0,
             dd: self.dd,
         };
         if !clean {

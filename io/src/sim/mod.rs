@@ -737,6 +737,20 @@ impl File for SimFile {
         Ok(())
     }
 
+    /// Zeros within the file are written; beyond its end the file is
+    /// extended (on the simulated disk, reading zeros is all either means).
+    fn fill_zeros(&self, from: u64, to: u64) -> io::Result<()> {
+        let len = self.len()?;
+        if from < len.min(to) {
+            let zeros = vec![0u8; to_usize(len.min(to) - from)];
+            self.write_all_at(&zeros, from)?;
+        }
+        if to > len {
+            self.allocate(to)?;
+        }
+        Ok(())
+    }
+
     fn sync_data(&self) -> io::Result<()> {
         self.sync("sync_data")
     }

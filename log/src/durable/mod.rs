@@ -101,7 +101,7 @@ impl DurableLog {
     ) -> Result<AppendInfo> {
         self.check_poisoned()?;
         let r = self.shared.log_write().append_as_leader(epoch, records);
-        self.after_append(r)
+        self.after_append(r, true)
     }
 
     /// Appends batches replicated from the leader (see
@@ -115,13 +115,13 @@ impl DurableLog {
     ) -> Result<AppendInfo> {
         self.check_poisoned()?;
         let r = self.shared.log_write().append_as_follower(batches);
-        self.after_append(r)
+        self.after_append(r, true)
     }
 
-    fn after_append(&self, r: Result<AppendInfo>) -> Result<AppendInfo> {
+    fn after_append(&self, r: Result<AppendInfo>, wake_flusher: bool) -> Result<AppendInfo> {
         match r {
             Ok(info) => {
-                self.shared.note_written(info.next_offset);
+                self.shared.note_written(info.next_offset, wake_flusher);
                 Ok(info)
             }
             Err(e) => {
@@ -142,7 +142,11 @@ impl DurableLog {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        let info = self.append_as_leader(epoch, records)?;
+        self.check_poisoned()?;
+        let r = self.shared.log_write().append_as_leader(epoch, records);
+        // This writer waits (and leads a round itself if none is in
+        // flight): no need to wake the flusher.
+        let info = self.after_append(r, false)?;
         self.wait_durable(info.next_offset)?;
         Ok(info)
     }

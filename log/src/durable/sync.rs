@@ -64,6 +64,9 @@ pub(crate) struct SyncState {
     /// Bumped by truncations: a round captured before one is void.
     pub generation: u64,
     pub syncing: bool,
+    /// Threads blocked in `wait_durable` (they run rounds themselves under
+    /// `GroupCommit`, so the flusher stays out of their way).
+    pub waiters: usize,
     pub poisoned: Option<String>,
     pub shutdown: bool,
     /// Registered completions by (offset, sequence).
@@ -151,7 +154,7 @@ impl Shared {
                 }
             }
             let fired = take_due(&mut st);
-            if st.written > st.flushed {
+            if st.written > st.flushed && st.waiters == 0 {
                 self.wake_flusher.notify_one();
             }
             self.round_done.notify_all();
@@ -169,15 +172,16 @@ impl Shared {
     /// round itself when none is in flight.
     pub fn wait_durable(&self, offset: Offset) -> Result<Offset> {
         let mut st = self.state();
-        loop {
+        st.waiters += 1;
+        let result = loop {
             if let Some(cause) = &st.poisoned {
-                return Err(Self::poisoned_error(cause));
+                break Err(Self::poisoned_error(cause));
             }
             if st.flushed >= offset {
-                return Ok(st.flushed);
+                break Ok(st.flushed);
             }
             match self.policy {
-                SyncPolicy::Never => return Err(Error::SyncDisabled),
+                SyncPolicy::Never => break Err(Error::SyncDisabled),
                 SyncPolicy::GroupCommit if !st.syncing && st.written > st.flushed => {
                     drop(st);
                     self.sync_round();
@@ -190,16 +194,24 @@ impl Shared {
                         .unwrap_or_else(PoisonError::into_inner);
                 }
             }
+        };
+        st.waiters -= 1;
+        if st.waiters == 0 && st.written > st.flushed && self.policy != SyncPolicy::Never {
+            // Data nobody waits for any more: the flusher's.
+            self.wake_flusher.notify_one();
         }
+        result
     }
 
-    /// Notes that the log now ends at `end` and wakes the flusher.
-    pub fn note_written(&self, end: Offset) {
+    /// Notes that the log now ends at `end`; wakes the flusher unless the
+    /// writer will wait (and lead a round) itself under `GroupCommit`.
+    pub fn note_written(&self, end: Offset, wake_flusher: bool) {
         let mut st = self.state();
         if end > st.written {
             st.written = end;
         }
-        if self.policy != SyncPolicy::Never {
+        let writer_leads = !wake_flusher && self.policy == SyncPolicy::GroupCommit;
+        if self.policy != SyncPolicy::Never && !writer_leads {
             self.wake_flusher.notify_one();
         }
     }
@@ -235,7 +247,12 @@ pub(crate) fn flusher(shared: &Arc<Shared>) {
     loop {
         {
             let mut st = shared.state();
-            while !st.shutdown && st.poisoned.is_none() && (st.written <= st.flushed || st.syncing)
+            // Under GroupCommit, waiting writers run their own rounds.
+            let writers_lead =
+                |st: &SyncState| shared.policy == SyncPolicy::GroupCommit && st.waiters > 0;
+            while !st.shutdown
+                && st.poisoned.is_none()
+                && (st.written <= st.flushed || st.syncing || writers_lead(&st))
             {
                 st = shared
                     .wake_flusher

@@ -6,14 +6,26 @@
 //! readable at once.
 
 use quorumlog_checkpoint::{Epoch, Offset};
-use quorumlog_io::OpenMode;
+use std::thread::JoinHandle;
+
+use quorumlog_io::{File, OpenMode};
 
 use crate::batch::{encode_into, encoded_len};
 use crate::error::{Error, Result};
 use crate::format::{index_file_name, segment_file_name, IndexHeader, SEGMENT_HEADER_BYTES};
 use crate::log::{Log, PREPARED_FILE};
+use crate::options::SegmentPreparation;
 use crate::segment::index::write_index_file;
-use crate::segment::Segment;
+use crate::segment::{preallocate, Segment};
+
+/// The next segment file, prepared ahead of the roll that needs it.
+#[derive(Debug)]
+pub(crate) enum NextSegment {
+    /// Prepared and synced.
+    Ready(Box<dyn File>),
+    /// Being prepared on a background thread.
+    Preparing(JoinHandle<std::io::Result<Box<dyn File>>>),
+}
 
 /// Where an append landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +174,8 @@ impl Log {
     }
 
     /// Creates and preallocates the next segment file once the active one is
-    /// `prepare_next_segment_percent` full, so a roll only writes a header.
+    /// `prepare_next_segment_percent` full (on a background thread by
+    /// default), so a roll only writes a header.
     fn maybe_prepare_next(&mut self) -> Result<()> {
         if self.prepared.is_some() {
             return Ok(());
@@ -173,11 +186,26 @@ impl Log {
         if self.active().end_position < threshold {
             return Ok(());
         }
-        let f = self
-            .fs
-            .open(&self.dir.join(PREPARED_FILE), OpenMode::CreateOrTruncate)?;
-        f.allocate(self.options.segment_size_bytes)?;
-        self.prepared = Some(f);
+        let fs = self.fs.clone();
+        let path = self.dir.join(PREPARED_FILE);
+        let size = self.options.segment_size_bytes;
+        let prealloc = self.next_preallocation();
+        let job = move || -> std::io::Result<Box<dyn File>> {
+            let f = fs.open(&path, OpenMode::CreateOrTruncate)?;
+            preallocate(f.as_ref(), size, prealloc).map_err(|e| match e {
+                Error::Io(e) => e,
+                other => std::io::Error::other(other.to_string()),
+            })?;
+            Ok(f)
+        };
+        self.prepared = Some(match self.options.segment_preparation {
+            SegmentPreparation::Inline => NextSegment::Ready(job()?),
+            SegmentPreparation::Background => NextSegment::Preparing(
+                std::thread::Builder::new()
+                    .name("quorumlog-prepare".into())
+                    .spawn(job)?,
+            ),
+        });
         Ok(())
     }
 
@@ -209,10 +237,18 @@ impl Log {
         // 2. The new segment: prepared file → header → rename → dir sync.
         let prepared_path = self.dir.join(PREPARED_FILE);
         let file = match self.prepared.take() {
-            Some(f) => f,
+            Some(NextSegment::Ready(f)) => f,
+            Some(NextSegment::Preparing(job)) => job
+                .join()
+                .map_err(|_| std::io::Error::other("segment preparation panicked"))??,
             None => self.fs.open(&prepared_path, OpenMode::CreateOrTruncate)?,
         };
-        Segment::init_file(file.as_ref(), base, self.options.segment_size_bytes)?;
+        Segment::init_file(
+            file.as_ref(),
+            base,
+            self.options.segment_size_bytes,
+            self.next_preallocation(),
+        )?;
         drop(file);
         self.fs
             .rename(&prepared_path, &self.dir.join(segment_file_name(base)))?;
@@ -226,6 +262,7 @@ impl Log {
         debug_assert_eq!(seg.end_position, SEGMENT_HEADER_BYTES as u64);
         self.active_mut().index.shrink();
         self.segments.push(seg);
+        self.syncs_in_segment = 0;
         self.align_end();
         // 3. Recovery after a crash now scans the new segment only.
         self.write_recovery_point_at_end()?;

@@ -24,11 +24,12 @@ use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, Offset, RecoveryPoint, Shar
 use crate::batch::BatchRef;
 use crate::error::{Error, Result};
 use crate::format::{align_up, BatchHeader, IndexHeader};
-use crate::options::{LogOptions, WriteAlignment};
+use crate::options::{LogOptions, Preallocation, WriteAlignment};
 use crate::recovery::RecoveryReport;
 use crate::segment::index::write_index_file;
 use crate::segment::Segment;
 
+pub(crate) use append::NextSegment;
 pub use append::{AppendInfo, FollowerBatch};
 
 /// The file prepared ahead of the next roll.
@@ -48,8 +49,11 @@ pub struct Log {
     pub(crate) flushed: Offset,
     pub(crate) poisoned: Option<String>,
     pub(crate) scratch: Vec<u8>,
-    pub(crate) prepared: Option<Box<dyn quorumlog_io::File>>,
+    pub(crate) prepared: Option<NextSegment>,
     pub(crate) report: RecoveryReport,
+    /// Syncs of the active segment since it was opened (for `Adaptive`
+    /// preallocation).
+    pub(crate) syncs_in_segment: u64,
     /// Where the last read ended: (next offset, segment index, position).
     pub(crate) read_hint: Mutex<Option<(Offset, Offset, u64)>>,
 }
@@ -225,6 +229,7 @@ impl Log {
         if self.options.write_alignment != WriteAlignment::Page {
             return;
         }
+        self.syncs_in_segment += 1;
         let size = self.options.segment_size_bytes;
         let seg = self.active_mut();
         // Also for an empty segment: its header page is synced data.
@@ -392,4 +397,38 @@ fn read_corruption(
         .err()
         .unwrap_or(crate::error::CorruptionKind::Truncated);
     crate::segment::corruption(segment, position, offset, epoch, kind)
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        // A background preparation must not outlive the log: it writes the
+        // file the next roll (or the next open) uses.
+        self.finish_preparation();
+    }
+}
+
+impl Log {
+    /// The preallocation for the next segment: `Adaptive` resolved from the
+    /// active segment's average bytes per sync.
+    pub(crate) fn next_preallocation(&self) -> Preallocation {
+        const SMALL_SYNC_BYTES: u64 = 64 << 10;
+        match self.options.preallocation {
+            Preallocation::Adaptive => {
+                let bytes = self.active().end_position;
+                if self.syncs_in_segment == 0 || bytes / self.syncs_in_segment < SMALL_SYNC_BYTES {
+                    Preallocation::ZeroFill
+                } else {
+                    Preallocation::Fallocate
+                }
+            }
+            fixed => fixed,
+        }
+    }
+
+    /// Waits for a background segment preparation, discarding its result.
+    pub(crate) fn finish_preparation(&mut self) {
+        if let Some(NextSegment::Preparing(job)) = self.prepared.take() {
+            let _ = job.join();
+        }
+    }
 }

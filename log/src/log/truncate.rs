@@ -28,7 +28,7 @@ use crate::format::{
 use crate::intent::{self, Intent};
 use crate::log::{Log, PREPARED_FILE};
 use crate::options::LogOptions;
-use crate::segment::Segment;
+use crate::segment::{preallocate, Segment};
 
 /// Removes `path`, treating "already gone" as done (redo is idempotent).
 fn remove_if_present(fs: &dyn FileSystem, path: &Path) -> Result<bool> {
@@ -109,7 +109,11 @@ pub(crate) fn redo_cut(
     fs.sync_dir(dir)?;
     let file = fs.open(&dir.join(segment_file_name(segment)), OpenMode::ReadWrite)?;
     file.set_len(position)?;
-    file.allocate(options.segment_size_bytes)?;
+    preallocate(
+        file.as_ref(),
+        options.segment_size_bytes,
+        options.preallocation,
+    )?;
     if let Some(batch) = replacement {
         file.write_all_at(batch, position)?;
     }
@@ -205,7 +209,12 @@ pub(crate) fn create_segment_file(
 ) -> Result<()> {
     let prepared = dir.join(PREPARED_FILE);
     let f = fs.open(&prepared, OpenMode::CreateOrTruncate)?;
-    Segment::init_file(f.as_ref(), base, options.segment_size_bytes)?;
+    Segment::init_file(
+        f.as_ref(),
+        base,
+        options.segment_size_bytes,
+        options.preallocation,
+    )?;
     drop(f);
     fs.rename(&prepared, &dir.join(segment_file_name(base)))?;
     fs.sync_dir(dir)?;
@@ -373,7 +382,7 @@ impl Log {
     /// `Io`/`Checkpoint` (which poison the log); `Poisoned`.
     pub fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<()> {
         self.guard(|log| {
-            log.prepared = None;
+            log.finish_preparation();
             intent::write(log.fs.as_ref(), &log.dir, &Intent::Full { start: offset })?;
             redo_full(log.fs.as_ref(), &log.dd, &log.dir, &log.options, offset)?;
             intent::remove(log.fs.as_ref(), &log.dir)?;

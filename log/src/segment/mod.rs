@@ -23,6 +23,7 @@ use crate::format::{
     align_up, decode_segment_header, encode_segment_header, segment_file_name, BatchHeader,
     BATCH_HEADER_BYTES, PAGE_BYTES, SEGMENT_HEADER_BYTES,
 };
+use crate::options::Preallocation;
 use index::SparseIndex;
 
 /// An open segment.
@@ -49,8 +50,13 @@ impl Segment {
     ///
     /// # Errors
     /// `Io` on failure.
-    pub fn init_file(file: &dyn File, base: Offset, size_bytes: u64) -> Result<()> {
-        file.allocate(size_bytes)?;
+    pub fn init_file(
+        file: &dyn File,
+        base: Offset,
+        size_bytes: u64,
+        prealloc: Preallocation,
+    ) -> Result<()> {
+        preallocate(file, size_bytes, prealloc)?;
         file.write_all_and_sync_at(&encode_segment_header(base), 0)?;
         Ok(())
     }
@@ -275,6 +281,28 @@ impl Segment {
     }
 }
 
+/// Makes `file` at least `size_bytes` long with zeros, as `prealloc` says
+/// (`Adaptive` callers resolve it first; unresolved, it zero-fills).
+/// A zero fill is synced here, so the roll that uses the file later only
+/// syncs its header page.
+///
+/// # Errors
+/// `Io` on failure.
+pub fn preallocate(file: &dyn File, size_bytes: u64, prealloc: Preallocation) -> Result<()> {
+    let len = file.len()?;
+    if len >= size_bytes {
+        return Ok(());
+    }
+    match prealloc {
+        Preallocation::Fallocate => file.allocate(size_bytes)?,
+        Preallocation::ZeroFill | Preallocation::Adaptive => {
+            file.fill_zeros(len, size_bytes)?;
+            file.sync_data()?;
+        }
+    }
+    Ok(())
+}
+
 /// Whether a zeroed header at `pos` is alignment padding: the rest of a
 /// 4 KiB page left empty after a sync (see `WriteAlignment`).
 pub fn is_padding(head: &[u8], pos: u64) -> bool {
@@ -316,7 +344,7 @@ mod tests {
                 OpenMode::CreateNew,
             )
             .unwrap();
-        Segment::init_file(f.as_ref(), Offset(100), 8192).unwrap();
+        Segment::init_file(f.as_ref(), Offset(100), 8192, Preallocation::ZeroFill).unwrap();
         let mut seg = Segment::open(fs, Path::new("/log"), Offset(100), 64).unwrap();
         let mut buf = Vec::new();
         for b in 0..20u64 {

@@ -211,6 +211,45 @@ fn continues_at(w: &mut Window<'_>, pos: u64, offset: Offset) -> Result<bool> {
     Ok(verify_batch(bytes).is_ok())
 }
 
+/// What lies after the end of a segment's valid data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tail {
+    /// Where the first intact batch after it starts, if any.
+    pub valid_at: Option<u64>,
+    /// Whether every byte after it is zero (nothing to clean up).
+    pub all_zero: bool,
+}
+
+/// Searches `file` after `position` for any intact batch (of any offset),
+/// and notes whether everything from `position` on is zeros.
+///
+/// # Errors
+/// `Io` on read failure.
+pub fn inspect_tail(file: &dyn File, position: u64) -> Result<Tail> {
+    let file_len = file.len()?;
+    let mut w = Window::new(file, file_len);
+    let all_zero = {
+        let mut pos = position;
+        let mut zero = true;
+        while zero && pos < file_len {
+            let chunk = w.get(pos, CHUNK_BYTES)?;
+            zero = chunk.iter().all(|&b| b == 0);
+            pos += chunk.len() as u64;
+        }
+        zero
+    };
+    if all_zero {
+        return Ok(Tail {
+            valid_at: None,
+            all_zero,
+        });
+    }
+    Ok(Tail {
+        valid_at: find_valid_batch_after(file, position)?,
+        all_zero,
+    })
+}
+
 /// Searches `file` after `position` for any intact batch (of any offset).
 /// Returns where the first one starts.
 ///

@@ -9,7 +9,7 @@ use quorumlog_checkpoint::{
     SharedFs,
 };
 use quorumlog_io::{FileSystem, IoBackend, RealFs, SimFs};
-use quorumlog_log::{Log, LogOptions, Result};
+use quorumlog_log::{Log, LogOptions, Result, SegmentPreparation};
 
 pub const DIR: &str = "/data";
 
@@ -21,6 +21,8 @@ pub fn small_options() -> LogOptions {
         max_batch_bytes: 2048,
         index_interval_bytes: 256,
         prepare_next_segment_percent: 50,
+        // Deterministic I/O order: crash tests count calls.
+        segment_preparation: SegmentPreparation::Inline,
         ..LogOptions::default()
     }
 }

@@ -1,0 +1,361 @@
+//! Side-by-side comparison of quorumlog, raft-engine 0.4, okaywal 0.3 and the
+//! raw disk on the same workloads, in one process and one run. Every entry
+//! counts only once durable.
+//!
+//! ```text
+//! cargo run --release -p quorumlog-benches --bin compare -- --seconds N [--csv]
+//!     [--gib G] [--workloads W1,W2,...] [--variants] [--systems a,b] [--dir DIR]
+//! ```
+//! `--variants` adds quorumlog with the pwrite backend and with packed
+//! (unaligned) writes, to measure the `io_uring` backend and the cost of page
+//! alignment.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use quorumlog_benches::systems::{
+    BenchError, Okaywal, Quorumlog, QuorumlogSetup, RaftEngine, Raw, System,
+};
+use quorumlog_benches::workloads::{
+    read_and_reopen, run_write, Measured, Workload, WRITE_WORKLOADS,
+};
+use quorumlog_io::{FileSystem, IoBackend, RealFs};
+use quorumlog_log::{Preallocation, WriteAlignment};
+
+struct Args {
+    seconds: f64,
+    csv: bool,
+    gib: f64,
+    workloads: Vec<String>,
+    variants: bool,
+    dir: Option<PathBuf>,
+    systems: Option<Vec<String>>,
+}
+
+fn parse_args() -> Result<Args, BenchError> {
+    let mut a = Args {
+        seconds: 3.0,
+        csv: false,
+        gib: 1.0,
+        workloads: vec!["W1", "W2", "W3", "W4", "W5", "R1", "O1"]
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        variants: false,
+        dir: None,
+        systems: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--seconds" => a.seconds = it.next().ok_or("--seconds needs a value")?.parse()?,
+            "--csv" => a.csv = true,
+            "--gib" => a.gib = it.next().ok_or("--gib needs a value")?.parse()?,
+            "--workloads" => {
+                a.workloads = it
+                    .next()
+                    .ok_or("--workloads needs a list")?
+                    .split(',')
+                    .map(|s| s.trim().to_uppercase())
+                    .collect();
+            }
+            "--variants" => a.variants = true,
+            "--systems" => {
+                a.systems = Some(
+                    it.next()
+                        .ok_or("--systems needs a list")?
+                        .split(',')
+                        .map(|s| s.trim().to_string())
+                        .collect(),
+                );
+            }
+            "--dir" => a.dir = Some(PathBuf::from(it.next().ok_or("--dir needs a path")?)),
+            "-h" | "--help" => {
+                println!("usage: compare [--seconds N] [--csv] [--gib G] [--workloads W1,..,R1,O1] [--variants] [--dir DIR]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    if a.seconds <= 0.0 || a.gib <= 0.0 {
+        return Err("--seconds and --gib must be positive".into());
+    }
+    Ok(a)
+}
+
+struct Row {
+    workload: String,
+    system: String,
+    m: Measured,
+}
+
+fn open_system(name: &str, dir: &Path) -> Result<Box<dyn System>, BenchError> {
+    Ok(match name {
+        "quorumlog" => Box::new(Quorumlog::open(dir, QuorumlogSetup::default())?),
+        "quorumlog-pwrite" => Box::new(Quorumlog::open(
+            dir,
+            QuorumlogSetup {
+                backend: IoBackend::Pwrite,
+                ..QuorumlogSetup::default()
+            },
+        )?),
+        "quorumlog-packed" => Box::new(Quorumlog::open(
+            dir,
+            QuorumlogSetup {
+                alignment: WriteAlignment::Packed,
+                ..QuorumlogSetup::default()
+            },
+        )?),
+        "quorumlog-fallocate" => Box::new(Quorumlog::open(
+            dir,
+            QuorumlogSetup {
+                preallocation: Preallocation::Fallocate,
+                ..QuorumlogSetup::default()
+            },
+        )?),
+        "quorumlog-zerofill" => Box::new(Quorumlog::open(
+            dir,
+            QuorumlogSetup {
+                preallocation: Preallocation::ZeroFill,
+                ..QuorumlogSetup::default()
+            },
+        )?),
+        "raft-engine" => Box::new(RaftEngine::open(dir)?),
+        "okaywal" => Box::new(Okaywal::open(dir)?),
+        "raw" => Box::new(Raw::open(dir, 1 << 30)?),
+        other => return Err(format!("unknown system {other}").into()),
+    })
+}
+
+fn run_workload(
+    w: &Workload,
+    args: &Args,
+    base: &Path,
+    rows: &mut Vec<Row>,
+) -> Result<(), BenchError> {
+    let mut systems = vec!["quorumlog", "raft-engine", "okaywal"];
+    if w.writers == 1 {
+        systems.push("raw");
+    }
+    if args.variants {
+        systems.extend([
+            "quorumlog-pwrite",
+            "quorumlog-packed",
+            "quorumlog-fallocate",
+            "quorumlog-zerofill",
+        ]);
+    }
+    if let Some(only) = &args.systems {
+        systems.retain(|s| only.iter().any(|o| o == s));
+    }
+    for name in systems {
+        let dir = base.join(format!("{}-{name}", w.name));
+        let system = open_system(name, &dir)?;
+        let m = run_write(system.as_ref(), w, Duration::from_secs_f64(args.seconds))?;
+        eprintln!(
+            "{:<4} {:<18} {:>12.0} entries/s {:>9.1} MB/s",
+            w.name,
+            name,
+            m.entries_per_s(),
+            m.mb_per_s()
+        );
+        rows.push(Row {
+            workload: w.name.to_string(),
+            system: name.to_string(),
+            m,
+        });
+        drop(system);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}
+
+/// Reads every segment file of the log in `dir` with plain 1 MiB reads: the
+/// raw read rate of the same bytes.
+fn raw_read(dir: &Path, bytes: u64) -> Result<Measured, BenchError> {
+    let fs = RealFs::with_backend(IoBackend::Pwrite)?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("log"))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    files.sort();
+    let t = Instant::now();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut done = 0u64;
+    let mut checksum = 0u64;
+    for p in files {
+        let f = fs.open(&p, quorumlog_io::OpenMode::Read)?;
+        let mut pos = 0u64;
+        while done < bytes {
+            let n = f.read_at(&mut buf, pos)?;
+            if n == 0 {
+                break;
+            }
+            checksum = checksum.wrapping_add(u64::from(buf[n / 2]));
+            pos += n as u64;
+            done += n as u64;
+        }
+    }
+    std::hint::black_box(checksum);
+    Ok(Measured {
+        entries: done / 256,
+        bytes: done,
+        seconds: t.elapsed().as_secs_f64(),
+    })
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("compare failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[expect(clippy::cast_precision_loss, reason = "rates for display")]
+fn run() -> Result<(), BenchError> {
+    let args = parse_args()?;
+    let tmp = match &args.dir {
+        Some(d) => tempfile::tempdir_in(d)?,
+        None => tempfile::tempdir()?,
+    };
+    let base = tmp.path();
+    let backend = RealFs::new().backend_description();
+    eprintln!(
+        "quorumlog I/O backend: {backend}; {} s per system and workload",
+        args.seconds
+    );
+    let mut rows: Vec<Row> = Vec::new();
+    for w in WRITE_WORKLOADS
+        .iter()
+        .filter(|w| args.workloads.iter().any(|n| n == w.name))
+    {
+        run_workload(w, &args, base, &mut rows)?;
+    }
+    let mut extra = String::new();
+    if args.workloads.iter().any(|n| n == "R1" || n == "O1") {
+        let dir = base.join("R1O1");
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "GiB to bytes"
+        )]
+        let bytes = (args.gib * f64::from(1u32 << 30)) as u64;
+        let rr = read_and_reopen(&dir, bytes)?;
+        let raw = raw_read(&dir, rr.log_bytes)?;
+        if args.workloads.iter().any(|n| n == "R1") {
+            rows.push(Row {
+                workload: "R1".into(),
+                system: "quorumlog".into(),
+                m: rr.read,
+            });
+            rows.push(Row {
+                workload: "R1".into(),
+                system: "raw".into(),
+                m: raw,
+            });
+        }
+        if args.workloads.iter().any(|n| n == "O1") {
+            for (name, ms) in [
+                ("O1-clean", rr.open_clean_ms),
+                ("O1-crash", rr.open_crash_ms),
+            ] {
+                rows.push(Row {
+                    workload: name.into(),
+                    system: "quorumlog".into(),
+                    m: Measured {
+                        entries: rr.records,
+                        bytes: rr.log_bytes,
+                        seconds: ms / 1e3,
+                    },
+                });
+            }
+            let _ = writeln!(
+                extra,
+                "O1 quorumlog, {:.2} GiB log: open after clean close {:.2} ms ({} bytes verified); after crash {:.2} ms ({} bytes verified)",
+                rr.log_bytes as f64 / f64::from(1u32 << 30),
+                rr.open_clean_ms,
+                rr.open_clean_scanned,
+                rr.open_crash_ms,
+                rr.open_crash_scanned
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    report(&rows, &args, &extra, &backend);
+    Ok(())
+}
+
+fn best_peer(rows: &[Row], workload: &str) -> Option<(String, f64)> {
+    rows.iter()
+        .filter(|r| r.workload == workload && (r.system == "raft-engine" || r.system == "okaywal"))
+        .map(|r| (r.system.clone(), r.m.entries_per_s()))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+fn rate(rows: &[Row], workload: &str, system: &str) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.workload == workload && r.system == system)
+        .map(|r| r.m.entries_per_s())
+}
+
+fn report(rows: &[Row], args: &Args, extra: &str, backend: &str) {
+    let mut workloads: Vec<&str> = Vec::new();
+    for r in rows {
+        if !workloads.contains(&r.workload.as_str()) {
+            workloads.push(&r.workload);
+        }
+    }
+    if args.csv {
+        println!("workload,system,entries_per_s,mb_per_s");
+        for r in rows {
+            println!(
+                "{},{},{:.1},{:.2}",
+                r.workload,
+                r.system,
+                r.m.entries_per_s(),
+                r.m.mb_per_s()
+            );
+        }
+        for w in &workloads {
+            if let (Some(q), Some((_, p))) = (rate(rows, w, "quorumlog"), best_peer(rows, w)) {
+                println!("ratio,{w},{:.3}", q / p);
+            }
+        }
+        return;
+    }
+    println!("quorumlog I/O backend: {backend}");
+    println!(
+        "{:<9} {:<18} {:>14} {:>10}",
+        "workload", "system", "entries/s", "MB/s"
+    );
+    for r in rows {
+        println!(
+            "{:<9} {:<18} {:>14.0} {:>10.1}",
+            r.workload,
+            r.system,
+            r.m.entries_per_s(),
+            r.m.mb_per_s()
+        );
+    }
+    println!();
+    for w in &workloads {
+        let q = rate(rows, w, "quorumlog");
+        let mut line = format!("{w:<9}");
+        if let (Some(q), Some((peer, p))) = (q, best_peer(rows, w)) {
+            let _ = write!(line, " quorumlog / best peer ({peer}) = {:.2}x", q / p);
+        }
+        if let (Some(q), Some(raw)) = (q, rate(rows, w, "raw")) {
+            let _ = write!(line, "; quorumlog / raw = {:.2}x", q / raw);
+        }
+        println!("{line}");
+    }
+    if !extra.is_empty() {
+        print!("{extra}");
+    }
+}
