@@ -29,6 +29,26 @@ pub use sync::{Completion, SyncPolicy};
 pub struct DurableLog {
     shared: Arc<Shared>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// Leader appends encoded ahead, written by one writer for all.
+    queue: Mutex<Queue>,
+    /// Signalled when the queue's writer stops.
+    queue_idle: Condvar,
+    options: LogOptions,
+}
+
+/// Write combining: leader appends take their offsets and are encoded here
+/// (outside the log lock); the first writer to find no write in progress
+/// writes every queued batch with as few writes as segment boundaries
+/// allow, then the others' batches are in the log too.
+#[derive(Debug, Default)]
+struct Queue {
+    /// The offset the next queued append gets.
+    next_offset: Offset,
+    /// The epoch of the last queued (or written) record.
+    last_epoch: Option<Epoch>,
+    pending: Vec<(crate::format::BatchHeader, Vec<u8>)>,
+    /// Some writer is writing the queue out.
+    writing: bool,
 }
 
 impl DurableLog {
@@ -48,6 +68,12 @@ impl DurableLog {
     pub fn from_log(log: Log, policy: SyncPolicy) -> Result<DurableLog> {
         let end = log.log_end_offset();
         let flushed = log.flushed_offset();
+        let queue = Queue {
+            next_offset: end,
+            last_epoch: log.last_epoch(),
+            ..Queue::default()
+        };
+        let options = log.options.clone();
         let shared = Arc::new(Shared {
             log: std::sync::RwLock::new(log),
             state: Mutex::new(SyncState {
@@ -56,7 +82,6 @@ impl DurableLog {
                 ..SyncState::default()
             }),
             wake_flusher: Condvar::new(),
-            round_done: Condvar::new(),
             policy,
         });
         let handle = if policy == SyncPolicy::Never {
@@ -72,6 +97,9 @@ impl DurableLog {
         Ok(DurableLog {
             shared,
             flusher: Mutex::new(handle),
+            queue: Mutex::new(queue),
+            queue_idle: Condvar::new(),
+            options,
         })
     }
 
@@ -89,8 +117,141 @@ impl DurableLog {
         }
     }
 
+    fn lock_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes the queue with no writer active (the caller then changes the
+    /// log directly and resynchronises the queue).
+    fn idle_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        let mut q = self.lock_queue();
+        while q.writing {
+            q = self
+                .queue_idle
+                .wait(q)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        q
+    }
+
+    fn resync_queue(q: &mut Queue, log: &Log) {
+        q.next_offset = log.log_end_offset();
+        q.last_epoch = log.last_epoch();
+    }
+
+    /// Queues a leader append; writes the queue out if no one else is.
+    /// Returns once the batch is in the log (readable, not yet durable).
+    fn append_queued<R: AsRef<[u8]>>(
+        &self,
+        epoch: Epoch,
+        records: &[R],
+        until_written: bool,
+    ) -> Result<AppendInfo> {
+        self.check_poisoned()?;
+        let (info, lead) = {
+            let mut q = self.lock_queue();
+            if let Some(last) = q.last_epoch {
+                if epoch < last {
+                    return Err(Error::EpochRegression { last, found: epoch });
+                }
+            }
+            let mut bytes = Vec::new();
+            let header = crate::batch::encode_into(
+                &mut bytes,
+                q.next_offset,
+                epoch,
+                records,
+                self.options.compression,
+                self.options.compression_threshold_bytes,
+                self.options.max_batch_bytes,
+            )?;
+            let info = AppendInfo {
+                base_offset: q.next_offset,
+                next_offset: header.next_offset(),
+            };
+            q.next_offset = info.next_offset;
+            q.last_epoch = Some(epoch);
+            q.pending.push((header, bytes));
+            let lead = !q.writing;
+            q.writing = true;
+            (info, lead)
+        };
+        if lead {
+            self.write_queue()?;
+        } else if !until_written {
+            // The active writer will write it; durability waiters are woken
+            // when it is in the log.
+            return Ok(info);
+        }
+        // Write until our batch is in the log: lead if nobody writes,
+        // else wait for the writer.
+        loop {
+            let mut q = self.lock_queue();
+            if !q
+                .pending
+                .iter()
+                .any(|(h, _)| h.base_offset == info.base_offset)
+                && !q.writing
+            {
+                break;
+            }
+            if q.writing {
+                let _q = self
+                    .queue_idle
+                    .wait(q)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            q.writing = true;
+            drop(q);
+            self.write_queue()?;
+        }
+        if self.shared.state().poisoned.is_some() || self.log().log_end_offset() < info.next_offset
+        {
+            self.check_poisoned()?;
+        }
+        Ok(info)
+    }
+
+    /// The queue's writer: writes queued batches until the queue is empty.
+    fn write_queue(&self) -> Result<()> {
+        loop {
+            let batches = {
+                let mut q = self.lock_queue();
+                if q.pending.is_empty() {
+                    q.writing = false;
+                    self.queue_idle.notify_all();
+                    return Ok(());
+                }
+                std::mem::take(&mut q.pending)
+            };
+            let r = {
+                let mut log = self.shared.log_write();
+                log.append_encoded(&batches).map(|()| log.log_end_offset())
+            };
+            match r {
+                Ok(end) => {
+                    self.shared.note_written(end, false);
+                    // A waiter whose records this wrote may now lead a round.
+                    self.shared.wake_waiters();
+                }
+                Err(e) => {
+                    let mut q = self.lock_queue();
+                    q.pending.clear();
+                    q.writing = false;
+                    self.queue_idle.notify_all();
+                    drop(q);
+                    let r = Err(e);
+                    self.after_log_change(&r);
+                    return r;
+                }
+            }
+        }
+    }
+
     /// Appends `records` as one batch in `epoch` (see
-    /// [`Log::append_as_leader`]); returns before they are durable.
+    /// [`Log::append_as_leader`]); returns before they are durable, once
+    /// they are readable. Concurrent appends are written together.
     ///
     /// # Errors
     /// As [`Log::append_as_leader`]; `Poisoned` after a failed sync.
@@ -99,9 +260,25 @@ impl DurableLog {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.check_poisoned()?;
-        let r = self.shared.log_write().append_as_leader(epoch, records);
-        self.after_append(r, true)
+        self.check_size(records)?;
+        let info = self.append_queued(epoch, records, true)?;
+        self.shared.note_written(info.next_offset, true);
+        Ok(info)
+    }
+
+    fn check_size<R: AsRef<[u8]>>(&self, records: &[R]) -> Result<()> {
+        if records.is_empty() {
+            return Err(Error::EmptyBatch);
+        }
+        let bytes = crate::batch::encoded_len(records);
+        let max = self
+            .options
+            .max_batch_bytes
+            .min(crate::batch::MAX_BATCH_BYTES);
+        if bytes > max {
+            return Err(Error::BatchTooLarge { bytes, max });
+        }
+        Ok(())
     }
 
     /// Appends batches replicated from the leader (see
@@ -114,7 +291,14 @@ impl DurableLog {
         batches: &[FollowerBatch<'_, R>],
     ) -> Result<AppendInfo> {
         self.check_poisoned()?;
-        let r = self.shared.log_write().append_as_follower(batches);
+        let mut q = self.idle_queue();
+        let r = {
+            let mut log = self.shared.log_write();
+            let r = log.append_as_follower(batches);
+            Self::resync_queue(&mut q, &log);
+            r
+        };
+        drop(q);
         self.after_append(r, true)
     }
 
@@ -133,7 +317,8 @@ impl DurableLog {
         }
     }
 
-    /// Appends and blocks until the records are durable.
+    /// Appends and blocks until the records are durable. Concurrent callers
+    /// share writes and syncs.
     ///
     /// # Errors
     /// As [`DurableLog::append_as_leader`] and [`DurableLog::wait_durable`].
@@ -142,11 +327,10 @@ impl DurableLog {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.check_poisoned()?;
-        let r = self.shared.log_write().append_as_leader(epoch, records);
+        self.check_size(records)?;
         // This writer waits (and leads a round itself if none is in
         // flight): no need to wake the flusher.
-        let info = self.after_append(r, false)?;
+        let info = self.append_queued(epoch, records, false)?;
         self.wait_durable(info.next_offset)?;
         Ok(info)
     }
@@ -279,6 +463,7 @@ impl DurableLog {
     /// # Errors
     /// As [`Log::truncate_prefix_to`].
     pub fn truncate_prefix_to(&self, offset: Offset) -> Result<()> {
+        let _q = self.idle_queue();
         let r = self.shared.log_write().truncate_prefix_to(offset);
         self.after_log_change(&r);
         r
@@ -289,9 +474,11 @@ impl DurableLog {
     /// truncation's own sync made durable.
     fn truncating(&self, f: impl FnOnce(&mut Log) -> Result<()>) -> Result<()> {
         self.check_poisoned()?;
+        let mut q = self.idle_queue();
         let r = {
             let mut log = self.shared.log_write();
             let r = f(&mut log);
+            Self::resync_queue(&mut q, &log);
             if r.is_ok() {
                 let end = log.log_end_offset();
                 let mut st = self.shared.state();
@@ -316,7 +503,7 @@ impl DurableLog {
                 }
             }
             let fired = take_due(&mut st);
-            self.shared.round_done.notify_all();
+            sync::wake_parked(&mut st);
             fired
         };
         fire(fired);

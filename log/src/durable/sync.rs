@@ -67,6 +67,10 @@ pub(crate) struct SyncState {
     /// Threads blocked in `wait_durable` (they run rounds themselves under
     /// `GroupCommit`, so the flusher stays out of their way).
     pub waiters: usize,
+    /// Parked waiters by (offset awaited, sequence): a round wakes exactly
+    /// those it covers, and one more to lead the next round — no herd.
+    pub parked: BTreeMap<(Offset, u64), std::thread::Thread>,
+    pub next_parked: u64,
     pub poisoned: Option<String>,
     pub shutdown: bool,
     /// Registered completions by (offset, sequence).
@@ -97,8 +101,6 @@ pub(crate) struct Shared {
     pub state: Mutex<SyncState>,
     /// Wakes the flusher: data written, or shutdown.
     pub wake_flusher: Condvar,
-    /// Wakes waiters: a round ended (flushed moved, or poisoned).
-    pub round_done: Condvar,
     pub policy: SyncPolicy,
 }
 
@@ -157,7 +159,7 @@ impl Shared {
             if st.written > st.flushed && st.waiters == 0 {
                 self.wake_flusher.notify_one();
             }
-            self.round_done.notify_all();
+            wake_parked(&mut st);
             fired
         };
         if let Err(e) = result {
@@ -180,20 +182,22 @@ impl Shared {
             if st.flushed >= offset {
                 break Ok(st.flushed);
             }
-            match self.policy {
-                SyncPolicy::Never => break Err(Error::SyncDisabled),
-                SyncPolicy::GroupCommit if !st.syncing && st.written > st.flushed => {
-                    drop(st);
-                    self.sync_round();
-                    st = self.state();
-                }
-                _ => {
-                    st = self
-                        .round_done
-                        .wait(st)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
+            if self.policy == SyncPolicy::Never {
+                break Err(Error::SyncDisabled);
             }
+            if self.policy == SyncPolicy::GroupCommit && !st.syncing && st.written > st.flushed {
+                drop(st);
+                self.sync_round();
+                st = self.state();
+                continue;
+            }
+            let key = (offset, st.next_parked);
+            st.next_parked += 1;
+            st.parked.insert(key, std::thread::current());
+            drop(st);
+            std::thread::park();
+            st = self.state();
+            st.parked.remove(&key);
         };
         st.waiters -= 1;
         if st.waiters == 0 && st.written > st.flushed && self.policy != SyncPolicy::Never {
@@ -201,6 +205,11 @@ impl Shared {
             self.wake_flusher.notify_one();
         }
         result
+    }
+
+    /// Wakes parked waiters after the log or the watermark changed.
+    pub fn wake_waiters(&self) {
+        wake_parked(&mut self.state());
     }
 
     /// Notes that the log now ends at `end`; wakes the flusher unless the
@@ -213,6 +222,29 @@ impl Shared {
         let writer_leads = !wake_flusher && self.policy == SyncPolicy::GroupCommit;
         if self.policy != SyncPolicy::Never && !writer_leads {
             self.wake_flusher.notify_one();
+        }
+    }
+}
+
+/// Unparks the waiters `flushed` covers (all, once poisoned), and the
+/// lowest uncovered one if no round is in flight and data awaits a sync, so
+/// it leads the next round.
+pub(crate) fn wake_parked(st: &mut SyncState) {
+    if st.poisoned.is_some() {
+        for t in st.parked.values() {
+            t.unpark();
+        }
+        return;
+    }
+    let mut leader_woken = false;
+    for (&(offset, _), t) in &st.parked {
+        if offset <= st.flushed {
+            t.unpark();
+        } else if !leader_woken && !st.syncing && st.written > st.flushed {
+            t.unpark();
+            leader_woken = true;
+        } else {
+            break;
         }
     }
 }

@@ -12,7 +12,9 @@ use quorumlog_io::{File, OpenMode};
 
 use crate::batch::{encode_into, encoded_len};
 use crate::error::{Error, Result};
-use crate::format::{index_file_name, segment_file_name, IndexHeader, SEGMENT_HEADER_BYTES};
+use crate::format::{
+    index_file_name, segment_file_name, BatchHeader, IndexHeader, SEGMENT_HEADER_BYTES,
+};
 use crate::log::{Log, PREPARED_FILE};
 use crate::options::SegmentPreparation;
 use crate::segment::index::write_index_file;
@@ -171,6 +173,57 @@ impl Log {
         });
         self.scratch = buf;
         result
+    }
+
+    /// Writes batches encoded ahead (in offset order, continuing the log),
+    /// as few writes as segment boundaries allow: one for a group of small
+    /// batches from many writers.
+    ///
+    /// # Errors
+    /// `Io` (which poisons the log); `Poisoned`.
+    ///
+    /// # Panics
+    /// If the batches do not continue the log (a bug in the caller).
+    pub(crate) fn append_encoded(&mut self, batches: &[(BatchHeader, Vec<u8>)]) -> Result<()> {
+        self.guard(|log| {
+            let size = log.options.segment_size_bytes;
+            let mut i = 0;
+            let mut joined = Vec::new();
+            while i < batches.len() {
+                assert_eq!(
+                    batches[i].0.base_offset,
+                    log.log_end_offset(),
+                    "batches continue the log"
+                );
+                let start = log.active().end_position;
+                let mut end = start;
+                let mut j = i;
+                while j < batches.len() && end + batches[j].1.len() as u64 <= size {
+                    end += batches[j].1.len() as u64;
+                    j += 1;
+                }
+                if j == i {
+                    log.roll()?;
+                    continue;
+                }
+                if j == i + 1 {
+                    log.active().file.write_all_at(&batches[i].1, start)?;
+                } else {
+                    joined.clear();
+                    for (_, b) in &batches[i..j] {
+                        joined.extend_from_slice(b);
+                    }
+                    log.active().file.write_all_at(&joined, start)?;
+                }
+                for (h, b) in &batches[i..j] {
+                    log.active_mut().note_appended(b.len() as u64, h);
+                    log.epochs.assign(h.epoch, h.base_offset)?;
+                }
+                log.maybe_prepare_next()?;
+                i = j;
+            }
+            Ok(())
+        })
     }
 
     /// Creates and preallocates the next segment file once the active one is

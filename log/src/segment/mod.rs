@@ -249,6 +249,10 @@ impl Segment {
                 ));
             }
             self.file.read_exact_at(&mut head, pos)?;
+            if is_padding(&head, pos) {
+                pos = align_up(pos);
+                continue;
+            }
             let h =
                 BatchHeader::parse(&head).map_err(|k| corruption(self.base, pos, next, None, k))?;
             if h.base_offset != next {
