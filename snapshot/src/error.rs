@@ -1,0 +1,98 @@
+//! The error type of the snapshot crate.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::format::SnapshotId;
+
+/// What is wrong with snapshot bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CorruptionKind {
+    /// Fewer bytes than the structure needs.
+    #[error("truncated")]
+    Truncated,
+    /// The header magic is not there.
+    #[error("bad magic")]
+    BadMagic,
+    /// The file does not end with a valid footer (unfinished or cut).
+    #[error("no footer")]
+    NoFooter,
+    /// A stored checksum does not match.
+    #[error("checksum mismatch")]
+    ChecksumMismatch,
+    /// A version this build cannot read.
+    #[error("unsupported version")]
+    UnsupportedVersion,
+    /// Checksums match but a rule of the format is broken.
+    #[error("malformed: {0}")]
+    Malformed(&'static str),
+}
+
+/// Errors of the snapshot crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O error; its message names the operation and the path.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+    /// A snapshot file failed verification.
+    #[error("corrupt snapshot {file} at byte {position}: {kind}")]
+    Corruption {
+        /// The file.
+        file: PathBuf,
+        /// Where the problem was found.
+        position: u64,
+        /// What is wrong.
+        kind: CorruptionKind,
+    },
+    /// No published snapshot with this id.
+    #[error("no snapshot {0}")]
+    NotFound(SnapshotId),
+    /// A snapshot with this id is already published.
+    #[error("snapshot {0} already exists")]
+    AlreadyExists(SnapshotId),
+    /// An install of a snapshot not newer than the latest published one.
+    #[error("snapshot {offered} is not newer than the latest, {latest}")]
+    NotNewer {
+        /// The id offered.
+        offered: SnapshotId,
+        /// The latest published id.
+        latest: SnapshotId,
+    },
+    /// An install chunk at another position than the next expected one.
+    #[error("chunk at byte {position}, expected byte {expected}")]
+    WrongPosition {
+        /// The position given.
+        position: u64,
+        /// The next byte the install expects.
+        expected: u64,
+    },
+    /// An install chunk beyond the announced total size.
+    #[error("chunk of {len} bytes at {position} exceeds the total size {total}")]
+    Oversize {
+        /// Its position.
+        position: u64,
+        /// Its length.
+        len: u64,
+        /// The announced total.
+        total: u64,
+    },
+    /// No install in progress for this id (or with that size).
+    #[error("no install in progress for {0}")]
+    UnknownInstall(SnapshotId),
+    /// An install finished before all bytes arrived.
+    #[error("install has {received} of {total} bytes")]
+    Incomplete {
+        /// Bytes received.
+        received: u64,
+        /// Bytes announced.
+        total: u64,
+    },
+    /// Invalid options or arguments.
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+}
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,358 @@
+//! The snapshot file format.
+//!
+//! ```text
+//! header (40 B + metadata):
+//!  0       4         6       8            16      24            32             36           40
+//!  +-------+---------+-------+------------+-------+-------------+--------------+------------+-----------
+//!  | magic | version | flags | end_offset | epoch | created_ms  | metadata_len | header_crc | metadata…
+//!  |"QLSN" | u16 = 1 | u16   | u64        | u64   | u64 (Unix)  | u32          | u32        |
+//!  +-------+---------+-------+------------+-------+-------------+--------------+------------+-----------
+//!  header_crc: crc32c of bytes [0, 36) and the metadata. flags bits 0-1: compression (0 none, 1 zstd).
+//!
+//! chunk (repeated):
+//!  0            4          8        12
+//!  +------------+----------+--------+-------
+//!  | stored_len | raw_len  | crc32c | data…      crc32c of the stored bytes; raw_len = stored_len
+//!  | u32        | u32      | u32    |            unless compressed; stored_len ≥ 1
+//!  +------------+----------+--------+-------
+//!
+//! footer (40 B, the last bytes of the file):
+//!  0       4         6           8             16          24            28         32           36       40
+//!  +-------+---------+-----------+-------------+-----------+-------------+----------+------------+--------+
+//!  | magic | version | reserved  | total_len   | data_len  | chunk_count | file_crc | reserved   | crc32c |
+//!  |"QLSF" | u16 = 1 | u16 = 0   | u64         | u64       | u32         | u32      | u32 = 0    | u32    |
+//!  +-------+---------+-----------+-------------+-----------+-------------+----------+------------+--------+
+//!  total_len: the whole file, footer included. data_len: the bytes the state machine wrote.
+//!  file_crc: crc32c of every byte before the footer. crc32c: of footer bytes [0, 36).
+//! ```
+//!
+//! A file is a snapshot only if its footer is valid and its length is
+//! `total_len`; readers verify `file_crc` over the whole file before handing
+//! out any byte.
+
+use quorumlog_checkpoint::{Epoch, Offset};
+
+use crate::error::CorruptionKind;
+
+/// Header magic.
+pub const HEADER_MAGIC: [u8; 4] = *b"QLSN";
+/// Footer magic.
+pub const FOOTER_MAGIC: [u8; 4] = *b"QLSF";
+/// Format version.
+pub const VERSION: u16 = 1;
+/// Fixed header bytes (before the metadata).
+pub const HEADER_BYTES: usize = 40;
+/// Chunk header bytes.
+pub const CHUNK_HEADER_BYTES: usize = 12;
+/// Footer bytes.
+pub const FOOTER_BYTES: usize = 40;
+/// The largest metadata accepted.
+pub const MAX_METADATA_BYTES: usize = 1 << 20;
+/// The largest chunk (stored or raw) accepted.
+pub const MAX_CHUNK_BYTES: usize = 16 << 20;
+/// Compression flag: zstd.
+pub const FLAG_ZSTD: u16 = 1;
+
+/// The identity of a snapshot: it holds the state of every record below
+/// `end_offset`, the last of which has `epoch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SnapshotId {
+    /// Offset after the last record covered.
+    pub end_offset: Offset,
+    /// Epoch of the last record covered.
+    pub epoch: Epoch,
+}
+
+impl std::fmt::Display for SnapshotId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.end_offset, self.epoch)
+    }
+}
+
+impl SnapshotId {
+    /// The file stem: `<end_offset:20>-<epoch:20>`.
+    pub fn stem(&self) -> String {
+        format!("{:020}-{:020}", self.end_offset.0, self.epoch.0)
+    }
+
+    /// Parses a stem made by [`SnapshotId::stem`].
+    pub fn parse_stem(stem: &str) -> Option<SnapshotId> {
+        let (a, b) = stem.split_once('-')?;
+        let digits = |s: &str| s.len() == 20 && s.bytes().all(|c| c.is_ascii_digit());
+        if !digits(a) || !digits(b) {
+            return None;
+        }
+        Some(SnapshotId {
+            end_offset: Offset(a.parse().ok()?),
+            epoch: Epoch(b.parse().ok()?),
+        })
+    }
+}
+
+fn u16_at(b: &[u8], i: usize) -> u16 {
+    u16::from_le_bytes([b[i], b[i + 1]])
+}
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[i..i + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// A decoded header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// The snapshot's id.
+    pub id: SnapshotId,
+    /// Compression flags.
+    pub flags: u16,
+    /// Creation time, Unix milliseconds.
+    pub created_ms: u64,
+    /// Caller-supplied metadata (such as the voter set).
+    pub metadata: Vec<u8>,
+}
+
+impl Header {
+    /// Encodes the header with its metadata.
+    ///
+    /// # Panics
+    /// If the metadata exceeds [`MAX_METADATA_BYTES`].
+    pub fn encode(&self) -> Vec<u8> {
+        assert!(
+            self.metadata.len() <= MAX_METADATA_BYTES,
+            "metadata too large"
+        );
+        let mut out = Vec::with_capacity(HEADER_BYTES + self.metadata.len());
+        out.extend_from_slice(&HEADER_MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&self.flags.to_le_bytes());
+        out.extend_from_slice(&self.id.end_offset.0.to_le_bytes());
+        out.extend_from_slice(&self.id.epoch.0.to_le_bytes());
+        out.extend_from_slice(&self.created_ms.to_le_bytes());
+        // Lossless: bounded above.
+        out.extend_from_slice(
+            &u32::try_from(self.metadata.len())
+                .unwrap_or(u32::MAX)
+                .to_le_bytes(),
+        );
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&self.metadata);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..36]), &out[HEADER_BYTES..]);
+        out[36..40].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// The metadata length a fixed header declares (to know how much to
+    /// read), bounded.
+    ///
+    /// # Errors
+    /// `BadMagic`, `Truncated` or `Malformed`.
+    pub fn metadata_len(fixed: &[u8]) -> Result<usize, CorruptionKind> {
+        if fixed.len() < HEADER_BYTES {
+            return Err(CorruptionKind::Truncated);
+        }
+        if fixed[..4] != HEADER_MAGIC {
+            return Err(CorruptionKind::BadMagic);
+        }
+        let len = u32_at(fixed, 32) as usize;
+        if len > MAX_METADATA_BYTES {
+            return Err(CorruptionKind::Malformed("metadata too large"));
+        }
+        Ok(len)
+    }
+
+    /// Decodes and verifies a header (fixed part and metadata).
+    ///
+    /// # Errors
+    /// The [`CorruptionKind`] found.
+    pub fn decode(bytes: &[u8]) -> Result<Header, CorruptionKind> {
+        let len = Self::metadata_len(bytes)?;
+        if bytes.len() != HEADER_BYTES + len {
+            return Err(CorruptionKind::Truncated);
+        }
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..36]), &bytes[HEADER_BYTES..]);
+        if crc != u32_at(bytes, 36) {
+            return Err(CorruptionKind::ChecksumMismatch);
+        }
+        if u16_at(bytes, 4) != VERSION {
+            return Err(CorruptionKind::UnsupportedVersion);
+        }
+        let flags = u16_at(bytes, 6);
+        if flags & !FLAG_ZSTD != 0 {
+            return Err(CorruptionKind::Malformed("unknown flags"));
+        }
+        Ok(Header {
+            id: SnapshotId {
+                end_offset: Offset(u64_at(bytes, 8)),
+                epoch: Epoch(u64_at(bytes, 16)),
+            },
+            flags,
+            created_ms: u64_at(bytes, 24),
+            metadata: bytes[HEADER_BYTES..].to_vec(),
+        })
+    }
+}
+
+/// A chunk header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkHeader {
+    /// Bytes stored after the header.
+    pub stored_len: u32,
+    /// Bytes after decompression.
+    pub raw_len: u32,
+    /// crc32c of the stored bytes.
+    pub crc: u32,
+}
+
+impl ChunkHeader {
+    /// Encodes a chunk header.
+    pub fn encode(&self) -> [u8; CHUNK_HEADER_BYTES] {
+        let mut h = [0u8; CHUNK_HEADER_BYTES];
+        h[0..4].copy_from_slice(&self.stored_len.to_le_bytes());
+        h[4..8].copy_from_slice(&self.raw_len.to_le_bytes());
+        h[8..12].copy_from_slice(&self.crc.to_le_bytes());
+        h
+    }
+
+    /// Decodes a chunk header, checking its bounds.
+    ///
+    /// # Errors
+    /// `Truncated` or `Malformed`.
+    pub fn decode(h: &[u8]) -> Result<ChunkHeader, CorruptionKind> {
+        if h.len() < CHUNK_HEADER_BYTES {
+            return Err(CorruptionKind::Truncated);
+        }
+        let c = ChunkHeader {
+            stored_len: u32_at(h, 0),
+            raw_len: u32_at(h, 4),
+            crc: u32_at(h, 8),
+        };
+        if c.stored_len == 0
+            || c.stored_len as usize > MAX_CHUNK_BYTES
+            || c.raw_len as usize > MAX_CHUNK_BYTES
+        {
+            return Err(CorruptionKind::Malformed("chunk length out of bounds"));
+        }
+        Ok(c)
+    }
+}
+
+/// A decoded footer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footer {
+    /// The whole file's length.
+    pub total_len: u64,
+    /// The bytes the state machine wrote.
+    pub data_len: u64,
+    /// Chunks in the file.
+    pub chunk_count: u32,
+    /// crc32c of every byte before the footer.
+    pub file_crc: u32,
+}
+
+impl Footer {
+    /// Encodes the footer.
+    pub fn encode(&self) -> [u8; FOOTER_BYTES] {
+        let mut f = [0u8; FOOTER_BYTES];
+        f[0..4].copy_from_slice(&FOOTER_MAGIC);
+        f[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        f[8..16].copy_from_slice(&self.total_len.to_le_bytes());
+        f[16..24].copy_from_slice(&self.data_len.to_le_bytes());
+        f[24..28].copy_from_slice(&self.chunk_count.to_le_bytes());
+        f[28..32].copy_from_slice(&self.file_crc.to_le_bytes());
+        let crc = crc32c::crc32c(&f[..36]);
+        f[36..40].copy_from_slice(&crc.to_le_bytes());
+        f
+    }
+
+    /// Decodes and verifies a footer.
+    ///
+    /// # Errors
+    /// The [`CorruptionKind`] found.
+    pub fn decode(f: &[u8]) -> Result<Footer, CorruptionKind> {
+        if f.len() != FOOTER_BYTES {
+            return Err(CorruptionKind::Truncated);
+        }
+        if f[..4] != FOOTER_MAGIC {
+            return Err(CorruptionKind::NoFooter);
+        }
+        if crc32c::crc32c(&f[..36]) != u32_at(f, 36) {
+            return Err(CorruptionKind::ChecksumMismatch);
+        }
+        if u16_at(f, 4) != VERSION {
+            return Err(CorruptionKind::UnsupportedVersion);
+        }
+        if u16_at(f, 6) != 0 || u32_at(f, 32) != 0 {
+            return Err(CorruptionKind::Malformed("reserved footer bytes"));
+        }
+        Ok(Footer {
+            total_len: u64_at(f, 8),
+            data_len: u64_at(f, 16),
+            chunk_count: u32_at(f, 24),
+            file_crc: u32_at(f, 28),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            id: SnapshotId {
+                end_offset: Offset(100),
+                epoch: Epoch(3),
+            },
+            flags: FLAG_ZSTD,
+            created_ms: 1_700_000_000_000,
+            metadata: b"voters: 1,2,3".to_vec(),
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let h = header();
+        assert_eq!(Header::decode(&h.encode()).unwrap(), h);
+        let f = Footer {
+            total_len: 999,
+            data_len: 500,
+            chunk_count: 3,
+            file_crc: 0xDEAD_BEEF,
+        };
+        assert_eq!(Footer::decode(&f.encode()).unwrap(), f);
+        let c = ChunkHeader {
+            stored_len: 10,
+            raw_len: 20,
+            crc: 7,
+        };
+        assert_eq!(ChunkHeader::decode(&c.encode()).unwrap(), c);
+        let id = header().id;
+        assert_eq!(SnapshotId::parse_stem(&id.stem()), Some(id));
+        assert_eq!(SnapshotId::parse_stem("1-2"), None);
+    }
+
+    #[test]
+    fn every_flipped_bit_is_detected() {
+        let h = header().encode();
+        for bit in 0..h.len() * 8 {
+            let mut bad = h.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            assert!(Header::decode(&bad).is_err(), "header bit {bit}");
+        }
+        let f = Footer {
+            total_len: 999,
+            data_len: 500,
+            chunk_count: 3,
+            file_crc: 1,
+        }
+        .encode();
+        for bit in 0..f.len() * 8 {
+            let mut bad = f;
+            bad[bit / 8] ^= 1 << (bit % 8);
+            assert!(Footer::decode(&bad).is_err(), "footer bit {bit}");
+        }
+    }
+}

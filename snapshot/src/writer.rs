@@ -1,0 +1,186 @@
+//! Writing a snapshot: chunks (optionally zstd) streamed to a `.part` file,
+//! then `freeze`: footer, sync, atomic publish.
+//!
+//! Invariant: nothing is listed until `freeze` returns; a writer dropped
+//! without `freeze` removes its `.part` file.
+
+use std::sync::Arc;
+
+use quorumlog_io::{File, OpenMode};
+
+use crate::error::{Error, Result};
+use crate::format::{
+    ChunkHeader, Footer, Header, SnapshotId, FLAG_ZSTD, MAX_CHUNK_BYTES, MAX_METADATA_BYTES,
+};
+use crate::store::{Inner, SnapshotInfo};
+
+/// Options of a snapshot writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// Bytes of state per chunk. Default: 1 MiB.
+    pub chunk_bytes: usize,
+    /// zstd level per chunk, or `None` for no compression. Default: none.
+    pub zstd_level: Option<i32>,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            chunk_bytes: 1 << 20,
+            zstd_level: None,
+        }
+    }
+}
+
+/// A snapshot being written. Stream the state with [`SnapshotWriter::write`],
+/// then [`SnapshotWriter::freeze`].
+#[derive(Debug)]
+pub struct SnapshotWriter {
+    inner: Arc<Inner>,
+    id: SnapshotId,
+    file: Option<Box<dyn File>>,
+    options: WriterOptions,
+    buf: Vec<u8>,
+    pos: u64,
+    crc: u32,
+    data_len: u64,
+    chunks: u32,
+}
+
+fn created_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl SnapshotWriter {
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        id: SnapshotId,
+        metadata: &[u8],
+        options: WriterOptions,
+    ) -> Result<Self> {
+        if options.chunk_bytes == 0 || options.chunk_bytes > MAX_CHUNK_BYTES / 2 {
+            return Err(Error::Invalid("chunk_bytes must be in 1..=8 MiB".into()));
+        }
+        if metadata.len() > MAX_METADATA_BYTES {
+            return Err(Error::Invalid("metadata over 1 MiB".into()));
+        }
+        let file = inner
+            .fs
+            .open(&inner.part_path(id), OpenMode::CreateOrTruncate)?;
+        let header = Header {
+            id,
+            flags: if options.zstd_level.is_some() {
+                FLAG_ZSTD
+            } else {
+                0
+            },
+            created_ms: created_ms(),
+            metadata: metadata.to_vec(),
+        }
+        .encode();
+        let mut w = SnapshotWriter {
+            inner,
+            id,
+            file: Some(file),
+            options,
+            buf: Vec::with_capacity(options.chunk_bytes),
+            pos: 0,
+            crc: 0,
+            data_len: 0,
+            chunks: 0,
+        };
+        w.write_raw(&header)?;
+        Ok(w)
+    }
+
+    fn file(&self) -> Result<&dyn File> {
+        self.file
+            .as_deref()
+            .ok_or_else(|| Error::Invalid("writer already finished".into()))
+    }
+
+    fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.file()?.write_all_at(bytes, self.pos)?;
+        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        self.pos += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Appends state bytes.
+    ///
+    /// # Errors
+    /// `Io` (the writer should then be dropped; its file is removed).
+    pub fn write(&mut self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            let room = self.options.chunk_bytes - self.buf.len();
+            let n = room.min(data.len());
+            self.buf.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            self.data_len += n as u64;
+            if self.buf.len() == self.options.chunk_bytes {
+                self.flush_chunk()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_chunk(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let raw = std::mem::take(&mut self.buf);
+        let stored = match self.options.zstd_level {
+            Some(level) => zstd::bulk::compress(&raw, level)?,
+            None => raw.clone(),
+        };
+        let header = ChunkHeader {
+            // Lossless: chunks are at most 8 MiB (compressed output of 8 MiB
+            // stays below 16 MiB).
+            stored_len: u32::try_from(stored.len()).unwrap_or(u32::MAX),
+            raw_len: u32::try_from(raw.len()).unwrap_or(u32::MAX),
+            crc: crc32c::crc32c(&stored),
+        };
+        let mut out = Vec::with_capacity(stored.len() + 12);
+        out.extend_from_slice(&header.encode());
+        out.extend_from_slice(&stored);
+        self.write_raw(&out)?;
+        self.chunks += 1;
+        self.buf = raw;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Writes the footer, syncs, and atomically publishes the snapshot
+    /// (rename and directory sync). Durable when it returns.
+    ///
+    /// # Errors
+    /// `Io`; the `.part` file is then removed (best effort) and no snapshot
+    /// is listed.
+    pub fn freeze(mut self) -> Result<SnapshotInfo> {
+        self.flush_chunk()?;
+        let footer = Footer {
+            total_len: self.pos + crate::format::FOOTER_BYTES as u64,
+            data_len: self.data_len,
+            chunk_count: self.chunks,
+            file_crc: self.crc,
+        };
+        let total = footer.total_len;
+        self.file()?
+            .write_all_and_sync_at(&footer.encode(), self.pos)?;
+        self.file = None;
+        let part = self.inner.part_path(self.id);
+        let info = self.inner.publish(&part, self.id, total)?;
+        Ok(info)
+    }
+}
+
+impl Drop for SnapshotWriter {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            // Not frozen: the partial file is useless.
+            let _ = self.inner.fs.remove_file(&self.inner.part_path(self.id));
+        }
+    }
+}

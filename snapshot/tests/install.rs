@@ -1,0 +1,162 @@
+//! Installing a snapshot from the leader in chunks: ordering and size
+//! errors are typed, older snapshots are refused, an interrupted install
+//! resumes after a restart from its last durable chunk and produces a
+//! byte-identical snapshot, and a corrupt transfer is never published.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{both, id, small_chunks, state, write, DIR};
+use quorumlog_checkpoint::SharedFs;
+use quorumlog_io::{CrashPlan, FileSystem, SimFs};
+use quorumlog_snapshot::{Error, SnapshotInfo, SnapshotStore};
+
+fn leader(seed: u64) -> (SnapshotStore, SnapshotInfo, Vec<u8>) {
+    let fs: SharedFs = Arc::new(SimFs::new(seed));
+    let store = SnapshotStore::open(fs, Path::new("/leader")).unwrap();
+    let data = state(7000, seed);
+    let s = write(&store, id(100, 4), &data, small_chunks());
+    (store, s, data)
+}
+
+fn raw(store: &SnapshotStore, s: &SnapshotInfo) -> Vec<u8> {
+    store.read_chunk(s.id, 0, usize::MAX).unwrap()
+}
+
+#[test]
+fn chunked_transfer_publishes_an_identical_snapshot() {
+    let (l, s, data) = leader(1);
+    both(|fs, dir| {
+        let store = SnapshotStore::open(fs.clone(), dir).unwrap();
+        let mut install = store.begin_install(s.id, s.size_bytes).unwrap();
+        let mut pos = 0;
+        while pos < s.size_bytes {
+            let c = l.read_chunk(s.id, pos, 1234).unwrap();
+            install.write_chunk(pos, &c).unwrap();
+            pos += c.len() as u64;
+        }
+        let info = install.finish().unwrap();
+        assert_eq!(info, s);
+        assert_eq!(store.reader(s.id).unwrap().read_to_end().unwrap(), data);
+        assert_eq!(store.read_chunk(s.id, 0, usize::MAX).unwrap(), raw(&l, &s));
+        assert!(store.installs().unwrap().is_empty());
+    });
+}
+
+#[test]
+fn bad_chunks_are_typed_errors() {
+    let (l, s, _) = leader(2);
+    both(|fs, dir| {
+        let store = SnapshotStore::open(fs.clone(), dir).unwrap();
+        let mut install = store.begin_install(s.id, s.size_bytes).unwrap();
+        let c = l.read_chunk(s.id, 0, 100).unwrap();
+        assert!(matches!(
+            install.write_chunk(50, &c),
+            Err(Error::WrongPosition {
+                position: 50,
+                expected: 0
+            })
+        ));
+        install.write_chunk(0, &c).unwrap();
+        assert!(matches!(
+            install.write_chunk(0, &c),
+            Err(Error::WrongPosition { expected: 100, .. })
+        ));
+        let too_much = vec![0u8; usize::try_from(s.size_bytes).unwrap()];
+        assert!(matches!(
+            install.write_chunk(100, &too_much),
+            Err(Error::Oversize { .. })
+        ));
+        let install_id = install.id();
+        assert_eq!(install_id, s.id);
+        assert!(matches!(
+            install.finish(),
+            Err(Error::Incomplete { received: 100, .. })
+        ));
+        // Older than (or equal to) the latest: refused.
+        write(&store, id(200, 5), b"newer", small_chunks());
+        assert!(matches!(
+            store.begin_install(s.id, s.size_bytes),
+            Err(Error::NotNewer { .. })
+        ));
+    });
+}
+
+#[test]
+fn a_corrupt_transfer_is_never_published() {
+    let (l, s, _) = leader(3);
+    let store = SnapshotStore::open(Arc::new(SimFs::new(9)), Path::new(DIR)).unwrap();
+    let mut bytes = raw(&l, &s);
+    bytes[500] ^= 0x40;
+    let mut install = store.begin_install(s.id, s.size_bytes).unwrap();
+    install.write_chunk(0, &bytes).unwrap();
+    assert!(matches!(install.finish(), Err(Error::Corruption { .. })));
+    assert!(store.list().is_empty());
+    assert!(
+        store.installs().unwrap().is_empty(),
+        "the bad partial is removed"
+    );
+}
+
+#[test]
+fn an_interrupted_install_resumes_after_a_restart() {
+    let (l, s, data) = leader(4);
+    let whole = raw(&l, &s);
+    for plan in [
+        CrashPlan::LoseUnsynced,
+        CrashPlan::KeepAll,
+        CrashPlan::Random,
+    ] {
+        for cut in [0usize, 1, 30, 1000, 3333, whole.len() - 1] {
+            let sim = SimFs::new(cut as u64);
+            let fs: SharedFs = Arc::new(sim.clone());
+            let store = SnapshotStore::open(fs, Path::new(DIR)).unwrap();
+            let mut install = store.begin_install(s.id, s.size_bytes).unwrap();
+            // Received up to `cut`, in uneven chunks, then a torn write.
+            let mut pos = 0;
+            while pos < cut {
+                let end = (pos + 700).min(cut);
+                install.write_chunk(pos as u64, &whole[pos..end]).unwrap();
+                pos = end;
+            }
+            let f = sim.open(
+                &Path::new(DIR).join(format!("{}-{:020}.install", s.id.stem(), s.size_bytes)),
+                quorumlog_io::OpenMode::ReadWrite,
+            );
+            if let Ok(f) = f {
+                f.write_all_at(&[0xEE; 300], cut as u64).unwrap(); // never synced
+            }
+            drop(install);
+            let after = sim.crash_with(plan);
+            let fs: SharedFs = Arc::new(after.clone());
+            let store = SnapshotStore::open(fs, Path::new(DIR)).unwrap();
+            assert_eq!(
+                store.installs().unwrap(),
+                vec![(s.id, s.size_bytes)],
+                "kept for resuming"
+            );
+            let mut install = store.begin_install(s.id, s.size_bytes).unwrap();
+            let resume = install.position();
+            assert!(
+                resume as usize <= cut,
+                "{plan:?} cut {cut}: resumes at {resume}"
+            );
+            let mut pos = resume as usize;
+            while pos < whole.len() {
+                let end = (pos + 900).min(whole.len());
+                install.write_chunk(pos as u64, &whole[pos..end]).unwrap();
+                pos = end;
+            }
+            install.finish().unwrap();
+            assert_eq!(
+                store.read_chunk(s.id, 0, usize::MAX).unwrap(),
+                whole,
+                "byte-identical"
+            );
+            assert_eq!(store.reader(s.id).unwrap().read_to_end().unwrap(), data);
+        }
+    }
+}
