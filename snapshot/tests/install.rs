@@ -139,12 +139,12 @@ fn an_interrupted_install_resumes_after_a_restart() {
                 "kept for resuming"
             );
             let mut install = store.begin_install(s.id, s.size_bytes).unwrap();
-            let resume = install.position();
+            let resume = usize::try_from(install.position()).unwrap();
             assert!(
-                resume as usize <= cut,
+                resume <= cut,
                 "{plan:?} cut {cut}: resumes at {resume}"
             );
-            let mut pos = resume as usize;
+            let mut pos = resume;
             while pos < whole.len() {
                 let end = (pos + 900).min(whole.len());
                 install.write_chunk(pos as u64, &whole[pos..end]).unwrap();
