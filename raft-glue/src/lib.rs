@@ -1,6 +1,11 @@
 //! `quorumlog-raft`: the Raft-facing facade over the storage crates.
 //!
-//! Will own: one store per Raft group with KRaft-style operations, durable
-//! election-state transitions, the voter set with in-flight reassignment, and
-//! adapters for openraft and tikv/raft-rs. Nothing is implemented yet.
+//! Today it holds the log-cleaning path ([`compaction::clean_log_prefix`]):
+//! the log prefix is deleted only up to the end of a durable snapshot
+//! (DESIGN.md invariant 7). Still to come (issue "Raft glue"): one store per
+//! Raft group with KRaft-style operations, durable election-state
+//! transitions, the voter set with in-flight reassignment, and adapters for
+//! openraft and tikv/raft-rs.
 #![forbid(unsafe_code)]
+
+pub mod compaction;

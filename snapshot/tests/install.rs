@@ -140,10 +140,7 @@ fn an_interrupted_install_resumes_after_a_restart() {
             );
             let mut install = store.begin_install(s.id, s.size_bytes).unwrap();
             let resume = usize::try_from(install.position()).unwrap();
-            assert!(
-                resume <= cut,
-                "{plan:?} cut {cut}: resumes at {resume}"
-            );
+            assert!(resume <= cut, "{plan:?} cut {cut}: resumes at {resume}");
             let mut pos = resume;
             while pos < whole.len() {
                 let end = (pos + 900).min(whole.len());
