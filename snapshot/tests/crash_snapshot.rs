@@ -104,7 +104,7 @@ fn write_and_freeze() {
             write(store, id(10, 1), &data_of(id(10, 1)), small_chunks());
         },
         |store| {
-            let mut go = || -> quorumlog_snapshot::Result<SnapshotInfo> {
+            let go = || -> quorumlog_snapshot::Result<SnapshotInfo> {
                 let mut w = store.create(id(20, 1), b"meta", small_chunks())?;
                 w.write(&data_of(id(20, 1)))?;
                 w.freeze()
@@ -156,7 +156,7 @@ fn install_resume_and_finish() {
         },
         |store| {
             let (sid, bytes) = leader_file();
-            let mut go = || -> quorumlog_snapshot::Result<SnapshotInfo> {
+            let go = || -> quorumlog_snapshot::Result<SnapshotInfo> {
                 let mut install = store.begin_install(sid, bytes.len() as u64)?;
                 let mut pos = 0;
                 while pos < bytes.len() {
