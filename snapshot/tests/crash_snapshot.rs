@@ -126,8 +126,13 @@ fn write_and_freeze() {
                 .into_iter()
                 .map(|e| e.name)
                 .collect();
+            let partial = |n: &String| {
+                Path::new(n)
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("part"))
+            };
             assert!(
-                !names.iter().any(|n| n.ends_with(".part")),
+                !names.iter().any(partial),
                 "{what}: partial left: {names:?}"
             );
         },
