@@ -138,4 +138,21 @@ fn read_and_reopen(c: &mut Criterion) {
 }
 
 criterion_group!(benches, append, group_commit, read_and_reopen);
-criterion_main!(benches);
+
+fn snapshot(c: &mut Criterion) {
+    use quorumlog_benches::workloads::snapshot_write_read;
+    let mut g = c.benchmark_group("snapshot_64MiB");
+    g.sample_size(10).throughput(Throughput::Bytes(64 << 20));
+    for (name, level) in [("plain", None), ("zstd1", Some(1))] {
+        g.bench_function(format!("write_then_verified_read_{name}"), |b| {
+            b.iter(|| {
+                let tmp = tempfile::tempdir().unwrap();
+                snapshot_write_read(tmp.path(), 64 << 20, level).unwrap()
+            });
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(snapshots, snapshot);
+criterion_main!(benches, snapshots);

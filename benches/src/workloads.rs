@@ -230,3 +230,86 @@ pub fn read_and_reopen(dir: &Path, bytes: u64) -> Result<ReadReopen, BenchError>
         log_bytes: written,
     })
 }
+
+/// S1: write and read back a snapshot of `bytes` on the real file system.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SnapshotRun {
+    /// Writing (streamed, frozen: synced and published).
+    pub write: Measured,
+    /// Reading (whole-file verification, then every chunk again).
+    pub read: Measured,
+    /// Size of the file.
+    pub file_bytes: u64,
+}
+
+/// Writes a snapshot of `bytes` of state (1 MiB chunks, `zstd_level`
+/// compression if any), then reads it back verified.
+///
+/// # Errors
+/// Any error.
+pub fn snapshot_write_read(
+    dir: &Path,
+    bytes: u64,
+    zstd_level: Option<i32>,
+) -> Result<SnapshotRun, BenchError> {
+    use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let store = SnapshotStore::open(fs, dir)?;
+    let id = SnapshotId {
+        end_offset: quorumlog_checkpoint::Offset(bytes),
+        epoch: Epoch(1),
+    };
+    // Semi-compressible state: 1 MiB of a 16-value alphabet (about 2:1
+    // with zstd), written in 4 KiB pieces.
+    let state: Vec<u8> = payload(7, 0, 1 << 20).iter().map(|b| b % 16).collect();
+    let mut pieces = state.chunks(4096).cycle();
+    let t = Instant::now();
+    let mut w = store.create(
+        id,
+        b"",
+        WriterOptions {
+            chunk_bytes: 1 << 20,
+            zstd_level,
+        },
+    )?;
+    let mut written = 0u64;
+    while written < bytes {
+        let piece = pieces.next().ok_or("no state")?;
+        w.write(piece)?;
+        written += piece.len() as u64;
+    }
+    let info = w.freeze()?;
+    let write = Measured {
+        entries: written >> 20,
+        bytes: written,
+        seconds: t.elapsed().as_secs_f64(),
+    };
+    let t = Instant::now();
+    let mut r = store.reader(id)?;
+    let mut read = 0u64;
+    while let Some(c) = r.next_chunk()? {
+        read += c.len() as u64;
+    }
+    let read = Measured {
+        entries: read >> 20,
+        bytes: read,
+        seconds: t.elapsed().as_secs_f64(),
+    };
+    Ok(SnapshotRun {
+        write,
+        read,
+        file_bytes: info.size_bytes,
+    })
+}
+
+/// This process's peak resident set size in KiB (`VmHWM`), if known.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}

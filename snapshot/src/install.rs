@@ -14,7 +14,7 @@ use std::sync::Arc;
 use quorumlog_io::{File, OpenMode};
 
 use crate::error::{Error, Result};
-use crate::format::{Header, SnapshotId, CHUNK_HEADER_BYTES, FOOTER_BYTES, HEADER_BYTES};
+use crate::format::{Footer, Header, SnapshotId, CHUNK_HEADER_BYTES, FOOTER_BYTES, HEADER_BYTES};
 use crate::reader::{read_chunk_at, verify};
 use crate::store::{Inner, SnapshotInfo};
 
@@ -57,7 +57,13 @@ fn verified_prefix(file: &dyn File, path: &std::path::Path, len: u64) -> Result<
         pos += CHUNK_HEADER_BYTES as u64 + u64::from(ch.stored_len);
     }
     if len - pos == FOOTER_BYTES as u64 {
-        return Ok(len);
+        // Complete only if the footer itself arrived (the file is
+        // preallocated: unwritten bytes read as zeros).
+        let mut f = [0u8; FOOTER_BYTES];
+        file.read_exact_at(&mut f, pos)?;
+        if Footer::decode(&f).is_ok_and(|footer| footer.total_len == len) {
+            return Ok(len);
+        }
     }
     Ok(pos)
 }
@@ -89,6 +95,9 @@ impl Install {
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let file = inner.fs.open(&path, OpenMode::CreateNew)?;
+                // Blocks reserved up front: chunks then overwrite allocated
+                // space (several times faster than allocating as they come).
+                file.allocate(total)?;
                 inner.fs.sync_dir(&inner.dir)?;
                 (file, 0)
             }

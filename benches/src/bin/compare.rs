@@ -19,7 +19,8 @@ use quorumlog_benches::systems::{
     BenchError, Okaywal, Quorumlog, QuorumlogSetup, RaftEngine, Raw, System,
 };
 use quorumlog_benches::workloads::{
-    read_and_reopen, run_write, Measured, Workload, WRITE_WORKLOADS,
+    peak_rss_kib, read_and_reopen, run_write, snapshot_write_read, Measured, Workload,
+    WRITE_WORKLOADS,
 };
 use quorumlog_io::{FileSystem, IoBackend, RealFs};
 use quorumlog_log::{Preallocation, WriteAlignment};
@@ -39,7 +40,7 @@ fn parse_args() -> Result<Args, BenchError> {
         seconds: 3.0,
         csv: false,
         gib: 1.0,
-        workloads: vec!["W1", "W2", "W3", "W4", "W5", "R1", "O1"]
+        workloads: vec!["W1", "W2", "W3", "W4", "W5", "R1", "O1", "S1"]
             .into_iter()
             .map(String::from)
             .collect(),
@@ -286,6 +287,50 @@ fn run() -> Result<(), BenchError> {
             );
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+    if args.workloads.iter().any(|n| n == "S1") {
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "GiB to bytes"
+        )]
+        let bytes = (args.gib * f64::from(1u32 << 30)) as u64;
+        for (name, level) in [("S1", None), ("S1-zstd", Some(1))] {
+            let dir = base.join(name);
+            let run = snapshot_write_read(&dir, bytes, level)?;
+            eprintln!(
+                "{name}: write {:.0} MB/s, read {:.0} MB/s, file {} bytes",
+                run.write.mb_per_s(),
+                run.read.mb_per_s(),
+                run.file_bytes
+            );
+            rows.push(Row {
+                workload: format!("{name}-write"),
+                system: "quorumlog".into(),
+                m: run.write,
+            });
+            rows.push(Row {
+                workload: format!("{name}-read"),
+                system: "quorumlog".into(),
+                m: run.read,
+            });
+            let _ = writeln!(
+                extra,
+                "{name} snapshot of {:.2} GiB state: file {:.2} GiB; write (frozen) {:.2} GB/s, verified read {:.2} GB/s",
+                bytes as f64 / f64::from(1u32 << 30),
+                run.file_bytes as f64 / f64::from(1u32 << 30),
+                run.write.mb_per_s() / 1e3,
+                run.read.mb_per_s() / 1e3
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        if let Some(kib) = peak_rss_kib() {
+            let _ = writeln!(
+                extra,
+                "peak RSS of this process: {} MiB (run `--workloads S1` alone to attribute it to snapshots)",
+                kib / 1024
+            );
+        }
     }
     report(&rows, &args, &extra, &backend);
     Ok(())
