@@ -289,32 +289,45 @@ fn run() -> Result<(), BenchError> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     if args.workloads.iter().any(|n| n == "S1") {
-        #[expect(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            reason = "GiB to bytes"
-        )]
-        let bytes = (args.gib * f64::from(1u32 << 30)) as u64;
-        for (name, level) in [("S1", None), ("S1-zstd", Some(1))] {
-            let dir = base.join(name);
-            let run = snapshot_write_read(&dir, bytes, level)?;
-            eprintln!(
-                "{name}: write {:.0} MB/s, read {:.0} MB/s, file {} bytes",
-                run.write.mb_per_s(),
-                run.read.mb_per_s(),
-                run.file_bytes
-            );
-            rows.push(Row {
-                workload: format!("{name}-write"),
-                system: "quorumlog".into(),
-                m: run.write,
-            });
-            rows.push(Row {
-                workload: format!("{name}-read"),
-                system: "quorumlog".into(),
-                m: run.read,
-            });
-            let _ = writeln!(
+        run_snapshots(&args, base, &mut rows, &mut extra)?;
+    }
+    report(&rows, &args, &extra, &backend);
+    Ok(())
+}
+
+#[expect(clippy::cast_precision_loss, reason = "rates for display")]
+fn run_snapshots(
+    args: &Args,
+    base: &Path,
+    rows: &mut Vec<Row>,
+    extra: &mut String,
+) -> Result<(), BenchError> {
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "GiB to bytes"
+    )]
+    let bytes = (args.gib * f64::from(1u32 << 30)) as u64;
+    for (name, level) in [("S1", None), ("S1-zstd", Some(1))] {
+        let dir = base.join(name);
+        let run = snapshot_write_read(&dir, bytes, level)?;
+        eprintln!(
+            "{name}: write {:.0} MB/s, read {:.0} MB/s, file {} bytes",
+            run.write.mb_per_s(),
+            run.read.mb_per_s(),
+            run.file_bytes
+        );
+        rows.push(Row {
+            workload: format!("{name}-write"),
+            system: "quorumlog".into(),
+            m: run.write,
+        });
+        rows.push(Row {
+            workload: format!("{name}-read"),
+            system: "quorumlog".into(),
+            m: run.read,
+        });
+        let _ = writeln!(
                 extra,
                 "{name} snapshot of {:.2} GiB state: file {:.2} GiB; write (frozen) {:.2} GB/s, verified read {:.2} GB/s",
                 bytes as f64 / f64::from(1u32 << 30),
@@ -322,17 +335,15 @@ fn run() -> Result<(), BenchError> {
                 run.write.mb_per_s() / 1e3,
                 run.read.mb_per_s() / 1e3
             );
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        if let Some(kib) = peak_rss_kib() {
-            let _ = writeln!(
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    if let Some(kib) = peak_rss_kib() {
+        let _ = writeln!(
                 extra,
                 "peak RSS of this process: {} MiB (run `--workloads S1` alone to attribute it to snapshots)",
                 kib / 1024
             );
-        }
     }
-    report(&rows, &args, &extra, &backend);
     Ok(())
 }
 
