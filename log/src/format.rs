@@ -334,6 +334,9 @@ pub fn decode_index(bytes: &[u8]) -> Result<(IndexHeader, Vec<(u32, u32)>), Corr
     if le_u16(bytes, 4) != VERSION {
         return Err(CorruptionKind::UnsupportedVersion);
     }
+    if le_u16(bytes, 6) != 0 {
+        return Err(CorruptionKind::Malformed("reserved index header bytes"));
+    }
     let header = IndexHeader {
         base_offset: Offset(le_u64(bytes, 8)),
         end_offset: Offset(le_u64(bytes, 16)),

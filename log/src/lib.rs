@@ -41,6 +41,7 @@ pub mod batch;
 mod durable;
 mod error;
 pub mod format;
+pub mod fuzzing;
 mod intent;
 mod log;
 mod options;

@@ -34,6 +34,7 @@
 
 mod error;
 pub mod format;
+pub mod fuzzing;
 mod install;
 mod reader;
 mod store;
