@@ -16,7 +16,11 @@ pub fn decode_batch(bytes: &[u8]) -> bool {
         assert_eq!(encode_index(&h, &entries), bytes, "index re-encodes");
     }
     if let Ok(base) = decode_segment_header(bytes) {
-        assert_eq!(&encode_segment_header(base)[..], &bytes[..32], "segment header re-encodes");
+        assert_eq!(
+            &encode_segment_header(base)[..],
+            &bytes[..32],
+            "segment header re-encodes"
+        );
     }
     let Ok(h) = verify_batch(bytes) else {
         return false;
@@ -57,8 +61,16 @@ mod tests {
         let mut valid = Vec::new();
         for c in [Compression::None, Compression::Zstd { level: 1 }] {
             let mut out = Vec::new();
-            encode_into(&mut out, Offset(7), Epoch(2), &[b"ab".as_slice(), b"", &[3u8; 300]], c, 0, 1 << 20)
-                .unwrap();
+            encode_into(
+                &mut out,
+                Offset(7),
+                Epoch(2),
+                &[b"ab".as_slice(), b"", &[3u8; 300]],
+                c,
+                0,
+                1 << 20,
+            )
+            .unwrap();
             valid.push(out);
         }
         valid.push(encode_segment_header(Offset(9)).to_vec());

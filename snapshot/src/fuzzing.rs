@@ -61,7 +61,14 @@ mod tests {
             epoch: Epoch(1),
         };
         let mut w = store
-            .create(id, b"m", WriterOptions { chunk_bytes: 64, zstd_level })
+            .create(
+                id,
+                b"m",
+                WriterOptions {
+                    chunk_bytes: 64,
+                    zstd_level,
+                },
+            )
             .unwrap();
         w.write(&[7u8; 150]).unwrap();
         w.freeze().unwrap();

@@ -297,6 +297,17 @@ impl Log {
             };
             let blen = h.batch_len as usize;
             if blen > rest.len() {
+                if batches.is_empty() {
+                    // The first batch always fits (the buffer was sized for
+                    // it): a length past the segment's end is corruption.
+                    return Err(crate::segment::corruption(
+                        seg.base,
+                        here,
+                        next,
+                        Some(h.epoch),
+                        crate::error::CorruptionKind::Truncated,
+                    ));
+                }
                 break; // cut by max_bytes: stop before it
             }
             if let Err(kind) = crate::batch::verify_batch(&rest[..blen]) {
