@@ -8,7 +8,7 @@
 //! `QUORUMLOG_KILLS=N` sets the number of kills (default 20).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -62,7 +62,6 @@ fn child_role() {
         let rec = record(at, round);
         let info = log.append_durable(Epoch(1), &[&rec]).unwrap();
         assert_eq!(info.base_offset.0, at);
-        use std::io::Write;
         writeln!(out, "ACK {at} {}", crc32c::crc32c(&rec)).unwrap();
         out.flush().unwrap();
     }
