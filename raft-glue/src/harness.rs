@@ -321,7 +321,13 @@ fn run(seed: u64, ops: &[Op], d: &Disturbance) -> Result<(SimFs, Model, Model, u
             let end = m.records.len() as u64;
             before.flushed = before.flushed.min(m.start + x % (end - m.start + 1));
         }
-        if !apply(&mut node, &sim, &mut m, *op, seed * 1000 + step as u64) {
+        if !apply(
+            &mut node,
+            &sim,
+            &mut m,
+            *op,
+            seed.wrapping_mul(1000).wrapping_add(step as u64),
+        ) {
             failed = true;
             failed_op = Some(*op);
             break;
