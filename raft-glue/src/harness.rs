@@ -30,7 +30,7 @@ use quorumlog_checkpoint::{
     QuorumState, SharedFs, Vote,
 };
 use quorumlog_io::{CrashPlan, FaultKind, FaultOp, SimFs, SimRng, Tear};
-use quorumlog_log::{Error as LogError, Log, LogOptions, SegmentPreparation};
+use quorumlog_log::{Error as LogError, FollowerBatch, Log, LogOptions, SegmentPreparation};
 use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
 
 use crate::compaction::clean_log_prefix;
@@ -49,6 +49,14 @@ pub enum Op {
         /// Start a new epoch first.
         bump: bool,
     },
+    /// Follower append: the same records arriving as replicated batches
+    /// (offsets and epoch from the leader), `n` batches of one record.
+    Follower {
+        /// Batches.
+        n: u8,
+        /// Bytes per record.
+        size: u16,
+    },
     /// Make everything written durable.
     Flush,
     /// Suffix truncation to this offset (clamped to what is allowed).
@@ -58,6 +66,14 @@ pub enum Op {
     /// Write and freeze a snapshot of everything flushed, then clean the log
     /// prefix up to it.
     SnapshotAndClean,
+    /// Receive the leader's snapshot of everything flushed: `chunks` more
+    /// chunks of the transfer (resuming a partial one), then `finish`.
+    Install {
+        /// Chunks of 700 bytes to receive now.
+        chunks: u8,
+        /// Finish (verify and publish) if all bytes are in.
+        finish: bool,
+    },
     /// Clean close and reopen.
     Reopen,
 }
@@ -72,10 +88,18 @@ pub fn workload(seed: u64, len: usize) -> Vec<Op> {
                 size: 1 + u16::try_from(rng.below(300)).unwrap_or(0),
                 bump: rng.below(12) == 0,
             },
-            50..=64 => Op::Flush,
-            65..=72 => Op::Truncate(rng.below(1 << 20)),
-            73..=80 => Op::Vote(rng.below(5)),
-            81..=88 => Op::SnapshotAndClean,
+            50..=56 => Op::Follower {
+                n: 1 + u8::try_from(rng.below(3)).unwrap_or(0),
+                size: 1 + u16::try_from(rng.below(200)).unwrap_or(0),
+            },
+            57..=66 => Op::Flush,
+            67..=72 => Op::Truncate(rng.below(1 << 20)),
+            73..=78 => Op::Vote(rng.below(5)),
+            79..=84 => Op::SnapshotAndClean,
+            85..=89 => Op::Install {
+                chunks: u8::try_from(rng.below(8)).unwrap_or(0),
+                finish: rng.below(2) == 0,
+            },
             _ => Op::Reopen,
         })
         .collect()
@@ -108,6 +132,8 @@ pub struct Checked {
     pub records: u64,
     /// Whether a flipped bit was reported as corruption.
     pub corruption_reported: bool,
+    /// Listed snapshots that came in by install.
+    pub installed_snapshots: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -121,6 +147,9 @@ struct Model {
     votes: Vec<QuorumState>,
     /// Acknowledged snapshots and their content.
     snapshots: BTreeMap<SnapshotId, Vec<u8>>,
+    /// Suffix truncations so far (a leader snapshot's id changes with them,
+    /// as its content may).
+    truncations: u64,
 }
 
 fn payload(offset: u64, gen: u64, len: usize) -> Vec<u8> {
@@ -202,16 +231,36 @@ fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op, gen: u64) 
                 .extend(recs.iter().cloned().map(|r| Some((epoch, r))));
             n.log.append_as_leader(Epoch(epoch), &recs).is_ok()
         }
+        Op::Follower { n: count, size } => {
+            let base = n.log.log_end_offset().0;
+            let recs: Vec<Vec<u8>> = (0..u64::from(count))
+                .map(|i| payload(base + i, gen, usize::from(size)))
+                .collect();
+            let batches: Vec<FollowerBatch<'_, Vec<u8>>> = recs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| FollowerBatch {
+                    base_offset: Offset(base + i as u64),
+                    epoch: Epoch(m.epoch),
+                    records: std::slice::from_ref(r),
+                })
+                .collect();
+            m.records
+                .extend(recs.iter().cloned().map(|r| Some((m.epoch, r))));
+            n.log.append_as_follower(&batches).is_ok()
+        }
         Op::Flush => {
             m.flushed = m.records.len() as u64;
             n.log.flush().is_ok()
         }
+        Op::Install { chunks, finish } => install(n, m, chunks, finish),
         Op::Truncate(x) => {
             let lo = n.log.high_watermark().map_or(0, |h| h.0).max(m.start);
             let end = m.records.len() as u64;
             let x = lo + x % (end - lo + 1);
             m.records.truncate(usize::try_from(x).unwrap_or(0));
             m.flushed = m.flushed.min(x);
+            m.truncations += 1;
             n.log.truncate_to(Offset(x)).is_ok()
         }
         Op::Vote(candidate) => {
@@ -244,6 +293,62 @@ fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op, gen: u64) 
             }
         }
     }
+}
+
+/// The leader's snapshot of the model's flushed state, as raw file bytes
+/// (made on a separate simulated disk, deterministic for a given state).
+fn leader_snapshot(m: &Model) -> Option<(SnapshotId, Vec<u8>)> {
+    let end = m.flushed;
+    if end == 0 {
+        return None;
+    }
+    let id = SnapshotId {
+        end_offset: Offset(end),
+        epoch: Epoch(1000 + m.epoch * 1000 + m.truncations),
+    };
+    let fs: SharedFs = Arc::new(SimFs::new(end));
+    let store = SnapshotStore::open(fs, Path::new("/leader")).ok()?;
+    let mut w = store
+        .create(
+            id,
+            b"",
+            WriterOptions {
+                chunk_bytes: 512,
+                zstd_level: None,
+            },
+        )
+        .ok()?;
+    w.write(&state_below(m, end)).ok()?;
+    w.freeze().ok()?;
+    Some((id, store.read_chunk(id, 0, usize::MAX).ok()?))
+}
+
+fn install(n: &mut Node, m: &mut Model, chunks: u8, finish: bool) -> bool {
+    let Some((id, bytes)) = leader_snapshot(m) else {
+        return true;
+    };
+    if n.store.latest().is_some_and(|l| l.id >= id) {
+        return true;
+    }
+    let Ok(mut install) = n.store.begin_install(id, bytes.len() as u64) else {
+        return false;
+    };
+    let mut pos = usize::try_from(install.position()).unwrap_or(usize::MAX);
+    for _ in 0..chunks {
+        if pos >= bytes.len() {
+            break;
+        }
+        let end = (pos + 700).min(bytes.len());
+        if install.write_chunk(pos as u64, &bytes[pos..end]).is_err() {
+            return false;
+        }
+        pos = end;
+    }
+    if finish && pos == bytes.len() {
+        m.snapshots.insert(id, state_below(m, id.end_offset.0));
+        return install.finish().is_ok();
+    }
+    true
 }
 
 fn snapshot_and_clean(n: &mut Node, m: &mut Model) -> bool {
@@ -335,7 +440,7 @@ fn run(seed: u64, ops: &[Op], d: &Disturbance) -> Result<(SimFs, Model, Model, u
     }
     let log_op_failed = matches!(
         failed_op,
-        Some(Op::Append { .. } | Op::Flush | Op::Truncate(_))
+        Some(Op::Append { .. } | Op::Follower { .. } | Op::Flush | Op::Truncate(_))
     );
     if failed && log_op_failed && sim.is_alive() {
         // A fault (not the crash) failed the step: nothing more may be
@@ -417,6 +522,9 @@ fn read_back(node: &Node, m: &Model, flipped: bool) -> Result<Checked, String> {
             if &data != want {
                 return Err(format!("snapshot {} content differs", s.id));
             }
+        }
+        if s.id.epoch.0 >= 1000 {
+            checked.installed_snapshots += 1;
         }
     }
     let mut at = log.log_start_offset();

@@ -16,16 +16,17 @@ fn random_crash_cycles() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1500);
-    let (mut cycles, mut records, mut corruption) = (0, 0, 0);
+    let (mut cycles, mut records, mut corruption, mut installed) = (0, 0, 0, 0);
     for seed in 0..seeds {
         let c = run_seed(seed).unwrap_or_else(|e| panic!("{e}"));
         cycles += c.reopens;
         records += c.records;
         corruption += u64::from(c.corruption_reported);
+        installed += c.installed_snapshots;
     }
     eprintln!(
         "harness: {seeds} seeds, {cycles} crash/reopen cycles, {records} records verified, \
-         {corruption} bit flips reported as corruption"
+         {corruption} bit flips reported as corruption, {installed} installed snapshots verified"
     );
     assert!(cycles >= seeds);
 }
