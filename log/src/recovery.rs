@@ -47,14 +47,15 @@ use quorumlog_io::OpenMode;
 
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{
-    align_up, index_file_name, parse_file_name, segment_file_name, IndexHeader,
-    SEGMENT_HEADER_BYTES,
+    align_up, index_file_name, parse_file_name, segment_file_name, SEGMENT_HEADER_BYTES,
 };
 use crate::intent::{self, Intent, INTENT_FILE};
-use crate::log::truncate::{create_segment_file, cut_page_safe, redo_cut, redo_full, Cut};
+use crate::log::truncate::{
+    create_segment_file, cut_page_safe, redo_cut, redo_full, remove_if_present, Cut,
+};
 use crate::log::{Log, PREPARED_FILE};
 use crate::options::{LogOptions, RecoveryMode};
-use crate::segment::index::{load_index_file, write_index_file, IndexProblem, SparseIndex};
+use crate::segment::index::{load_index_file, IndexProblem, SparseIndex};
 use crate::segment::scan::{inspect_tail, scan, Stop};
 use crate::segment::{corruption, Segment};
 
@@ -322,7 +323,7 @@ impl Recovery {
             for base in bases.drain(..doomed) {
                 self.fs
                     .remove_file(&self.dir.join(segment_file_name(base)))?;
-                remove_quietly(&self.fs, &self.dir.join(index_file_name(base)))?;
+                remove_if_present(self.fs.as_ref(), &self.dir.join(index_file_name(base)))?;
                 self.report
                     .segments_removed
                     .push((base, "wholly below the log start offset"));
@@ -388,7 +389,7 @@ impl Recovery {
             let doomed = &bases[i..];
             for b in doomed.iter().rev() {
                 self.fs.remove_file(&self.dir.join(segment_file_name(*b)))?;
-                remove_quietly(&self.fs, &self.dir.join(index_file_name(*b)))?;
+                remove_if_present(self.fs.as_ref(), &self.dir.join(index_file_name(*b)))?;
             }
             self.fs.sync_dir(&self.dir)?;
             if last {
@@ -771,17 +772,7 @@ impl Recovery {
 
     fn write_sealed_index(&mut self, j: usize, problem: IndexProblem) -> Result<()> {
         let seg = &self.segments[j];
-        let header = IndexHeader {
-            base_offset: seg.base,
-            end_offset: seg.end_offset,
-            end_position: seg.end_position,
-        };
-        write_index_file(
-            self.fs.as_ref(),
-            &self.dir.join(index_file_name(seg.base)),
-            &header,
-            &seg.index,
-        )?;
+        seg.write_index(self.fs.as_ref(), &self.dir)?;
         self.fs.sync_dir(&self.dir)?;
         self.report.indexes_rebuilt.push((seg.base, problem));
         Ok(())
@@ -861,14 +852,6 @@ fn sealed_end_problem(
         Stop::Zeros | Stop::EndOfFile | Stop::Limit => {
             Some((CorruptionKind::Gap { end, next_base }, None))
         }
-    }
-}
-
-fn remove_quietly(fs: &SharedFs, path: &std::path::Path) -> Result<()> {
-    match fs.remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e.into()),
     }
 }
 

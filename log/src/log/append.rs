@@ -12,12 +12,9 @@ use quorumlog_io::{File, OpenMode};
 
 use crate::batch::{encode_into, encoded_len};
 use crate::error::{Error, Result};
-use crate::format::{
-    index_file_name, segment_file_name, BatchHeader, IndexHeader, SEGMENT_HEADER_BYTES,
-};
+use crate::format::{segment_file_name, BatchHeader, SEGMENT_HEADER_BYTES};
 use crate::log::{Log, PREPARED_FILE};
 use crate::options::SegmentPreparation;
-use crate::segment::index::write_index_file;
 use crate::segment::{preallocate, Segment};
 
 /// The next segment file, prepared ahead of the roll that needs it.
@@ -275,18 +272,7 @@ impl Log {
         //    in a sealed segment corruption, never a torn tail.
         self.active().file.sync_data()?;
         self.flushed = base;
-        let seg = self.active();
-        let header = IndexHeader {
-            base_offset: seg.base,
-            end_offset: seg.end_offset,
-            end_position: seg.end_position,
-        };
-        write_index_file(
-            self.fs.as_ref(),
-            &self.dir.join(index_file_name(seg.base)),
-            &header,
-            &seg.index,
-        )?;
+        self.active().write_index(self.fs.as_ref(), &self.dir)?;
         // 2. The new segment: prepared file → header → rename → dir sync.
         let prepared_path = self.dir.join(PREPARED_FILE);
         let file = match self.prepared.take() {

@@ -23,10 +23,9 @@ use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, Offset, RecoveryPoint, Shar
 
 use crate::batch::BatchRef;
 use crate::error::{Error, Result};
-use crate::format::{align_up, BatchHeader, IndexHeader};
+use crate::format::{align_up, BatchHeader};
 use crate::options::{LogOptions, Preallocation, WriteAlignment};
 use crate::recovery::RecoveryReport;
-use crate::segment::index::write_index_file;
 use crate::segment::Segment;
 
 pub(crate) use append::NextSegment;
@@ -350,14 +349,7 @@ impl Log {
     pub(crate) fn write_clean_checkpoint(&mut self) -> Result<()> {
         self.flush()?;
         self.guard(|log| {
-            let seg = log.active();
-            let header = IndexHeader {
-                base_offset: seg.base,
-                end_offset: seg.end_offset,
-                end_position: seg.end_position,
-            };
-            let path = log.dir.join(crate::format::index_file_name(seg.base));
-            write_index_file(log.fs.as_ref(), &path, &header, &seg.index)?;
+            log.active().write_index(log.fs.as_ref(), &log.dir)?;
             log.fs.sync_dir(&log.dir)?;
             log.write_recovery_point_at_end()?;
             if let Some(hw) = log.high_watermark {

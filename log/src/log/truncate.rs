@@ -31,7 +31,7 @@ use crate::options::LogOptions;
 use crate::segment::{preallocate, Segment};
 
 /// Removes `path`, treating "already gone" as done (redo is idempotent).
-fn remove_if_present(fs: &dyn FileSystem, path: &Path) -> Result<bool> {
+pub(crate) fn remove_if_present(fs: &dyn FileSystem, path: &Path) -> Result<bool> {
     match fs.remove_file(path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),

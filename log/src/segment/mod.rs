@@ -102,6 +102,25 @@ impl Segment {
         })
     }
 
+    /// Writes this segment's index file (synced; the caller syncs the
+    /// directory), describing its batches up to its current end.
+    ///
+    /// # Errors
+    /// `Io` on failure.
+    pub fn write_index(&self, fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+        let header = crate::format::IndexHeader {
+            base_offset: self.base,
+            end_offset: self.end_offset,
+            end_position: self.end_position,
+        };
+        index::write_index_file(
+            fs,
+            &dir.join(crate::format::index_file_name(self.base)),
+            &header,
+            &self.index,
+        )
+    }
+
     /// Writes an encoded batch at the end. Not durable until synced.
     ///
     /// # Errors
