@@ -402,14 +402,16 @@ fn report(rows: &[Row], args: &Args, extra: &str, backend: &str) {
     println!();
     for w in &workloads {
         let q = rate(rows, w, "quorumlog");
-        let mut line = format!("{w:<9}");
+        let mut parts = Vec::new();
         if let (Some(q), Some((peer, p))) = (q, best_peer(rows, w)) {
-            let _ = write!(line, " quorumlog / best peer ({peer}) = {:.2}x", q / p);
+            parts.push(format!("quorumlog / best peer ({peer}) = {:.2}x", q / p));
         }
         if let (Some(q), Some(raw)) = (q, rate(rows, w, "raw")) {
-            let _ = write!(line, "; quorumlog / raw = {:.2}x", q / raw);
+            parts.push(format!("quorumlog / raw = {:.2}x", q / raw));
         }
-        println!("{line}");
+        if !parts.is_empty() {
+            println!("{w:<9} {}", parts.join("; "));
+        }
     }
     if !extra.is_empty() {
         print!("{extra}");
