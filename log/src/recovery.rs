@@ -349,13 +349,7 @@ impl Recovery {
             let start = log_start.unwrap_or_default();
             if let Some(rp) = self.cp.recovery_point {
                 if rp.offset > start && self.strict() {
-                    return Err(corruption(
-                        rp.segment,
-                        rp.position,
-                        rp.offset,
-                        None,
-                        CorruptionKind::MissingSegment,
-                    ));
+                    return Err(missing_segment(&rp));
                 }
             }
             create_segment_file(self.fs.as_ref(), &self.dir, &self.options, start)?;
@@ -439,13 +433,7 @@ impl Recovery {
         }
         let Some(k) = self.segments.iter().position(|s| s.base == rp.segment) else {
             if self.strict() {
-                return Err(corruption(
-                    rp.segment,
-                    rp.position,
-                    rp.offset,
-                    None,
-                    CorruptionKind::MissingSegment,
-                ));
+                return Err(missing_segment(&rp));
             }
             return self.verify_full(full("the recovery point's segment is missing"));
         };
@@ -837,6 +825,17 @@ impl Recovery {
         log.align_end();
         Ok(log)
     }
+}
+
+/// The error for a recovery point whose segment is gone.
+fn missing_segment(rp: &RecoveryPoint) -> Error {
+    corruption(
+        rp.segment,
+        rp.position,
+        rp.offset,
+        None,
+        CorruptionKind::MissingSegment,
+    )
 }
 
 /// Whether a sealed segment's scan ended anywhere but cleanly at the next

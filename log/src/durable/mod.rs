@@ -260,25 +260,9 @@ impl DurableLog {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.check_size(records)?;
         let info = self.append_queued(epoch, records, true)?;
         self.shared.note_written(info.next_offset, true);
         Ok(info)
-    }
-
-    fn check_size<R: AsRef<[u8]>>(&self, records: &[R]) -> Result<()> {
-        if records.is_empty() {
-            return Err(Error::EmptyBatch);
-        }
-        let bytes = crate::batch::encoded_len(records);
-        let max = self
-            .options
-            .max_batch_bytes
-            .min(crate::batch::MAX_BATCH_BYTES);
-        if bytes > max {
-            return Err(Error::BatchTooLarge { bytes, max });
-        }
-        Ok(())
     }
 
     /// Appends batches replicated from the leader (see
@@ -327,7 +311,6 @@ impl DurableLog {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.check_size(records)?;
         // This writer waits (and leads a round itself if none is in
         // flight): no need to wake the flusher.
         let info = self.append_queued(epoch, records, false)?;
