@@ -1,16 +1,30 @@
-//! Process-kill test (DESIGN.md invariant 1 on a real file system): a child
-//! process appends with durable acknowledgements through `DurableLog`,
-//! reporting each acknowledged offset and a CRC32C of its record on a pipe;
-//! the parent kills it with SIGKILL after a random number of
-//! acknowledgements, reopens the log, and checks that every acknowledged
-//! record is present and byte-identical and the log is contiguous.
+//! Process-kill test (docs/design.md §4, invariants 1 and 3, on a real file
+//! system): a child process appends through `DurableLog` with default
+//! options (1, 8 or 64 writer threads; acknowledged by `append_durable`
+//! waits or by `on_durable` completions), printing each acknowledged offset
+//! and a CRC32C of its record on a pipe. The parent kills it with SIGKILL
+//! after a random number of acknowledgements, reopens the directory in
+//! **strict** mode and reads every record back.
 //!
-//! `QUORUMLOG_KILLS=N` sets the number of kills (default 20).
+//! A refused open or a failing read counts as a violation exactly like a
+//! lost or changed record: a kill does not damage the disk.
+//!
+//! Record sizes are drawn so that every end position within a page occurs,
+//! in particular every sync padding from 0 bytes to more than a batch
+//! header: a single waiting writer starts each batch on a fresh page, so a
+//! record of `k * 4096 - 44 - gap` bytes leaves exactly `gap` bytes of
+//! padding.
+//!
+//! `QUORUMLOG_KILLS=N` sets the number of kills (default 24);
+//! `QUORUMLOG_KILL_SEED=S` replays a run (each run draws a fresh seed and
+//! prints it).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::sync::Arc;
 
 use quorumlog_checkpoint::{
@@ -20,51 +34,163 @@ use quorumlog_io::{RealFs, SimRng};
 use quorumlog_log::{DurableLog, Log, LogOptions, SyncPolicy};
 
 const CHILD_ENV: &str = "QUORUMLOG_KILL_CHILD_DIR";
+/// Bytes of a batch header plus one record's length prefix.
+const BATCH_OVERHEAD: u64 = 44;
 
-fn record(offset: u64, round: u64) -> Vec<u8> {
-    let len = 16 + usize::try_from((offset * 37 + round) % 400).unwrap();
-    let mut x = offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ round;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect()
-}
-
+/// Default options except a 1 MiB segment (so that runs roll) and batches
+/// that fit it.
 fn options() -> LogOptions {
     LogOptions {
-        segment_size_bytes: 256 << 10,
-        max_batch_bytes: 16 << 10,
+        segment_size_bytes: 1 << 20,
+        max_batch_bytes: 64 << 10,
         ..LogOptions::default()
     }
 }
 
-/// The child: appends durably forever, printing `ACK <offset> <crc>` after
-/// each acknowledgement. Does nothing unless started by the parent.
+/// A record length: half the time one that ends its batch `gap` bytes
+/// before a page boundary (for a batch starting on a page), `gap` in
+/// 0..=48; otherwise uniform in 1..=6000.
+fn record_len(rng: &mut SimRng) -> usize {
+    let len = if rng.below(2) == 0 {
+        let pages = 1 + rng.below(2);
+        let gap = rng.below(49);
+        pages * 4096 - BATCH_OVERHEAD - gap
+    } else {
+        1 + rng.below(6000)
+    };
+    usize::try_from(len).unwrap()
+}
+
+fn record(rng: &mut SimRng, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    rng.fill(&mut v);
+    v
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ack {
+    Wait,
+    Completion,
+}
+
+/// One writer thread of the child: appends forever, sending each
+/// acknowledged (offset, crc) to the printer.
+fn writer(log: &DurableLog, seed: u64, ack: Ack, tx: &mpsc::Sender<(u64, u32)>) {
+    let mut rng = SimRng::new(seed);
+    let mut appended = 0u64;
+    loop {
+        let len = record_len(&mut rng);
+        let rec = record(&mut rng, len);
+        let crc = crc32c::crc32c(&rec);
+        match ack {
+            Ack::Wait => {
+                let info = log.append_durable(Epoch(1), &[&rec]).unwrap();
+                tx.send((info.base_offset.0, crc)).unwrap();
+            }
+            Ack::Completion => {
+                let info = log.append_as_leader(Epoch(1), &[&rec]).unwrap();
+                let tx = tx.clone();
+                let at = info.base_offset.0;
+                log.on_durable(
+                    info.next_offset,
+                    Box::new(move |r| {
+                        if r.is_ok() {
+                            let _ = tx.send((at, crc));
+                        }
+                    }),
+                );
+                appended += 1;
+                if appended % 16 == 0 {
+                    // Bound what is in flight.
+                    log.wait_durable(info.next_offset).unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// The child: appends durably forever with the writers and acknowledgement
+/// mode the parent chose. Does nothing unless started by the parent.
 #[test]
 fn child_role() {
     let Some(dir) = std::env::var_os(CHILD_ENV) else {
         return;
     };
-    let round: u64 = std::env::var("QUORUMLOG_KILL_ROUND")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let var = |name: &str| -> u64 { std::env::var(name).unwrap().parse().unwrap() };
+    let seed = var("QUORUMLOG_KILL_CHILD_SEED");
+    let writers = var("QUORUMLOG_KILL_WRITERS");
+    let ack = if var("QUORUMLOG_KILL_ACK") == 0 {
+        Ack::Wait
+    } else {
+        Ack::Completion
+    };
     let fs: SharedFs = Arc::new(RealFs::new());
     let dd = Arc::new(DataDir::open(fs, Path::new(&dir), &OpenOptions::default()).unwrap());
-    let log = DurableLog::open(dd, options(), SyncPolicy::GroupCommit).unwrap();
+    let log = Arc::new(DurableLog::open(dd, options(), SyncPolicy::GroupCommit).unwrap());
+    let (tx, rx) = mpsc::channel::<(u64, u32)>();
+    for w in 0..writers {
+        let log = Arc::clone(&log);
+        let tx = tx.clone();
+        std::thread::spawn(move || writer(&log, seed ^ (w << 32), ack, &tx));
+    }
+    drop(tx);
     let mut out = std::io::stdout().lock();
-    loop {
-        let at = log.log_end_offset().0;
-        let rec = record(at, round);
-        let info = log.append_durable(Epoch(1), &[&rec]).unwrap();
-        assert_eq!(info.base_offset.0, at);
-        writeln!(out, "ACK {at} {}", crc32c::crc32c(&rec)).unwrap();
+    for (offset, crc) in rx {
+        writeln!(out, "ACK {offset} {crc}").unwrap();
         out.flush().unwrap();
     }
+}
+
+/// What a reopen after a kill found wrong (a violation).
+fn check_reopened(dir: &Path, acked: &BTreeMap<u64, u32>, close: bool) -> Result<u64, String> {
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let dd = Arc::new(
+        DataDir::open(fs, dir, &OpenOptions::default()).map_err(|e| format!("data dir: {e}"))?,
+    );
+    let log = Log::open(dd, options()).map_err(|e| format!("strict open refused: {e}"))?;
+    let end = log.log_end_offset().0;
+    if let Some((&last, _)) = acked.last_key_value() {
+        if end <= last {
+            return Err(format!(
+                "acknowledged records lost: end {end}, acked {last}"
+            ));
+        }
+    }
+    let mut at = Offset(0);
+    let mut next_expected = 0;
+    let mut checked = 0;
+    while at.0 < end {
+        let r = log
+            .read(at, 1 << 20)
+            .map_err(|e| format!("read at {at} failed: {e}"))?;
+        for b in r.iter() {
+            if b.base_offset().0 != next_expected {
+                return Err(format!("gap at {next_expected}"));
+            }
+            for (i, rec) in b.to_vecs().map_err(|e| e.to_string())?.iter().enumerate() {
+                let o = b.base_offset().0 + i as u64;
+                if let Some(&crc) = acked.get(&o) {
+                    if crc32c::crc32c(rec) != crc {
+                        return Err(format!("offset {o} differs"));
+                    }
+                    checked += 1;
+                }
+            }
+            next_expected = b.next_offset().0;
+        }
+        at = r.next_offset().ok_or("empty read")?;
+    }
+    if checked != acked.len() as u64 {
+        return Err(format!(
+            "{} of {} acknowledged records found",
+            checked,
+            acked.len()
+        ));
+    }
+    if close {
+        log.close().map_err(|e| format!("close: {e}"))?;
+    }
+    Ok(checked)
 }
 
 #[test]
@@ -75,23 +201,37 @@ fn killed_writers_lose_no_acknowledged_record() {
     let kills: u64 = std::env::var("QUORUMLOG_KILLS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+        .unwrap_or(24);
+    let seed: u64 = std::env::var("QUORUMLOG_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(fresh_seed);
+    eprintln!(
+        "process kill: seed {seed} (replay: QUORUMLOG_KILL_SEED={seed} QUORUMLOG_KILLS={kills} \
+         cargo test -p quorumlog-log --test process_kill)"
+    );
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("data");
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = SimRng::new(seed);
+    let mut generation = 0;
+    let mut dir = tmp.path().join("data0");
     let fs: SharedFs = Arc::new(RealFs::new());
     format(&fs, &dir, ClusterId(1), NodeId(1)).unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let mut rng = SimRng::new(42);
-    // Every acknowledged record ever: offset -> crc (later rounds never
-    // rewrite an acknowledged offset: the child appends at the end).
-    let mut acked: std::collections::BTreeMap<u64, u32> = std::collections::BTreeMap::new();
-    let mut total_acks = 0;
+    // Every acknowledged record of this directory: offset -> crc (later
+    // rounds append at the end and never rewrite an acknowledged offset).
+    let mut acked: BTreeMap<u64, u32> = BTreeMap::new();
+    let (mut total_acks, mut checked_total) = (0u64, 0u64);
+    let mut violations = Vec::new();
     for round in 0..kills {
+        let writers = [1u64, 8, 64][usize::try_from(round % 3).unwrap()];
+        let ack = (round / 3) % 2;
         let target = 1 + rng.below(300);
         let mut child = Command::new(&exe)
             .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, &dir)
-            .env("QUORUMLOG_KILL_ROUND", round.to_string())
+            .env("QUORUMLOG_KILL_CHILD_SEED", rng.next_u64().to_string())
+            .env("QUORUMLOG_KILL_WRITERS", writers.to_string())
+            .env("QUORUMLOG_KILL_ACK", ack.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -99,14 +239,17 @@ fn killed_writers_lose_no_acknowledged_record() {
         let stdout = child.stdout.take().unwrap();
         let mut seen = 0;
         for line in BufReader::new(stdout).lines() {
-            let line = line.unwrap();
+            let Ok(line) = line else { break };
             let mut parts = line.split_whitespace();
             if parts.next() != Some("ACK") {
                 continue;
             }
             let offset: u64 = parts.next().unwrap().parse().unwrap();
             let crc: u32 = parts.next().unwrap().parse().unwrap();
-            acked.insert(offset, crc);
+            assert!(
+                acked.insert(offset, crc).is_none(),
+                "offset {offset} acknowledged twice"
+            );
             seen += 1;
             if seen >= target {
                 break;
@@ -115,39 +258,39 @@ fn killed_writers_lose_no_acknowledged_record() {
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         total_acks += seen;
-        // Reopen and check every acknowledged record.
-        let dd = Arc::new(DataDir::open(fs.clone(), &dir, &OpenOptions::default()).unwrap());
-        let log = Log::open(dd, options()).unwrap();
-        let end = log.log_end_offset().0;
-        assert!(
-            end > *acked.keys().next_back().unwrap(),
-            "round {round}: acknowledged records lost (end {end})"
-        );
-        let mut at = Offset(0);
-        let mut next_expected = 0;
-        while at.0 < end {
-            let r = log.read(at, 1 << 20).unwrap();
-            for b in r.iter() {
-                assert_eq!(b.base_offset().0, next_expected, "round {round}: gap");
-                for (i, rec) in b.to_vecs().unwrap().iter().enumerate() {
-                    let o = b.base_offset().0 + i as u64;
-                    if let Some(&crc) = acked.get(&o) {
-                        assert_eq!(
-                            crc32c::crc32c(rec),
-                            crc,
-                            "round {round}: offset {o} differs"
-                        );
-                    }
-                }
-                next_expected = b.next_offset().0;
+        match check_reopened(&dir, &acked, rng.below(2) == 0) {
+            Ok(n) => checked_total += n,
+            Err(e) => {
+                violations.push(format!(
+                    "round {round} ({writers} writers, ack mode {ack}): {e}"
+                ));
+                // Carry on with a fresh directory to count every failure.
+                generation += 1;
+                dir = tmp.path().join(format!("data{generation}"));
+                format(&fs, &dir, ClusterId(1), NodeId(1)).unwrap();
+                acked.clear();
             }
-            at = r.next_offset().unwrap();
         }
-        // Records past the last acknowledgement may exist (written, not yet
-        // acknowledged when killed): the next round appends after them and
-        // they are never acknowledged, so forget nothing else.
-        log.close().unwrap();
     }
-    eprintln!("process kills: {kills}, acknowledged records checked: {total_acks}");
+    eprintln!(
+        "process kills: {kills}, acknowledged records: {total_acks}, checked after reopens: \
+         {checked_total}, violations: {}",
+        violations.len()
+    );
+    assert!(
+        violations.is_empty(),
+        "seed {seed}: {} of {kills} kills left a directory that failed:\n{}",
+        violations.len(),
+        violations.join("\n")
+    );
     assert!(total_acks >= kills);
+}
+
+/// A seed that differs from run to run (time and process id).
+fn fresh_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    // Lossless enough: only the low bits vary between runs.
+    (t as u64) ^ (u64::from(std::process::id()) << 40)
 }

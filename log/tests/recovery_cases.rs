@@ -11,7 +11,10 @@ mod common;
 
 use std::path::Path;
 
-use common::{open_dd, open_log, payload, read_all, seg_path, shared, sim, small_options, DIR};
+use common::{
+    assert_refused_unchanged, open_dd, open_log, payload, read_all, seg_path, shared, sim,
+    small_options, DIR,
+};
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::{CrashPlan, FileSystem, OpenMode, SimFs};
 use quorumlog_log::{
@@ -224,8 +227,12 @@ fn missing_corrupt_or_stale_index_files_are_rebuilt() {
     }
 }
 
+/// A segment file without a valid header can only be damage: a roll writes
+/// and syncs the header of the prepared file before the rename that gives it
+/// a segment name. (Before issue 9 this was taken for an interrupted roll
+/// and the file deleted, even in strict mode.)
 #[test]
-fn interrupted_roll_leaves_a_headerless_segment_that_is_removed() {
+fn a_headerless_segment_is_damage_strict_refuses_lenient_drops_it() {
     let (disk, bases) = setup();
     let next = Offset(60);
     let f = disk
@@ -234,9 +241,19 @@ fn interrupted_roll_leaves_a_headerless_segment_that_is_removed() {
     f.write_all_at(&[0u8; 64], 0).unwrap();
     f.sync_data().unwrap();
     disk.sync_dir(&Path::new(DIR).join("log")).unwrap();
-    let log = open_log(&shared(&disk), Path::new(DIR), &opts()).unwrap();
+    let err = assert_refused_unchanged(&shared(&disk), Path::new(DIR), &opts());
+    assert!(
+        matches!(err, Error::Corruption { segment, position: 0, .. } if segment == next),
+        "{err:?}"
+    );
+    let lenient = LogOptions {
+        recovery_mode: RecoveryMode::TruncateAtCorruption,
+        ..opts()
+    };
+    let log = open_log(&shared(&disk), Path::new(DIR), &lenient).unwrap();
     assert_eq!(log.segment_bases(), bases);
-    assert_eq!(log.recovery_report().segments_removed[0].0, next);
+    let dropped = log.recovery_report().dropped.clone().unwrap();
+    assert_eq!(dropped.segments_removed, vec![next]);
     check_records(&log, 60);
 }
 

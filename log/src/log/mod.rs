@@ -22,10 +22,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, Offset, RecoveryPoint, SharedFs};
 
 use crate::batch::BatchRef;
-use crate::error::{Error, Result};
-use crate::format::{align_up, BatchHeader};
+use crate::error::{CorruptionKind, Error, Result};
+use crate::format::BatchHeader;
 use crate::options::{LogOptions, Preallocation, WriteAlignment};
 use crate::recovery::RecoveryReport;
+use crate::segment::walk::{self, BufSource, Slot};
 use crate::segment::Segment;
 
 pub(crate) use append::NextSegment;
@@ -232,7 +233,7 @@ impl Log {
         let size = self.options.segment_size_bytes;
         let seg = self.active_mut();
         // Also for an empty segment: its header page is synced data.
-        seg.end_position = align_up(seg.end_position).min(size);
+        seg.end_position = walk::padded_end(seg.end_position).min(size);
     }
 
     /// Reads whole batches starting with the one holding `from`, up to
@@ -274,67 +275,53 @@ impl Log {
         };
         let want = max_bytes.max(u64::from(first.batch_len));
         let len = want.min(seg.end_position - pos);
+        // Lossless: bounded by max_bytes or one batch, which fit in memory.
         let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
         seg.file.read_exact_at(&mut buf, pos)?;
         let mut batches = Vec::new();
-        let mut at = 0usize;
         let mut next = first.base_offset;
-        while at < buf.len() {
-            let rest = &buf[at..];
-            let here = pos + at as u64;
-            if crate::segment::is_padding(rest, here) {
-                // Alignment padding after a sync: the next batch starts on
-                // the next page.
-                at = usize::try_from(align_up(here) - pos).unwrap_or(usize::MAX);
-                continue;
-            }
-            let Ok(h) = BatchHeader::parse(rest) else {
-                if batches.is_empty() {
-                    return Err(read_corruption(seg.base, here, next, None, rest));
-                }
-                break;
+        let mut here = pos;
+        let buf_end = pos + buf.len() as u64;
+        let mut src = BufSource {
+            buf: &buf,
+            start: pos,
+        };
+        while here < buf_end {
+            let fail = |position, epoch, kind| {
+                crate::segment::corruption(seg.base, position, next, epoch, kind)
             };
-            let blen = h.batch_len as usize;
-            if blen > rest.len() {
+            let (at, h) = match walk::slot(&mut src, here, seg.end_position)? {
+                Slot::Header { position, header } => (position, header),
+                // The end of the segment's data, or of this buffer.
+                Slot::End | Slot::NeedMore if !batches.is_empty() || next >= seg.end_offset => {
+                    break
+                }
+                Slot::End | Slot::NeedMore => {
+                    return Err(fail(here, None, CorruptionKind::Truncated))
+                }
+                Slot::Invalid { position, kind } if batches.is_empty() => {
+                    return Err(fail(position, None, kind))
+                }
+                // Reported by the read that starts there.
+                Slot::Invalid { .. } => break,
+            };
+            if at + u64::from(h.batch_len) > buf_end {
                 if batches.is_empty() {
                     // The first batch always fits (the buffer was sized for
                     // it): a length past the segment's end is corruption.
-                    return Err(crate::segment::corruption(
-                        seg.base,
-                        here,
-                        next,
-                        Some(h.epoch),
-                        crate::error::CorruptionKind::Truncated,
-                    ));
+                    return Err(fail(at, Some(h.epoch), CorruptionKind::Truncated));
                 }
                 break; // cut by max_bytes: stop before it
             }
-            if let Err(kind) = crate::batch::verify_batch(&rest[..blen]) {
-                return Err(crate::segment::corruption(
-                    seg.base,
-                    here,
-                    next,
-                    Some(h.epoch),
-                    kind,
-                ));
+            if let Err(kind) = walk::batch(&mut src, at, &h, next, seg.end_position)? {
+                return Err(fail(at, Some(h.epoch), kind));
             }
-            if h.base_offset != next {
-                return Err(crate::segment::corruption(
-                    seg.base,
-                    here,
-                    next,
-                    Some(h.epoch),
-                    crate::error::CorruptionKind::Misplaced {
-                        expected: next,
-                        found: h.base_offset,
-                    },
-                ));
-            }
-            batches.push((at, h));
+            // Lossless: within the buffer.
+            batches.push((usize::try_from(at - pos).unwrap_or(usize::MAX), h));
             next = h.next_offset();
-            at += blen;
+            here = at + u64::from(h.batch_len);
         }
-        let at = at.min(buf.len());
+        let at = usize::try_from(here.min(buf_end) - pos).unwrap_or(usize::MAX);
         buf.truncate(at);
         *self
             .read_hint
@@ -386,20 +373,6 @@ impl Log {
         self.write_clean_checkpoint()?;
         self.guard(|log| crate::recovery::write_clean_marker(&log.fs, &log.dir))
     }
-}
-
-/// A `Corruption` error for bytes that do not parse as a batch header.
-fn read_corruption(
-    segment: Offset,
-    position: u64,
-    offset: Offset,
-    epoch: Option<Epoch>,
-    rest: &[u8],
-) -> Error {
-    let kind = BatchHeader::parse(rest)
-        .err()
-        .unwrap_or(crate::error::CorruptionKind::Truncated);
-    crate::segment::corruption(segment, position, offset, epoch, kind)
 }
 
 impl Drop for Log {

@@ -10,6 +10,7 @@
 
 pub mod index;
 pub mod scan;
+pub(crate) mod walk;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,14 +18,14 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::{File, FileSystem, OpenMode};
 
-use crate::batch::{verify_batch, MAX_BATCH_BYTES};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{
-    align_up, decode_segment_header, encode_segment_header, segment_file_name, BatchHeader,
-    BATCH_HEADER_BYTES, PAGE_BYTES, SEGMENT_HEADER_BYTES,
+    decode_segment_header, encode_segment_header, segment_file_name, BatchHeader,
+    SEGMENT_HEADER_BYTES,
 };
 use crate::options::Preallocation;
 use index::SparseIndex;
+use walk::{FileSource, Slot};
 
 /// An open segment.
 #[derive(Debug)]
@@ -138,10 +139,9 @@ impl Segment {
     /// Updates the in-memory end and index after `len` bytes of batch
     /// `header` were written at the end.
     pub fn note_appended(&mut self, len: u64, header: &BatchHeader) {
-        let rel = header.base_offset.0 - self.base.0;
         self.index.observe(
-            u32::try_from(rel).unwrap_or(u32::MAX),
-            u32::try_from(self.end_position).unwrap_or(u32::MAX),
+            relative(self.base, header.base_offset),
+            position_u32(self.end_position),
         );
         self.end_position += len;
         self.end_offset = header.next_offset();
@@ -158,89 +158,83 @@ impl Segment {
         expected: Option<Offset>,
     ) -> Result<(BatchHeader, Vec<u8>)> {
         let at = expected.unwrap_or(self.base);
-        let mut head = [0u8; BATCH_HEADER_BYTES];
-        if position + BATCH_HEADER_BYTES as u64 > self.end_position {
-            return Err(corruption(
-                self.base,
-                position,
-                at,
-                None,
-                CorruptionKind::Truncated,
-            ));
-        }
-        self.file.read_exact_at(&mut head, position)?;
-        let header =
-            BatchHeader::parse(&head).map_err(|k| corruption(self.base, position, at, None, k))?;
-        let len = u64::from(header.batch_len);
-        if len > MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64 || position + len > self.end_position {
-            return Err(corruption(
+        let mut src = FileSource::new(self.file.as_ref(), self.end_position, PAGE_CHUNK);
+        let header = match walk::slot(&mut src, position, self.end_position)? {
+            Slot::Header {
+                position: p,
+                header,
+            } if p == position => header,
+            Slot::Invalid { kind, .. } => {
+                return Err(corruption(self.base, position, at, None, kind))
+            }
+            _ => {
+                return Err(corruption(
+                    self.base,
+                    position,
+                    at,
+                    None,
+                    CorruptionKind::Truncated,
+                ))
+            }
+        };
+        let want = expected.unwrap_or(header.base_offset);
+        match walk::batch(&mut src, position, &header, want, self.end_position)? {
+            Ok(bytes) => Ok((header, bytes.to_vec())),
+            Err(kind) => Err(corruption(
                 self.base,
                 position,
                 at,
                 Some(header.epoch),
-                CorruptionKind::Truncated,
-            ));
+                kind,
+            )),
         }
-        let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(0)];
-        self.file.read_exact_at(&mut bytes, position)?;
-        verify_batch(&bytes)
-            .map_err(|k| corruption(self.base, position, at, Some(header.epoch), k))?;
-        if let Some(e) = expected {
-            if header.base_offset != e {
-                return Err(corruption(
-                    self.base,
-                    position,
-                    e,
-                    Some(header.epoch),
-                    CorruptionKind::Misplaced {
-                        expected: e,
-                        found: header.base_offset,
-                    },
-                ));
-            }
-        }
-        Ok((header, bytes))
     }
 
-    /// The header of the batch that starts at `position` (or, past alignment
+    /// The header of the batch that starts at `position` (or, past sync
     /// padding, at the next page), which must start at `expected`.
     ///
     /// # Errors
     /// `Corruption` if no batch starting at `expected` is there; `Io`.
-    pub fn header_at(&self, mut position: u64, expected: Offset) -> Result<(u64, BatchHeader)> {
-        let mut head = [0u8; BATCH_HEADER_BYTES];
-        for _ in 0..2 {
-            if position + BATCH_HEADER_BYTES as u64 > self.end_position {
-                break;
-            }
-            self.file.read_exact_at(&mut head, position)?;
-            if is_padding(&head, position) {
-                position = align_up(position);
-                continue;
-            }
-            let h = BatchHeader::parse(&head)
-                .map_err(|k| corruption(self.base, position, expected, None, k))?;
-            if h.base_offset != expected {
-                return Err(corruption(
-                    self.base,
-                    position,
-                    expected,
-                    Some(h.epoch),
-                    CorruptionKind::Misplaced {
+    pub fn header_at(&self, position: u64, expected: Offset) -> Result<(u64, BatchHeader)> {
+        let mut src = FileSource::new(self.file.as_ref(), self.end_position, PAGE_CHUNK);
+        self.expect_header(&mut src, position, expected)
+    }
+
+    /// The walker's verdict at `position`, as a header that starts
+    /// `expected` or a `Corruption` error.
+    fn expect_header(
+        &self,
+        src: &mut FileSource<'_>,
+        position: u64,
+        expected: Offset,
+    ) -> Result<(u64, BatchHeader)> {
+        match walk::slot(src, position, self.end_position)? {
+            Slot::Header { position, header } => {
+                if header.base_offset != expected {
+                    return Err(corruption(
+                        self.base,
+                        position,
                         expected,
-                        found: h.base_offset,
-                    },
-                ));
+                        Some(header.epoch),
+                        CorruptionKind::Misplaced {
+                            expected,
+                            found: header.base_offset,
+                        },
+                    ));
+                }
+                Ok((position, header))
             }
-            return Ok((position, h));
+            Slot::Invalid { position, kind } => {
+                Err(corruption(self.base, position, expected, None, kind))
+            }
+            Slot::End | Slot::NeedMore => Err(corruption(
+                self.base,
+                position,
+                expected,
+                None,
+                CorruptionKind::Truncated,
+            )),
         }
-        Err(corruption(
-            self.base,
-            position,
-            expected,
-            None,
-            CorruptionKind::Truncated,
-        ))
     }
 
     /// Finds the batch holding `offset` (which must be in
@@ -251,57 +245,62 @@ impl Segment {
     /// `Corruption` if a batch on the way is not where it must be; `Io`.
     pub fn locate(&self, offset: Offset) -> Result<(u64, BatchHeader)> {
         debug_assert!(offset >= self.base && offset < self.end_offset);
-        let rel = u32::try_from(offset.0 - self.base.0).unwrap_or(u32::MAX);
-        let (mut next, mut pos) = match self.index.lookup(rel) {
+        let (mut next, mut pos) = match self.index.lookup(relative(self.base, offset)) {
             Some((r, p)) => (Offset(self.base.0 + u64::from(r)), u64::from(p)),
             None => (self.base, SEGMENT_HEADER_BYTES as u64),
         };
+        let mut src = FileSource::new(self.file.as_ref(), self.end_position, WALK_CHUNK);
         loop {
-            let mut head = [0u8; BATCH_HEADER_BYTES];
-            if pos + BATCH_HEADER_BYTES as u64 > self.end_position {
+            let (at, h) = self.expect_header(&mut src, pos, next)?;
+            if h.record_count == 0 {
                 return Err(corruption(
                     self.base,
-                    pos,
-                    next,
-                    None,
-                    CorruptionKind::Truncated,
-                ));
-            }
-            self.file.read_exact_at(&mut head, pos)?;
-            if is_padding(&head, pos) {
-                pos = align_up(pos);
-                continue;
-            }
-            let h =
-                BatchHeader::parse(&head).map_err(|k| corruption(self.base, pos, next, None, k))?;
-            if h.base_offset != next {
-                return Err(corruption(
-                    self.base,
-                    pos,
-                    next,
-                    Some(h.epoch),
-                    CorruptionKind::Misplaced {
-                        expected: next,
-                        found: h.base_offset,
-                    },
-                ));
-            }
-            if h.record_count == 0 || u64::from(h.batch_len) < BATCH_HEADER_BYTES as u64 {
-                return Err(corruption(
-                    self.base,
-                    pos,
+                    at,
                     next,
                     Some(h.epoch),
                     CorruptionKind::Malformed("empty batch header"),
                 ));
             }
             if offset < h.next_offset() {
-                return Ok((pos, h));
+                return Ok((at, h));
             }
             next = h.next_offset();
-            pos += u64::from(h.batch_len);
+            pos = at + u64::from(h.batch_len);
         }
     }
+}
+
+/// Read-ahead for classifying one position (a page of padding and a header).
+const PAGE_CHUNK: usize = 8 << 10;
+/// Read-ahead for walking headers from an index entry.
+const WALK_CHUNK: usize = 64 << 10;
+
+/// `offset` relative to the segment base, as stored in the index.
+///
+/// # Panics
+/// If `offset` is below the base or 2^32 or more past it (a segment of at
+/// most 2 GiB holds fewer offsets than that, since every record takes at
+/// least its 4-byte length prefix).
+pub(crate) fn relative(base: Offset, offset: Offset) -> u32 {
+    let rel = offset
+        .0
+        .checked_sub(base.0)
+        .and_then(|r| u32::try_from(r).ok());
+    assert!(
+        rel.is_some(),
+        "offset {offset} is not within 2^32 of segment {base}"
+    );
+    rel.unwrap_or(0)
+}
+
+/// A byte position within a segment, as stored in the index.
+///
+/// # Panics
+/// If `position` is 4 GiB or more (segments are at most 2 GiB).
+pub(crate) fn position_u32(position: u64) -> u32 {
+    let p = u32::try_from(position).ok();
+    assert!(p.is_some(), "segment position {position} beyond 4 GiB");
+    p.unwrap_or(0)
 }
 
 /// Makes `file` at least `size_bytes` long with zeros, as `prealloc` says
@@ -324,12 +323,6 @@ pub fn preallocate(file: &dyn File, size_bytes: u64, prealloc: Preallocation) ->
         }
     }
     Ok(())
-}
-
-/// Whether a zeroed header at `pos` is alignment padding: the rest of a
-/// 4 KiB page left empty after a sync (see `WriteAlignment`).
-pub fn is_padding(head: &[u8], pos: u64) -> bool {
-    pos % PAGE_BYTES != 0 && head.iter().take(4).all(|&b| b == 0)
 }
 
 /// A `Corruption` error.

@@ -12,8 +12,9 @@ use quorumlog_io::File;
 
 use crate::batch::{verify_batch, MAX_BATCH_BYTES};
 use crate::error::{CorruptionKind, Result};
-use crate::format::{align_up, BatchHeader, BATCH_HEADER_BYTES, BATCH_MAGIC};
+use crate::format::{BatchHeader, BATCH_HEADER_BYTES, BATCH_MAGIC};
 use crate::segment::index::SparseIndex;
+use crate::segment::walk::{self, FileSource, Slot, Source};
 
 const CHUNK_BYTES: usize = 1 << 20;
 
@@ -29,6 +30,8 @@ pub enum Stop {
     Zeros,
     /// Bytes that are not a valid batch continuing the log.
     Invalid {
+        /// Where the invalid bytes start (after any padding).
+        position: u64,
         /// What is wrong.
         kind: CorruptionKind,
         /// The epoch in the batch header, if one could be parsed.
@@ -53,64 +56,38 @@ pub struct ScanOutcome {
     pub bytes_scanned: u64,
 }
 
-/// A window of file bytes read ahead in large chunks.
-struct Window<'a> {
-    file: &'a dyn File,
-    file_len: u64,
-    start: u64,
-    buf: Vec<u8>,
+/// Where a scan starts: a position of a segment, the offset that must start
+/// there, and the epoch of the batch before it.
+#[derive(Debug, Clone, Copy)]
+pub struct ScanFrom {
+    /// The segment's base offset.
+    pub segment: Offset,
+    /// The byte position to start at (a batch start or padding before one).
+    pub position: u64,
+    /// The offset the next batch must start with.
+    pub offset: Offset,
+    /// The epoch of the batch before, if known.
+    pub prev_epoch: Option<Epoch>,
 }
 
-impl<'a> Window<'a> {
-    fn new(file: &'a dyn File, file_len: u64) -> Self {
-        Window {
-            file,
-            file_len,
-            start: 0,
-            buf: Vec::new(),
-        }
-    }
-
-    /// The bytes `[pos, pos + len)`, clipped to the file's end.
-    fn get(&mut self, pos: u64, len: usize) -> Result<&[u8]> {
-        let end = (pos + len as u64).min(self.file_len);
-        let have = pos >= self.start && end <= self.start + self.buf.len() as u64;
-        if !have {
-            let want = usize::try_from(self.file_len - pos)
-                .unwrap_or(usize::MAX)
-                .min(len.max(CHUNK_BYTES));
-            self.buf.resize(want, 0);
-            self.file.read_exact_at(&mut self.buf, pos)?;
-            self.start = pos;
-        }
-        // Lossless: both are within the buffer, which fits in memory.
-        let from = usize::try_from(pos - self.start).unwrap_or(0);
-        let to = usize::try_from(end - self.start).unwrap_or(0);
-        Ok(&self.buf[from..to])
-    }
-}
-
-/// Verifies batches of `file` from `position` (which must hold
-/// `offset`) until the first thing that is not a valid continuation, or
-/// until `limit` is reached; notes each batch in `index`.
+/// Verifies batches of `file` from `from` until the first thing that is not
+/// a valid continuation, or until a batch would start at or after `limit`;
+/// notes each batch in `index`.
 ///
 /// # Errors
 /// `Io` only: invalid bytes end the scan and are described in the outcome.
 pub fn scan(
     file: &dyn File,
-    segment_base: Offset,
-    position: u64,
-    offset: Offset,
-    prev_epoch: Option<Epoch>,
+    from: ScanFrom,
     limit: u64,
     index: &mut SparseIndex,
 ) -> Result<ScanOutcome> {
     let file_len = file.len()?;
-    let mut w = Window::new(file, file_len);
+    let mut src = FileSource::new(file, file_len, CHUNK_BYTES);
     let mut out = ScanOutcome {
-        end_position: position,
-        end_offset: offset,
-        last_epoch: prev_epoch,
+        end_position: from.position,
+        end_offset: from.offset,
+        last_epoch: from.prev_epoch,
         epoch_starts: Vec::new(),
         stop: Stop::EndOfFile,
         bytes_scanned: 0,
@@ -125,52 +102,41 @@ pub fn scan(
             out.stop = Stop::EndOfFile;
             return Ok(out);
         }
-        let head = w.get(pos, BATCH_HEADER_BYTES)?;
-        if head.iter().all(|&b| b == 0) {
-            // Padding after a sync, if the next page starts the next batch.
-            let next = align_up(pos);
-            if next != pos && next < limit && continues_at(&mut w, next, out.end_offset)? {
-                out.end_position = next;
-                continue;
+        let (position, header) = match walk::slot(&mut src, pos, file_len)? {
+            // What lies at or after the limit is not this scan's business.
+            Slot::Header { position, .. } | Slot::Invalid { position, .. } if position >= limit => {
+                out.stop = Stop::Limit;
+                return Ok(out);
             }
-            out.stop = Stop::Zeros;
-            return Ok(out);
-        }
-        let header = match BatchHeader::parse(head) {
-            Ok(h) => h,
-            Err(kind) => {
-                out.stop = Stop::Invalid { kind, epoch: None };
+            Slot::Header { position, header } => (position, header),
+            Slot::End | Slot::NeedMore => {
+                out.stop = Stop::Zeros;
+                return Ok(out);
+            }
+            Slot::Invalid { position, kind } => {
+                out.stop = Stop::Invalid {
+                    position,
+                    kind,
+                    epoch: None,
+                };
                 return Ok(out);
             }
         };
-        let len = u64::from(header.batch_len);
-        if len > MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64 || pos + len > file_len {
-            out.stop = Stop::Invalid {
-                kind: CorruptionKind::Truncated,
-                epoch: None,
-            };
-            return Ok(out);
-        }
-        // Lossless: bounded by MAX_BATCH_BYTES above.
-        let bytes = w.get(pos, usize::try_from(len).unwrap_or(0))?;
-        let stop = |kind| Stop::Invalid {
+        let invalid = |kind| Stop::Invalid {
+            position,
             kind,
             epoch: Some(header.epoch),
         };
-        if let Err(kind) = verify_batch(bytes) {
-            out.stop = stop(kind);
-            return Ok(out);
-        }
-        if header.base_offset != out.end_offset {
-            out.stop = stop(CorruptionKind::Misplaced {
-                expected: out.end_offset,
-                found: header.base_offset,
-            });
-            return Ok(out);
-        }
+        let len = match walk::batch(&mut src, position, &header, out.end_offset, file_len)? {
+            Ok(bytes) => bytes.len() as u64,
+            Err(kind) => {
+                out.stop = invalid(kind);
+                return Ok(out);
+            }
+        };
         if let Some(prev) = out.last_epoch {
             if header.epoch < prev {
-                out.stop = stop(CorruptionKind::EpochOrder {
+                out.stop = invalid(CorruptionKind::EpochOrder {
                     previous: prev,
                     found: header.epoch,
                 });
@@ -180,35 +146,15 @@ pub fn scan(
         if out.last_epoch != Some(header.epoch) {
             out.epoch_starts.push((header.epoch, header.base_offset));
         }
-        let rel = header.base_offset.0 - segment_base.0;
         index.observe(
-            u32::try_from(rel).unwrap_or(u32::MAX),
-            u32::try_from(pos).unwrap_or(u32::MAX),
+            crate::segment::relative(from.segment, header.base_offset),
+            crate::segment::position_u32(position),
         );
         out.last_epoch = Some(header.epoch);
         out.end_offset = header.next_offset();
-        out.end_position = pos + len;
+        out.end_position = position + len;
         out.bytes_scanned += len;
     }
-}
-
-/// Whether an intact batch holding `offset` first starts at `pos`.
-fn continues_at(w: &mut Window<'_>, pos: u64, offset: Offset) -> Result<bool> {
-    if pos + BATCH_HEADER_BYTES as u64 > w.file_len {
-        return Ok(false);
-    }
-    let Ok(header) = BatchHeader::parse(w.get(pos, BATCH_HEADER_BYTES)?) else {
-        return Ok(false);
-    };
-    let len = u64::from(header.batch_len);
-    if header.base_offset != offset
-        || len > MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64
-        || pos + len > w.file_len
-    {
-        return Ok(false);
-    }
-    let bytes = w.get(pos, usize::try_from(len).unwrap_or(0))?;
-    Ok(verify_batch(bytes).is_ok())
 }
 
 /// What lies after the end of a segment's valid data.
@@ -216,38 +162,77 @@ fn continues_at(w: &mut Window<'_>, pos: u64, offset: Offset) -> Result<bool> {
 pub struct Tail {
     /// Where the first intact batch after it starts, if any.
     pub valid_at: Option<u64>,
-    /// Whether every byte after it is zero (nothing to clean up).
-    pub all_zero: bool,
+    /// The position after the last non-zero byte, if any byte after the
+    /// data end is not zero (what a cut would drop).
+    pub nonzero_end: Option<u64>,
 }
 
 /// Searches `file` after `position` for any intact batch (of any offset),
-/// and notes whether everything from `position` on is zeros.
+/// and finds where its last non-zero byte is, in one pass.
 ///
 /// # Errors
 /// `Io` on read failure.
 pub fn inspect_tail(file: &dyn File, position: u64) -> Result<Tail> {
     let file_len = file.len()?;
-    let mut w = Window::new(file, file_len);
-    let all_zero = {
-        let mut pos = position;
-        let mut zero = true;
-        while zero && pos < file_len {
-            let chunk = w.get(pos, CHUNK_BYTES)?;
-            zero = chunk.iter().all(|&b| b == 0);
-            pos += chunk.len() as u64;
-        }
-        zero
+    let mut src = FileSource::new(file, file_len, CHUNK_BYTES);
+    let mut tail = Tail {
+        valid_at: None,
+        nonzero_end: None,
     };
-    if all_zero {
-        return Ok(Tail {
-            valid_at: None,
-            all_zero,
-        });
+    let mut chunk_start = position;
+    while chunk_start < file_len {
+        let chunk = src.bytes(chunk_start, CHUNK_BYTES)?.to_vec();
+        if let Some(last) = chunk.iter().rposition(|&b| b != 0) {
+            tail.nonzero_end = Some(chunk_start + last as u64 + 1);
+        }
+        if tail.valid_at.is_none() {
+            tail.valid_at = valid_batch_in(&mut src, &chunk, chunk_start, position)?;
+        }
+        chunk_start += chunk.len() as u64;
+        if chunk.is_empty() {
+            break;
+        }
     }
-    Ok(Tail {
-        valid_at: find_valid_batch_after(file, position)?,
-        all_zero,
-    })
+    Ok(tail)
+}
+
+/// The first position in `chunk` (at file position `chunk_start`, strictly
+/// after `after`) where an intact batch of any offset starts.
+fn valid_batch_in(
+    src: &mut FileSource<'_>,
+    chunk: &[u8],
+    chunk_start: u64,
+    after: u64,
+) -> Result<Option<u64>> {
+    let file_len = src.file_len();
+    let mut i = 0;
+    while let Some(found) = chunk
+        .get(i..)
+        .and_then(|rest| rest.iter().position(|&b| b == BATCH_MAGIC[0]))
+    {
+        let at = i + found;
+        i = at + 1;
+        let pos = chunk_start + at as u64;
+        if pos <= after {
+            continue;
+        }
+        if pos + BATCH_HEADER_BYTES as u64 > file_len {
+            break;
+        }
+        let Ok(header) = BatchHeader::parse(src.bytes(pos, BATCH_HEADER_BYTES)?) else {
+            continue;
+        };
+        let len = u64::from(header.batch_len);
+        if len > MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64 || pos + len > file_len {
+            continue;
+        }
+        // Lossless: bounded by MAX_BATCH_BYTES above.
+        let bytes = src.bytes(pos, usize::try_from(len).unwrap_or(0))?;
+        if verify_batch(bytes).is_ok() {
+            return Ok(Some(pos));
+        }
+    }
+    Ok(None)
 }
 
 /// Searches `file` after `position` for any intact batch (of any offset).
@@ -255,40 +240,9 @@ pub fn inspect_tail(file: &dyn File, position: u64) -> Result<Tail> {
 ///
 /// # Errors
 /// `Io` on read failure.
+#[cfg(test)]
 pub fn find_valid_batch_after(file: &dyn File, position: u64) -> Result<Option<u64>> {
-    let file_len = file.len()?;
-    let mut w = Window::new(file, file_len);
-    let mut chunk_start = position + 1;
-    while chunk_start + (BATCH_HEADER_BYTES as u64) <= file_len {
-        let chunk = w.get(chunk_start, CHUNK_BYTES)?.to_vec();
-        let mut i = 0;
-        while let Some(found) = chunk[i..].iter().position(|&b| b == BATCH_MAGIC[0]) {
-            let at = i + found;
-            i = at + 1;
-            let pos = chunk_start + at as u64;
-            if pos + BATCH_HEADER_BYTES as u64 > file_len {
-                break;
-            }
-            let head = w.get(pos, BATCH_HEADER_BYTES)?;
-            let Ok(header) = BatchHeader::parse(head) else {
-                continue;
-            };
-            let len = u64::from(header.batch_len);
-            if len > MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64 || pos + len > file_len {
-                continue;
-            }
-            let bytes = w.get(pos, usize::try_from(len).unwrap_or(0))?;
-            if verify_batch(bytes).is_ok() {
-                return Ok(Some(pos));
-            }
-        }
-        // Overlap so a magic straddling two chunks is still found.
-        chunk_start += (CHUNK_BYTES as u64).saturating_sub(BATCH_MAGIC.len() as u64);
-        if chunk.len() < CHUNK_BYTES {
-            break;
-        }
-    }
-    Ok(None)
+    Ok(inspect_tail(file, position)?.valid_at)
 }
 
 #[cfg(test)]
@@ -336,10 +290,12 @@ mod tests {
         let mut ix = SparseIndex::new(1);
         let out = scan(
             f.as_ref(),
-            Offset(10),
-            pos[0],
-            Offset(10),
-            None,
+            ScanFrom {
+                segment: Offset(10),
+                position: pos[0],
+                offset: Offset(10),
+                prev_epoch: None,
+            },
             u64::MAX,
             &mut ix,
         )
@@ -363,10 +319,12 @@ mod tests {
         let mut ix = SparseIndex::new(1);
         let out = scan(
             f.as_ref(),
-            Offset(10),
-            pos[0],
-            Offset(10),
-            None,
+            ScanFrom {
+                segment: Offset(10),
+                position: pos[0],
+                offset: Offset(10),
+                prev_epoch: None,
+            },
             u64::MAX,
             &mut ix,
         )
@@ -382,10 +340,12 @@ mod tests {
         let mut ix = SparseIndex::new(1);
         let out = scan(
             f.as_ref(),
-            Offset(10),
-            pos[0],
-            Offset(10),
-            None,
+            ScanFrom {
+                segment: Offset(10),
+                position: pos[0],
+                offset: Offset(10),
+                prev_epoch: None,
+            },
             u64::MAX,
             &mut ix,
         )
@@ -403,10 +363,12 @@ mod tests {
         let mut ix = SparseIndex::new(1);
         let out = scan(
             f.as_ref(),
-            Offset(10),
-            pos[0],
-            Offset(10),
-            None,
+            ScanFrom {
+                segment: Offset(10),
+                position: pos[0],
+                offset: Offset(10),
+                prev_epoch: None,
+            },
             u64::MAX,
             &mut ix,
         )
@@ -424,10 +386,12 @@ mod tests {
         let mut ix = SparseIndex::new(1);
         let out = scan(
             f.as_ref(),
-            Offset(0),
-            pos[0],
-            Offset(0),
-            None,
+            ScanFrom {
+                segment: Offset(0),
+                position: pos[0],
+                offset: Offset(0),
+                prev_epoch: None,
+            },
             pos[2],
             &mut ix,
         )

@@ -143,3 +143,60 @@ pub fn batch_range(fs: &dyn FileSystem, seg_path: &Path, offset: u64) -> (u64, u
 pub fn seg_path(dir: &Path, base: u64) -> PathBuf {
     dir.join("log").join(format!("{base:020}.log"))
 }
+
+/// Every file under `dir` (recursively) with its bytes: compared before and
+/// after a refused open (a strict open that refuses changes nothing).
+pub fn dir_image(fs: &dyn FileSystem, dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    use quorumlog_io::OpenMode;
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs.list(&d).unwrap() {
+            let path = d.join(&e.name);
+            if e.is_dir {
+                todo.push(path);
+            } else {
+                let bytes = fs
+                    .open(&path, OpenMode::Read)
+                    .unwrap()
+                    .read_to_end()
+                    .unwrap();
+                out.insert(path, bytes);
+            }
+        }
+    }
+    out
+}
+
+/// Asserts that a strict open of `dir` is refused with a `Corruption` error
+/// and leaves every file byte for byte as it was (recovery never destroys
+/// evidence). Returns the error.
+pub fn assert_refused_unchanged(
+    fs: &SharedFs,
+    dir: &Path,
+    options: &LogOptions,
+) -> quorumlog_log::Error {
+    let before = dir_image(fs.as_ref(), dir);
+    let err = match open_log(fs, dir, options) {
+        Ok(log) => panic!("strict open succeeded: {:?}", log.recovery_report()),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(err, quorumlog_log::Error::Corruption { .. }),
+        "refused with {err:?}"
+    );
+    let after = dir_image(fs.as_ref(), dir);
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>(),
+        "a refused open added or removed files"
+    );
+    for (path, bytes) in &before {
+        assert!(
+            after[path] == *bytes,
+            "a refused open changed {}",
+            path.display()
+        );
+    }
+    err
+}
