@@ -22,6 +22,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use quorumlog_io::{parent_dir, FileSystem, LockGuard};
@@ -107,7 +108,23 @@ pub struct DataDir {
     meta: Meta,
     report: OpenReport,
     state: Mutex<State>,
+    /// Whether a log holds this directory (one writer per data directory,
+    /// in this process too; the file lock covers other processes).
+    log_claimed: Arc<AtomicBool>,
     _lock: Box<dyn LockGuard>,
+}
+
+/// The claim a log holds on its data directory while it is open; dropping
+/// it releases the directory for the next log.
+#[derive(Debug)]
+pub struct LogClaim {
+    claimed: Arc<AtomicBool>,
+}
+
+impl Drop for LogClaim {
+    fn drop(&mut self) {
+        self.claimed.store(false, Ordering::Release);
+    }
 }
 
 /// Formats `dir` for node `node_id` of cluster `cluster_id`, with a fresh
@@ -327,7 +344,29 @@ impl DataDir {
                 checkpoints,
                 poisoned: None,
             }),
+            log_claimed: Arc::new(AtomicBool::new(false)),
             _lock: lock,
+        })
+    }
+
+    /// Claims the directory for one log. A second claim while the first is
+    /// held fails, so two logs in one process cannot both append to the
+    /// same segment files.
+    ///
+    /// # Errors
+    /// `LogAlreadyOpen` while another claim is held.
+    pub fn claim_log(&self) -> Result<LogClaim> {
+        if self
+            .log_claimed
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(Error::LogAlreadyOpen {
+                dir: self.dir.clone(),
+            });
+        }
+        Ok(LogClaim {
+            claimed: Arc::clone(&self.log_claimed),
         })
     }
 

@@ -55,8 +55,8 @@ mod small_file;
 mod types;
 
 pub use data_dir::{
-    format, format_with, Checkpoints, DataDir, Degraded, OpenOptions, OpenReport, SharedFs,
-    CHECKPOINTS_DIR, LOCK_FILE, LOG_DIR, SNAPSHOTS_DIR,
+    format, format_with, Checkpoints, DataDir, Degraded, LogClaim, OpenOptions, OpenReport,
+    SharedFs, CHECKPOINTS_DIR, LOCK_FILE, LOG_DIR, SNAPSHOTS_DIR,
 };
 pub use epoch_map::{EpochEntry, EpochMap};
 pub use error::{CorruptionKind, Error, NotFormattedReason, Result};

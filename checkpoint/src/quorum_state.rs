@@ -62,8 +62,15 @@ impl QuorumState {
     /// rules: no epoch regression, no second vote or leader in one epoch.
     ///
     /// # Errors
-    /// `EpochRegression`, `VoteConflict` or `LeaderConflict`.
+    /// `TooManyVoters`, `EpochRegression`, `VoteConflict` or
+    /// `LeaderConflict`.
     pub fn check_transition(&self, next: &QuorumState) -> Result<()> {
+        if next.voters.len() > MAX_VOTERS {
+            return Err(Error::TooManyVoters {
+                count: next.voters.len(),
+                max: MAX_VOTERS,
+            });
+        }
         if next.epoch < self.epoch {
             return Err(Error::EpochRegression {
                 current: self.epoch,
@@ -99,6 +106,7 @@ impl SmallFile for QuorumState {
     const NAME: &'static str = "quorum-state";
 
     fn encode_body(&self) -> Vec<u8> {
+        // Checked by `check_transition` before any write.
         assert!(self.voters.len() <= MAX_VOTERS, "too many voters");
         let mut w = Writer::new();
         w.u64(self.epoch.0);

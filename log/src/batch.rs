@@ -26,10 +26,25 @@ pub fn encoded_len<R: AsRef<[u8]>>(records: &[R]) -> u64 {
     (BATCH_HEADER_BYTES + body) as u64
 }
 
+/// The offset after `count` records starting at `base`.
+///
+/// # Errors
+/// `OffsetOverflow` if it does not fit in a `u64` (offsets never wrap).
+pub fn next_offset_after(base: Offset, count: u64) -> Result<Offset> {
+    base.0
+        .checked_add(count)
+        .map(Offset)
+        .ok_or(Error::OffsetOverflow {
+            base,
+            records: count,
+        })
+}
+
 /// Encodes one batch into `out` (cleared first) and returns its header.
 ///
 /// # Errors
-/// `EmptyBatch` for no records; `BatchTooLarge` above `max_bytes`.
+/// `EmptyBatch` for no records; `BatchTooLarge` above `max_bytes`;
+/// `OffsetOverflow` if the records' offsets would pass `u64::MAX`.
 pub fn encode_into<R: AsRef<[u8]>>(
     out: &mut Vec<u8>,
     base_offset: Offset,
@@ -47,6 +62,7 @@ pub fn encode_into<R: AsRef<[u8]>>(
     if len > max || u32::try_from(records.len()).is_err() {
         return Err(Error::BatchTooLarge { bytes: len, max });
     }
+    next_offset_after(base_offset, records.len() as u64)?;
     out.clear();
     out.resize(BATCH_HEADER_BYTES, 0);
     for r in records {

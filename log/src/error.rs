@@ -125,6 +125,15 @@ pub enum Error {
         /// The epoch of the append.
         found: Epoch,
     },
+    /// An append whose offsets would not fit in a `u64`: offsets never
+    /// wrap.
+    #[error("{records} records from offset {base} would overflow the offset space")]
+    OffsetOverflow {
+        /// The first offset of the append.
+        base: Offset,
+        /// The records appended.
+        records: u64,
+    },
     /// An append with no records.
     #[error("a batch needs at least one record")]
     EmptyBatch,

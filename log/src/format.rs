@@ -180,7 +180,8 @@ pub struct BatchHeader {
 }
 
 impl BatchHeader {
-    /// The offset after the batch's last record.
+    /// The offset after the batch's last record. Never overflows for a
+    /// parsed or encoded header (both reject offsets past `u64::MAX`).
     pub fn next_offset(&self) -> Offset {
         Offset(self.base_offset.0 + u64::from(self.record_count))
     }
@@ -231,6 +232,14 @@ impl BatchHeader {
         }
         if (header.batch_len as usize) < BATCH_HEADER_BYTES {
             return Err(CorruptionKind::Malformed("batch length below its header"));
+        }
+        if header
+            .base_offset
+            .0
+            .checked_add(u64::from(header.record_count))
+            .is_none()
+        {
+            return Err(CorruptionKind::Malformed("batch offsets overflow"));
         }
         Ok(header)
     }

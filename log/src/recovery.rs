@@ -55,7 +55,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use quorumlog_checkpoint::{
-    Checkpoints, DataDir, Degraded, Epoch, EpochMap, Offset, RecoveryPoint, SharedFs,
+    Checkpoints, DataDir, Degraded, Epoch, EpochMap, LogClaim, Offset, RecoveryPoint, SharedFs,
 };
 use quorumlog_io::OpenMode;
 
@@ -215,6 +215,7 @@ struct Recovery {
     below_start: Vec<Offset>,
     index_writes: Vec<(Offset, IndexProblem)>,
     cut: Option<PendingCut>,
+    claim: LogClaim,
 }
 
 impl Log {
@@ -226,6 +227,8 @@ impl Log {
     /// offset and epoch; `Io`; `Checkpoint`.
     pub fn open(dd: Arc<DataDir>, options: LogOptions) -> Result<Log> {
         options.validate()?;
+        // Before anything is read or repaired: one log per data directory.
+        let claim = dd.claim_log()?;
         let fs = dd.fs().clone();
         let dir = dd.log_dir();
         let cp = dd.checkpoints();
@@ -247,6 +250,7 @@ impl Log {
             below_start: Vec::new(),
             index_writes: Vec::new(),
             cut: None,
+            claim,
         };
         r.run()
     }
@@ -316,10 +320,8 @@ impl Recovery {
         let Some(found) = intent::read(self.fs.as_ref(), &self.dir)? else {
             return Ok(());
         };
-        if matches!(found, Err(_)) && self.strict() {
-            if let Err(kind) = found {
-                return Err(corruption(Offset(0), 0, Offset(0), None, kind));
-            }
+        if let (Err(kind), true) = (&found, self.strict()) {
+            return Err(corruption(Offset(0), 0, Offset(0), None, kind.clone()));
         }
         // Redoing changes the log: the clean marker must go first.
         self.remove_leftovers()?;
@@ -950,6 +952,7 @@ impl Recovery {
             read_hint: Mutex::new(None),
             syncs_in_segment: 0,
             dd: self.dd,
+            _claim: self.claim,
         };
         if !clean {
             // What was verified may sit in the page cache only (a process

@@ -237,7 +237,7 @@ fn killed_writers_lose_no_acknowledged_record() {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
-        let mut seen = 0;
+        let mut acks_this_round = 0;
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             let mut parts = line.split_whitespace();
@@ -250,14 +250,14 @@ fn killed_writers_lose_no_acknowledged_record() {
                 acked.insert(offset, crc).is_none(),
                 "offset {offset} acknowledged twice"
             );
-            seen += 1;
-            if seen >= target {
+            acks_this_round += 1;
+            if acks_this_round >= target {
                 break;
             }
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
-        total_acks += seen;
+        total_acks += acks_this_round;
         match check_reopened(&dir, &acked, rng.below(2) == 0) {
             Ok(n) => checked_total += n,
             Err(e) => {
@@ -291,6 +291,7 @@ fn fresh_seed() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    // Lossless enough: only the low bits vary between runs.
-    (t as u64) ^ (u64::from(std::process::id()) << 40)
+    #[expect(clippy::cast_possible_truncation, reason = "only the low bits matter")]
+    let low = t as u64;
+    low ^ u64::from(std::process::id()).rotate_left(40)
 }

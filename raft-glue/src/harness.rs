@@ -76,13 +76,32 @@ pub enum Op {
     },
     /// Clean close and reopen.
     Reopen,
+    /// One record whose batch ends `gap` bytes before a page boundary if it
+    /// starts on one (`pages` pages long), then flush. The generator puts a
+    /// `Flush` before it (after a sync a batch starts on a fresh page), so
+    /// every sync padding length occurs.
+    PageEnd {
+        /// Bytes of padding the batch leaves (0 to more than a header).
+        gap: u8,
+        /// Pages the batch spans.
+        pages: u8,
+    },
 }
 
-/// Turns a seed into a workload of `len` steps.
+/// Bytes of a batch header plus one record's length prefix.
+const BATCH_OVERHEAD: usize = 44;
+
+fn page_end_len(gap: u8, pages: u8) -> usize {
+    usize::from(pages) * 4096 - BATCH_OVERHEAD - usize::from(gap)
+}
+
+/// Turns a seed into a workload of `len` steps (a few more when a
+/// `PageEnd` brings its `Flush`).
 pub fn workload(seed: u64, len: usize) -> Vec<Op> {
     let mut rng = SimRng::new(seed ^ 0x5EED);
-    (0..len)
-        .map(|_| match rng.below(100) {
+    let mut ops = Vec::with_capacity(len + len / 8);
+    while ops.len() < len {
+        let op = match rng.below(100) {
             0..=49 => Op::Append {
                 n: 1 + u8::try_from(rng.below(4)).unwrap_or(0),
                 size: 1 + u16::try_from(rng.below(300)).unwrap_or(0),
@@ -100,9 +119,18 @@ pub fn workload(seed: u64, len: usize) -> Vec<Op> {
                 chunks: u8::try_from(rng.below(8)).unwrap_or(0),
                 finish: rng.below(2) == 0,
             },
+            90..=95 => {
+                ops.push(Op::Flush);
+                Op::PageEnd {
+                    gap: u8::try_from(rng.below(49)).unwrap_or(0),
+                    pages: 1 + u8::try_from(rng.below(2)).unwrap_or(0),
+                }
+            }
             _ => Op::Reopen,
-        })
-        .collect()
+        };
+        ops.push(op);
+    }
+    ops
 }
 
 /// How a run is disturbed.
@@ -166,10 +194,11 @@ fn payload(offset: u64, gen: u64, len: usize) -> Vec<u8> {
     v
 }
 
+/// Segments of 8 pages (padding happens inside segments, and they roll).
 fn options() -> LogOptions {
     LogOptions {
-        segment_size_bytes: 8192,
-        max_batch_bytes: 2048,
+        segment_size_bytes: 32 << 10,
+        max_batch_bytes: 12 << 10,
         index_interval_bytes: 256,
         prepare_next_segment_percent: 50,
         segment_preparation: SegmentPreparation::Inline,
@@ -252,6 +281,13 @@ fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op, gen: u64) 
         Op::Flush => {
             m.flushed = m.records.len() as u64;
             n.log.flush().is_ok()
+        }
+        Op::PageEnd { gap, pages } => {
+            let base = n.log.log_end_offset().0;
+            let rec = payload(base, gen, page_end_len(gap, pages));
+            m.records.push(Some((m.epoch, rec.clone())));
+            m.flushed = m.records.len() as u64;
+            n.log.append_as_leader(Epoch(m.epoch), &[rec]).is_ok() && n.log.flush().is_ok()
         }
         Op::Install { chunks, finish } => install(n, m, chunks, finish),
         Op::Truncate(x) => {
@@ -440,7 +476,13 @@ fn run(seed: u64, ops: &[Op], d: &Disturbance) -> Result<(SimFs, Model, Model, u
     }
     let log_op_failed = matches!(
         failed_op,
-        Some(Op::Append { .. } | Op::Follower { .. } | Op::Flush | Op::Truncate(_))
+        Some(
+            Op::Append { .. }
+                | Op::Follower { .. }
+                | Op::Flush
+                | Op::Truncate(_)
+                | Op::PageEnd { .. }
+        )
     );
     if failed && log_op_failed && sim.is_alive() {
         // A fault (not the crash) failed the step: nothing more may be
@@ -571,13 +613,43 @@ pub fn run_cycle(seed: u64, ops: &[Op], d: &Disturbance) -> Result<Checked, Stri
         flipped = flip_in_sealed_segment(&disk, bit);
     }
     let base = disk.calls();
+    let log_before = log_dir_image(&disk);
     let first = open(&disk);
     let mut checked = match first {
         Ok(node) => check(&node, &[&before, &after], flipped)?,
-        Err(e) if flipped && e.contains("corrupt") => Checked {
-            corruption_reported: true,
-            ..Checked::default()
-        },
+        Err(e) if flipped && e.contains("corrupt") => {
+            // A refused open destroys no evidence. The one thing it does
+            // first is finish a truncation whose intent was durable (it only
+            // removes what the truncation removes): then the next refused
+            // open must change nothing.
+            let log_before = if log_before.contains_key("truncation.intent") {
+                let again = log_dir_image(&disk);
+                if open(&disk).is_ok() {
+                    return Err(format!(
+                        "a second open accepted what the first refused: {e}"
+                    ));
+                }
+                again
+            } else {
+                log_before
+            };
+            let log_after = log_dir_image(&disk);
+            if log_after != log_before {
+                let changed: Vec<&String> = log_before
+                    .keys()
+                    .chain(log_after.keys())
+                    .filter(|k| log_before.get(*k) != log_after.get(*k))
+                    .collect();
+                return Err(format!(
+                    "the refused open changed the log directory ({changed:?}): {e}"
+                ));
+            }
+            Checked {
+                corruption_reported: true,
+                ..Checked::default()
+            }
+        }
+        // A plain crash never makes a strict open refuse.
         Err(e) => return Err(format!("recovery failed: {e}")),
     };
     checked.calls = calls;
@@ -602,6 +674,21 @@ pub fn run_cycle(seed: u64, ops: &[Op], d: &Disturbance) -> Result<Checked, Stri
         checked.reopens += 1;
     }
     Ok(checked)
+}
+
+/// Every file of the log directory with its bytes.
+fn log_dir_image(disk: &SimFs) -> BTreeMap<String, Vec<u8>> {
+    use quorumlog_io::{FileSystem, OpenMode};
+    let dir = Path::new(DIR).join("log");
+    let mut out = BTreeMap::new();
+    for e in disk.list(&dir).unwrap_or_default() {
+        let bytes = disk
+            .open(&dir.join(&e.name), OpenMode::Read)
+            .and_then(|f| f.read_to_end())
+            .unwrap_or_default();
+        out.insert(e.name, bytes);
+    }
+    out
 }
 
 /// Flips a bit inside the batches of a sealed (synced, checkpointed)

@@ -259,7 +259,12 @@ pub(crate) fn take_due(st: &mut SyncState) -> Vec<(Completion, Result<Offset>)> 
         }
         return out;
     }
-    let later = st.completions.split_off(&(Offset(st.flushed.0 + 1), 0));
+    // Everything at or below `flushed` is due (all of it at the very end of
+    // the offset space).
+    let later = match st.flushed.0.checked_add(1) {
+        Some(next) => st.completions.split_off(&(Offset(next), 0)),
+        None => std::collections::BTreeMap::new(),
+    };
     for (_, c) in std::mem::replace(&mut st.completions, later) {
         out.push((c, Ok(st.flushed)));
     }

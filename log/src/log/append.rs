@@ -52,7 +52,8 @@ impl Log {
     /// Returns before the batch is durable (see [`Log::flush`]).
     ///
     /// # Errors
-    /// `EmptyBatch`, `BatchTooLarge`, `EpochRegression` (nothing written);
+    /// `EmptyBatch`, `BatchTooLarge`, `EpochRegression`, `OffsetOverflow`
+    /// (nothing written);
     /// `Io` (which poisons the log); `Poisoned`.
     pub fn append_as_leader<R: AsRef<[u8]>>(
         &mut self,
@@ -76,8 +77,8 @@ impl Log {
     /// written.
     ///
     /// # Errors
-    /// `NonContiguous`, `EpochRegression`, `EmptyBatch`, `BatchTooLarge`
-    /// (nothing written); `Io` (which poisons the log); `Poisoned`.
+    /// `NonContiguous`, `EpochRegression`, `EmptyBatch`, `BatchTooLarge`,
+    /// `OffsetOverflow` (nothing written); `Io` (which poisons the log); `Poisoned`.
     pub fn append_as_follower<R: AsRef<[u8]>>(
         &mut self,
         batches: &[FollowerBatch<'_, R>],
@@ -103,7 +104,7 @@ impl Log {
             }
             self.check_size(b.records)?;
             epoch = Some(b.epoch);
-            expected = Offset(expected.0 + b.records.len() as u64);
+            expected = crate::batch::next_offset_after(expected, b.records.len() as u64)?;
         }
         self.guard(|log| {
             for b in batches {

@@ -19,7 +19,7 @@ pub(crate) mod truncate;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, Offset, RecoveryPoint, SharedFs};
+use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, LogClaim, Offset, RecoveryPoint, SharedFs};
 
 use crate::batch::BatchRef;
 use crate::error::{CorruptionKind, Error, Result};
@@ -56,6 +56,8 @@ pub struct Log {
     pub(crate) syncs_in_segment: u64,
     /// Where the last read ended: (next offset, segment index, position).
     pub(crate) read_hint: Mutex<Option<(Offset, Offset, u64)>>,
+    /// This log's claim on its data directory (released on drop).
+    pub(crate) _claim: LogClaim,
 }
 
 /// Whole batches returned by [`Log::read`], in one buffer.

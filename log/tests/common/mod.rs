@@ -125,8 +125,9 @@ pub fn batch_range(fs: &dyn FileSystem, seg_path: &Path, offset: u64) -> (u64, u
     loop {
         let mut h = [0u8; 40];
         f.read_exact_at(&mut h, pos).unwrap();
-        if pos % 4096 != 0 && h[..4] == [0; 4] {
-            pos = pos.div_ceil(4096) * 4096; // alignment padding after a sync
+        if pos % 4096 != 0 && h[0] == 0 {
+            // Sync padding (of any length): a batch never starts with a zero.
+            pos = pos.div_ceil(4096) * 4096;
             continue;
         }
         let len = u64::from(u32::from_le_bytes(h[8..12].try_into().unwrap()));
