@@ -18,7 +18,7 @@
 //! - The quorum state in memory is always the durable one: it changes only
 //!   after its atomic replace returned `Ok`.
 //! - After any failed write the directory is poisoned: every later write
-//!   fails with `Poisoned` until it is reopened (DESIGN.md invariant 6).
+//!   fails with `Poisoned` until it is reopened (docs/design.md invariant 6).
 
 use std::io;
 use std::path::{Path, PathBuf};

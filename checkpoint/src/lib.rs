@@ -12,7 +12,7 @@
 //!   (temp, sync, rename, directory sync) and carries a magic, a version and
 //!   a CRC32C; a truncated, bit-flipped, foreign or future-version file is a
 //!   typed [`Error::Corruption`] naming the file.
-//! - **Election state never regresses** (DESIGN.md invariant 5): once
+//! - **Election state never regresses** (docs/design.md invariant 5): once
 //!   [`DataDir::persist_quorum_state`] returns, every reopen sees that epoch
 //!   (with the same vote) or a later one; epoch and vote are one record, and
 //!   an unreadable quorum state fails open instead of defaulting to epoch 0.

@@ -10,7 +10,7 @@
 //! voters           count × (node id u64, directory id u128)
 //! ```
 //! Epoch and vote live in one record written by one atomic replace, so no
-//! crash can pair an epoch with another epoch's vote (DESIGN.md invariant 5).
+//! crash can pair an epoch with another epoch's vote (docs/design.md invariant 5).
 //!
 //! Transition rules, checked by [`QuorumState::check_transition`] before
 //! anything is written: the epoch never decreases; within an epoch a cast

@@ -1,4 +1,4 @@
-//! Exhaustive crash tests of every small-file update (DESIGN.md invariants 5,
+//! Exhaustive crash tests of every small-file update (docs/design.md invariants 5,
 //! 8 and 9): power is cut at every I/O call of a quorum-state update, of each
 //! checkpoint write and of `format`, the disk keeps each of several subsets of
 //! the unsynced state (none, all, torn with zeros / garbage / old bytes,

@@ -1,4 +1,4 @@
-//! A failed write or sync poisons the data directory (DESIGN.md invariant 6):
+//! A failed write or sync poisons the data directory (docs/design.md invariant 6):
 //! the failed update is not acknowledged, nothing more is written, and after
 //! reopen the previous durable state is intact. A full disk loses nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]

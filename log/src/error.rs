@@ -169,7 +169,7 @@ pub enum Error {
     #[error("invalid options: {0}")]
     InvalidOptions(String),
     /// A write or sync failed earlier; nothing more is acknowledged until
-    /// the log is reopened (DESIGN.md invariant 6).
+    /// the log is reopened (docs/design.md invariant 6).
     #[error("log poisoned by an earlier failure: {cause}")]
     Poisoned {
         /// The first failure.

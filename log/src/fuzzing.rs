@@ -12,6 +12,7 @@ use crate::format::{decode_index, decode_segment_header, encode_index, encode_se
 /// # Panics
 /// On a decoder bug: an accepted value whose re-encoding differs.
 pub fn decode_batch(bytes: &[u8]) -> bool {
+    walk_segment_bytes(bytes);
     if let Ok((h, entries)) = decode_index(bytes) {
         assert_eq!(encode_index(&h, &entries), bytes, "index re-encodes");
     }
@@ -46,6 +47,54 @@ pub fn decode_batch(bytes: &[u8]) -> bool {
         }
     }
     true
+}
+
+/// Arbitrary bytes as the data of a segment, walked by the one batch walker
+/// from each of the first positions and end to end: it never panics, never
+/// reads past its limit, and what it returns is where it says.
+///
+/// # Panics
+/// On a walker bug.
+fn walk_segment_bytes(bytes: &[u8]) {
+    use crate::segment::walk::{batch, slot, BufSource, Slot};
+    use quorumlog_checkpoint::Offset;
+    let limit = bytes.len() as u64;
+    let mut src = BufSource {
+        buf: bytes,
+        start: 0,
+    };
+    for pos in 0..limit.min(64) {
+        let Ok(found) = slot(&mut src, pos, limit) else {
+            continue;
+        };
+        match found {
+            Slot::Header { position, header } => {
+                assert!(
+                    position >= pos && position < limit,
+                    "header inside the limit"
+                );
+                assert!(position == pos || position % crate::format::PAGE_BYTES == 0);
+                if let Ok(Ok(b)) = batch(&mut src, position, &header, header.base_offset, limit) {
+                    assert_eq!(b.len(), header.batch_len as usize);
+                }
+            }
+            Slot::Invalid { position, .. } => assert!(position >= pos && position < limit),
+            Slot::End | Slot::NeedMore => {}
+        }
+    }
+    // End to end, as recovery's scan would.
+    let mut pos = 0;
+    let mut expected: Option<Offset> = None;
+    while let Ok(Slot::Header { position, header }) = slot(&mut src, pos, limit) {
+        let want = expected.unwrap_or(header.base_offset);
+        let Ok(Ok(b)) = batch(&mut src, position, &header, want, limit) else {
+            break;
+        };
+        let next = position + b.len() as u64;
+        assert!(next > pos, "the walk advances");
+        pos = next;
+        expected = Some(header.next_offset());
+    }
 }
 
 #[cfg(test)]
@@ -84,6 +133,37 @@ mod tests {
             }
         }
         out.push(vec![0xFF; 100]);
+        // Segment images: a batch ending 5 bytes before a page boundary,
+        // sync padding, the next batch on the next page; and the same with
+        // a non-zero byte in the padding.
+        let mut first = Vec::new();
+        encode_into(
+            &mut first,
+            Offset(0),
+            Epoch(1),
+            &[vec![1u8; 4096 - 44 - 5]],
+            Compression::None,
+            u64::MAX,
+            1 << 20,
+        )
+        .unwrap();
+        let mut second = Vec::new();
+        encode_into(
+            &mut second,
+            Offset(1),
+            Epoch(1),
+            &[b"second"],
+            Compression::None,
+            u64::MAX,
+            1 << 20,
+        )
+        .unwrap();
+        let mut image = first;
+        image.resize(4096, 0);
+        image.extend_from_slice(&second);
+        out.push(image.clone());
+        image[4093] = 1;
+        out.push(image);
         out
     }
 

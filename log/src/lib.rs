@@ -1,6 +1,6 @@
 //! `quorumlog-log`: the segmented append log.
 //!
-//! Guarantees (DESIGN.md section 4):
+//! Guarantees (docs/design.md section 4):
 //! - **Never returns corrupt data.** Every batch read is verified (CRC32C
 //!   over everything that identifies it, and its place in the log); a
 //!   mismatch is a typed `Corruption` naming segment, position, offset and

@@ -30,7 +30,7 @@ pub enum Compression {
     },
 }
 
-/// Where appends go after a sync (DESIGN.md invariant 4).
+/// Where appends go after a sync (docs/design.md invariant 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WriteAlignment {
     /// After every sync the next batch starts on a fresh 4 KiB page, so no

@@ -1,4 +1,4 @@
-//! A flipped bit in every batch of a small log (DESIGN.md invariant 2 and
+//! A flipped bit in every batch of a small log (docs/design.md invariant 2 and
 //! 3): always reported as `Corruption` with its segment and position, never
 //! returned as data, and in Strict mode never silently truncated. The
 //! opt-in `TruncateAtCorruption` mode cuts there and reports what it dropped.

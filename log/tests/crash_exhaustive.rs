@@ -3,7 +3,7 @@
 //! truncation, a prefix truncation, and a rolling append + flush, with each
 //! tear variant; recovery must find the state before or after the operation
 //! (or, for a suffix truncation, part-way between), never anything else, and
-//! an acknowledged operation's result always (DESIGN.md invariants 1, 3, 8).
+//! an acknowledged operation's result always (docs/design.md invariants 1, 3, 8).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;

@@ -6,7 +6,7 @@
 //! every few batches) runs until the power is cut at a random I/O call; the
 //! disk keeps a random, torn subset of what was not synced. After reopen the
 //! log must be consistent with the model before or after the operation in
-//! flight (DESIGN.md invariants 1, 3, 8): every flushed record present and
+//! flight (docs/design.md invariants 1, 3, 8): every flushed record present and
 //! byte-identical, nothing beyond what was written, truncated records never
 //! back, no gap. Recovery is then crashed itself at a random call and
 //! redone: the result must equal one uninterrupted recovery (invariant 9).

@@ -1,4 +1,4 @@
-//! Group commit (DESIGN.md section 5, invariants 1, 4 and 6): concurrent
+//! Group commit (docs/design.md section 5, invariants 1, 4 and 6): concurrent
 //! writers share syncs; waits, completions and the watermark never report a
 //! record durable before it is; a failed write or sync poisons the log for
 //! good; with page alignment a torn page write never reaches acknowledged

@@ -1,4 +1,4 @@
-//! Torn tail at every byte of the last batch (DESIGN.md invariant 3): the
+//! Torn tail at every byte of the last batch (docs/design.md invariant 3): the
 //! last batch, written after the recovery point, reaches the disk only up to
 //! byte k (the rest zeros, or garbage). For every k, open succeeds, cuts the
 //! batch (unless it is whole), keeps every earlier record byte-identical, and

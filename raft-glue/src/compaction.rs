@@ -1,5 +1,5 @@
 //! The log-cleaning path: the log is truncated at the front only up to the
-//! end of a durable snapshot (DESIGN.md invariant 7).
+//! end of a durable snapshot (docs/design.md invariant 7).
 //!
 //! The order is the whole point: a snapshot is frozen (synced, renamed,
 //! directory synced) *before* the log prefix it covers is deleted, and the

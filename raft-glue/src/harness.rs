@@ -3,7 +3,7 @@
 //! workload, crashed at a chosen I/O call (optionally with an injected
 //! `EIO`/`ENOSPC` first, and a bit flip in durable data after), reopened —
 //! recovery itself crashed once more and redone — and checked against a
-//! model of what was acknowledged (DESIGN.md section 4):
+//! model of what was acknowledged (docs/design.md section 4):
 //!
 //! - every acknowledged (flushed) record is there, byte-identical, and the
 //!   log is the acknowledged prefix plus possibly unacknowledged records,
@@ -194,11 +194,12 @@ fn payload(offset: u64, gen: u64, len: usize) -> Vec<u8> {
     v
 }
 
-/// Segments of 8 pages (padding happens inside segments, and they roll).
+/// Segments of 4 pages: padding happens inside segments, and they roll
+/// often (bit flips go to sealed segments).
 fn options() -> LogOptions {
     LogOptions {
-        segment_size_bytes: 32 << 10,
-        max_batch_bytes: 12 << 10,
+        segment_size_bytes: 16 << 10,
+        max_batch_bytes: 8 << 10,
         index_interval_bytes: 256,
         prepare_next_segment_percent: 50,
         segment_preparation: SegmentPreparation::Inline,

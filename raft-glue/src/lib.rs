@@ -2,7 +2,7 @@
 //!
 //! Today it holds the log-cleaning path ([`compaction::clean_log_prefix`]):
 //! the log prefix is deleted only up to the end of a durable snapshot
-//! (DESIGN.md invariant 7); and the model-checked crash tester
+//! (docs/design.md invariant 7); and the model-checked crash tester
 //! ([`harness`]) that drives a whole data directory (log, quorum state,
 //! checkpoints, snapshots) on the simulated disk. Still to come (issue "Raft glue"): one store per
 //! Raft group with KRaft-style operations, durable election-state

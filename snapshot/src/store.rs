@@ -240,7 +240,7 @@ impl SnapshotStore {
 
     /// The latest durable snapshot covering every record below `offset`
     /// (its end offset is at least `offset`): what makes deleting the log
-    /// below `offset` safe (DESIGN.md invariant 7).
+    /// below `offset` safe (docs/design.md invariant 7).
     pub fn latest_covering(&self, offset: Offset) -> Option<SnapshotInfo> {
         self.latest().filter(|s| s.id.end_offset >= offset)
     }

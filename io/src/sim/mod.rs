@@ -299,7 +299,7 @@ impl SimFs {
     /// torn write then also damages, from the tear on, the bytes of the
     /// pages it touches that it did not itself write (already durable
     /// bytes sharing a page with it). Used to show why acknowledged data
-    /// must not share a page with later writes (DESIGN.md invariant 4).
+    /// must not share a page with later writes (docs/design.md invariant 4).
     pub fn set_page_tearing(&self, on: bool) {
         self.lock_state().page_tearing = on;
     }

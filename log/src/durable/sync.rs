@@ -19,7 +19,7 @@
 //! - `flushed` only grows, except that a truncation sets it to the new log
 //!   end (everything below which its own sync made durable);
 //! - a completion fires `Ok` only once `flushed` covers its offset, which
-//!   only a successful sync of that data sets (DESIGN.md invariant 1);
+//!   only a successful sync of that data sets (docs/design.md invariant 1);
 //! - after a failed sync the state is poisoned for good: no round runs
 //!   again, nothing more is acknowledged, every waiter and completion gets
 //!   `Poisoned` (invariant 6). A failed sync is never retried.

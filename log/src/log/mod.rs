@@ -11,7 +11,7 @@
 //! - the epoch map holds every epoch in `[log_start, log_end)`; epochs never
 //!   decrease with offsets.
 //! - after a failed write or sync (`poisoned`), every call fails with
-//!   `Poisoned` (DESIGN.md invariant 6).
+//!   `Poisoned` (docs/design.md invariant 6).
 
 mod append;
 pub(crate) mod truncate;

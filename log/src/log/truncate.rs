@@ -321,7 +321,7 @@ impl Log {
 
     /// Advances the log start offset to `offset` and deletes every segment
     /// wholly below it. The caller guarantees a durable snapshot covers
-    /// everything below `offset` (DESIGN.md invariant 7).
+    /// everything below `offset` (docs/design.md invariant 7).
     ///
     /// # Errors
     /// `OffsetOutOfRange` beyond the log end; `Io`/`Checkpoint` (which

@@ -273,7 +273,7 @@ impl Segment {
 /// Read-ahead for classifying one position (a page of padding and a header).
 const PAGE_CHUNK: usize = 8 << 10;
 /// Read-ahead for walking headers from an index entry.
-const WALK_CHUNK: usize = 64 << 10;
+const WALK_CHUNK: usize = 8 << 10;
 
 /// `offset` relative to the segment base, as stored in the index.
 ///

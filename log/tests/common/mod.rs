@@ -40,12 +40,40 @@ pub fn open_dd(fs: &SharedFs, dir: &Path) -> Arc<DataDir> {
     Arc::new(DataDir::open(fs.clone(), dir, &OpenOptions::default()).unwrap())
 }
 
+/// Opens the log of `dir`. Every refused open in every log test is checked
+/// to have changed nothing in the data directory (recovery never destroys
+/// evidence), apart from what the data directory's own open removes (stale
+/// `*.tmp` files of interrupted replaces) and a truncation intent redone.
 pub fn open_log(fs: &SharedFs, dir: &Path, options: &LogOptions) -> Result<Log> {
-    let dd = Arc::new(
-        DataDir::open(fs.clone(), dir, &OpenOptions::default())
-            .map_err(quorumlog_log::Error::from)?,
-    );
-    Log::open(dd, options.clone())
+    let evidence = |image: std::collections::BTreeMap<PathBuf, Vec<u8>>| {
+        image
+            .into_iter()
+            .filter(|(p, _)| p.extension().is_none_or(|e| e != "tmp"))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let intent = dir.join("log/truncation.intent");
+    let before = if fs.exists(&intent).unwrap_or(true) {
+        None
+    } else {
+        try_dir_image(fs.as_ref(), dir).ok().map(evidence)
+    };
+    let opened = DataDir::open(fs.clone(), dir, &OpenOptions::default())
+        .map_err(quorumlog_log::Error::from)
+        .and_then(|dd| Log::open(Arc::new(dd), options.clone()));
+    // (A simulated disk that went down during the open cannot be compared.)
+    let after = try_dir_image(fs.as_ref(), dir).ok().map(evidence);
+    if let (Err(e), Some(before), Some(after)) = (&opened, before, after) {
+        assert!(
+            before == after,
+            "a refused open ({e}) changed the data directory: {:?}",
+            before
+                .keys()
+                .chain(after.keys())
+                .filter(|k| before.get(*k) != after.get(*k))
+                .collect::<Vec<_>>()
+        );
+    }
+    opened
 }
 
 /// A fresh simulated disk with a formatted data directory.
@@ -148,25 +176,30 @@ pub fn seg_path(dir: &Path, base: u64) -> PathBuf {
 /// Every file under `dir` (recursively) with its bytes: compared before and
 /// after a refused open (a strict open that refuses changes nothing).
 pub fn dir_image(fs: &dyn FileSystem, dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    try_dir_image(fs, dir).unwrap()
+}
+
+/// As [`dir_image`], or the error of a disk that cannot be read (a
+/// simulated machine that is down).
+pub fn try_dir_image(
+    fs: &dyn FileSystem,
+    dir: &Path,
+) -> std::io::Result<std::collections::BTreeMap<PathBuf, Vec<u8>>> {
     use quorumlog_io::OpenMode;
     let mut out = std::collections::BTreeMap::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
-        for e in fs.list(&d).unwrap() {
+        for e in fs.list(&d)? {
             let path = d.join(&e.name);
             if e.is_dir {
                 todo.push(path);
             } else {
-                let bytes = fs
-                    .open(&path, OpenMode::Read)
-                    .unwrap()
-                    .read_to_end()
-                    .unwrap();
+                let bytes = fs.open(&path, OpenMode::Read)?.read_to_end()?;
                 out.insert(path, bytes);
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// Asserts that a strict open of `dir` is refused with a `Corruption` error
