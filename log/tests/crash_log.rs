@@ -104,8 +104,14 @@ fn pick(rng: &mut SimRng, m: &Model) -> Op {
         75..=82 => Op::Hwm(m.hwm + rng.below(m.flushed.saturating_sub(m.hwm) + 1)),
         83..=89 => Op::Prefix(m.start + rng.below(m.hwm.saturating_sub(m.start) + 1)),
         90..=91 => Op::Full(end + rng.below(5)),
+        // Half the time every padding length up to past a batch header;
+        // otherwise any end position within the page.
         92..=96 => Op::PageEnd {
-            gap: rng.below(49),
+            gap: if rng.below(2) == 0 {
+                rng.below(49)
+            } else {
+                rng.below(4053)
+            },
             pages: 1 + rng.below(2),
         },
         _ => Op::Reopen,

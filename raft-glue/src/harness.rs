@@ -81,8 +81,8 @@ pub enum Op {
     /// `Flush` before it (after a sync a batch starts on a fresh page), so
     /// every sync padding length occurs.
     PageEnd {
-        /// Bytes of padding the batch leaves (0 to more than a header).
-        gap: u8,
+        /// Bytes of padding the batch leaves (0 to 4,052).
+        gap: u16,
         /// Pages the batch spans.
         pages: u8,
     },
@@ -91,8 +91,10 @@ pub enum Op {
 /// Bytes of a batch header plus one record's length prefix.
 const BATCH_OVERHEAD: usize = 44;
 
-fn page_end_len(gap: u8, pages: u8) -> usize {
-    usize::from(pages) * 4096 - BATCH_OVERHEAD - usize::from(gap)
+fn page_end_len(gap: u16, pages: u8) -> usize {
+    (usize::from(pages) * 4096)
+        .saturating_sub(BATCH_OVERHEAD + usize::from(gap))
+        .max(1)
 }
 
 /// Turns a seed into a workload of `len` steps (a few more when a
@@ -121,8 +123,15 @@ pub fn workload(seed: u64, len: usize) -> Vec<Op> {
             },
             90..=95 => {
                 ops.push(Op::Flush);
+                // Half the time every padding length up to past a batch
+                // header; otherwise any end position within the page.
+                let gap = if rng.below(2) == 0 {
+                    rng.below(49)
+                } else {
+                    rng.below(4053)
+                };
                 Op::PageEnd {
-                    gap: u8::try_from(rng.below(49)).unwrap_or(0),
+                    gap: u16::try_from(gap).unwrap_or(0),
                     pages: 1 + u8::try_from(rng.below(2)).unwrap_or(0),
                 }
             }
