@@ -8,7 +8,7 @@
 //! - **Torn tail vs corruption.** Open verifies what follows the recovery
 //!   point and truncates only a torn tail; corruption of durable data, or an
 //!   invalid batch followed by valid data, fails open in
-//!   [`RecoveryMode::Strict`] (see [`recovery`] for the decision table).
+//!   [`RecoveryMode::Strict`] (the decision table is in `docs/format.md`).
 //! - **Truncations are final.** Once `truncate_to` returns, the removed
 //!   records never come back after a crash; a cut batch is rewritten safely.
 //! - **Open is O(1) after a clean close**: nothing is scanned.
@@ -38,6 +38,7 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+mod dir;
 mod durable;
 mod error;
 pub mod format;
@@ -45,7 +46,7 @@ pub mod fuzzing;
 mod intent;
 mod log;
 mod options;
-pub mod recovery;
+mod recovery;
 mod segment;
 
 pub use batch::{BatchRef, Records};

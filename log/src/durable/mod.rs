@@ -73,7 +73,7 @@ impl DurableLog {
             last_epoch: log.last_epoch(),
             ..Queue::default()
         };
-        let options = log.options.clone();
+        let options = log.options().clone();
         let shared = Arc::new(Shared {
             log: std::sync::RwLock::new(log),
             state: Mutex::new(SyncState {

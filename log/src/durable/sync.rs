@@ -134,9 +134,7 @@ impl Shared {
         let (target, file, generation) = {
             let mut log = self.log_write();
             let generation = self.state().generation;
-            let target = log.log_end_offset();
-            let file = std::sync::Arc::clone(&log.active().file);
-            log.align_end();
+            let (target, file) = log.capture_sync_target();
             (target, file, generation)
         };
         let result = file.sync_data();

@@ -11,9 +11,10 @@ use std::thread::JoinHandle;
 use quorumlog_io::{File, OpenMode};
 
 use crate::batch::{encode_into, encoded_len};
+use crate::dir::PREPARED_FILE;
 use crate::error::{Error, Result};
 use crate::format::{segment_file_name, BatchHeader, SEGMENT_HEADER_BYTES};
-use crate::log::{Log, PREPARED_FILE};
+use crate::log::Log;
 use crate::options::SegmentPreparation;
 use crate::segment::{preallocate, Segment};
 
@@ -131,7 +132,7 @@ impl Log {
         }
         let bytes = encoded_len(records);
         let max = self
-            .options
+            .options()
             .max_batch_bytes
             .min(crate::batch::MAX_BATCH_BYTES);
         if bytes > max {
@@ -154,12 +155,12 @@ impl Log {
             base,
             epoch,
             records,
-            self.options.compression,
-            self.options.compression_threshold_bytes,
-            self.options.max_batch_bytes,
+            self.options().compression,
+            self.options().compression_threshold_bytes,
+            self.options().max_batch_bytes,
         );
         let result = header.and_then(|header| {
-            if self.active().end_position + buf.len() as u64 > self.options.segment_size_bytes {
+            if self.active().end_position + buf.len() as u64 > self.options().segment_size_bytes {
                 self.roll()?;
             }
             self.active_mut().append(&buf, &header)?;
@@ -184,7 +185,7 @@ impl Log {
     /// If the batches do not continue the log (a bug in the caller).
     pub(crate) fn append_encoded(&mut self, batches: &[(BatchHeader, Vec<u8>)]) -> Result<()> {
         self.guard(|log| {
-            let size = log.options.segment_size_bytes;
+            let size = log.options().segment_size_bytes;
             let mut i = 0;
             let mut joined = Vec::new();
             while i < batches.len() {
@@ -231,15 +232,15 @@ impl Log {
         if self.prepared.is_some() {
             return Ok(());
         }
-        let threshold = self.options.segment_size_bytes
-            * u64::from(self.options.prepare_next_segment_percent)
+        let threshold = self.options().segment_size_bytes
+            * u64::from(self.options().prepare_next_segment_percent)
             / 100;
         if self.active().end_position < threshold {
             return Ok(());
         }
-        let fs = self.fs.clone();
-        let path = self.dir.join(PREPARED_FILE);
-        let size = self.options.segment_size_bytes;
+        let fs = self.dir.fs().clone();
+        let path = self.dir.path().join(PREPARED_FILE);
+        let size = self.options().segment_size_bytes;
         let prealloc = self.next_preallocation();
         let job = move || -> std::io::Result<Box<dyn File>> {
             let f = fs.open(&path, OpenMode::CreateOrTruncate)?;
@@ -249,7 +250,7 @@ impl Log {
             })?;
             Ok(f)
         };
-        self.prepared = Some(match self.options.segment_preparation {
+        self.prepared = Some(match self.options().segment_preparation {
             SegmentPreparation::Inline => NextSegment::Ready(job()?),
             SegmentPreparation::Background => NextSegment::Preparing(
                 std::thread::Builder::new()
@@ -273,32 +274,33 @@ impl Log {
         //    in a sealed segment corruption, never a torn tail.
         self.active().file.sync_data()?;
         self.flushed = base;
-        self.active().write_index(self.fs.as_ref(), &self.dir)?;
+        self.active()
+            .write_index(self.dir.fs().as_ref(), self.dir.path())?;
         // 2. The new segment: prepared file → header → rename → dir sync.
-        let prepared_path = self.dir.join(PREPARED_FILE);
+        let prepared_path = self.dir.path().join(PREPARED_FILE);
         let file = match self.prepared.take() {
             Some(NextSegment::Ready(f)) => f,
             Some(NextSegment::Preparing(job)) => job
                 .join()
                 .map_err(|_| std::io::Error::other("segment preparation panicked"))??,
-            None => self.fs.open(&prepared_path, OpenMode::CreateOrTruncate)?,
+            None => self
+                .dir
+                .fs()
+                .open(&prepared_path, OpenMode::CreateOrTruncate)?,
         };
         Segment::init_file(
             file.as_ref(),
             base,
-            self.options.segment_size_bytes,
+            self.options().segment_size_bytes,
             self.next_preallocation(),
         )?;
         drop(file);
-        self.fs
-            .rename(&prepared_path, &self.dir.join(segment_file_name(base)))?;
-        self.fs.sync_dir(&self.dir)?;
-        let seg = Segment::open(
-            self.fs.as_ref(),
-            &self.dir,
-            base,
-            self.options.index_interval_bytes,
+        self.dir.fs().rename(
+            &prepared_path,
+            &self.dir.path().join(segment_file_name(base)),
         )?;
+        self.dir.sync()?;
+        let seg = self.dir.open_segment(base)?;
         debug_assert_eq!(seg.end_position, SEGMENT_HEADER_BYTES as u64);
         self.active_mut().index.shrink();
         self.segments.push(seg);
@@ -307,7 +309,7 @@ impl Log {
         // 3. Recovery after a crash now scans the new segment only.
         self.write_recovery_point_at_end()?;
         if let Some(hw) = self.high_watermark {
-            self.dd.write_high_watermark(hw)?;
+            self.dir.dd().write_high_watermark(hw)?;
         }
         Ok(())
     }

@@ -14,50 +14,48 @@
 //!   `Poisoned` (docs/design.md invariant 6).
 
 mod append;
-pub(crate) mod truncate;
+mod truncate;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, LogClaim, Offset, RecoveryPoint, SharedFs};
+use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, LogClaim, Offset, RecoveryPoint};
+use quorumlog_io::File;
 
 use crate::batch::BatchRef;
+use crate::dir::LogDir;
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::BatchHeader;
 use crate::options::{LogOptions, Preallocation, WriteAlignment};
-use crate::recovery::RecoveryReport;
+use crate::recovery::{recover, RecoveryReport};
 use crate::segment::walk::{self, BufSource, Slot};
 use crate::segment::Segment;
 
 pub(crate) use append::NextSegment;
 pub use append::{AppendInfo, FollowerBatch};
 
-/// The file prepared ahead of the next roll.
-pub(crate) const PREPARED_FILE: &str = "next.prepared";
-
 /// A segmented append log over one data directory.
+///
+/// Its fields are private to this module and its children (appends,
+/// truncations): they alone keep the invariants above.
 #[derive(Debug)]
 pub struct Log {
-    pub(crate) dd: Arc<DataDir>,
-    pub(crate) fs: SharedFs,
-    pub(crate) dir: PathBuf,
-    pub(crate) options: LogOptions,
-    pub(crate) segments: Vec<Segment>,
-    pub(crate) start_offset: Offset,
-    pub(crate) high_watermark: Option<Offset>,
-    pub(crate) epochs: EpochMap,
-    pub(crate) flushed: Offset,
-    pub(crate) poisoned: Option<String>,
-    pub(crate) scratch: Vec<u8>,
-    pub(crate) prepared: Option<NextSegment>,
-    pub(crate) report: RecoveryReport,
+    dir: LogDir,
+    segments: Vec<Segment>,
+    start_offset: Offset,
+    high_watermark: Option<Offset>,
+    epochs: EpochMap,
+    flushed: Offset,
+    poisoned: Option<String>,
+    scratch: Vec<u8>,
+    prepared: Option<NextSegment>,
+    report: RecoveryReport,
     /// Syncs of the active segment since it was opened (for `Adaptive`
     /// preallocation).
-    pub(crate) syncs_in_segment: u64,
+    syncs_in_segment: u64,
     /// Where the last read ended: (next offset, segment index, position).
-    pub(crate) read_hint: Mutex<Option<(Offset, Offset, u64)>>,
+    read_hint: Mutex<Option<(Offset, Offset, u64)>>,
     /// This log's claim on its data directory (released on drop).
-    pub(crate) _claim: LogClaim,
+    _claim: LogClaim,
 }
 
 /// Whole batches returned by [`Log::read`], in one buffer.
@@ -97,6 +95,60 @@ impl ReadBatches {
 }
 
 impl Log {
+    /// Opens the log of data directory `dd`, recovering from a crash if one
+    /// happened (see the decision table in docs/format.md). Only one log may
+    /// hold a data directory at a time.
+    ///
+    /// # Errors
+    /// `InvalidOptions`; `Checkpoint(LogAlreadyOpen)`; `Corruption` (Strict
+    /// mode) naming segment, position, offset and epoch; `Io`; `Checkpoint`.
+    pub fn open(dd: Arc<DataDir>, options: LogOptions) -> Result<Log> {
+        options.validate()?;
+        // Before anything is read or repaired: one log per data directory.
+        let claim = dd.claim_log()?;
+        let dir = LogDir::new(dd, options);
+        let r = recover(&dir)?;
+        let end = r.segments[r.segments.len() - 1].end_offset;
+        let clean = r.report.clean;
+        let mut log = Log {
+            dir,
+            segments: r.segments,
+            start_offset: r.log_start,
+            high_watermark: r.high_watermark,
+            epochs: r.epochs,
+            flushed: end,
+            poisoned: None,
+            scratch: Vec::new(),
+            prepared: None,
+            report: r.report,
+            syncs_in_segment: 0,
+            read_hint: Mutex::new(None),
+            _claim: claim,
+        };
+        if !clean {
+            // What was verified may sit in the page cache only (a process
+            // crash without power loss): make it durable, then record a
+            // recovery point so the next open starts from here.
+            log.write_clean_checkpoint()?;
+        }
+        log.align_end();
+        Ok(log)
+    }
+
+    /// The options the log was opened with.
+    pub(crate) fn options(&self) -> &LogOptions {
+        self.dir.options()
+    }
+
+    /// For a sync round: the end to make durable and the file holding it;
+    /// later appends move to a fresh page.
+    pub(crate) fn capture_sync_target(&mut self) -> (Offset, Arc<dyn File>) {
+        let target = self.log_end_offset();
+        let file = Arc::clone(&self.active().file);
+        self.align_end();
+        (target, file)
+    }
+
     pub(crate) fn check_poisoned(&self) -> Result<()> {
         match &self.poisoned {
             Some(cause) => Err(Error::Poisoned {
@@ -228,11 +280,11 @@ impl Log {
     /// segment header) is never written again. The bytes skipped are zeros
     /// already.
     pub(crate) fn align_end(&mut self) {
-        if self.options.write_alignment != WriteAlignment::Page {
+        if self.options().write_alignment != WriteAlignment::Page {
             return;
         }
         self.syncs_in_segment += 1;
-        let size = self.options.segment_size_bytes;
+        let size = self.options().segment_size_bytes;
         let seg = self.active_mut();
         // Also for an empty segment: its header page is synced data.
         seg.end_position = walk::padded_end(seg.end_position).min(size);
@@ -338,11 +390,12 @@ impl Log {
     pub(crate) fn write_clean_checkpoint(&mut self) -> Result<()> {
         self.flush()?;
         self.guard(|log| {
-            log.active().write_index(log.fs.as_ref(), &log.dir)?;
-            log.fs.sync_dir(&log.dir)?;
+            log.active()
+                .write_index(log.dir.fs().as_ref(), log.dir.path())?;
+            log.dir.sync()?;
             log.write_recovery_point_at_end()?;
             if let Some(hw) = log.high_watermark {
-                log.dd.write_high_watermark(hw)?;
+                log.dir.dd().write_high_watermark(hw)?;
             }
             Ok(())
         })
@@ -361,8 +414,8 @@ impl Log {
             segment: seg.base,
             position: seg.end_position,
         };
-        self.dd.write_epoch_map(&self.epochs)?;
-        self.dd.write_recovery_point(rp)?;
+        self.dir.dd().write_epoch_map(&self.epochs)?;
+        self.dir.dd().write_recovery_point(rp)?;
         Ok(())
     }
 
@@ -373,7 +426,7 @@ impl Log {
     /// open recovers from the last durable checkpoint); `Poisoned`.
     pub fn close(mut self) -> Result<()> {
         self.write_clean_checkpoint()?;
-        self.guard(|log| crate::recovery::write_clean_marker(&log.fs, &log.dir))
+        self.guard(|log| log.dir.write_clean_marker())
     }
 }
 
@@ -390,7 +443,7 @@ impl Log {
     /// active segment's average bytes per sync.
     pub(crate) fn next_preallocation(&self) -> Preallocation {
         const SMALL_SYNC_BYTES: u64 = 64 << 10;
-        match self.options.preallocation {
+        match self.options().preallocation {
             Preallocation::Adaptive => {
                 let bytes = self.active().end_position;
                 if self.syncs_in_segment == 0 || bytes / self.syncs_in_segment < SMALL_SYNC_BYTES {

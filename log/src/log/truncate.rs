@@ -1,225 +1,26 @@
 //! Suffix truncation, prefix truncation, and the full truncation used to
-//! install a snapshot.
+//! install a snapshot. The crash-safe file steps live in `crate::dir`.
 //!
 //! Crash safety, step by step (each step leaves a state recovery accepts):
-//! - suffix (`truncate_to`): [intent if a batch is cut] → lower the recovery
-//!   point below the cut → remove later segments, newest first → directory
-//!   sync → cut and zero-fill the segment (+ replacement batch) → sync →
-//!   [remove intent]. Before the final sync a crash may leave the records
-//!   (the truncation was not acknowledged); after it they never come back.
+//! - suffix (`truncate_to`): [flush, intent if the cut rewrites a page] →
+//!   `LogDir::redo_cut` → [remove intent]. Before the final sync a crash may
+//!   leave the records (the truncation was not acknowledged); after it they
+//!   never come back.
 //! - prefix (`truncate_prefix_to`): log start offset → recovery point off
 //!   the doomed segments → remove whole segments below, oldest first →
 //!   directory sync. Recovery removes segments wholly below the log start.
-//! - full (`truncate_fully_and_start_at`): intent → log start, empty epoch
-//!   map → remove every segment → new segment → recovery point → remove
-//!   intent. Recovery redoes it from the intent.
+//! - full (`truncate_fully_and_start_at`): intent → `LogDir::redo_full` →
+//!   remove intent. Recovery redoes it from the intent.
 
-use std::io;
-use std::path::Path;
-
-use quorumlog_checkpoint::{DataDir, EpochMap, Offset, RecoveryPoint};
-use quorumlog_io::{FileSystem, OpenMode};
+use quorumlog_checkpoint::{EpochMap, Offset, RecoveryPoint};
 
 use crate::batch::{encode_into, BatchRef};
+use crate::dir::Cut;
 use crate::error::{Error, Result};
-use crate::format::{
-    index_file_name, parse_file_name, segment_file_name, PAGE_BYTES, SEGMENT_HEADER_BYTES,
-};
+use crate::format::{PAGE_BYTES, SEGMENT_HEADER_BYTES};
 use crate::intent::{self, Intent};
-use crate::log::{Log, PREPARED_FILE};
-use crate::options::LogOptions;
-use crate::segment::{preallocate, Segment};
-
-/// Removes `path`, treating "already gone" as done (redo is idempotent).
-pub(crate) fn remove_if_present(fs: &dyn FileSystem, path: &Path) -> Result<bool> {
-    match fs.remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Lowers the recovery point to `(cut_offset, segment, position)` if it is
-/// above it. Everything below the old recovery point was durable, so the
-/// lower one is true as well.
-fn lower_recovery_point(
-    dd: &DataDir,
-    cut_offset: Offset,
-    segment: Offset,
-    position: u64,
-) -> Result<()> {
-    if let Some(rp) = dd.checkpoints().recovery_point {
-        let beyond = rp.offset > cut_offset
-            || rp.segment > segment
-            || (rp.segment == segment && rp.position > position);
-        if beyond {
-            dd.write_recovery_point(RecoveryPoint {
-                offset: cut_offset,
-                segment,
-                position,
-            })?;
-        }
-    }
-    Ok(())
-}
-
-/// Where a suffix truncation cuts.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Cut<'a> {
-    /// The segment cut.
-    pub segment: Offset,
-    /// The byte position of the cut.
-    pub position: u64,
-    /// A batch written at the cut (the kept part of a cut batch).
-    pub replacement: Option<&'a [u8]>,
-    /// The offset at the cut (the replacement's base, if any).
-    pub offset: Offset,
-}
-
-/// The idempotent part of a suffix truncation: lower the recovery point,
-/// remove every segment after the cut's, cut it at its position, zero-fill,
-/// write the replacement there, sync.
-pub(crate) fn redo_cut(
-    fs: &dyn FileSystem,
-    dd: &DataDir,
-    dir: &Path,
-    options: &LogOptions,
-    cut: Cut<'_>,
-) -> Result<()> {
-    let Cut {
-        segment,
-        position,
-        replacement,
-        offset: cut_offset,
-    } = cut;
-    let end = position + replacement.map_or(0, |r| r.len() as u64);
-    lower_recovery_point(dd, cut_offset, segment, end)?;
-    let mut later: Vec<Offset> = fs
-        .list(dir)?
-        .iter()
-        .filter_map(|e| parse_file_name(&e.name, "log"))
-        .filter(|&b| b > segment)
-        .collect();
-    later.sort_unstable();
-    for base in later.iter().rev() {
-        remove_if_present(fs, &dir.join(segment_file_name(*base)))?;
-        remove_if_present(fs, &dir.join(index_file_name(*base)))?;
-    }
-    remove_if_present(fs, &dir.join(index_file_name(segment)))?;
-    fs.sync_dir(dir)?;
-    let file = fs.open(&dir.join(segment_file_name(segment)), OpenMode::ReadWrite)?;
-    file.set_len(position)?;
-    preallocate(
-        file.as_ref(),
-        options.segment_size_bytes,
-        options.preallocation,
-    )?;
-    if let Some(batch) = replacement {
-        file.write_all_at(batch, position)?;
-    }
-    file.sync_data()?;
-    Ok(())
-}
-
-/// A cut that never loses kept bytes: if the cut is not on a page boundary
-/// (or a batch is cut), the page's kept bytes and the replacement are saved
-/// in an intent first, the cut is made at the page boundary and the bytes
-/// written back, then the intent is removed. A crash or a torn page in
-/// between is repaired by recovery redoing the intent.
-pub(crate) fn cut_page_safe(
-    fs: &dyn FileSystem,
-    dd: &DataDir,
-    dir: &Path,
-    options: &LogOptions,
-    cut: Cut<'_>,
-) -> Result<()> {
-    let page_start = cut.position / PAGE_BYTES * PAGE_BYTES;
-    if page_start == cut.position && cut.replacement.is_none() {
-        return redo_cut(fs, dd, dir, options, cut);
-    }
-    let file = fs.open(&dir.join(segment_file_name(cut.segment)), OpenMode::Read)?;
-    let mut bytes = vec![0u8; usize::try_from(cut.position - page_start).unwrap_or(0)];
-    file.read_exact_at(&mut bytes, page_start)?;
-    drop(file);
-    if let Some(r) = cut.replacement {
-        bytes.extend_from_slice(r);
-    }
-    intent::write(
-        fs,
-        dir,
-        &Intent::Cut {
-            segment: cut.segment,
-            position: page_start,
-            bytes: bytes.clone(),
-            offset: cut.offset,
-        },
-    )?;
-    redo_cut(
-        fs,
-        dd,
-        dir,
-        options,
-        Cut {
-            segment: cut.segment,
-            position: page_start,
-            replacement: Some(&bytes),
-            offset: cut.offset,
-        },
-    )?;
-    intent::remove(fs, dir)
-}
-
-/// The idempotent part of a full truncation: the log restarts, empty, at
-/// `start`.
-pub(crate) fn redo_full(
-    fs: &dyn FileSystem,
-    dd: &DataDir,
-    dir: &Path,
-    options: &LogOptions,
-    start: Offset,
-) -> Result<()> {
-    dd.write_log_start_offset(start)?;
-    dd.write_epoch_map(&EpochMap::new())?;
-    for e in fs.list(dir)? {
-        let ours = parse_file_name(&e.name, "log").is_some()
-            || parse_file_name(&e.name, "index").is_some()
-            || e.name == PREPARED_FILE;
-        if ours {
-            remove_if_present(fs, &dir.join(&e.name))?;
-        }
-    }
-    fs.sync_dir(dir)?;
-    create_segment_file(fs, dir, options, start)?;
-    dd.write_recovery_point(RecoveryPoint {
-        offset: start,
-        segment: start,
-        position: SEGMENT_HEADER_BYTES as u64,
-    })?;
-    // Nothing below `start` is left to commit; nothing above it exists.
-    dd.write_high_watermark(start)?;
-    Ok(())
-}
-
-/// Creates segment `base` (header written and synced, directory synced).
-pub(crate) fn create_segment_file(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    options: &LogOptions,
-    base: Offset,
-) -> Result<()> {
-    let prepared = dir.join(PREPARED_FILE);
-    let f = fs.open(&prepared, OpenMode::CreateOrTruncate)?;
-    Segment::init_file(
-        f.as_ref(),
-        base,
-        options.segment_size_bytes,
-        options.preallocation,
-    )?;
-    drop(f);
-    fs.rename(&prepared, &dir.join(segment_file_name(base)))?;
-    fs.sync_dir(dir)?;
-    Ok(())
-}
+use crate::log::Log;
+use crate::segment::relative;
 
 impl Log {
     /// Removes every record at or after `offset` (suffix truncation). When
@@ -274,8 +75,8 @@ impl Log {
                     h.base_offset,
                     h.epoch,
                     &records[..keep],
-                    self.options.compression,
-                    self.options.compression_threshold_bytes,
+                    self.options().compression,
+                    self.options().compression_threshold_bytes,
                     u64::MAX,
                 )?;
                 (pos, Some((header, out)))
@@ -288,26 +89,19 @@ impl Log {
             // the file: they must be durable first.
             self.flush()?;
         }
-        cut_page_safe(
-            self.fs.as_ref(),
-            &self.dd,
-            &self.dir,
-            &self.options,
-            Cut {
-                segment: seg_base,
-                position,
-                replacement: replacement.as_ref().map(|(_, b)| b.as_slice()),
-                offset: cut_offset,
-            },
-        )?;
+        self.dir.cut_page_safe(Cut {
+            segment: seg_base,
+            position,
+            replacement: replacement.as_ref().map(|(_, b)| b.as_slice()),
+            offset: cut_offset,
+        })?;
         self.segments.truncate(i + 1);
         let seg = self.active_mut();
         seg.end_position = position;
         seg.end_offset = replacement
             .as_ref()
             .map_or(cut_offset, |(h, _)| h.base_offset);
-        seg.index
-            .truncate(u32::try_from(seg.end_offset.0 - seg.base.0).unwrap_or(u32::MAX));
+        seg.index.truncate(relative(seg.base, seg.end_offset));
         if let Some((h, bytes)) = &replacement {
             seg.note_appended(bytes.len() as u64, h);
         }
@@ -340,7 +134,8 @@ impl Log {
             return Ok(());
         }
         self.guard(|log| {
-            log.dd.write_log_start_offset(offset)?;
+            let dd = log.dir.dd();
+            dd.write_log_start_offset(offset)?;
             log.epochs.truncate_from_start(offset);
             let doomed = log
                 .segments
@@ -349,24 +144,22 @@ impl Log {
                 .count();
             if doomed > 0 {
                 let keep = log.segments[doomed].base;
-                if log
-                    .dd
+                if dd
                     .checkpoints()
                     .recovery_point
                     .is_none_or(|rp| rp.segment < keep)
                 {
-                    log.dd.write_epoch_map(&log.epochs)?;
-                    log.dd.write_recovery_point(RecoveryPoint {
+                    dd.write_epoch_map(&log.epochs)?;
+                    dd.write_recovery_point(RecoveryPoint {
                         offset: keep,
                         segment: keep,
                         position: SEGMENT_HEADER_BYTES as u64,
                     })?;
                 }
                 for seg in log.segments.drain(..doomed) {
-                    log.fs.remove_file(&seg.path)?;
-                    remove_if_present(log.fs.as_ref(), &log.dir.join(index_file_name(seg.base)))?;
+                    log.dir.remove_segment(seg.base)?;
                 }
-                log.fs.sync_dir(&log.dir)?;
+                log.dir.sync()?;
             }
             log.start_offset = offset;
             log.clear_read_hint();
@@ -383,15 +176,11 @@ impl Log {
     pub fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<()> {
         self.guard(|log| {
             log.finish_preparation();
-            intent::write(log.fs.as_ref(), &log.dir, &Intent::Full { start: offset })?;
-            redo_full(log.fs.as_ref(), &log.dd, &log.dir, &log.options, offset)?;
-            intent::remove(log.fs.as_ref(), &log.dir)?;
-            let seg = Segment::open(
-                log.fs.as_ref(),
-                &log.dir,
-                offset,
-                log.options.index_interval_bytes,
-            )?;
+            let (fs, path) = (log.dir.fs().clone(), log.dir.path().to_path_buf());
+            intent::write(fs.as_ref(), &path, &Intent::Full { start: offset })?;
+            log.dir.redo_full(offset)?;
+            intent::remove(fs.as_ref(), &path)?;
+            let seg = log.dir.open_segment(offset)?;
             log.segments = vec![seg];
             log.align_end();
             log.start_offset = offset;

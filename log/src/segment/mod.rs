@@ -12,7 +12,7 @@ pub mod index;
 pub mod scan;
 pub(crate) mod walk;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use quorumlog_checkpoint::{Epoch, Offset};
@@ -32,8 +32,6 @@ use walk::{FileSource, Slot};
 pub struct Segment {
     /// Offset of the first record.
     pub base: Offset,
-    /// The segment file's path.
-    pub path: PathBuf,
     /// The open file (shared with the flusher, which syncs it unlocked).
     pub file: Arc<dyn File>,
     /// Byte position after the last batch.
@@ -95,7 +93,6 @@ impl Segment {
         }
         Ok(Segment {
             base,
-            path,
             file: Arc::from(file),
             end_position: SEGMENT_HEADER_BYTES as u64,
             end_offset: base,

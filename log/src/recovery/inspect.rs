@@ -1,0 +1,576 @@
+//! Inspection: reads, verifies and decides; writes nothing (except redoing a
+//! valid truncation intent, and creating the first segment of a log that
+//! has none, which destroy nothing).
+
+use quorumlog_checkpoint::{Epoch, EpochMap, Offset, RecoveryPoint};
+use quorumlog_io::OpenMode;
+
+use super::{Finding, Outcome, PendingCut, Recovery};
+use crate::dir::{Cut, CLEAN_CONTENT, CLEAN_FILE, PREPARED_FILE};
+use crate::error::{CorruptionKind, Error, Result};
+use crate::format::{index_file_name, parse_file_name, SEGMENT_HEADER_BYTES};
+use crate::intent::{self, Intent, INTENT_FILE};
+use crate::recovery::report::{DroppedCorruption, ScanStart, TornTail};
+use crate::segment::corruption;
+use crate::segment::index::{load_index_file, IndexProblem, SparseIndex};
+use crate::segment::scan::{inspect_tail, scan, ScanFrom, ScanOutcome, Stop};
+use crate::segment::walk::padded_end;
+
+/// An invalid place found while verifying.
+pub(super) struct Invalid {
+    seg: usize,
+    /// Where the invalid bytes start.
+    position: u64,
+    /// Where the valid data before them ends (the cut, if one is made).
+    data_end: u64,
+    offset: Offset,
+    epoch: Option<Epoch>,
+    kind: CorruptionKind,
+}
+
+impl Recovery<'_> {
+    /// Notes leftovers and whether a valid clean marker is there (removed
+    /// by repair, so a crash from then on is seen as unclean).
+    pub(super) fn inspect_directory(&mut self) -> Result<()> {
+        let fs = self.dir.fs();
+        for e in fs.list(self.dir.path())? {
+            let temp = std::path::Path::new(&e.name)
+                .extension()
+                .is_some_and(|x| x.eq_ignore_ascii_case("tmp"));
+            if e.name == PREPARED_FILE || (temp && !e.is_dir) {
+                debug_assert_eq!(self.decide(Finding::Leftover), Outcome::Remove);
+                self.leftovers.push(e.name);
+            } else if e.name == CLEAN_FILE {
+                let f = fs.open(&self.dir.path().join(&e.name), OpenMode::Read)?;
+                self.clean_marker =
+                    f.len()? == CLEAN_CONTENT.len() as u64 && f.read_to_end()? == CLEAN_CONTENT;
+                self.leftovers.push(e.name);
+            } else if parse_file_name(&e.name, "log").is_none()
+                && parse_file_name(&e.name, "index").is_none()
+                && e.name != INTENT_FILE
+            {
+                debug_assert_eq!(self.decide(Finding::UnknownFile), Outcome::LeaveReport);
+                self.report.unknown_files.push(e.name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Redoes a valid truncation intent (the clean marker goes first); an
+    /// invalid one is decided by the table.
+    pub(super) fn redo_intent(&mut self) -> Result<()> {
+        let (fs, path) = (self.dir.fs(), self.dir.path());
+        let Some(found) = intent::read(fs.as_ref(), path)? else {
+            return Ok(());
+        };
+        let finding = if found.is_ok() {
+            Finding::Intent
+        } else {
+            Finding::InvalidIntent
+        };
+        if let (Err(kind), Outcome::Refuse) = (&found, self.decide(finding)) {
+            return Err(corruption(Offset(0), 0, Offset(0), None, kind.clone()));
+        }
+        // Redoing changes the log: the clean marker must go first.
+        self.remove_leftovers()?;
+        self.report.intent_redone = Some(match found {
+            Ok(Intent::Cut {
+                segment,
+                position,
+                bytes,
+                offset,
+            }) => {
+                self.dir.redo_cut(Cut {
+                    segment,
+                    position,
+                    replacement: Some(&bytes),
+                    offset,
+                })?;
+                format!(
+                    "suffix truncation to {offset} (segment {segment} rewritten from byte {position})"
+                )
+            }
+            Ok(Intent::Full { start }) => {
+                self.dir.redo_full(start)?;
+                format!("full truncation to {start}")
+            }
+            Err(_) => "invalid intent removed".into(),
+        });
+        intent::remove(fs.as_ref(), path)
+    }
+
+    /// Notes segments wholly below the log start offset (left by an
+    /// interrupted prefix truncation; repair removes them) and creates the
+    /// first segment of an empty log. Returns the log start offset, if
+    /// known, and the segments to open.
+    pub(super) fn plan_below_start(
+        &mut self,
+        mut bases: Vec<Offset>,
+    ) -> Result<(Option<Offset>, Vec<Offset>)> {
+        let log_start = self.cp.log_start_offset.map(|l| l.0);
+        if let Some(start) = log_start {
+            let doomed = bases.windows(2).take_while(|w| w[1] <= start).count();
+            self.below_start = bases.drain(..doomed).collect();
+            // A recovery point in a removed segment moves to the start of
+            // the first one left: nothing before it remains.
+            if let (Some(rp), Some(&first)) = (self.cp.recovery_point, bases.first()) {
+                if rp.segment < first {
+                    self.cp.recovery_point = Some(RecoveryPoint {
+                        offset: first,
+                        segment: first,
+                        position: SEGMENT_HEADER_BYTES as u64,
+                    });
+                }
+            }
+        }
+        if bases.is_empty() {
+            let start = log_start.unwrap_or_default();
+            if let Some(rp) = self.cp.recovery_point {
+                if rp.offset > start
+                    && self.decide(Finding::RecoveryPointSegmentMissing) == Outcome::Refuse
+                {
+                    return Err(missing_segment(&rp));
+                }
+            }
+            // Creating the first segment destroys nothing.
+            self.leftovers.retain(|n| n != PREPARED_FILE);
+            self.dir.create_segment(start)?;
+            bases.push(start);
+        }
+        Ok((log_start, bases))
+    }
+
+    /// Opens every segment, checking its header. A segment with an invalid
+    /// header is damage (a roll syncs the header before the rename that
+    /// names the file): decided by the table.
+    pub(super) fn open_segments(&mut self, bases: &[Offset]) -> Result<()> {
+        for (i, &base) in bases.iter().enumerate() {
+            let kind = match self.dir.open_segment(base) {
+                Ok(s) => {
+                    self.segments.push(s);
+                    continue;
+                }
+                Err(Error::Corruption { kind, .. }) => kind,
+                Err(e) => return Err(e),
+            };
+            match self.decide(Finding::InvalidSegmentHeader) {
+                Outcome::Refuse => return Err(corruption(base, 0, base, None, kind)),
+                _ => return self.drop_segments_from(bases, i, kind),
+            }
+        }
+        Ok(())
+    }
+
+    /// Verifies what must be verified; returns whether the log was closed
+    /// cleanly and nothing needed checking.
+    pub(super) fn verify(&mut self) -> Result<bool> {
+        let (mut rp, map) = match (self.cp.recovery_point, self.cp.epoch_map.clone()) {
+            (Some(rp), Some(map)) => (rp, map),
+            (None, _) => return self.verify_full("no usable recovery point"),
+            (_, None) => return self.verify_full("no usable epoch map"),
+        };
+        // `format` writes (0, 0, 0): the start of the first segment, whose
+        // data begins after the segment header.
+        if rp.offset == rp.segment && rp.position < SEGMENT_HEADER_BYTES as u64 {
+            rp.position = SEGMENT_HEADER_BYTES as u64;
+        }
+        let Some(k) = self.segments.iter().position(|s| s.base == rp.segment) else {
+            return match self.decide(Finding::RecoveryPointSegmentMissing) {
+                Outcome::Refuse => Err(missing_segment(&rp)),
+                _ => self.verify_full("the recovery point's segment is missing"),
+            };
+        };
+        let len = self.segments[k].file.len()?;
+        // A file cut at the end of its data may lack the sync padding the
+        // recovery point counts; anything more missing is damage.
+        if padded_end(len) < rp.position || rp.position < SEGMENT_HEADER_BYTES as u64 {
+            return self.shorter_than_recovery_point(rp, len);
+        }
+        self.report.scan_start = ScanStart::RecoveryPoint {
+            offset: rp.offset,
+            segment: rp.segment,
+            position: rp.position,
+        };
+        self.epochs = map;
+        self.epochs.truncate_from_end(rp.offset);
+        for i in 0..k {
+            if let Some(inv) = self.load_sealed(i)? {
+                return self.decide_invalid(sealed_finding(&inv.kind), inv);
+            }
+        }
+        if let Some(inv) = self.load_recovery_segment(k, rp.offset, rp.position)? {
+            if let CorruptionKind::ShorterThanRecoveryPoint { len, .. } = inv.kind {
+                return self.shorter_than_recovery_point(rp, len);
+            }
+            return self.decide_invalid(Finding::BeforeRecoveryPoint, inv);
+        }
+        let prev = self.epochs.latest().map(|e| e.epoch);
+        self.verify_tail(ScanFrom {
+            segment: self.segments[k].base,
+            position: rp.position,
+            offset: rp.offset,
+            prev_epoch: prev,
+        })
+    }
+
+    fn shorter_than_recovery_point(&mut self, rp: RecoveryPoint, len: u64) -> Result<bool> {
+        match self.decide(Finding::ShorterThanRecoveryPoint) {
+            Outcome::Refuse => Err(corruption(
+                rp.segment,
+                rp.position,
+                rp.offset,
+                None,
+                CorruptionKind::ShorterThanRecoveryPoint {
+                    len,
+                    recovery_position: rp.position,
+                },
+            )),
+            _ => self.verify_full("a segment is shorter than the recovery point"),
+        }
+    }
+
+    fn verify_full(&mut self, reason: &str) -> Result<bool> {
+        self.report.scan_start = ScanStart::FullScan {
+            reason: reason.to_string(),
+        };
+        self.epochs = EpochMap::new();
+        self.index_writes.clear();
+        let interval = self.dir.options().index_interval_bytes;
+        for seg in &mut self.segments {
+            seg.index = SparseIndex::new(interval);
+        }
+        let base = self.segments[0].base;
+        self.verify_tail(ScanFrom {
+            segment: base,
+            position: SEGMENT_HEADER_BYTES as u64,
+            offset: base,
+            prev_epoch: None,
+        })
+    }
+
+    /// A sealed segment before the recovery point: trusted through its index
+    /// file, or verified by a scan whose index repair writes.
+    fn load_sealed(&mut self, i: usize) -> Result<Option<Invalid>> {
+        let next_base = self.segments[i + 1].base;
+        let seg = &self.segments[i];
+        let interval = self.dir.options().index_interval_bytes;
+        let path = self.dir.path().join(index_file_name(seg.base));
+        let fs = self.dir.fs();
+        let problem =
+            match load_index_file(fs.as_ref(), &path, seg.base, Some(next_base), interval)? {
+                Ok((h, ix)) if h.end_position <= seg.file.len()? => {
+                    let seg = &mut self.segments[i];
+                    seg.index = ix;
+                    seg.end_position = h.end_position;
+                    seg.end_offset = next_base;
+                    return Ok(None);
+                }
+                Ok(_) => IndexProblem::Stale,
+                Err(p) => p,
+            };
+        let out = self.scan_segment(i, u64::MAX)?;
+        if let Some((position, kind, epoch)) =
+            sealed_end_problem(&out.stop, out.end_position, out.end_offset, next_base)
+        {
+            return Ok(Some(Invalid {
+                seg: i,
+                position,
+                data_end: out.end_position,
+                offset: out.end_offset,
+                epoch,
+                kind,
+            }));
+        }
+        debug_assert_eq!(self.decide(Finding::IndexUnusable), Outcome::Rebuild);
+        self.index_writes.push((self.segments[i].base, problem));
+        Ok(None)
+    }
+
+    /// Scans segment `i` from its first batch up to `limit`, setting its
+    /// end and index from what the scan verified.
+    fn scan_segment(&mut self, i: usize, limit: u64) -> Result<ScanOutcome> {
+        let seg = &self.segments[i];
+        let mut ix = SparseIndex::new(self.dir.options().index_interval_bytes);
+        let from = ScanFrom {
+            segment: seg.base,
+            position: SEGMENT_HEADER_BYTES as u64,
+            offset: seg.base,
+            prev_epoch: None,
+        };
+        let out = scan(seg.file.as_ref(), from, limit, &mut ix)?;
+        self.report.bytes_scanned += out.bytes_scanned;
+        let seg = &mut self.segments[i];
+        seg.end_position = out.end_position;
+        seg.end_offset = out.end_offset;
+        seg.index = ix;
+        Ok(out)
+    }
+
+    /// The recovery point's segment up to the recovery point: its index
+    /// file if it describes exactly that, else a verifying scan.
+    fn load_recovery_segment(
+        &mut self,
+        k: usize,
+        offset: Offset,
+        position: u64,
+    ) -> Result<Option<Invalid>> {
+        let interval = self.dir.options().index_interval_bytes;
+        let seg = &self.segments[k];
+        let path = self.dir.path().join(index_file_name(seg.base));
+        let fs = self.dir.fs();
+        // A file shorter than the recovery point (its zero tail cut off) is
+        // trusted only after a scan shows that nothing but padding is gone.
+        let file_len = seg.file.len()?;
+        let whole = file_len >= position;
+        let problem = match load_index_file(fs.as_ref(), &path, seg.base, Some(offset), interval)? {
+            Ok((h, ix)) if h.end_position == position && whole => {
+                let seg = &mut self.segments[k];
+                seg.index = ix;
+                seg.end_position = position;
+                seg.end_offset = offset;
+                return Ok(None);
+            }
+            Ok(_) => IndexProblem::Stale,
+            Err(p) => p,
+        };
+        let out = self.scan_segment(k, position)?;
+        // The recovery point may sit after sync padding (a page-aligned end
+        // of data at the time it was written).
+        let size = self.dir.options().segment_size_bytes;
+        let quiet = !matches!(out.stop, Stop::Invalid { .. });
+        let at_rp =
+            out.end_position == position || padded_end(out.end_position).min(size) == position;
+        if quiet && out.end_offset == offset && at_rp {
+            self.segments[k].end_position = position;
+            if problem != IndexProblem::Missing {
+                self.report
+                    .indexes_rebuilt
+                    .push((self.segments[k].base, problem));
+            }
+            return Ok(None);
+        }
+        let (at, kind, epoch) = match out.stop {
+            _ if !whole => (
+                out.end_position,
+                CorruptionKind::ShorterThanRecoveryPoint {
+                    len: file_len,
+                    recovery_position: position,
+                },
+                None,
+            ),
+            Stop::Invalid {
+                position,
+                kind,
+                epoch,
+            } => (position, kind, epoch),
+            _ => (
+                out.end_position,
+                CorruptionKind::ShorterThanRecoveryPoint {
+                    len: out.end_position,
+                    recovery_position: position,
+                },
+                None,
+            ),
+        };
+        Ok(Some(Invalid {
+            seg: k,
+            position: at,
+            data_end: out.end_position,
+            offset: out.end_offset,
+            epoch,
+            kind,
+        }))
+    }
+
+    /// Verifies from `from` (in segment `from.segment`) to the end of the
+    /// log, deciding torn tail vs corruption.
+    fn verify_tail(&mut self, mut from: ScanFrom) -> Result<bool> {
+        let mut j = self
+            .segments
+            .iter()
+            .position(|s| s.base == from.segment)
+            .unwrap_or(0);
+        loop {
+            let seg = &mut self.segments[j];
+            let mut ix = std::mem::take(&mut seg.index);
+            let out = scan(seg.file.as_ref(), from, u64::MAX, &mut ix)?;
+            seg.index = ix;
+            seg.end_position = out.end_position;
+            seg.end_offset = out.end_offset;
+            self.report.bytes_scanned += out.bytes_scanned;
+            for &(e, o) in &out.epoch_starts {
+                self.epochs.assign(e, o).map_err(Error::Checkpoint)?;
+            }
+            if j + 1 == self.segments.len() {
+                return self.verify_last(j, &out);
+            }
+            let next_base = self.segments[j + 1].base;
+            if let Some((position, kind, epoch)) =
+                sealed_end_problem(&out.stop, out.end_position, out.end_offset, next_base)
+            {
+                let finding = sealed_finding(&kind);
+                let inv = Invalid {
+                    seg: j,
+                    position,
+                    data_end: out.end_position,
+                    offset: out.end_offset,
+                    epoch,
+                    kind,
+                };
+                return self.decide_invalid(finding, inv);
+            }
+            self.plan_sealed_index(j)?;
+            j += 1;
+            from = ScanFrom {
+                segment: next_base,
+                position: SEGMENT_HEADER_BYTES as u64,
+                offset: next_base,
+                prev_epoch: out.last_epoch,
+            };
+        }
+    }
+
+    /// The end of the last segment's data: a clean end, a torn tail, or
+    /// corruption, as the table says.
+    fn verify_last(&mut self, j: usize, out: &ScanOutcome) -> Result<bool> {
+        let quiet = !matches!(out.stop, Stop::Invalid { .. });
+        if self.clean_marker && quiet && out.bytes_scanned == 0 {
+            return Ok(true);
+        }
+        let tail = inspect_tail(self.segments[j].file.as_ref(), out.end_position)?;
+        let (at, epoch) = match &out.stop {
+            Stop::Invalid {
+                position, epoch, ..
+            } => (*position, *epoch),
+            _ => (out.end_position, None),
+        };
+        let invalid = |kind| Invalid {
+            seg: j,
+            position: at,
+            data_end: out.end_position,
+            offset: out.end_offset,
+            epoch,
+            kind,
+        };
+        if let Some(valid_at) = tail.valid_at {
+            let inv = invalid(CorruptionKind::ValidDataFollows { valid_at });
+            return self.decide_invalid(Finding::ValidDataFollows, inv);
+        }
+        let (finding, kind) = match &out.stop {
+            // An intact batch in the wrong place is never a tear.
+            Stop::Invalid {
+                kind: kind @ (CorruptionKind::Misplaced { .. } | CorruptionKind::EpochOrder { .. }),
+                ..
+            } => return self.decide_invalid(Finding::Misplaced, invalid(kind.clone())),
+            Stop::Invalid { kind, .. } => (Finding::TornTail, kind.clone()),
+            _ => (
+                Finding::BytesAfterData,
+                CorruptionKind::Malformed("non-zero bytes after the end of the data"),
+            ),
+        };
+        let Some(dropped_until) = tail.nonzero_end else {
+            return Ok(false); // nothing after the data to clean up
+        };
+        debug_assert_eq!(self.decide(finding), Outcome::CutTornTail);
+        self.report.torn_tail = Some(TornTail {
+            segment: self.segments[j].base,
+            position: out.end_position,
+            offset: out.end_offset,
+            kind,
+            dropped_until,
+        });
+        self.cut = Some(PendingCut {
+            seg: j,
+            position: out.end_position,
+            offset: out.end_offset,
+        });
+        Ok(false)
+    }
+
+    /// Applies the table to corruption: an error (nothing changed on disk),
+    /// or a cut that repair makes, reported.
+    fn decide_invalid(&mut self, finding: Finding, inv: Invalid) -> Result<bool> {
+        let base = self.segments[inv.seg].base;
+        if self.decide(finding) == Outcome::Refuse {
+            return Err(corruption(
+                base,
+                inv.position,
+                inv.offset,
+                inv.epoch,
+                inv.kind,
+            ));
+        }
+        debug_assert_eq!(self.decide(finding), Outcome::CutReportDropped);
+        self.report.dropped = Some(DroppedCorruption {
+            segment: base,
+            position: inv.data_end,
+            from_offset: inv.offset,
+            epoch: inv.epoch,
+            kind: inv.kind,
+            segments_removed: self.segments[inv.seg + 1..]
+                .iter()
+                .map(|s| s.base)
+                .collect(),
+        });
+        self.cut = Some(PendingCut {
+            seg: inv.seg,
+            position: inv.data_end,
+            offset: inv.offset,
+        });
+        Ok(false)
+    }
+
+    /// Notes whether a verified sealed segment needs its index file written.
+    fn plan_sealed_index(&mut self, j: usize) -> Result<()> {
+        let next_base = self.segments[j + 1].base;
+        let seg = &self.segments[j];
+        let path = self.dir.path().join(index_file_name(seg.base));
+        match load_index_file(self.dir.fs().as_ref(), &path, seg.base, Some(next_base), 1)? {
+            Ok((h, _)) if h.end_position == seg.end_position => {}
+            Ok(_) => self.index_writes.push((seg.base, IndexProblem::Stale)),
+            Err(p) => self.index_writes.push((seg.base, p)),
+        }
+        Ok(())
+    }
+}
+
+/// The finding for invalid bytes in a sealed segment.
+fn sealed_finding(kind: &CorruptionKind) -> Finding {
+    if matches!(kind, CorruptionKind::Gap { .. }) {
+        Finding::SealedEndsShort
+    } else {
+        Finding::InSealedSegment
+    }
+}
+
+/// The error for a recovery point whose segment is gone.
+fn missing_segment(rp: &RecoveryPoint) -> Error {
+    corruption(
+        rp.segment,
+        rp.position,
+        rp.offset,
+        None,
+        CorruptionKind::MissingSegment,
+    )
+}
+
+/// Whether a sealed segment's scan ended anywhere but cleanly at the next
+/// segment's base: where, what, and the epoch of the batch there.
+fn sealed_end_problem(
+    stop: &Stop,
+    data_end: u64,
+    end: Offset,
+    next_base: Offset,
+) -> Option<(u64, CorruptionKind, Option<Epoch>)> {
+    match stop {
+        Stop::Invalid {
+            position,
+            kind,
+            epoch,
+        } => Some((*position, kind.clone(), *epoch)),
+        Stop::Zeros | Stop::EndOfFile | Stop::Limit if end == next_base => None,
+        Stop::Zeros | Stop::EndOfFile | Stop::Limit => {
+            Some((data_end, CorruptionKind::Gap { end, next_base }, None))
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! Opening a log: what is trusted, what is verified, and what a crash left.
+//!
+//! Open trusts the checkpoints and verifies only what follows the recovery
+//! point: after a clean close (recovery point at the log end, the active
+//! segment's index written, the `clean` marker present) it reads one batch
+//! header per segment file and the index files, whatever the log's size.
+//!
+//! Two phases. **Inspection** (`inspect.rs`) reads, verifies and decides;
+//! it changes nothing on disk, so a strict open that refuses leaves the
+//! directory byte for byte as it found it. The one step before it redoes a
+//! valid truncation intent, finishing an operation decided before the crash
+//! (it only removes what that truncation removes). **Repair** (`repair.rs`)
+//! then applies the decisions in an order that a crash at any point leaves
+//! a state the next open decides the same way (invariant 9).
+//!
+//! Every decision comes from one table, `decide.rs`, shown in
+//! `docs/format.md` ("Recovery decision table").
+//!
+//! Recovery produces a [`Recovered`] value; `Log::open` builds the log from
+//! it. Recovery knows nothing of `Log`.
+
+mod decide;
+mod inspect;
+mod repair;
+mod report;
+
+use quorumlog_checkpoint::{Checkpoints, EpochMap, Offset};
+
+use crate::dir::LogDir;
+use crate::error::Result;
+use crate::options::RecoveryMode;
+use crate::segment::index::IndexProblem;
+use crate::segment::Segment;
+use decide::{decide, Finding, Outcome};
+pub use report::{DroppedCorruption, RecoveryReport, ScanStart, TornTail};
+
+/// What recovery hands to `Log::open`.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    /// The segments, oldest first, their ends and indexes set (never empty).
+    pub(crate) segments: Vec<Segment>,
+    /// The epochs of the records in the log.
+    pub(crate) epochs: EpochMap,
+    /// The log start offset.
+    pub(crate) log_start: Offset,
+    /// The high watermark, clamped to the log end.
+    pub(crate) high_watermark: Option<Offset>,
+    /// What open found and did (`clean`: nothing needed checking, so no new
+    /// checkpoint is needed).
+    pub(crate) report: RecoveryReport,
+}
+
+/// A cut decided by inspection, made by repair.
+#[derive(Debug, Clone, Copy)]
+struct PendingCut {
+    seg: usize,
+    position: u64,
+    offset: Offset,
+}
+
+/// The state of one recovery.
+struct Recovery<'a> {
+    dir: &'a LogDir,
+    cp: Checkpoints,
+    report: RecoveryReport,
+    segments: Vec<Segment>,
+    epochs: EpochMap,
+    /// Decided by inspection, done by repair:
+    clean_marker: bool,
+    leftovers: Vec<String>,
+    below_start: Vec<Offset>,
+    index_writes: Vec<(Offset, IndexProblem)>,
+    cut: Option<PendingCut>,
+}
+
+/// Recovers the log in `dir` (see the module doc).
+///
+/// # Errors
+/// `Corruption` (Strict mode) naming segment, position, offset and epoch;
+/// `Io`; `Checkpoint`.
+pub(crate) fn recover(dir: &LogDir) -> Result<Recovered> {
+    let dd = dir.dd();
+    let report = RecoveryReport {
+        checkpoints_degraded: dd.report().degraded.clone(),
+        ..RecoveryReport::default()
+    };
+    let mut r = Recovery {
+        dir,
+        cp: dd.checkpoints(),
+        report,
+        segments: Vec::new(),
+        epochs: EpochMap::new(),
+        clean_marker: false,
+        leftovers: Vec::new(),
+        below_start: Vec::new(),
+        index_writes: Vec::new(),
+        cut: None,
+    };
+    r.inspect_directory()?;
+    r.redo_intent()?;
+    r.cp = dd.checkpoints();
+    let bases = dir.segment_bases()?;
+    let (log_start, bases) = r.plan_below_start(bases)?;
+    r.open_segments(&bases)?;
+    let clean = r.verify()?;
+    r.repair()?;
+    let log_start = log_start.unwrap_or(r.segments[0].base);
+    r.report.clean = clean && r.below_start.is_empty();
+    r.finish(log_start)
+}
+
+impl Recovery<'_> {
+    fn mode(&self) -> RecoveryMode {
+        self.dir.options().recovery_mode
+    }
+
+    /// The table's outcome for `finding` in this open's mode.
+    fn decide(&self, finding: Finding) -> Outcome {
+        decide(finding, self.mode())
+    }
+
+    /// The log start and the high watermark against the recovered end.
+    fn finish(mut self, log_start: Offset) -> Result<Recovered> {
+        let end = self.segments[self.segments.len() - 1].end_offset;
+        if log_start > end {
+            debug_assert_eq!(
+                self.decide(Finding::LogStartAboveEnd),
+                Outcome::RestartAtLogStart
+            );
+            // Unflushed records were lost after the log start advanced past
+            // them: a snapshot covers everything below the log start.
+            self.dir.redo_full(log_start)?;
+            self.segments = vec![self.dir.open_segment(log_start)?];
+            self.epochs = EpochMap::new();
+            self.report.intent_redone = Some(format!(
+                "log restarted at the log start offset {log_start} (log ended at {end})"
+            ));
+            self.report.clean = false;
+        }
+        self.epochs.truncate_from_start(log_start);
+        let end = self.segments[self.segments.len() - 1].end_offset;
+        let mut high_watermark = self.dir.dd().checkpoints().high_watermark.map(|h| h.0);
+        if let Some(h) = high_watermark {
+            if h > end {
+                debug_assert_eq!(self.decide(Finding::HighWatermarkAboveEnd), Outcome::Clamp);
+                self.report.high_watermark_clamped = Some((h, end));
+                high_watermark = Some(end);
+            }
+        }
+        Ok(Recovered {
+            segments: self.segments,
+            epochs: self.epochs,
+            log_start,
+            high_watermark,
+            report: self.report,
+        })
+    }
+}

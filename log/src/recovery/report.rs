@@ -1,0 +1,110 @@
+//! What open found and did: the recovery report and its parts.
+
+use quorumlog_checkpoint::{Degraded, Epoch, Offset};
+
+use crate::error::CorruptionKind;
+use crate::segment::index::IndexProblem;
+
+/// Where recovery started verifying.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanStart {
+    /// At the recovery point.
+    RecoveryPoint {
+        /// Its offset.
+        offset: Offset,
+        /// Its segment.
+        segment: Offset,
+        /// Its byte position.
+        position: u64,
+    },
+    /// At the first segment.
+    FullScan {
+        /// Why the recovery point could not be used.
+        reason: String,
+    },
+}
+
+/// A torn tail that recovery cut off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// The segment.
+    pub segment: Offset,
+    /// Where the last valid batch ends (the new end of data).
+    pub position: u64,
+    /// The log end offset after the cut.
+    pub offset: Offset,
+    /// What the first invalid bytes were.
+    pub kind: CorruptionKind,
+    /// The position after the last non-zero byte that was zeroed: the cut
+    /// dropped the bytes `[position, dropped_until)`.
+    pub dropped_until: u64,
+}
+
+/// What `RecoveryMode::TruncateAtCorruption` dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedCorruption {
+    /// The segment holding the first corruption.
+    pub segment: Offset,
+    /// Its byte position (the new end of data).
+    pub position: u64,
+    /// Every record at or after this offset was dropped.
+    pub from_offset: Offset,
+    /// The epoch of the corrupt batch, if its header was readable.
+    pub epoch: Option<Epoch>,
+    /// What was wrong.
+    pub kind: CorruptionKind,
+    /// Later segments removed.
+    pub segments_removed: Vec<Offset>,
+}
+
+/// What open found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Whether the previous close was clean (nothing was scanned).
+    pub clean: bool,
+    /// Where verification started.
+    pub scan_start: ScanStart,
+    /// Bytes of batches read and verified.
+    pub bytes_scanned: u64,
+    /// A torn tail cut off, if any.
+    pub torn_tail: Option<TornTail>,
+    /// Corruption dropped in `TruncateAtCorruption` mode, if any.
+    pub dropped: Option<DroppedCorruption>,
+    /// Segments whose index was rebuilt, and why.
+    pub indexes_rebuilt: Vec<(Offset, IndexProblem)>,
+    /// Segment files removed, and why.
+    pub segments_removed: Vec<(Offset, &'static str)>,
+    /// A truncation redone from its intent.
+    pub intent_redone: Option<String>,
+    /// Files in the log directory that are not the log's (left alone).
+    pub unknown_files: Vec<String>,
+    /// The high watermark found above the log end: (found, clamped to).
+    pub high_watermark_clamped: Option<(Offset, Offset)>,
+    /// Checkpoint files that could not be trusted.
+    pub checkpoints_degraded: Vec<Degraded>,
+    /// The active segment was shorter than the segment size (its zero tail
+    /// cut off, as some copy tools do): (segment, length found). Its zero
+    /// tail was restored.
+    pub active_segment_extended: Option<(Offset, u64)>,
+}
+
+impl Default for RecoveryReport {
+    fn default() -> Self {
+        RecoveryReport {
+            clean: false,
+            scan_start: ScanStart::FullScan {
+                reason: String::new(),
+            },
+            bytes_scanned: 0,
+            torn_tail: None,
+            dropped: None,
+            indexes_rebuilt: Vec::new(),
+            segments_removed: Vec::new(),
+            intent_redone: None,
+            unknown_files: Vec::new(),
+            high_watermark_clamped: None,
+            checkpoints_degraded: Vec::new(),
+            active_segment_extended: None,
+        }
+    }
+}
