@@ -3,8 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::quorum_state::Vote;
-use crate::types::{Epoch, NodeId, Offset};
+use crate::types::{Epoch, NodeId, Offset, Vote};
 
 /// What is wrong with a file that failed verification.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -44,7 +44,7 @@ pub fn decode_checkpoint(bytes: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quorum_state::{Vote, Voter};
+    use crate::types::{Vote, Voter};
     use crate::types::{ClusterId, DirectoryId, Epoch, NodeId, Offset};
 
     /// The committed corpus: one valid file of each kind, then every

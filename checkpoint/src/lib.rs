@@ -62,6 +62,6 @@ pub use epoch_map::{EpochEntry, EpochMap};
 pub use error::{CorruptionKind, Error, NotFormattedReason, Result};
 pub use meta::Meta;
 pub use points::{HighWatermark, LogStartOffset, RecoveryPoint};
-pub use quorum_state::{QuorumState, Vote, Voter, MAX_VOTERS};
+pub use quorum_state::{QuorumState, MAX_VOTERS};
 pub use small_file::{path_of, SmallFile};
-pub use types::{ClusterId, DirectoryId, Epoch, NodeId, Offset};
+pub use types::{ClusterId, DirectoryId, Epoch, NodeId, Offset, Vote, Voter};

@@ -19,25 +19,7 @@
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{magic, Reader, Writer, MAX_BODY_BYTES};
 use crate::small_file::SmallFile;
-use crate::types::{DirectoryId, Epoch, NodeId};
-
-/// A vote: the candidate voted for, with the directory id it campaigned with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Vote {
-    /// The candidate.
-    pub node_id: NodeId,
-    /// The candidate's directory id.
-    pub directory_id: DirectoryId,
-}
-
-/// A voter of the quorum: a node and the directory it votes with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Voter {
-    /// The voter's node id.
-    pub node_id: NodeId,
-    /// The voter's directory id.
-    pub directory_id: DirectoryId,
-}
+use crate::types::{DirectoryId, Epoch, NodeId, Vote, Voter};
 
 /// The durable election state.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

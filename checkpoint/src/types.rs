@@ -61,3 +61,21 @@ impl fmt::Display for DirectoryId {
         write!(f, "{:032x}", self.0)
     }
 }
+
+/// A vote: the candidate voted for, with the directory id it campaigned with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vote {
+    /// The candidate.
+    pub node_id: NodeId,
+    /// The candidate's directory id.
+    pub directory_id: DirectoryId,
+}
+
+/// A voter of the quorum: a node and the directory it votes with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Voter {
+    /// The voter's node id.
+    pub node_id: NodeId,
+    /// The voter's directory id.
+    pub directory_id: DirectoryId,
+}

@@ -3,7 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::format::SnapshotId;
+use crate::id::SnapshotId;
 
 /// What is wrong with snapshot bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -16,12 +16,13 @@ use quorumlog_io::{File, OpenMode};
 use crate::error::{Error, Result};
 use crate::format::{Footer, Header, SnapshotId, CHUNK_HEADER_BYTES, FOOTER_BYTES, HEADER_BYTES};
 use crate::reader::{read_chunk_at, verify};
-use crate::store::{Inner, SnapshotInfo};
+use crate::dir::SnapshotDir;
+use crate::id::SnapshotInfo;
 
 /// An install in progress.
 #[derive(Debug)]
 pub struct Install {
-    inner: Arc<Inner>,
+    inner: Arc<SnapshotDir>,
     id: SnapshotId,
     total: u64,
     path: PathBuf,
@@ -69,21 +70,21 @@ fn verified_prefix(file: &dyn File, path: &std::path::Path, len: u64) -> Result<
 }
 
 impl Install {
-    pub(crate) fn begin(inner: Arc<Inner>, id: SnapshotId, total: u64) -> Result<Install> {
+    pub(crate) fn begin(inner: Arc<SnapshotDir>, id: SnapshotId, total: u64) -> Result<Install> {
         if total < (HEADER_BYTES + FOOTER_BYTES) as u64 {
             return Err(Error::Invalid(format!("total size {total} is too small")));
         }
         // Other partial downloads of this id (another size) are abandoned.
-        for e in inner.fs.list(&inner.dir)? {
+        for e in inner.fs().list(&inner.dir())? {
             if e.name.starts_with(&id.stem()) && e.name.ends_with(".install") {
-                let path = inner.dir.join(&e.name);
+                let path = inner.dir().join(&e.name);
                 if path != inner.install_path(id, total) {
-                    inner.fs.remove_file(&path)?;
+                    inner.fs().remove_file(&path)?;
                 }
             }
         }
         let path = inner.install_path(id, total);
-        let (file, pos) = match inner.fs.open(&path, OpenMode::ReadWrite) {
+        let (file, pos) = match inner.fs().open(&path, OpenMode::ReadWrite) {
             Ok(file) => {
                 let len = file.len()?;
                 let pos = verified_prefix(file.as_ref(), &path, len)?;
@@ -94,11 +95,11 @@ impl Install {
                 (file, pos)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let file = inner.fs.open(&path, OpenMode::CreateNew)?;
+                let file = inner.fs().open(&path, OpenMode::CreateNew)?;
                 // Blocks reserved up front: chunks then overwrite allocated
                 // space (several times faster than allocating as they come).
                 file.allocate(total)?;
-                inner.fs.sync_dir(&inner.dir)?;
+                inner.fs().sync_dir(&inner.dir())?;
                 (file, 0)
             }
             Err(e) => return Err(e.into()),
@@ -190,8 +191,8 @@ impl Install {
     }
 
     fn abandon(&self) -> Result<()> {
-        self.inner.fs.remove_file(&self.path)?;
-        self.inner.fs.sync_dir(&self.inner.dir)?;
+        self.inner.fs().remove_file(&self.path)?;
+        self.inner.fs().sync_dir(&self.inner.dir())?;
         Ok(())
     }
 }

@@ -32,8 +32,10 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod dir;
 mod error;
 pub mod format;
+mod id;
 pub mod fuzzing;
 mod install;
 mod reader;
@@ -41,8 +43,8 @@ mod store;
 mod writer;
 
 pub use error::{CorruptionKind, Error, Result};
-pub use format::SnapshotId;
+pub use id::{SnapshotId, SnapshotInfo};
 pub use install::Install;
 pub use reader::SnapshotReader;
-pub use store::{Retention, SnapshotInfo, SnapshotStore, StoreReport};
+pub use store::{Retention, SnapshotStore, StoreReport};
 pub use writer::{SnapshotWriter, WriterOptions};

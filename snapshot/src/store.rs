@@ -24,26 +24,19 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::path::Path;
+use std::sync::Arc;
 
 use quorumlog_checkpoint::{Offset, SharedFs};
 use quorumlog_io::OpenMode;
 
+use crate::dir::SnapshotDir;
 use crate::error::{Error, Result};
+use crate::id::SnapshotInfo;
 use crate::format::{Footer, SnapshotId, FOOTER_BYTES};
 use crate::install::Install;
 use crate::reader::SnapshotReader;
 use crate::writer::{SnapshotWriter, WriterOptions};
-
-/// A published snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SnapshotInfo {
-    /// Its id.
-    pub id: SnapshotId,
-    /// Its file size in bytes.
-    pub size_bytes: u64,
-}
 
 /// Which snapshots retention keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,48 +70,10 @@ pub struct StoreReport {
     pub unknown_files: Vec<String>,
 }
 
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub fs: SharedFs,
-    pub dir: PathBuf,
-    pub published: Mutex<BTreeMap<SnapshotId, u64>>,
-}
-
-impl Inner {
-    pub fn published(&self) -> MutexGuard<'_, BTreeMap<SnapshotId, u64>> {
-        self.published
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub fn path(&self, id: SnapshotId) -> PathBuf {
-        self.dir.join(format!("{}.snapshot", id.stem()))
-    }
-
-    pub fn part_path(&self, id: SnapshotId) -> PathBuf {
-        self.dir.join(format!("{}.part", id.stem()))
-    }
-
-    pub fn install_path(&self, id: SnapshotId, total: u64) -> PathBuf {
-        self.dir.join(format!("{}-{total:020}.install", id.stem()))
-    }
-
-    /// Publishes `tmp` as snapshot `id`: rename, directory sync, list.
-    pub fn publish(&self, tmp: &Path, id: SnapshotId, size: u64) -> Result<SnapshotInfo> {
-        self.fs.rename(tmp, &self.path(id))?;
-        self.fs.sync_dir(&self.dir)?;
-        self.published().insert(id, size);
-        Ok(SnapshotInfo {
-            id,
-            size_bytes: size,
-        })
-    }
-}
-
 /// The snapshots of one data directory.
 #[derive(Debug, Clone)]
 pub struct SnapshotStore {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<SnapshotDir>,
     report: StoreReport,
 }
 
@@ -197,11 +152,7 @@ impl SnapshotStore {
             fs.sync_dir(dir)?;
         }
         Ok(SnapshotStore {
-            inner: Arc::new(Inner {
-                fs,
-                dir: dir.to_path_buf(),
-                published: Mutex::new(published),
-            }),
+            inner: Arc::new(SnapshotDir::new(fs, dir.to_path_buf(), published)),
             report,
         })
     }
@@ -269,7 +220,7 @@ impl SnapshotStore {
         if self.get(id).is_none() {
             return Err(Error::NotFound(id));
         }
-        SnapshotReader::open(self.inner.fs.as_ref(), &self.inner.path(id))
+        SnapshotReader::open(self.inner.fs().as_ref(), &self.inner.path(id))
     }
 
     /// Raw bytes `[position, position + max_bytes)` of published snapshot
@@ -285,7 +236,7 @@ impl SnapshotStore {
             )));
         }
         let len = usize::try_from((size - position).min(max_bytes as u64)).unwrap_or(0);
-        let f = self.inner.fs.open(&self.inner.path(id), OpenMode::Read)?;
+        let f = self.inner.fs().open(&self.inner.path(id), OpenMode::Read)?;
         let mut buf = vec![0u8; len];
         f.read_exact_at(&mut buf, position)?;
         Ok(buf)
@@ -316,8 +267,8 @@ impl SnapshotStore {
     pub fn installs(&self) -> Result<Vec<(SnapshotId, u64)>> {
         Ok(self
             .inner
-            .fs
-            .list(&self.inner.dir)?
+            .fs()
+            .list(&self.inner.dir())?
             .iter()
             .filter_map(|e| parse_install(&e.name))
             .collect())
@@ -348,7 +299,7 @@ impl SnapshotStore {
             total -= s.size_bytes;
         }
         for id in &doomed {
-            match self.inner.fs.remove_file(&self.inner.path(*id)) {
+            match self.inner.fs().remove_file(&self.inner.path(*id)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e.into()),
@@ -356,7 +307,7 @@ impl SnapshotStore {
             self.inner.published().remove(id);
         }
         if !doomed.is_empty() {
-            self.inner.fs.sync_dir(&self.inner.dir)?;
+            self.inner.fs().sync_dir(&self.inner.dir())?;
         }
         Ok(doomed)
     }

@@ -12,7 +12,8 @@ use crate::error::{Error, Result};
 use crate::format::{
     ChunkHeader, Footer, Header, SnapshotId, FLAG_ZSTD, MAX_CHUNK_BYTES, MAX_METADATA_BYTES,
 };
-use crate::store::{Inner, SnapshotInfo};
+use crate::dir::SnapshotDir;
+use crate::id::SnapshotInfo;
 
 const PREALLOCATE_MAX_BYTES: u64 = 1 << 30;
 
@@ -38,7 +39,7 @@ impl Default for WriterOptions {
 /// then [`SnapshotWriter::freeze`].
 #[derive(Debug)]
 pub struct SnapshotWriter {
-    inner: Arc<Inner>,
+    inner: Arc<SnapshotDir>,
     id: SnapshotId,
     file: Option<Box<dyn File>>,
     options: WriterOptions,
@@ -59,7 +60,7 @@ fn created_ms() -> u64 {
 
 impl SnapshotWriter {
     pub(crate) fn new(
-        inner: Arc<Inner>,
+        inner: Arc<SnapshotDir>,
         id: SnapshotId,
         metadata: &[u8],
         options: WriterOptions,
@@ -71,7 +72,7 @@ impl SnapshotWriter {
             return Err(Error::Invalid("metadata over 1 MiB".into()));
         }
         let file = inner
-            .fs
+            .fs()
             .open(&inner.part_path(id), OpenMode::CreateOrTruncate)?;
         let header = Header {
             id,
@@ -207,7 +208,7 @@ impl Drop for SnapshotWriter {
     fn drop(&mut self) {
         if self.file.take().is_some() {
             // Not frozen: the partial file is useless.
-            let _ = self.inner.fs.remove_file(&self.inner.part_path(self.id));
+            let _ = self.inner.fs().remove_file(&self.inner.part_path(self.id));
         }
     }
 }
