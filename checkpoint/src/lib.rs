@@ -47,6 +47,8 @@ mod data_dir;
 mod epoch_map;
 mod error;
 pub mod format;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
 pub mod fuzzing;
 mod meta;
 mod points;

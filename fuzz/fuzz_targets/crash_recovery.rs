@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    quorumlog_raft::harness::fuzz_crash_recovery(data);
+    quorumlog_testkit::harness::fuzz_crash_recovery(data);
 });

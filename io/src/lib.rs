@@ -8,7 +8,7 @@
 //!   writes and data syncs through `io_uring` (linked write + `fdatasync`
 //!   where both are wanted) or `pwrite` + `fdatasync`, chosen at open
 //!   ([`IoBackend`]; `Auto` falls back when the kernel refuses `io_uring`);
-//! - [`SimFs`]: a deterministic, seedable simulated disk that keeps durable
+//! - `SimFs` (feature `sim`): a deterministic, seedable simulated disk that keeps durable
 //!   and unsynced state apart, loses, keeps or tears unsynced writes at a
 //!   crash, and injects `EIO`/`ENOSPC` and bit flips. Crash tests and fuzz
 //!   targets run the production code paths on it.
@@ -23,7 +23,11 @@
 //! - every error keeps its [`std::io::ErrorKind`] and names the path
 //!   ([`PathError`]).
 //!
+//! Features: `io-uring` (default; Linux only) builds the `io_uring` backend;
+//! `sim` builds the simulated disk.
+//!
 //! ```
+//! # #[cfg(feature = "sim")] {
 //! use std::path::Path;
 //! use quorumlog_io::{CrashPlan, FileSystem, OpenMode, SimFs};
 //!
@@ -39,14 +43,21 @@
 //! let rebooted = fs.crash_with(CrashPlan::LoseUnsynced);
 //! let f = rebooted.open(Path::new("/data/a"), OpenMode::Read).unwrap();
 //! assert_eq!(f.read_to_end().unwrap(), b"durable");
+//! # }
 //! ```
 
 mod fs;
 mod real;
+#[cfg(any(test, feature = "sim"))]
 mod sim;
+#[cfg(all(target_os = "linux", feature = "io-uring"))]
+mod uring;
+#[cfg(not(all(target_os = "linux", feature = "io-uring")))]
+#[path = "uring_off.rs"]
 mod uring;
 
 pub use fs::{parent_dir, path_error, DirEntry, File, FileSystem, LockGuard, OpenMode, PathError};
 pub use real::{BackendInUse, IoBackend, RealFile, RealFs};
+#[cfg(any(test, feature = "sim"))]
 pub use sim::{CrashPlan, FaultKind, FaultOp, SimFs, SimRng, Tear};
 pub use uring::probe as probe_io_uring;

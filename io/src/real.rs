@@ -260,17 +260,16 @@ impl File for RealFile {
                 io::Error::new(io::ErrorKind::InvalidInput, "length too large"),
             ));
         };
-        // SAFETY: fallocate on a descriptor we own; no memory is passed.
-        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, off_len) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EOPNOTSUPP) {
-            // File systems without fallocate (tmpfs on old kernels): extend.
-            return self.set_len(len);
-        }
-        Err(path_error("allocate", &self.path, err))
+        fallocate(&self.file, off_len)
+            .or_else(|err| {
+                if err.kind() == io::ErrorKind::Unsupported {
+                    // No fallocate here (another OS, or a file system
+                    // without it): extend the file instead.
+                    return self.set_len(len);
+                }
+                Err(err)
+            })
+            .map_err(|e| path_error("allocate", &self.path, e))
     }
 
     fn sync_data(&self) -> io::Result<()> {
@@ -287,6 +286,27 @@ impl File for RealFile {
             .sync_all()
             .map_err(|e| path_error("sync_all", &self.path, e))
     }
+}
+
+/// Reserves `len` bytes of blocks for `file`.
+#[cfg(target_os = "linux")]
+fn fallocate(file: &fs::File, len: libc::off_t) -> io::Result<()> {
+    // SAFETY: fallocate on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, err));
+    }
+    Err(err)
+}
+
+/// Elsewhere there is no portable `fallocate`: the caller extends the file.
+#[cfg(not(target_os = "linux"))]
+fn fallocate(_file: &fs::File, _len: libc::off_t) -> io::Result<()> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "no fallocate"))
 }
 
 #[derive(Debug)]

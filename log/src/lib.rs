@@ -42,6 +42,8 @@ mod dir;
 mod durable;
 mod error;
 pub mod format;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
 pub mod fuzzing;
 mod intent;
 mod log;

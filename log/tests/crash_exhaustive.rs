@@ -12,20 +12,14 @@ use std::path::Path;
 
 use common::{open_log, payload, read_all, shared, sim, small_options, DIR};
 use quorumlog_checkpoint::{Epoch, Offset};
-use quorumlog_io::{CrashPlan, SimFs, Tear};
+use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_log::Log;
+use quorumlog_testkit::CRASH_PLANS;
 
 fn plans() -> Vec<CrashPlan> {
-    vec![
-        CrashPlan::LoseUnsynced,
-        CrashPlan::KeepAll,
-        CrashPlan::Torn(Tear::Zeros),
-        CrashPlan::Torn(Tear::Garbage),
-        CrashPlan::Torn(Tear::Old),
-        CrashPlan::Random,
-        CrashPlan::Random,
-        CrashPlan::Random,
-    ]
+    let mut plans = CRASH_PLANS.to_vec();
+    plans.extend([CrashPlan::Random, CrashPlan::Random, CrashPlan::Random]);
+    plans
 }
 
 /// 30 flushed records (3 per batch, several segments), log left open.

@@ -29,6 +29,7 @@ use common::{open_log, payload, read_all, shared, sim, small_options, DIR};
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::{CrashPlan, SimFs, SimRng};
 use quorumlog_log::{Log, LogOptions};
+use quorumlog_testkit::fresh_seed;
 
 #[derive(Clone, Debug, Default)]
 struct Model {
@@ -352,15 +353,4 @@ fn crash_anywhere_in_random_workloads_keeps_the_contract() {
         }
     }
     eprintln!("crash/reopen cycles: {cycles}");
-}
-
-/// A seed that differs from run to run.
-fn fresh_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    // Truncation intended: the low bits vary between runs.
-    #[expect(clippy::cast_possible_truncation, reason = "only the low bits matter")]
-    let low = t as u64;
-    low ^ u64::from(std::process::id()).rotate_left(40)
 }

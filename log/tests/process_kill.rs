@@ -32,6 +32,7 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::{RealFs, SimRng};
 use quorumlog_log::{DurableLog, Log, LogOptions, SyncPolicy};
+use quorumlog_testkit::{fresh_seed, read_records};
 
 const CHILD_ENV: &str = "QUORUMLOG_KILL_CHILD_DIR";
 /// Bytes of a batch header plus one record's length prefix.
@@ -156,29 +157,21 @@ fn check_reopened(dir: &Path, acked: &BTreeMap<u64, u32>, close: bool) -> Result
             ));
         }
     }
-    let mut at = Offset(0);
-    let mut next_expected = 0;
+    let records = read_records(&log, Offset(0)).map_err(|e| e.to_string())?;
     let mut checked = 0;
-    while at.0 < end {
-        let r = log
-            .read(at, 1 << 20)
-            .map_err(|e| format!("read at {at} failed: {e}"))?;
-        for b in r.iter() {
-            if b.base_offset().0 != next_expected {
-                return Err(format!("gap at {next_expected}"));
-            }
-            for (i, rec) in b.to_vecs().map_err(|e| e.to_string())?.iter().enumerate() {
-                let o = b.base_offset().0 + i as u64;
-                if let Some(&crc) = acked.get(&o) {
-                    if crc32c::crc32c(rec) != crc {
-                        return Err(format!("offset {o} differs"));
-                    }
-                    checked += 1;
-                }
-            }
-            next_expected = b.next_offset().0;
+    for (i, (o, _, rec)) in records.iter().enumerate() {
+        if *o != i as u64 {
+            return Err(format!("gap at {i}"));
         }
-        at = r.next_offset().ok_or("empty read")?;
+        if let Some(&crc) = acked.get(o) {
+            if crc32c::crc32c(rec) != crc {
+                return Err(format!("offset {o} differs"));
+            }
+            checked += 1;
+        }
+    }
+    if records.len() as u64 != end {
+        return Err(format!("{} records read, log end {end}", records.len()));
     }
     if checked != acked.len() as u64 {
         return Err(format!(
@@ -284,14 +277,4 @@ fn killed_writers_lose_no_acknowledged_record() {
         violations.join("\n")
     );
     assert!(total_acks >= kills);
-}
-
-/// A seed that differs from run to run (time and process id).
-fn fresh_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    #[expect(clippy::cast_possible_truncation, reason = "only the low bits matter")]
-    let low = t as u64;
-    low ^ u64::from(std::process::id()).rotate_left(40)
 }

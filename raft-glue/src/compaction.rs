@@ -9,8 +9,45 @@
 //! has replicated is the Raft layer's; this is the storage half.)
 
 use quorumlog_checkpoint::Offset;
-use quorumlog_log::Log;
+use quorumlog_log::{DurableLog, Log};
 use quorumlog_snapshot::SnapshotStore;
+
+/// A log whose prefix can be deleted: [`Log`] and [`DurableLog`].
+pub trait PrefixLog {
+    /// The first offset still in the log.
+    fn log_start_offset(&self) -> Offset;
+    /// The next offset to be written.
+    fn log_end_offset(&self) -> Offset;
+    /// Deletes the prefix below `offset`.
+    ///
+    /// # Errors
+    /// The log's.
+    fn truncate_prefix_to(&mut self, offset: Offset) -> Result<(), quorumlog_log::Error>;
+}
+
+impl PrefixLog for Log {
+    fn log_start_offset(&self) -> Offset {
+        Log::log_start_offset(self)
+    }
+    fn log_end_offset(&self) -> Offset {
+        Log::log_end_offset(self)
+    }
+    fn truncate_prefix_to(&mut self, offset: Offset) -> Result<(), quorumlog_log::Error> {
+        Log::truncate_prefix_to(self, offset)
+    }
+}
+
+impl PrefixLog for DurableLog {
+    fn log_start_offset(&self) -> Offset {
+        DurableLog::log_start_offset(self)
+    }
+    fn log_end_offset(&self) -> Offset {
+        DurableLog::log_end_offset(self)
+    }
+    fn truncate_prefix_to(&mut self, offset: Offset) -> Result<(), quorumlog_log::Error> {
+        DurableLog::truncate_prefix_to(self, offset)
+    }
+}
 
 /// Errors of the cleaning path.
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +66,7 @@ pub enum CleanError {
 /// The log's errors (an I/O error poisons it).
 pub fn clean_log_prefix(
     store: &SnapshotStore,
-    log: &mut Log,
+    log: &mut impl PrefixLog,
     up_to: Offset,
 ) -> Result<Offset, CleanError> {
     let Some(snapshot) = store.latest() else {

@@ -16,6 +16,7 @@ use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_log::{Log, LogOptions, SegmentPreparation};
 use quorumlog_raft::compaction::clean_log_prefix;
 use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
+use quorumlog_testkit::{read_records, CRASH_PLANS};
 
 const DIR: &str = "/data";
 
@@ -111,11 +112,7 @@ fn a_crash_between_snapshot_and_truncation_loses_nothing() {
     };
     let mut states = 0;
     for point in 0..=total {
-        for plan in [
-            CrashPlan::LoseUnsynced,
-            CrashPlan::KeepAll,
-            CrashPlan::Random,
-        ] {
+        for plan in CRASH_PLANS.into_iter().chain([CrashPlan::Random]) {
             let sim = setup(point + 1);
             let (mut log, store) = open(&sim);
             sim.crash_after(point);
@@ -147,15 +144,11 @@ fn a_crash_between_snapshot_and_truncation_loses_nothing() {
                 "{what}: offsets {covered}..{start} have no copy"
             );
             assert_eq!(log.log_end_offset(), Offset(100), "{what}");
-            let mut at = Offset(start);
-            while at < log.log_end_offset() {
-                let r = log.read(at, 1 << 16).unwrap();
-                for b in r.iter() {
-                    for (i, rec) in b.to_vecs().unwrap().iter().enumerate() {
-                        assert_eq!(rec, &record(b.base_offset().0 + i as u64), "{what}");
-                    }
-                }
-                at = r.next_offset().unwrap();
+            let records =
+                read_records(&log, Offset(start)).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(records.len() as u64, 100 - start, "{what}");
+            for (o, _, rec) in records {
+                assert_eq!(rec, record(o), "{what}");
             }
             states += 1;
         }

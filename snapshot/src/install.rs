@@ -13,11 +13,11 @@ use std::sync::Arc;
 
 use quorumlog_io::{File, OpenMode};
 
+use crate::dir::SnapshotDir;
 use crate::error::{Error, Result};
 use crate::format::{Footer, Header, SnapshotId, CHUNK_HEADER_BYTES, FOOTER_BYTES, HEADER_BYTES};
-use crate::reader::{read_chunk_at, verify};
-use crate::dir::SnapshotDir;
 use crate::id::SnapshotInfo;
+use crate::reader::{read_chunk_at, verify};
 
 /// An install in progress.
 #[derive(Debug)]
@@ -75,7 +75,7 @@ impl Install {
             return Err(Error::Invalid(format!("total size {total} is too small")));
         }
         // Other partial downloads of this id (another size) are abandoned.
-        for e in inner.fs().list(&inner.dir())? {
+        for e in inner.fs().list(inner.dir())? {
             if e.name.starts_with(&id.stem()) && e.name.ends_with(".install") {
                 let path = inner.dir().join(&e.name);
                 if path != inner.install_path(id, total) {
@@ -99,7 +99,7 @@ impl Install {
                 // Blocks reserved up front: chunks then overwrite allocated
                 // space (several times faster than allocating as they come).
                 file.allocate(total)?;
-                inner.fs().sync_dir(&inner.dir())?;
+                inner.fs().sync_dir(inner.dir())?;
                 (file, 0)
             }
             Err(e) => return Err(e.into()),
@@ -192,7 +192,7 @@ impl Install {
 
     fn abandon(&self) -> Result<()> {
         self.inner.fs().remove_file(&self.path)?;
-        self.inner.fs().sync_dir(&self.inner.dir())?;
+        self.inner.fs().sync_dir(self.inner.dir())?;
         Ok(())
     }
 }

@@ -35,8 +35,10 @@
 mod dir;
 mod error;
 pub mod format;
-mod id;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
 pub mod fuzzing;
+mod id;
 mod install;
 mod reader;
 mod store;

@@ -32,8 +32,8 @@ use quorumlog_io::OpenMode;
 
 use crate::dir::SnapshotDir;
 use crate::error::{Error, Result};
-use crate::id::SnapshotInfo;
 use crate::format::{Footer, SnapshotId, FOOTER_BYTES};
+use crate::id::SnapshotInfo;
 use crate::install::Install;
 use crate::reader::SnapshotReader;
 use crate::writer::{SnapshotWriter, WriterOptions};
@@ -268,7 +268,7 @@ impl SnapshotStore {
         Ok(self
             .inner
             .fs()
-            .list(&self.inner.dir())?
+            .list(self.inner.dir())?
             .iter()
             .filter_map(|e| parse_install(&e.name))
             .collect())
@@ -307,7 +307,7 @@ impl SnapshotStore {
             self.inner.published().remove(id);
         }
         if !doomed.is_empty() {
-            self.inner.fs().sync_dir(&self.inner.dir())?;
+            self.inner.fs().sync_dir(self.inner.dir())?;
         }
         Ok(doomed)
     }

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use quorumlog_io::{File, OpenMode};
 
+use crate::dir::SnapshotDir;
 use crate::error::{Error, Result};
 use crate::format::{
     ChunkHeader, Footer, Header, SnapshotId, FLAG_ZSTD, MAX_CHUNK_BYTES, MAX_METADATA_BYTES,
 };
-use crate::dir::SnapshotDir;
 use crate::id::SnapshotInfo;
 
 const PREALLOCATE_MAX_BYTES: u64 = 1 << 30;

@@ -13,19 +13,14 @@ use std::sync::Arc;
 
 use common::{id, small_chunks, state, write, DIR};
 use quorumlog_checkpoint::SharedFs;
-use quorumlog_io::{CrashPlan, SimFs, Tear};
+use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_snapshot::{Retention, SnapshotId, SnapshotInfo, SnapshotStore};
+use quorumlog_testkit::CRASH_PLANS;
 
 fn plans() -> Vec<CrashPlan> {
-    vec![
-        CrashPlan::LoseUnsynced,
-        CrashPlan::KeepAll,
-        CrashPlan::Torn(Tear::Zeros),
-        CrashPlan::Torn(Tear::Garbage),
-        CrashPlan::Torn(Tear::Old),
-        CrashPlan::Random,
-        CrashPlan::Random,
-    ]
+    let mut plans = CRASH_PLANS.to_vec();
+    plans.extend([CrashPlan::Random, CrashPlan::Random]);
+    plans
 }
 
 fn open(sim: &SimFs) -> SnapshotStore {

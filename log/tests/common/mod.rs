@@ -1,5 +1,12 @@
 //! Helpers shared by the log scenario tests.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    dead_code,
+    unused_imports,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "helpers shared by the scenario tests; each test binary uses some"
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,23 +16,13 @@ use quorumlog_checkpoint::{
     SharedFs,
 };
 use quorumlog_io::{FileSystem, IoBackend, RealFs, SimFs};
-use quorumlog_log::{Log, LogOptions, Result, SegmentPreparation};
+use quorumlog_log::{Log, LogOptions, Result};
 
 pub const DIR: &str = "/data";
 
 /// Small segments so that tests roll often (page-aligned, the default:
 /// each sync and each segment header take a page of their own).
-pub fn small_options() -> LogOptions {
-    LogOptions {
-        segment_size_bytes: 8192,
-        max_batch_bytes: 2048,
-        index_interval_bytes: 256,
-        prepare_next_segment_percent: 50,
-        // Deterministic I/O order: crash tests count calls.
-        segment_preparation: SegmentPreparation::Inline,
-        ..LogOptions::default()
-    }
-}
+pub use quorumlog_testkit::small_log_options as small_options;
 
 pub fn format_dir(fs: &SharedFs, dir: &Path) {
     format_with(
@@ -108,40 +105,12 @@ pub fn both(check: impl Fn(SharedFs, &Path)) {
     check(fs, Path::new(DIR));
 }
 
-/// The deterministic payload of record `offset` in generation `gen`.
-pub fn payload(offset: u64, gen: u64, len: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(len);
-    let mut x =
-        offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ gen.wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    v
-}
+pub use quorumlog_testkit::payload;
 
-/// Every record in `[from, log end)`, read batch by batch; panics on any
-/// error. Returns (offset, epoch, record).
+/// Every record in `[from, log end)`; panics on any error. Returns
+/// (offset, epoch, record).
 pub fn read_all(log: &Log, from: Offset) -> Vec<(u64, Epoch, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut at = from;
-    while at < log.log_end_offset() {
-        let batches = log.read(at, 1 << 16).unwrap();
-        assert!(!batches.is_empty(), "no batch at {at}");
-        for b in batches.iter() {
-            for (i, r) in b.to_vecs().unwrap().into_iter().enumerate() {
-                let o = b.base_offset().0 + i as u64;
-                if o >= at.0 {
-                    out.push((o, b.epoch(), r));
-                }
-            }
-            at = b.next_offset();
-        }
-    }
-    out
+    quorumlog_testkit::read_records(log, from).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The byte range `[start, end)` of the batch holding `offset`, found by
@@ -173,34 +142,12 @@ pub fn seg_path(dir: &Path, base: u64) -> PathBuf {
     dir.join("log").join(format!("{base:020}.log"))
 }
 
-/// Every file under `dir` (recursively) with its bytes: compared before and
-/// after a refused open (a strict open that refuses changes nothing).
+/// Every file under `dir` (recursively) with its bytes.
 pub fn dir_image(fs: &dyn FileSystem, dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
-    try_dir_image(fs, dir).unwrap()
+    quorumlog_testkit::dir_image(fs, dir).unwrap()
 }
 
-/// As [`dir_image`], or the error of a disk that cannot be read (a
-/// simulated machine that is down).
-pub fn try_dir_image(
-    fs: &dyn FileSystem,
-    dir: &Path,
-) -> std::io::Result<std::collections::BTreeMap<PathBuf, Vec<u8>>> {
-    use quorumlog_io::OpenMode;
-    let mut out = std::collections::BTreeMap::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in fs.list(&d)? {
-            let path = d.join(&e.name);
-            if e.is_dir {
-                todo.push(path);
-            } else {
-                let bytes = fs.open(&path, OpenMode::Read)?.read_to_end()?;
-                out.insert(path, bytes);
-            }
-        }
-    }
-    Ok(out)
-}
+pub use quorumlog_testkit::dir_image as try_dir_image;
 
 /// Asserts that a strict open of `dir` is refused with a `Corruption` error
 /// and leaves every file byte for byte as it was (recovery never destroys

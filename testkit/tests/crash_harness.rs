@@ -12,7 +12,8 @@
 //! replays one seed.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use quorumlog_raft::harness::{run_exhaustive, run_seed, Op};
+use quorumlog_testkit::fresh_seed;
+use quorumlog_testkit::harness::{run_exhaustive, run_seed, Op};
 
 /// Seeds that found bugs, run on every run:
 /// - 0, 3, 23: a strict open refused after a plain crash ("invalid batch
@@ -28,23 +29,13 @@ fn env(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|s| s.parse().ok())
 }
 
-/// A seed that differs from run to run.
-fn fresh_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    #[expect(clippy::cast_possible_truncation, reason = "only the low bits matter")]
-    let low = t as u64;
-    low ^ u64::from(std::process::id()).rotate_left(40)
-}
-
 #[test]
 fn random_crash_cycles() {
     let seeds = env("QUORUMLOG_HARNESS_SEEDS").unwrap_or(1500);
     let base = env("QUORUMLOG_HARNESS_BASE").unwrap_or_else(fresh_seed);
     eprintln!(
         "harness: base seed {base} (replay: QUORUMLOG_HARNESS_BASE={base} \
-         QUORUMLOG_HARNESS_SEEDS={seeds} cargo test -p quorumlog-raft --test crash_harness \
+         QUORUMLOG_HARNESS_SEEDS={seeds} cargo test -p quorumlog-testkit --test crash_harness \
          random_crash_cycles)"
     );
     let (mut cycles, mut records, mut corruption, mut installed) = (0, 0, 0, 0);

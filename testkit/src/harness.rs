@@ -18,8 +18,9 @@
 //!   lacks a snapshot (7);
 //! - recovery is idempotent (9).
 //!
-//! It is library code so that `cargo test` and the `crash_recovery` fuzz
-//! target run the same thing.
+//! Half the seeds drive `Log`, half `DurableLog`. It is library code so
+//! that `cargo test` and the `crash_recovery` fuzz target run the same
+//! thing.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -30,10 +31,13 @@ use quorumlog_checkpoint::{
     QuorumState, SharedFs, Vote,
 };
 use quorumlog_io::{CrashPlan, FaultKind, FaultOp, SimFs, SimRng, Tear};
-use quorumlog_log::{Error as LogError, FollowerBatch, Log, LogOptions, SegmentPreparation};
+use quorumlog_log::{
+    DurableLog, Error as LogError, FollowerBatch, Log, LogOptions, ReadBatches, SyncPolicy,
+};
+use quorumlog_raft::compaction::{clean_log_prefix, PrefixLog};
 use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
 
-use crate::compaction::clean_log_prefix;
+use crate::{payload, small_log_options};
 
 const DIR: &str = "/data";
 
@@ -189,40 +193,108 @@ struct Model {
     truncations: u64,
 }
 
-fn payload(offset: u64, gen: u64, len: usize) -> Vec<u8> {
-    let mut x =
-        offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ gen.wrapping_mul(0xD1B5_4A32_D192_ED03);
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    v
-}
-
 /// Segments of 4 pages: padding happens inside segments, and they roll
 /// often (bit flips go to sealed segments).
 fn options() -> LogOptions {
     LogOptions {
         segment_size_bytes: 16 << 10,
         max_batch_bytes: 8 << 10,
-        index_interval_bytes: 256,
-        prepare_next_segment_percent: 50,
-        segment_preparation: SegmentPreparation::Inline,
-        ..LogOptions::default()
+        ..small_log_options()
+    }
+}
+
+/// The log type a run drives: the plain `Log`, or `DurableLog` (the type
+/// embedders use; with `SyncPolicy::Never` and explicit flushes, so the
+/// order of I/O calls stays deterministic for the crash points).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// [`Log`].
+    Plain,
+    /// [`DurableLog`].
+    Durable,
+}
+
+impl Backend {
+    /// The backend a seed runs on: bit 5 of the seed (independent of the
+    /// page tearing, bit 0; the seeds pinned before the backend choice
+    /// existed keep running on `Log`).
+    pub fn of_seed(seed: u64) -> Backend {
+        if (seed >> 5) & 1 == 0 {
+            Backend::Plain
+        } else {
+            Backend::Durable
+        }
+    }
+}
+
+/// `Log` or `DurableLog`, driven alike.
+enum AnyLog {
+    Plain(Box<Log>),
+    Durable(DurableLog),
+}
+
+macro_rules! both {
+    ($log:expr, $l:ident => $e:expr) => {
+        match $log {
+            AnyLog::Plain($l) => $e,
+            AnyLog::Durable($l) => $e,
+        }
+    };
+}
+
+impl AnyLog {
+    fn log_end_offset(&self) -> Offset {
+        both!(self, l => l.log_end_offset())
+    }
+    fn log_start_offset(&self) -> Offset {
+        both!(self, l => l.log_start_offset())
+    }
+    fn high_watermark(&self) -> Option<Offset> {
+        both!(self, l => l.high_watermark())
+    }
+    fn append_as_leader(&mut self, epoch: Epoch, records: &[Vec<u8>]) -> bool {
+        both!(self, l => l.append_as_leader(epoch, records).is_ok())
+    }
+    fn append_as_follower(&mut self, batches: &[FollowerBatch<'_, Vec<u8>>]) -> bool {
+        both!(self, l => l.append_as_follower(batches).is_ok())
+    }
+    fn flush(&mut self) -> bool {
+        both!(self, l => l.flush().is_ok())
+    }
+    fn truncate_to(&mut self, offset: Offset) -> bool {
+        both!(self, l => l.truncate_to(offset).is_ok())
+    }
+    fn close(self) -> bool {
+        both!(self, l => l.close().is_ok())
+    }
+    fn read(&self, from: Offset, max_bytes: u64) -> Result<ReadBatches, LogError> {
+        both!(self, l => l.read(from, max_bytes))
+    }
+}
+
+impl PrefixLog for AnyLog {
+    fn log_start_offset(&self) -> Offset {
+        AnyLog::log_start_offset(self)
+    }
+    fn log_end_offset(&self) -> Offset {
+        AnyLog::log_end_offset(self)
+    }
+    fn truncate_prefix_to(&mut self, offset: Offset) -> Result<(), LogError> {
+        match self {
+            AnyLog::Plain(l) => l.truncate_prefix_to(offset),
+            AnyLog::Durable(l) => l.truncate_prefix_to(offset),
+        }
     }
 }
 
 struct Node {
     dd: Arc<DataDir>,
-    log: Log,
+    log: AnyLog,
     store: SnapshotStore,
+    backend: Backend,
 }
 
-fn open(sim: &SimFs) -> Result<Node, String> {
+fn open(sim: &SimFs, backend: Backend) -> Result<Node, String> {
     let fs: SharedFs = Arc::new(sim.clone());
     let dd = Arc::new(
         DataDir::open(fs.clone(), Path::new(DIR), &OpenOptions::default())
@@ -230,8 +302,19 @@ fn open(sim: &SimFs) -> Result<Node, String> {
     );
     let store =
         SnapshotStore::open(fs, &dd.snapshots_dir()).map_err(|e| format!("snapshots: {e}"))?;
-    let log = Log::open(Arc::clone(&dd), options()).map_err(|e| format!("log: {e}"))?;
-    Ok(Node { dd, log, store })
+    let log = match backend {
+        Backend::Plain => Log::open(Arc::clone(&dd), options()).map(|l| AnyLog::Plain(Box::new(l))),
+        Backend::Durable => {
+            DurableLog::open(Arc::clone(&dd), options(), SyncPolicy::Never).map(AnyLog::Durable)
+        }
+    }
+    .map_err(|e| format!("log: {e}"))?;
+    Ok(Node {
+        dd,
+        log,
+        store,
+        backend,
+    })
 }
 
 fn state_below(m: &Model, end: u64) -> Vec<u8> {
@@ -268,7 +351,7 @@ fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op, gen: u64) 
             m.epoch = epoch;
             m.records
                 .extend(recs.iter().cloned().map(|r| Some((epoch, r))));
-            n.log.append_as_leader(Epoch(epoch), &recs).is_ok()
+            n.log.append_as_leader(Epoch(epoch), &recs)
         }
         Op::Follower { n: count, size } => {
             let base = n.log.log_end_offset().0;
@@ -286,18 +369,18 @@ fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op, gen: u64) 
                 .collect();
             m.records
                 .extend(recs.iter().cloned().map(|r| Some((m.epoch, r))));
-            n.log.append_as_follower(&batches).is_ok()
+            n.log.append_as_follower(&batches)
         }
         Op::Flush => {
             m.flushed = m.records.len() as u64;
-            n.log.flush().is_ok()
+            n.log.flush()
         }
         Op::PageEnd { gap, pages } => {
             let base = n.log.log_end_offset().0;
             let rec = payload(base, gen, page_end_len(gap, pages));
             m.records.push(Some((m.epoch, rec.clone())));
             m.flushed = m.records.len() as u64;
-            n.log.append_as_leader(Epoch(m.epoch), &[rec]).is_ok() && n.log.flush().is_ok()
+            n.log.append_as_leader(Epoch(m.epoch), &[rec]) && n.log.flush()
         }
         Op::Install { chunks, finish } => install(n, m, chunks, finish),
         Op::Truncate(x) => {
@@ -307,7 +390,7 @@ fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op, gen: u64) 
             m.records.truncate(usize::try_from(x).unwrap_or(0));
             m.flushed = m.flushed.min(x);
             m.truncations += 1;
-            n.log.truncate_to(Offset(x)).is_ok()
+            n.log.truncate_to(Offset(x))
         }
         Op::Vote(candidate) => {
             let current = n.dd.quorum_state();
@@ -326,11 +409,12 @@ fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op, gen: u64) 
         Op::SnapshotAndClean => snapshot_and_clean(n, m),
         Op::Reopen => {
             m.flushed = m.records.len() as u64;
-            let closed = node.take().is_some_and(|n| n.log.close().is_ok());
+            let backend = n.backend;
+            let closed = node.take().is_some_and(|n| n.log.close());
             if !closed {
                 return false;
             }
-            match open(sim) {
+            match open(sim, backend) {
                 Ok(fresh) => {
                     *node = Some(fresh);
                     true
@@ -440,6 +524,7 @@ fn snapshot_and_clean(n: &mut Node, m: &mut Model) -> bool {
 /// Runs `ops` with `d`; returns the crashed disk, the model before the
 /// operation in flight and after it, and the calls made.
 fn run(seed: u64, ops: &[Op], d: &Disturbance) -> Result<(SimFs, Model, Model, u64, bool), String> {
+    let backend = Backend::of_seed(seed);
     let sim = SimFs::new(seed);
     sim.set_page_tearing(seed % 2 == 0);
     let fs: SharedFs = Arc::new(sim.clone());
@@ -449,7 +534,7 @@ fn run(seed: u64, ops: &[Op], d: &Disturbance) -> Result<(SimFs, Model, Model, u
         Meta::new(ClusterId(1), NodeId(1), DirectoryId(9)),
     )
     .map_err(|e| e.to_string())?;
-    let mut node = Some(open(&sim)?);
+    let mut node = Some(open(&sim, backend)?);
     let start = sim.calls();
     if let Some(n) = d.crash_after {
         sim.crash_after(n);
@@ -499,10 +584,8 @@ fn run(seed: u64, ops: &[Op], d: &Disturbance) -> Result<(SimFs, Model, Model, u
         // acknowledged (invariant 6). The probe append is not in the model,
         // so a log that took it would fail the check below too.
         if let Some(n) = node.as_mut() {
-            let r = n
-                .log
-                .append_as_leader(Epoch(m.epoch), &[b"after".as_slice()]);
-            if r.is_ok() && n.log.flush().is_ok() {
+            let r = n.log.append_as_leader(Epoch(m.epoch), &[b"after".to_vec()]);
+            if r && n.log.flush() {
                 return Err("the log acknowledged a write after a failed one".into());
             }
         }
@@ -617,6 +700,7 @@ fn read_back(node: &Node, m: &Model, flipped: bool) -> Result<Checked, String> {
 /// # Errors
 /// A description of the violated invariant.
 pub fn run_cycle(seed: u64, ops: &[Op], d: &Disturbance) -> Result<Checked, String> {
+    let backend = Backend::of_seed(seed);
     let (disk, before, after, calls, _failed) = run(seed, ops, d)?;
     let mut flipped = false;
     if let Some(bit) = d.flip {
@@ -624,7 +708,7 @@ pub fn run_cycle(seed: u64, ops: &[Op], d: &Disturbance) -> Result<Checked, Stri
     }
     let base = disk.calls();
     let log_before = log_dir_image(&disk);
-    let first = open(&disk);
+    let first = open(&disk, backend);
     let mut checked = match first {
         Ok(node) => check(&node, &[&before, &after], flipped)?,
         Err(e) if flipped && e.contains("corrupt") => {
@@ -634,7 +718,7 @@ pub fn run_cycle(seed: u64, ops: &[Op], d: &Disturbance) -> Result<Checked, Stri
             // open must change nothing.
             let log_before = if log_before.contains_key("truncation.intent") {
                 let again = log_dir_image(&disk);
-                if open(&disk).is_ok() {
+                if open(&disk, backend).is_ok() {
                     return Err(format!(
                         "a second open accepted what the first refused: {e}"
                     ));
@@ -671,9 +755,9 @@ pub fn run_cycle(seed: u64, ops: &[Op], d: &Disturbance) -> Result<Checked, Stri
             flip_in_sealed_segment(&disk2, bit);
         }
         disk2.crash_after(r % (disk.calls() - base + 1));
-        drop(open(&disk2));
+        drop(open(&disk2, backend));
         let again = disk2.crash_with(CrashPlan::Random);
-        match open(&again) {
+        match open(&again, backend) {
             Ok(node) => {
                 check(&node, &[&before, &after], flipped)
                     .map_err(|e| format!("after a crash in recovery: {e}"))?;
@@ -792,7 +876,7 @@ pub fn run_seed(seed: u64) -> Result<Checked, String> {
     };
     run_cycle(seed, &ops, &d).map_err(|e| {
         format!(
-            "seed {seed}: {e}\n  disturbance: {d:?}\n  replay: QUORUMLOG_HARNESS_SEED={seed} cargo test -p quorumlog-raft --test crash_harness replay"
+            "seed {seed}: {e}\n  disturbance: {d:?}\n  replay: QUORUMLOG_HARNESS_SEED={seed} cargo test -p quorumlog-testkit --test crash_harness replay"
         )
     })
 }

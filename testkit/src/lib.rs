@@ -1,0 +1,175 @@
+//! `quorumlog-testkit`: the test machinery of quorumlog, kept out of the
+//! crates embedders depend on (not published).
+//!
+//! - [`harness`]: the model-checked crash tester that drives a whole data
+//!   directory (log through `Log` or `DurableLog`, quorum state,
+//!   checkpoints, snapshots) on the simulated disk;
+//! - [`payload`], [`small_log_options`], [`CRASH_PLANS`]: what the scenario
+//!   tests share;
+//! - [`read_records`]: every record of a log in an offset range, with the
+//!   batch skipping in one place;
+//! - [`dir_image`]: a directory's files and bytes, to check that a refused
+//!   open changed nothing;
+//! - [`fresh_seed`]: a seed that differs from run to run.
+#![forbid(unsafe_code)]
+
+pub mod harness;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use quorumlog_checkpoint::{Epoch, Offset};
+use quorumlog_io::{CrashPlan, FileSystem, OpenMode, Tear};
+use quorumlog_log::{DurableLog, Log, LogOptions, ReadBatches, SegmentPreparation};
+
+/// The deterministic payload of record `offset` in generation `gen`.
+pub fn payload(offset: u64, gen: u64, len: usize) -> Vec<u8> {
+    let mut x =
+        offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ gen.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// Small segments so that tests roll often (8 KiB: a header page and one
+/// page of data), deterministic I/O order (inline segment preparation).
+pub fn small_log_options() -> LogOptions {
+    LogOptions {
+        segment_size_bytes: 8192,
+        max_batch_bytes: 2048,
+        index_interval_bytes: 256,
+        prepare_next_segment_percent: 50,
+        segment_preparation: SegmentPreparation::Inline,
+        ..LogOptions::default()
+    }
+}
+
+/// What a crash keeps, every variant the exhaustive tests try.
+pub const CRASH_PLANS: [CrashPlan; 5] = [
+    CrashPlan::LoseUnsynced,
+    CrashPlan::KeepAll,
+    CrashPlan::Torn(Tear::Zeros),
+    CrashPlan::Torn(Tear::Garbage),
+    CrashPlan::Torn(Tear::Old),
+];
+
+/// A log that can be read: `Log` and `DurableLog`.
+pub trait ReadLog {
+    /// Whole batches from the one holding `from`.
+    ///
+    /// # Errors
+    /// The log's.
+    fn read_batches(&self, from: Offset, max_bytes: u64) -> quorumlog_log::Result<ReadBatches>;
+    /// The next offset to be written.
+    fn end(&self) -> Offset;
+}
+
+impl ReadLog for Log {
+    fn read_batches(&self, from: Offset, max_bytes: u64) -> quorumlog_log::Result<ReadBatches> {
+        self.read(from, max_bytes)
+    }
+    fn end(&self) -> Offset {
+        self.log_end_offset()
+    }
+}
+
+impl ReadLog for DurableLog {
+    fn read_batches(&self, from: Offset, max_bytes: u64) -> quorumlog_log::Result<ReadBatches> {
+        self.read(from, max_bytes)
+    }
+    fn end(&self) -> Offset {
+        self.log_end_offset()
+    }
+}
+
+/// Why [`read_records`] stopped.
+#[derive(Debug)]
+pub enum ReadError {
+    /// A read failed at this offset.
+    Read(Offset, quorumlog_log::Error),
+    /// A verified batch's records did not decode.
+    Decode(Offset, quorumlog_log::CorruptionKind),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Read(at, e) => write!(f, "read at {at}: {e}"),
+            ReadError::Decode(at, k) => write!(f, "records of the batch at {at}: {k}"),
+        }
+    }
+}
+
+/// Every record in `[from, log end)` as (offset, epoch, bytes), skipping
+/// the records of the first batch that lie before `from`.
+///
+/// # Errors
+/// The first read or decode error, with the offset it happened at.
+pub fn read_records(
+    log: &impl ReadLog,
+    from: Offset,
+) -> Result<Vec<(u64, Epoch, Vec<u8>)>, ReadError> {
+    let mut out = Vec::new();
+    let mut at = from;
+    while at < log.end() {
+        let batches = log
+            .read_batches(at, 1 << 16)
+            .map_err(|e| ReadError::Read(at, e))?;
+        let Some(next) = batches.next_offset() else {
+            break;
+        };
+        for b in batches.iter() {
+            let records = b
+                .to_vecs()
+                .map_err(|kind| ReadError::Decode(b.base_offset(), kind))?;
+            for (i, r) in records.into_iter().enumerate() {
+                let o = b.base_offset().0 + i as u64;
+                if o >= at.0 {
+                    out.push((o, b.epoch(), r));
+                }
+            }
+        }
+        at = next;
+    }
+    Ok(out)
+}
+
+/// Every file under `dir` (recursively) with its bytes, or the error of a
+/// disk that cannot be read (a simulated machine that is down).
+///
+/// # Errors
+/// The first I/O error.
+pub fn dir_image(fs: &dyn FileSystem, dir: &Path) -> io::Result<BTreeMap<PathBuf, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs.list(&d)? {
+            let path = d.join(&e.name);
+            if e.is_dir {
+                todo.push(path);
+            } else {
+                let bytes = fs.open(&path, OpenMode::Read)?.read_to_end()?;
+                out.insert(path, bytes);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A seed that differs from run to run (time and process id), for random
+/// tests that print it with their replay command.
+pub fn fresh_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    #[expect(clippy::cast_possible_truncation, reason = "only the low bits matter")]
+    let low = t as u64;
+    low ^ u64::from(std::process::id()).rotate_left(40)
+}
