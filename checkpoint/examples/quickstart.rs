@@ -49,31 +49,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let dd = DataDir::open(fs.clone(), &dir, &OpenOptions::default())?;
-    let me = Voter {
-        node_id: dd.meta().node_id,
-        directory_id: dd.meta().directory_id,
-    };
-    let mut qs = dd.quorum_state();
-    qs = QuorumState {
-        epoch: Epoch(qs.epoch.0 + 1),
-        leader: None,
-        voted: Some(Vote {
-            node_id: me.node_id,
-            directory_id: me.directory_id,
-        }),
-        voters: vec![
-            me,
-            Voter {
-                node_id: NodeId(2),
-                directory_id: DirectoryId(0x22),
-            },
-        ],
-    };
-    dd.persist_quorum_state(&qs)?;
-    println!(
-        "persisted quorum state: epoch {} voted for {}",
-        qs.epoch, me.node_id
-    );
+    let qs = vote_for_myself(&dd)?;
 
     let mut epochs = EpochMap::new();
     epochs.assign(qs.epoch, Offset(0))?;
@@ -101,4 +77,34 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         dd.report().degraded.len()
     );
     Ok(())
+}
+
+/// Votes for this node in the next epoch (durable when it returns).
+fn vote_for_myself(dd: &DataDir) -> Result<QuorumState, Box<dyn std::error::Error>> {
+    let me = Voter {
+        node_id: dd.meta().node_id,
+        directory_id: dd.meta().directory_id,
+    };
+    let mut qs = dd.quorum_state();
+    qs = QuorumState {
+        epoch: Epoch(qs.epoch.0 + 1),
+        leader: None,
+        voted: Some(Vote {
+            node_id: me.node_id,
+            directory_id: me.directory_id,
+        }),
+        voters: vec![
+            me,
+            Voter {
+                node_id: NodeId(2),
+                directory_id: DirectoryId(0x22),
+            },
+        ],
+    };
+    dd.persist_quorum_state(&qs)?;
+    println!(
+        "persisted quorum state: epoch {} voted for {}",
+        qs.epoch, me.node_id
+    );
+    Ok(qs)
 }

@@ -235,6 +235,31 @@ fn lock(fs: &dyn FileSystem, dir: &Path) -> Result<Box<dyn LockGuard>> {
     })
 }
 
+/// Reads the checkpoint files; a missing or corrupt one degrades (noted in
+/// `report`) instead of failing the open.
+fn read_checkpoints(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    report: &mut OpenReport,
+) -> Result<Checkpoints> {
+    Ok(Checkpoints {
+        recovery_point: read_degradable(fs, dir, "recovery scans the whole log", report)?,
+        high_watermark: read_degradable(
+            fs,
+            dir,
+            "high watermark unknown until the Raft layer supplies it",
+            report,
+        )?,
+        log_start_offset: read_degradable(
+            fs,
+            dir,
+            "log start offset rebuilt from the segments",
+            report,
+        )?,
+        epoch_map: read_degradable(fs, dir, "epoch map rebuilt from the segments", report)?,
+    })
+}
+
 /// Reads a degradable checkpoint: a missing or corrupt file is reported and
 /// replaced by `None`, never trusted.
 fn read_degradable<F: SmallFile>(
@@ -308,32 +333,7 @@ impl DataDir {
                 kind: CorruptionKind::Missing,
             }
         })?;
-        let checkpoints = Checkpoints {
-            recovery_point: read_degradable(
-                fs.as_ref(),
-                dir,
-                "recovery scans the whole log",
-                &mut report,
-            )?,
-            high_watermark: read_degradable(
-                fs.as_ref(),
-                dir,
-                "high watermark unknown until the Raft layer supplies it",
-                &mut report,
-            )?,
-            log_start_offset: read_degradable(
-                fs.as_ref(),
-                dir,
-                "log start offset rebuilt from the segments",
-                &mut report,
-            )?,
-            epoch_map: read_degradable(
-                fs.as_ref(),
-                dir,
-                "epoch map rebuilt from the segments",
-                &mut report,
-            )?,
-        };
+        let checkpoints = read_checkpoints(fs.as_ref(), dir, &mut report)?;
         Ok(DataDir {
             fs,
             dir: dir.to_path_buf(),

@@ -13,7 +13,7 @@ use crate::types::{Epoch, Offset};
 
 const ENTRY_BYTES: usize = 16;
 /// The most entries one epoch-map file can hold.
-pub const MAX_ENTRIES: usize = (MAX_BODY_BYTES - 4) / ENTRY_BYTES;
+pub(crate) const MAX_ENTRIES: usize = (MAX_BODY_BYTES - 4) / ENTRY_BYTES;
 
 /// One epoch and the offset of its first record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{self, MAX_FILE_BYTES};
 
 /// The suffix of a file being replaced.
-pub const TEMP_SUFFIX: &str = ".tmp";
+pub(crate) const TEMP_SUFFIX: &str = ".tmp";
 
 /// A small file of the data directory: its magic, its place, its body codec.
 pub trait SmallFile: Sized {
@@ -62,7 +62,7 @@ fn temp_path(path: &Path) -> PathBuf {
 /// `Io` if any step fails. The old file is then still in place unless the
 /// rename happened and only the directory sync failed, in which case either
 /// may be found after a crash: callers must treat the outcome as unknown.
-pub fn write<F: SmallFile>(fs: &dyn FileSystem, dir: &Path, value: &F) -> Result<()> {
+pub(crate) fn write<F: SmallFile>(fs: &dyn FileSystem, dir: &Path, value: &F) -> Result<()> {
     let path = path_of::<F>(dir);
     let tmp = temp_path(&path);
     let bytes = value.encode();
@@ -79,7 +79,7 @@ pub fn write<F: SmallFile>(fs: &dyn FileSystem, dir: &Path, value: &F) -> Result
 /// # Errors
 /// `Corruption` naming the file if it fails verification, `Io` if reading
 /// fails.
-pub fn read<F: SmallFile>(fs: &dyn FileSystem, dir: &Path) -> Result<Option<F>> {
+pub(crate) fn read<F: SmallFile>(fs: &dyn FileSystem, dir: &Path) -> Result<Option<F>> {
     let path = path_of::<F>(dir);
     let file = match fs.open(&path, OpenMode::Read) {
         Ok(f) => f,
@@ -105,7 +105,7 @@ pub fn read<F: SmallFile>(fs: &dyn FileSystem, dir: &Path) -> Result<Option<F>> 
 ///
 /// # Errors
 /// `Io` if listing, removing or syncing fails.
-pub fn remove_stale_temps(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
+pub(crate) fn remove_stale_temps(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<String>> {
     let mut removed = Vec::new();
     for entry in fs.list(dir)? {
         if !entry.is_dir && entry.name.ends_with(TEMP_SUFFIX) {

@@ -2,7 +2,12 @@
 //! a future version, or garbage, gives a typed error naming the file. The
 //! quorum state fails open (it never defaults to epoch 0); the checkpoints
 //! degrade to "unknown" and are reported, never trusted.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -5,7 +5,12 @@
 //! random), and the directory is reopened — itself crashed at every call of
 //! recovery once more. The state read is always the old or the new one, never
 //! a mix, and an acknowledged update never regresses.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 use std::fmt::Debug;
 use std::path::Path;

@@ -1,7 +1,12 @@
 //! Formatting is explicit: open never initialises a directory, format never
 //! overwrites one, and a directory is open at most once, for the identity it
 //! was formatted with.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -1,7 +1,12 @@
 //! A failed write or sync poisons the data directory (docs/design.md invariant 6):
 //! the failed update is not acknowledged, nothing more is written, and after
 //! reopen the previous durable state is intact. A full disk loses nothing.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 use std::path::Path;
 use std::sync::Arc;

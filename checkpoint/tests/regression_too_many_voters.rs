@@ -3,7 +3,12 @@
 //! checked before anything is written: the durable state is unchanged and
 //! the directory is not poisoned (invariant: bad input gets a typed error
 //! and loses nothing).
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -106,7 +106,7 @@ fn fsync_entry(fd: RawFd) -> squeue::Entry {
 ///
 /// # Errors
 /// The write's error; `WriteZero` if the kernel writes nothing.
-pub fn write_all_at(fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()> {
+pub(crate) fn write_all_at(fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()> {
     let mut done = 0usize;
     while done < buf.len() {
         let n = check(submit(&[write_entry(fd, &buf[done..], pos + done as u64)])?[0])?;
@@ -125,7 +125,7 @@ pub fn write_all_at(fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()> {
 ///
 /// # Errors
 /// The sync's error.
-pub fn sync_data(fd: RawFd) -> io::Result<()> {
+pub(crate) fn sync_data(fd: RawFd) -> io::Result<()> {
     check(submit(&[fsync_entry(fd)])?[0]).map(|_| ())
 }
 
@@ -134,7 +134,7 @@ pub fn sync_data(fd: RawFd) -> io::Result<()> {
 ///
 /// # Errors
 /// The write's or the sync's error.
-pub fn write_all_and_sync_at(fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()> {
+pub(crate) fn write_all_and_sync_at(fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()> {
     if buf.len() > u32::MAX as usize {
         write_all_at(fd, buf, pos)?;
         return sync_data(fd);

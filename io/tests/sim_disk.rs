@@ -5,7 +5,8 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::many_single_char_names,
-    missing_docs
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
 )]
 
 use std::io::ErrorKind;

@@ -26,25 +26,25 @@ fn open(fs: &SharedFs, dir: &std::path::Path) -> Result<(Log, f64), Box<dyn std:
     Ok((log, t.elapsed().as_secs_f64() * 1e3))
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let gib: f64 = std::env::args().nth(1).map_or(Ok(1.0), |s| s.parse())?;
-    let tmp = tempfile::tempdir_in(std::env::temp_dir())?;
-    let dir = std::env::args()
-        .nth(2)
-        .map_or_else(|| tmp.path().join("data"), PathBuf::from);
-    let fs: SharedFs = Arc::new(RealFs::new());
-    format(&fs, &dir, ClusterId(1), NodeId(1))?;
-    let (mut log, _) = open(&fs, &dir)?;
-
+/// Fills the log with `gib` GiB of 64 × 256 B batches, flushed every
+/// 64 MiB.
+fn fill(
+    log: &mut Log,
+    gib: f64,
+    records: &[Vec<u8>],
+    batch_bytes: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
     // Fill: 64 × 256 B records per batch, flushed every 64 MiB.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a millisecond figure for display"
+    )]
     let target = (gib * f64::from(1u32 << 30)) as u64;
-    let records: Vec<Vec<u8>> = (0..64u8).map(|i| vec![i; 256]).collect();
-    let batch_bytes = 40 + 64 * (4 + 256);
     let t = Instant::now();
     let mut written = 0u64;
     while written < target {
-        log.append_as_leader(Epoch(1), &records)?;
+        log.append_as_leader(Epoch(1), records)?;
         written += batch_bytes;
         if written % (64 << 20) < batch_bytes {
             log.flush()?;
@@ -60,6 +60,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         log.segment_bases().len(),
         log.index_memory_bytes() / 1024
     );
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let gib: f64 = std::env::args().nth(1).map_or(Ok(1.0), |s| s.parse())?;
+    let tmp = tempfile::tempdir_in(std::env::temp_dir())?;
+    let dir = std::env::args()
+        .nth(2)
+        .map_or_else(|| tmp.path().join("data"), PathBuf::from);
+    let fs: SharedFs = Arc::new(RealFs::new());
+    format(&fs, &dir, ClusterId(1), NodeId(1))?;
+    let (mut log, _) = open(&fs, &dir)?;
+
+    let records: Vec<Vec<u8>> = (0..64u8).map(|i| vec![i; 256]).collect();
+    let batch_bytes = 40 + 64 * (4 + 256);
+    fill(&mut log, gib, &records, batch_bytes)?;
     log.close()?;
 
     for run in 0..3 {

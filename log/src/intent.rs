@@ -39,14 +39,14 @@ const MAX_BYTES: u64 = MAX_BATCH_BYTES + PAGE_BYTES;
 use crate::error::{CorruptionKind, Result};
 
 /// The intent file's name in the log directory.
-pub const INTENT_FILE: &str = "truncation.intent";
+pub(crate) const INTENT_FILE: &str = "truncation.intent";
 const MAGIC: [u8; 4] = *b"QLTI";
 const VERSION: u16 = 1;
 const HEADER_BYTES: usize = 40;
 
 /// A truncation to redo after a crash.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Intent {
+pub(crate) enum Intent {
     /// Cut segment `segment` at `position` and write `bytes` there; the log
     /// then ends at `offset`.
     Cut {
@@ -68,7 +68,7 @@ pub enum Intent {
 
 impl Intent {
     /// Encodes the intent file.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let (kind, a, b, c, batch): (u8, u64, u64, u64, &[u8]) = match self {
             Intent::Cut {
                 segment,
@@ -99,7 +99,7 @@ impl Intent {
     ///
     /// # Errors
     /// The [`CorruptionKind`] found.
-    pub fn decode(bytes: &[u8]) -> Result<Intent, CorruptionKind> {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Intent, CorruptionKind> {
         if bytes.len() < HEADER_BYTES {
             return Err(CorruptionKind::Truncated);
         }
@@ -156,7 +156,7 @@ fn paths(dir: &Path) -> (PathBuf, PathBuf) {
 ///
 /// # Errors
 /// `Io` on failure.
-pub fn write(fs: &dyn FileSystem, dir: &Path, intent: &Intent) -> Result<()> {
+pub(crate) fn write(fs: &dyn FileSystem, dir: &Path, intent: &Intent) -> Result<()> {
     let (path, tmp) = paths(dir);
     let f = fs.open(&tmp, OpenMode::CreateOrTruncate)?;
     f.write_all_and_sync_at(&intent.encode(), 0)?;
@@ -170,7 +170,10 @@ pub fn write(fs: &dyn FileSystem, dir: &Path, intent: &Intent) -> Result<()> {
 ///
 /// # Errors
 /// `Io`; the inner `Err` if the file exists but fails verification.
-pub fn read(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Result<Intent, CorruptionKind>>> {
+pub(crate) fn read(
+    fs: &dyn FileSystem,
+    dir: &Path,
+) -> Result<Option<Result<Intent, CorruptionKind>>> {
     let (path, _) = paths(dir);
     let f = match fs.open(&path, OpenMode::Read) {
         Ok(f) => f,
@@ -189,7 +192,7 @@ pub fn read(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Result<Intent, Cor
 ///
 /// # Errors
 /// `Io` on failure.
-pub fn remove(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+pub(crate) fn remove(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
     let (path, _) = paths(dir);
     fs.remove_file(&path)?;
     fs.sync_dir(dir)?;

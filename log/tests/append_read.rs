@@ -2,7 +2,12 @@
 //! batches, compression, and every kind of bad input rejected with a typed
 //! error and nothing written. Runs on the real file system and the
 //! simulated disk.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

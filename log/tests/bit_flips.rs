@@ -2,7 +2,12 @@
 //! 3): always reported as `Corruption` with its segment and position, never
 //! returned as data, and in Strict mode never silently truncated. The
 //! opt-in `TruncateAtCorruption` mode cuts there and reports what it dropped.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

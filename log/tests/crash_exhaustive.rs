@@ -4,7 +4,12 @@
 //! tear variant; recovery must find the state before or after the operation
 //! (or, for a suffix truncation, part-way between), never anything else, and
 //! an acknowledged operation's result always (docs/design.md invariants 1, 3, 8).
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -19,7 +19,12 @@
 //!
 //! Each run draws a fresh base seed (printed with its replay command);
 //! `PINNED_SEEDS` are seeds of past failures, run every time.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

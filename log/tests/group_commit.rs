@@ -3,7 +3,12 @@
 //! record durable before it is; a failed write or sync poisons the log for
 //! good; with page alignment a torn page write never reaches acknowledged
 //! data.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 
@@ -166,6 +171,47 @@ fn truncation_resets_the_watermark_and_voids_older_rounds() {
     });
 }
 
+/// After a fault: nothing more is acknowledged, every call is `Poisoned`,
+/// the watermark stays, no sync is retried.
+fn assert_poisoned(log: &DurableLog, acked: u64, what: &str) {
+    let flushed = log.flushed_offset();
+    let syncs = log.sync_count();
+    assert!(
+        matches!(
+            log.append_as_leader(Epoch(1), &[b"x"]),
+            Err(Error::Poisoned { .. })
+        ),
+        "{what}"
+    );
+    assert!(
+        matches!(
+            log.wait_durable(Offset(acked + 1)),
+            Err(Error::Poisoned { .. })
+        ),
+        "{what}"
+    );
+    assert!(matches!(log.flush(), Err(Error::Poisoned { .. })), "{what}");
+    assert!(
+        matches!(log.read(Offset(0), 10), Err(Error::Poisoned { .. })),
+        "{what}"
+    );
+    let (tx, rx) = mpsc::channel();
+    log.on_durable(
+        Offset(acked + 1),
+        Box::new(move |r| tx.send(r.is_ok()).unwrap()),
+    );
+    assert!(
+        !rx.recv().unwrap(),
+        "{what}: a completion fired Ok after the fault"
+    );
+    assert_eq!(
+        log.flushed_offset(),
+        flushed,
+        "{what}: watermark moved after the fault"
+    );
+    assert_eq!(log.sync_count(), syncs, "{what}: a sync was retried");
+}
+
 /// Every kind of call that can fail on the group-commit path (writes,
 /// syncs, preallocation, the roll's creates, renames, directory syncs and
 /// checkpoint writes), at several positions: the failing call errors, nothing
@@ -208,42 +254,7 @@ fn any_failed_write_or_sync_poisons_and_keeps_what_was_acknowledged() {
                 }
                 cases += 1;
                 let what = format!("{op:?} #{nth} {kind:?}");
-                let flushed = log.flushed_offset();
-                let syncs = log.sync_count();
-                assert!(
-                    matches!(
-                        log.append_as_leader(Epoch(1), &[b"x"]),
-                        Err(Error::Poisoned { .. })
-                    ),
-                    "{what}"
-                );
-                assert!(
-                    matches!(
-                        log.wait_durable(Offset(acked + 1)),
-                        Err(Error::Poisoned { .. })
-                    ),
-                    "{what}"
-                );
-                assert!(matches!(log.flush(), Err(Error::Poisoned { .. })), "{what}");
-                assert!(
-                    matches!(log.read(Offset(0), 10), Err(Error::Poisoned { .. })),
-                    "{what}"
-                );
-                let (tx, rx) = mpsc::channel();
-                log.on_durable(
-                    Offset(acked + 1),
-                    Box::new(move |r| tx.send(r.is_ok()).unwrap()),
-                );
-                assert!(
-                    !rx.recv().unwrap(),
-                    "{what}: a completion fired Ok after the fault"
-                );
-                assert_eq!(
-                    log.flushed_offset(),
-                    flushed,
-                    "{what}: watermark moved after the fault"
-                );
-                assert_eq!(log.sync_count(), syncs, "{what}: a sync was retried");
+                assert_poisoned(&log, acked, &what);
                 drop(log);
                 let after = disk.crash_with(CrashPlan::LoseUnsynced);
                 let log = reopen_plain(&after, &small_options());

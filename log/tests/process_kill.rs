@@ -18,7 +18,12 @@
 //! `QUORUMLOG_KILLS=N` sets the number of kills (default 24);
 //! `QUORUMLOG_KILL_SEED=S` replays a run (each run draws a fresh seed and
 //! prints it).
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -186,6 +191,52 @@ fn check_reopened(dir: &Path, acked: &BTreeMap<u64, u32>, close: bool) -> Result
     Ok(checked)
 }
 
+/// Runs a child appending to `dir` until it reported `target`
+/// acknowledgements (recorded in `acked`), then kills it with SIGKILL.
+/// Returns the acknowledgements seen.
+fn run_child(
+    exe: &Path,
+    dir: &Path,
+    seed: u64,
+    writers: u64,
+    ack: u64,
+    target: u64,
+    acked: &mut BTreeMap<u64, u32>,
+) -> u64 {
+    let mut child = Command::new(exe)
+        .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, dir)
+        .env("QUORUMLOG_KILL_CHILD_SEED", seed.to_string())
+        .env("QUORUMLOG_KILL_WRITERS", writers.to_string())
+        .env("QUORUMLOG_KILL_ACK", ack.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut acks = 0;
+    for line in BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        let mut parts = line.split_whitespace();
+        if parts.next() != Some("ACK") {
+            continue;
+        }
+        let offset: u64 = parts.next().unwrap().parse().unwrap();
+        let crc: u32 = parts.next().unwrap().parse().unwrap();
+        assert!(
+            acked.insert(offset, crc).is_none(),
+            "offset {offset} acknowledged twice"
+        );
+        acks += 1;
+        if acks >= target {
+            break;
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    acks
+}
+
 #[test]
 fn killed_writers_lose_no_acknowledged_record() {
     if std::env::var_os(CHILD_ENV).is_some() {
@@ -219,37 +270,8 @@ fn killed_writers_lose_no_acknowledged_record() {
         let writers = [1u64, 8, 64][usize::try_from(round % 3).unwrap()];
         let ack = (round / 3) % 2;
         let target = 1 + rng.below(300);
-        let mut child = Command::new(&exe)
-            .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, &dir)
-            .env("QUORUMLOG_KILL_CHILD_SEED", rng.next_u64().to_string())
-            .env("QUORUMLOG_KILL_WRITERS", writers.to_string())
-            .env("QUORUMLOG_KILL_ACK", ack.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut acks_this_round = 0;
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let mut parts = line.split_whitespace();
-            if parts.next() != Some("ACK") {
-                continue;
-            }
-            let offset: u64 = parts.next().unwrap().parse().unwrap();
-            let crc: u32 = parts.next().unwrap().parse().unwrap();
-            assert!(
-                acked.insert(offset, crc).is_none(),
-                "offset {offset} acknowledged twice"
-            );
-            acks_this_round += 1;
-            if acks_this_round >= target {
-                break;
-            }
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        let child_seed = rng.next_u64();
+        let acks_this_round = run_child(&exe, &dir, child_seed, writers, ack, target, &mut acked);
         total_acks += acks_this_round;
         match check_reopened(&dir, &acked, rng.below(2) == 0) {
             Ok(n) => checked_total += n,

@@ -5,7 +5,12 @@
 //! an interrupted roll, a log start past the data, a high watermark past the
 //! data. Also: a clean open verifies nothing; an unclean one verifies only
 //! what follows the recovery point.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -8,7 +8,12 @@
 //!   accepted with wrapping offsets, `flush` then panicked and reopen gave an
 //!   empty log. Now an append whose offsets would pass `u64::MAX` is a typed
 //!   `OffsetOverflow` and writes nothing (invariant: offsets never wrap).
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

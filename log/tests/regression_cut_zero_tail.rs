@@ -5,7 +5,12 @@
 //! `ShorterThanRecoveryPoint`. Recovery now accepts a file that lacks only
 //! sync padding (after a scan shows every batch up to the recovery point is
 //! there), restores the zero tail, and reports it.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

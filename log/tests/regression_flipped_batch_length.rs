@@ -3,7 +3,12 @@
 //! `Log::read` return an *empty* result instead of an error — the reader
 //! saw no data and no corruption. Found by the crash harness (seed 3978 with
 //! a bit flip). Fixed: a first batch that does not fit is `Corruption`.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

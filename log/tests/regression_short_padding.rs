@@ -8,7 +8,12 @@
 //! valid data". Fixed by one batch walker (`segment/walk.rs`) that every
 //! reader uses: at an unaligned position, zeros up to the page boundary are
 //! padding, whatever their length.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

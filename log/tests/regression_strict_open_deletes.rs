@@ -8,7 +8,12 @@
 //! rename that names the file, so an invalid header is damage: strict open
 //! now refuses and changes nothing on disk (compared byte for byte), and the
 //! lenient mode drops the segment and reports it.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -14,7 +14,12 @@
 //! tail, and reported. A page zeroed by the device leaves nothing to report
 //! (it looks like a page never written); a file cut there is reported as an
 //! active segment whose zero tail was restored.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -1,7 +1,12 @@
 //! Segment rolls: a batch never spans segments, records on both sides of
 //! every roll read back byte-identical before and after reopen, a clean
 //! reopen scans nothing, and the sparse index stays within its memory bound.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -3,7 +3,12 @@
 //! byte k (the rest zeros, or garbage). For every k, open succeeds, cuts the
 //! batch (unless it is whole), keeps every earlier record byte-identical, and
 //! reports the tear; it never reports corruption.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -2,7 +2,12 @@
 //! full. Refused below the high watermark; durable once it returns, so
 //! truncated records never come back after a reopen or a crash; the epoch
 //! map follows every truncation.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -3,7 +3,12 @@
 //! crash at any I/O call between freezing the snapshot and deleting the log
 //! prefix loses nothing: every offset is in the log or covered by a listed,
 //! verifiable snapshot.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 use std::path::Path;
 use std::sync::Arc;

@@ -2,7 +2,12 @@
 //! before any byte of it is returned; truncated or footer-less files are
 //! never listed; a full disk while writing or installing leaves the previous
 //! snapshot intact and the partial file removable.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

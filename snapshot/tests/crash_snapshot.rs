@@ -4,7 +4,12 @@
 //! listed, never a partial one, every listed snapshot verifies and reads
 //! back exactly, an acknowledged publish or deletion holds, and a resumed
 //! install produces a byte-identical snapshot.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -2,7 +2,12 @@
 //! errors are typed, older snapshots are refused, an interrupted install
 //! resumes after a restart from its last durable chunk and produces a
 //! byte-identical snapshot, and a corrupt transfer is never published.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -1,7 +1,12 @@
 //! Retention keeps the newest N and/or a byte budget, never the latest
 //! snapshot's deletion, and startup hygiene removes abandoned partial files
 //! while keeping resumable installs.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

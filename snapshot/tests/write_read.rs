@@ -1,6 +1,11 @@
 //! Writing, publishing, listing and reading snapshots, plain and zstd,
 //! on the real file system and the simulated disk.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 mod common;
 

@@ -330,6 +330,41 @@ fn state_below(m: &Model, end: u64) -> Vec<u8> {
     out
 }
 
+/// Leader append of `count` records of `size` bytes (in a new epoch if
+/// `bump`).
+fn leader_append(n: &mut Node, m: &mut Model, count: u8, size: u16, bump: bool, gen: u64) -> bool {
+    let epoch = m.epoch + u64::from(bump);
+    let base = n.log.log_end_offset().0;
+    let recs: Vec<Vec<u8>> = (0..u64::from(count))
+        .map(|i| payload(base + i, gen, usize::from(size)))
+        .collect();
+    m.epoch = epoch;
+    m.records
+        .extend(recs.iter().cloned().map(|r| Some((epoch, r))));
+    n.log.append_as_leader(Epoch(epoch), &recs)
+}
+
+/// Follower append: `count` records of `size` bytes arriving as
+/// replicated batches of one record each.
+fn follower_append(n: &mut Node, m: &mut Model, count: u8, size: u16, gen: u64) -> bool {
+    let base = n.log.log_end_offset().0;
+    let recs: Vec<Vec<u8>> = (0..u64::from(count))
+        .map(|i| payload(base + i, gen, usize::from(size)))
+        .collect();
+    let batches: Vec<FollowerBatch<'_, Vec<u8>>> = recs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| FollowerBatch {
+            base_offset: Offset(base + i as u64),
+            epoch: Epoch(m.epoch),
+            records: std::slice::from_ref(r),
+        })
+        .collect();
+    m.records
+        .extend(recs.iter().cloned().map(|r| Some((m.epoch, r))));
+    n.log.append_as_follower(&batches)
+}
+
 /// Applies `op` to the model (its intended effect) and then to the node.
 /// Returns whether the node acknowledged it; if not, the model holds the
 /// state the operation was heading for (the caller keeps the one before).
@@ -342,35 +377,8 @@ fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op, gen: u64) 
             n: count,
             size,
             bump,
-        } => {
-            let epoch = m.epoch + u64::from(bump);
-            let base = n.log.log_end_offset().0;
-            let recs: Vec<Vec<u8>> = (0..u64::from(count))
-                .map(|i| payload(base + i, gen, usize::from(size)))
-                .collect();
-            m.epoch = epoch;
-            m.records
-                .extend(recs.iter().cloned().map(|r| Some((epoch, r))));
-            n.log.append_as_leader(Epoch(epoch), &recs)
-        }
-        Op::Follower { n: count, size } => {
-            let base = n.log.log_end_offset().0;
-            let recs: Vec<Vec<u8>> = (0..u64::from(count))
-                .map(|i| payload(base + i, gen, usize::from(size)))
-                .collect();
-            let batches: Vec<FollowerBatch<'_, Vec<u8>>> = recs
-                .iter()
-                .enumerate()
-                .map(|(i, r)| FollowerBatch {
-                    base_offset: Offset(base + i as u64),
-                    epoch: Epoch(m.epoch),
-                    records: std::slice::from_ref(r),
-                })
-                .collect();
-            m.records
-                .extend(recs.iter().cloned().map(|r| Some((m.epoch, r))));
-            n.log.append_as_follower(&batches)
-        }
+        } => leader_append(n, m, count, size, bump, gen),
+        Op::Follower { n: count, size } => follower_append(n, m, count, size, gen),
         Op::Flush => {
             m.flushed = m.records.len() as u64;
             n.log.flush()

@@ -10,7 +10,12 @@
 //! run every time. `QUORUMLOG_HARNESS_SEEDS=N` runs N fresh seeds (default
 //! 1,500); `QUORUMLOG_HARNESS_BASE=B` fixes the base; `QUORUMLOG_HARNESS_SEED=S`
 //! replays one seed.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 use quorumlog_testkit::fresh_seed;
 use quorumlog_testkit::harness::{run_exhaustive, run_seed, Op};

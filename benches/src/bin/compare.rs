@@ -218,7 +218,6 @@ fn main() -> ExitCode {
     }
 }
 
-#[expect(clippy::cast_precision_loss, reason = "rates for display")]
 fn run() -> Result<(), BenchError> {
     let args = parse_args()?;
     let tmp = match &args.dir {
@@ -240,58 +239,71 @@ fn run() -> Result<(), BenchError> {
     }
     let mut extra = String::new();
     if args.workloads.iter().any(|n| n == "R1" || n == "O1") {
-        let dir = base.join("R1O1");
-        #[expect(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            reason = "GiB to bytes"
-        )]
-        let bytes = (args.gib * f64::from(1u32 << 30)) as u64;
-        let rr = read_and_reopen(&dir, bytes)?;
-        let raw = raw_read(&dir, rr.log_bytes)?;
-        if args.workloads.iter().any(|n| n == "R1") {
-            rows.push(Row {
-                workload: "R1".into(),
-                system: "quorumlog".into(),
-                m: rr.read,
-            });
-            rows.push(Row {
-                workload: "R1".into(),
-                system: "raw".into(),
-                m: raw,
-            });
-        }
-        if args.workloads.iter().any(|n| n == "O1") {
-            for (name, ms) in [
-                ("O1-clean", rr.open_clean_ms),
-                ("O1-crash", rr.open_crash_ms),
-            ] {
-                rows.push(Row {
-                    workload: name.into(),
-                    system: "quorumlog".into(),
-                    m: Measured {
-                        entries: rr.records,
-                        bytes: rr.log_bytes,
-                        seconds: ms / 1e3,
-                    },
-                });
-            }
-            let _ = writeln!(
-                extra,
-                "O1 quorumlog, {:.2} GiB log: open after clean close {:.2} ms ({} bytes verified); after crash {:.2} ms ({} bytes verified)",
-                rr.log_bytes as f64 / f64::from(1u32 << 30),
-                rr.open_clean_ms,
-                rr.open_clean_scanned,
-                rr.open_crash_ms,
-                rr.open_crash_scanned
-            );
-        }
-        let _ = std::fs::remove_dir_all(&dir);
+        run_read_and_reopen(&args, base, &mut rows, &mut extra)?;
     }
     if args.workloads.iter().any(|n| n == "S1") {
         run_snapshots(&args, base, &mut rows, &mut extra)?;
     }
     report(&rows, &args, &extra, &backend);
+    Ok(())
+}
+
+/// R1 and O1: a sequential read of a log of `args.gib` GiB against the raw
+/// disk, and reopening it after a clean close and after a crash.
+#[expect(clippy::cast_precision_loss, reason = "sizes for display")]
+fn run_read_and_reopen(
+    args: &Args,
+    base: &Path,
+    rows: &mut Vec<Row>,
+    extra: &mut String,
+) -> Result<(), BenchError> {
+    let dir = base.join("R1O1");
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "GiB to bytes"
+    )]
+    let bytes = (args.gib * f64::from(1u32 << 30)) as u64;
+    let rr = read_and_reopen(&dir, bytes)?;
+    let raw = raw_read(&dir, rr.log_bytes)?;
+    if args.workloads.iter().any(|n| n == "R1") {
+        rows.push(Row {
+            workload: "R1".into(),
+            system: "quorumlog".into(),
+            m: rr.read,
+        });
+        rows.push(Row {
+            workload: "R1".into(),
+            system: "raw".into(),
+            m: raw,
+        });
+    }
+    if args.workloads.iter().any(|n| n == "O1") {
+        for (name, ms) in [
+            ("O1-clean", rr.open_clean_ms),
+            ("O1-crash", rr.open_crash_ms),
+        ] {
+            rows.push(Row {
+                workload: name.into(),
+                system: "quorumlog".into(),
+                m: Measured {
+                    entries: rr.records,
+                    bytes: rr.log_bytes,
+                    seconds: ms / 1e3,
+                },
+            });
+        }
+        let _ = writeln!(
+            extra,
+            "O1 quorumlog, {:.2} GiB log: open after clean close {:.2} ms ({} bytes verified); after crash {:.2} ms ({} bytes verified)",
+            rr.log_bytes as f64 / f64::from(1u32 << 30),
+            rr.open_clean_ms,
+            rr.open_clean_scanned,
+            rr.open_crash_ms,
+            rr.open_crash_scanned
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 

@@ -14,9 +14,9 @@ use super::{to_usize, write_into, Node, Pending, State};
 use crate::fs::parent_dir;
 
 /// The sector size at which writes tear.
-pub const SECTOR_BYTES: u64 = 512;
+pub(super) const SECTOR_BYTES: u64 = 512;
 /// The page size of page tearing (`SimFs::set_page_tearing`).
-pub const PAGE_BYTES: u64 = 4096;
+pub(super) const PAGE_BYTES: u64 = 4096;
 
 /// What a torn write leaves in the sectors it did not finish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

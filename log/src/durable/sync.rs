@@ -105,15 +105,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn state(&self) -> MutexGuard<'_, SyncState> {
+    pub(super) fn state(&self) -> MutexGuard<'_, SyncState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn log_write(&self) -> RwLockWriteGuard<'_, Log> {
+    pub(super) fn log_write(&self) -> RwLockWriteGuard<'_, Log> {
         self.log.write().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn poisoned_error(cause: &str) -> Error {
+    pub(super) fn poisoned_error(cause: &str) -> Error {
         Error::Poisoned {
             cause: cause.to_string(),
         }
@@ -121,7 +121,7 @@ impl Shared {
 
     /// Runs one sync round if none is in flight and something is unsynced.
     /// Returns whether this call ran one.
-    pub fn sync_round(&self) -> bool {
+    pub(super) fn sync_round(&self) -> bool {
         {
             let mut st = self.state();
             if st.syncing || st.poisoned.is_some() || st.written <= st.flushed {
@@ -170,7 +170,7 @@ impl Shared {
 
     /// Blocks until `offset` is durable; with `GroupCommit`, runs the sync
     /// round itself when none is in flight.
-    pub fn wait_durable(&self, offset: Offset) -> Result<Offset> {
+    pub(super) fn wait_durable(&self, offset: Offset) -> Result<Offset> {
         let mut st = self.state();
         st.waiters += 1;
         let result = loop {
@@ -206,13 +206,13 @@ impl Shared {
     }
 
     /// Wakes parked waiters after the log or the watermark changed.
-    pub fn wake_waiters(&self) {
+    pub(super) fn wake_waiters(&self) {
         wake_parked(&mut self.state());
     }
 
     /// Notes that the log now ends at `end`; wakes the flusher unless the
     /// writer will wait (and lead a round) itself under `GroupCommit`.
-    pub fn note_written(&self, end: Offset, wake_flusher: bool) {
+    pub(super) fn note_written(&self, end: Offset, wake_flusher: bool) {
         let mut st = self.state();
         if end > st.written {
             st.written = end;

@@ -332,49 +332,8 @@ impl Log {
         // Lossless: bounded by max_bytes or one batch, which fit in memory.
         let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
         seg.file.read_exact_at(&mut buf, pos)?;
-        let mut batches = Vec::new();
-        let mut next = first.base_offset;
-        let mut here = pos;
+        let (batches, next, here) = verified_batches(seg, pos, &buf, first.base_offset)?;
         let buf_end = pos + buf.len() as u64;
-        let mut src = BufSource {
-            buf: &buf,
-            start: pos,
-        };
-        while here < buf_end {
-            let fail = |position, epoch, kind| {
-                crate::segment::corruption(seg.base, position, next, epoch, kind)
-            };
-            let (at, h) = match walk::slot(&mut src, here, seg.end_position)? {
-                Slot::Header { position, header } => (position, header),
-                // The end of the segment's data, or of this buffer.
-                Slot::End | Slot::NeedMore if !batches.is_empty() || next >= seg.end_offset => {
-                    break
-                }
-                Slot::End | Slot::NeedMore => {
-                    return Err(fail(here, None, CorruptionKind::Truncated))
-                }
-                Slot::Invalid { position, kind } if batches.is_empty() => {
-                    return Err(fail(position, None, kind))
-                }
-                // Reported by the read that starts there.
-                Slot::Invalid { .. } => break,
-            };
-            if at + u64::from(h.batch_len) > buf_end {
-                if batches.is_empty() {
-                    // The first batch always fits (the buffer was sized for
-                    // it): a length past the segment's end is corruption.
-                    return Err(fail(at, Some(h.epoch), CorruptionKind::Truncated));
-                }
-                break; // cut by max_bytes: stop before it
-            }
-            if let Err(kind) = walk::batch(&mut src, at, &h, next, seg.end_position)? {
-                return Err(fail(at, Some(h.epoch), kind));
-            }
-            // Lossless: within the buffer.
-            batches.push((usize::try_from(at - pos).unwrap_or(usize::MAX), h));
-            next = h.next_offset();
-            here = at + u64::from(h.batch_len);
-        }
         let at = usize::try_from(here.min(buf_end) - pos).unwrap_or(usize::MAX);
         buf.truncate(at);
         *self
@@ -428,6 +387,55 @@ impl Log {
         self.write_clean_checkpoint()?;
         self.guard(|log| log.dir.write_clean_marker())
     }
+}
+
+/// What [`verified_batches`] found: the batches (place in the buffer,
+/// header), the offset after them, the position after them.
+type Walked = (Vec<(usize, BatchHeader)>, Offset, u64);
+
+/// Walks the bytes `buf` read from `seg` at `pos` (the first batch, holding
+/// `first`, starts there): returns every whole verified batch in it (its
+/// place in `buf` and header), the offset after them, and the position
+/// after them. The first batch must be valid; a later invalid one ends the
+/// walk (the read that starts there reports it).
+fn verified_batches(seg: &Segment, pos: u64, buf: &[u8], first: Offset) -> Result<Walked> {
+    let mut batches = Vec::new();
+    let mut next = first;
+    let mut here = pos;
+    let buf_end = pos + buf.len() as u64;
+    let mut src = BufSource { buf, start: pos };
+    while here < buf_end {
+        let fail = |position, epoch, kind| {
+            crate::segment::corruption(seg.base, position, next, epoch, kind)
+        };
+        let (at, h) = match walk::slot(&mut src, here, seg.end_position)? {
+            Slot::Header { position, header } => (position, header),
+            // The end of the segment's data, or of this buffer.
+            Slot::End | Slot::NeedMore if !batches.is_empty() || next >= seg.end_offset => break,
+            Slot::End | Slot::NeedMore => return Err(fail(here, None, CorruptionKind::Truncated)),
+            Slot::Invalid { position, kind } if batches.is_empty() => {
+                return Err(fail(position, None, kind))
+            }
+            // Reported by the read that starts there.
+            Slot::Invalid { .. } => break,
+        };
+        if at + u64::from(h.batch_len) > buf_end {
+            if batches.is_empty() {
+                // The first batch always fits (the buffer was sized for it):
+                // a length past the segment's end is corruption.
+                return Err(fail(at, Some(h.epoch), CorruptionKind::Truncated));
+            }
+            break; // cut by max_bytes: stop before it
+        }
+        if let Err(kind) = walk::batch(&mut src, at, &h, next, seg.end_position)? {
+            return Err(fail(at, Some(h.epoch), kind));
+        }
+        // Lossless: within the buffer.
+        batches.push((usize::try_from(at - pos).unwrap_or(usize::MAX), h));
+        next = h.next_offset();
+        here = at + u64::from(h.batch_len);
+    }
+    Ok((batches, next, here))
 }
 
 impl Drop for Log {

@@ -18,14 +18,14 @@ use crate::format::{decode_index, encode_index, IndexHeader};
 
 /// A segment's sparse index, in memory.
 #[derive(Debug, Clone, Default)]
-pub struct SparseIndex {
+pub(crate) struct SparseIndex {
     entries: Vec<(u32, u32)>,
     interval: u64,
 }
 
 impl SparseIndex {
     /// An empty index adding an entry every `interval` bytes.
-    pub fn new(interval: u64) -> Self {
+    pub(crate) fn new(interval: u64) -> Self {
         SparseIndex {
             entries: Vec::new(),
             interval,
@@ -33,23 +33,23 @@ impl SparseIndex {
     }
 
     /// An index from loaded entries.
-    pub fn from_entries(entries: Vec<(u32, u32)>, interval: u64) -> Self {
+    pub(crate) fn from_entries(entries: Vec<(u32, u32)>, interval: u64) -> Self {
         SparseIndex { entries, interval }
     }
 
     /// The entries.
-    pub fn entries(&self) -> &[(u32, u32)] {
+    pub(crate) fn entries(&self) -> &[(u32, u32)] {
         &self.entries
     }
 
     /// Bytes of memory the entries use.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.entries.capacity() * std::mem::size_of::<(u32, u32)>()
     }
 
     /// Notes a verified batch at `position` starting at relative offset
     /// `rel`; adds an entry if the last one is at least `interval` behind.
-    pub fn observe(&mut self, rel: u32, position: u32) {
+    pub(crate) fn observe(&mut self, rel: u32, position: u32) {
         match self.entries.last() {
             Some(&(last_rel, last_pos)) => {
                 debug_assert!(rel > last_rel && position > last_pos);
@@ -62,19 +62,19 @@ impl SparseIndex {
     }
 
     /// The entry with the largest offset `<= rel`.
-    pub fn lookup(&self, rel: u32) -> Option<(u32, u32)> {
+    pub(crate) fn lookup(&self, rel: u32) -> Option<(u32, u32)> {
         let i = self.entries.partition_point(|&(r, _)| r <= rel);
         i.checked_sub(1).map(|i| self.entries[i])
     }
 
     /// Forgets entries at or after relative offset `rel`.
-    pub fn truncate(&mut self, rel: u32) {
+    pub(crate) fn truncate(&mut self, rel: u32) {
         let i = self.entries.partition_point(|&(r, _)| r < rel);
         self.entries.truncate(i);
     }
 
     /// Shrinks the allocation to the entries (for sealed segments).
-    pub fn shrink(&mut self) {
+    pub(crate) fn shrink(&mut self) {
         self.entries.shrink_to_fit();
     }
 }
@@ -83,7 +83,7 @@ impl SparseIndex {
 ///
 /// # Errors
 /// `Io` on failure.
-pub fn write_index_file(
+pub(crate) fn write_index_file(
     fs: &dyn FileSystem,
     path: &Path,
     header: &IndexHeader,
@@ -111,7 +111,7 @@ pub enum IndexProblem {
 ///
 /// # Errors
 /// `Io` for I/O failures other than a missing file.
-pub fn load_index_file(
+pub(crate) fn load_index_file(
     fs: &dyn FileSystem,
     path: &Path,
     base: Offset,

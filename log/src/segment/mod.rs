@@ -8,8 +8,8 @@
 //!   preallocated, and truncation zero-fills what it cuts);
 //! - a batch never spans segments.
 
-pub mod index;
-pub mod scan;
+pub(crate) mod index;
+pub(crate) mod scan;
 pub(crate) mod walk;
 
 use std::path::Path;
@@ -29,7 +29,7 @@ use walk::{FileSource, Slot};
 
 /// An open segment.
 #[derive(Debug)]
-pub struct Segment {
+pub(crate) struct Segment {
     /// Offset of the first record.
     pub base: Offset,
     /// The open file (shared with the flusher, which syncs it unlocked).
@@ -49,7 +49,7 @@ impl Segment {
     ///
     /// # Errors
     /// `Io` on failure.
-    pub fn init_file(
+    pub(crate) fn init_file(
         file: &dyn File,
         base: Offset,
         size_bytes: u64,
@@ -65,7 +65,12 @@ impl Segment {
     ///
     /// # Errors
     /// `Io`; `Corruption` if the header is invalid.
-    pub fn open(fs: &dyn FileSystem, dir: &Path, base: Offset, interval: u64) -> Result<Segment> {
+    pub(crate) fn open(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        base: Offset,
+        interval: u64,
+    ) -> Result<Segment> {
         let path = dir.join(segment_file_name(base));
         let file = fs.open(&path, OpenMode::ReadWrite)?;
         let mut h = [0u8; SEGMENT_HEADER_BYTES];
@@ -105,7 +110,7 @@ impl Segment {
     ///
     /// # Errors
     /// `Io` on failure.
-    pub fn write_index(&self, fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    pub(crate) fn write_index(&self, fs: &dyn FileSystem, dir: &Path) -> Result<()> {
         let header = crate::format::IndexHeader {
             base_offset: self.base,
             end_offset: self.end_offset,
@@ -123,7 +128,7 @@ impl Segment {
     ///
     /// # Errors
     /// `Io` on failure (the caller poisons the log).
-    pub fn append(&mut self, bytes: &[u8], header: &BatchHeader) -> Result<()> {
+    pub(crate) fn append(&mut self, bytes: &[u8], header: &BatchHeader) -> Result<()> {
         assert_eq!(
             header.base_offset, self.end_offset,
             "append must continue the segment"
@@ -135,7 +140,7 @@ impl Segment {
 
     /// Updates the in-memory end and index after `len` bytes of batch
     /// `header` were written at the end.
-    pub fn note_appended(&mut self, len: u64, header: &BatchHeader) {
+    pub(crate) fn note_appended(&mut self, len: u64, header: &BatchHeader) {
         self.index.observe(
             relative(self.base, header.base_offset),
             position_u32(self.end_position),
@@ -149,7 +154,7 @@ impl Segment {
     ///
     /// # Errors
     /// `Corruption` naming this segment and position; `Io`.
-    pub fn read_batch_at(
+    pub(crate) fn read_batch_at(
         &self,
         position: u64,
         expected: Option<Offset>,
@@ -192,7 +197,7 @@ impl Segment {
     ///
     /// # Errors
     /// `Corruption` if no batch starting at `expected` is there; `Io`.
-    pub fn header_at(&self, position: u64, expected: Offset) -> Result<(u64, BatchHeader)> {
+    pub(crate) fn header_at(&self, position: u64, expected: Offset) -> Result<(u64, BatchHeader)> {
         let mut src = FileSource::new(self.file.as_ref(), self.end_position, PAGE_CHUNK);
         self.expect_header(&mut src, position, expected)
     }
@@ -240,7 +245,7 @@ impl Segment {
     ///
     /// # Errors
     /// `Corruption` if a batch on the way is not where it must be; `Io`.
-    pub fn locate(&self, offset: Offset) -> Result<(u64, BatchHeader)> {
+    pub(crate) fn locate(&self, offset: Offset) -> Result<(u64, BatchHeader)> {
         debug_assert!(offset >= self.base && offset < self.end_offset);
         let (mut next, mut pos) = match self.index.lookup(relative(self.base, offset)) {
             Some((r, p)) => (Offset(self.base.0 + u64::from(r)), u64::from(p)),
@@ -307,7 +312,7 @@ pub(crate) fn position_u32(position: u64) -> u32 {
 ///
 /// # Errors
 /// `Io` on failure.
-pub fn preallocate(file: &dyn File, size_bytes: u64, prealloc: Preallocation) -> Result<()> {
+pub(crate) fn preallocate(file: &dyn File, size_bytes: u64, prealloc: Preallocation) -> Result<()> {
     let len = file.len()?;
     if len >= size_bytes {
         return Ok(());
@@ -323,7 +328,7 @@ pub fn preallocate(file: &dyn File, size_bytes: u64, prealloc: Preallocation) ->
 }
 
 /// A `Corruption` error.
-pub fn corruption(
+pub(crate) fn corruption(
     segment: Offset,
     position: u64,
     offset: Offset,

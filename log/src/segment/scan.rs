@@ -20,7 +20,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 
 /// Why a scan stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// Reached the end of the file exactly after a batch.
     EndOfFile,
     /// Reached the position limit given to the scan, after a batch.
@@ -41,7 +41,7 @@ pub enum Stop {
 
 /// What a scan found.
 #[derive(Debug, Clone)]
-pub struct ScanOutcome {
+pub(crate) struct ScanOutcome {
     /// Byte position after the last valid batch.
     pub end_position: u64,
     /// Offset after the last valid batch.
@@ -59,7 +59,7 @@ pub struct ScanOutcome {
 /// Where a scan starts: a position of a segment, the offset that must start
 /// there, and the epoch of the batch before it.
 #[derive(Debug, Clone, Copy)]
-pub struct ScanFrom {
+pub(crate) struct ScanFrom {
     /// The segment's base offset.
     pub segment: Offset,
     /// The byte position to start at (a batch start or padding before one).
@@ -76,7 +76,7 @@ pub struct ScanFrom {
 ///
 /// # Errors
 /// `Io` only: invalid bytes end the scan and are described in the outcome.
-pub fn scan(
+pub(crate) fn scan(
     file: &dyn File,
     from: ScanFrom,
     limit: u64,
@@ -122,27 +122,17 @@ pub fn scan(
                 return Ok(out);
             }
         };
-        let invalid = |kind| Stop::Invalid {
-            position,
-            kind,
-            epoch: Some(header.epoch),
-        };
-        let len = match walk::batch(&mut src, position, &header, out.end_offset, file_len)? {
-            Ok(bytes) => bytes.len() as u64,
+        let len = match check_batch(&mut src, position, &header, &out, file_len)? {
+            Ok(len) => len,
             Err(kind) => {
-                out.stop = invalid(kind);
+                out.stop = Stop::Invalid {
+                    position,
+                    kind,
+                    epoch: Some(header.epoch),
+                };
                 return Ok(out);
             }
         };
-        if let Some(prev) = out.last_epoch {
-            if header.epoch < prev {
-                out.stop = invalid(CorruptionKind::EpochOrder {
-                    previous: prev,
-                    found: header.epoch,
-                });
-                return Ok(out);
-            }
-        }
         if out.last_epoch != Some(header.epoch) {
             out.epoch_starts.push((header.epoch, header.base_offset));
         }
@@ -157,9 +147,34 @@ pub fn scan(
     }
 }
 
+/// Verifies the batch of `header` at `position` as the continuation of
+/// what `out` verified so far: intact, in its place, epochs not going back.
+/// Returns its length, or what is wrong.
+fn check_batch(
+    src: &mut FileSource<'_>,
+    position: u64,
+    header: &BatchHeader,
+    out: &ScanOutcome,
+    file_len: u64,
+) -> Result<std::result::Result<u64, CorruptionKind>> {
+    let len = match walk::batch(src, position, header, out.end_offset, file_len)? {
+        Ok(bytes) => bytes.len() as u64,
+        Err(kind) => return Ok(Err(kind)),
+    };
+    if let Some(prev) = out.last_epoch {
+        if header.epoch < prev {
+            return Ok(Err(CorruptionKind::EpochOrder {
+                previous: prev,
+                found: header.epoch,
+            }));
+        }
+    }
+    Ok(Ok(len))
+}
+
 /// What lies after the end of a segment's valid data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tail {
+pub(crate) struct Tail {
     /// Where the first intact batch after it starts, if any.
     pub valid_at: Option<u64>,
     /// The position after the last non-zero byte, if any byte after the
@@ -172,7 +187,7 @@ pub struct Tail {
 ///
 /// # Errors
 /// `Io` on read failure.
-pub fn inspect_tail(file: &dyn File, position: u64) -> Result<Tail> {
+pub(crate) fn inspect_tail(file: &dyn File, position: u64) -> Result<Tail> {
     let file_len = file.len()?;
     let mut src = FileSource::new(file, file_len, CHUNK_BYTES);
     let mut tail = Tail {
@@ -241,7 +256,7 @@ fn valid_batch_in(
 /// # Errors
 /// `Io` on read failure.
 #[cfg(test)]
-pub fn find_valid_batch_after(file: &dyn File, position: u64) -> Result<Option<u64>> {
+pub(crate) fn find_valid_batch_after(file: &dyn File, position: u64) -> Result<Option<u64>> {
     Ok(inspect_tail(file, position)?.valid_at)
 }
 

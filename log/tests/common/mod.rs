@@ -18,13 +18,13 @@ use quorumlog_checkpoint::{
 use quorumlog_io::{FileSystem, IoBackend, RealFs, SimFs};
 use quorumlog_log::{Log, LogOptions, Result};
 
-pub const DIR: &str = "/data";
+pub(crate) const DIR: &str = "/data";
 
 /// Small segments so that tests roll often (page-aligned, the default:
 /// each sync and each segment header take a page of their own).
-pub use quorumlog_testkit::small_log_options as small_options;
+pub(crate) use quorumlog_testkit::small_log_options as small_options;
 
-pub fn format_dir(fs: &SharedFs, dir: &Path) {
+pub(crate) fn format_dir(fs: &SharedFs, dir: &Path) {
     format_with(
         fs,
         dir,
@@ -33,7 +33,7 @@ pub fn format_dir(fs: &SharedFs, dir: &Path) {
     .unwrap();
 }
 
-pub fn open_dd(fs: &SharedFs, dir: &Path) -> Arc<DataDir> {
+pub(crate) fn open_dd(fs: &SharedFs, dir: &Path) -> Arc<DataDir> {
     Arc::new(DataDir::open(fs.clone(), dir, &OpenOptions::default()).unwrap())
 }
 
@@ -41,7 +41,7 @@ pub fn open_dd(fs: &SharedFs, dir: &Path) -> Arc<DataDir> {
 /// to have changed nothing in the data directory (recovery never destroys
 /// evidence), apart from what the data directory's own open removes (stale
 /// `*.tmp` files of interrupted replaces) and a truncation intent redone.
-pub fn open_log(fs: &SharedFs, dir: &Path, options: &LogOptions) -> Result<Log> {
+pub(crate) fn open_log(fs: &SharedFs, dir: &Path, options: &LogOptions) -> Result<Log> {
     let evidence = |image: std::collections::BTreeMap<PathBuf, Vec<u8>>| {
         image
             .into_iter()
@@ -74,21 +74,21 @@ pub fn open_log(fs: &SharedFs, dir: &Path, options: &LogOptions) -> Result<Log> 
 }
 
 /// A fresh simulated disk with a formatted data directory.
-pub fn sim(seed: u64) -> (SimFs, SharedFs) {
+pub(crate) fn sim(seed: u64) -> (SimFs, SharedFs) {
     let sim = SimFs::new(seed);
     let fs: SharedFs = Arc::new(sim.clone());
     format_dir(&fs, Path::new(DIR));
     (sim, fs)
 }
 
-pub fn shared(sim: &SimFs) -> SharedFs {
+pub(crate) fn shared(sim: &SimFs) -> SharedFs {
     Arc::new(sim.clone())
 }
 
 /// Runs `check` on the real file system with each I/O backend (`io_uring`
 /// where the kernel allows it, and pwrite + fdatasync) and on the simulated
 /// disk.
-pub fn both(check: impl Fn(SharedFs, &Path)) {
+pub(crate) fn both(check: impl Fn(SharedFs, &Path)) {
     let mut backends = vec![IoBackend::Pwrite];
     match RealFs::with_backend(IoBackend::Uring) {
         Ok(_) => backends.push(IoBackend::Uring),
@@ -105,17 +105,17 @@ pub fn both(check: impl Fn(SharedFs, &Path)) {
     check(fs, Path::new(DIR));
 }
 
-pub use quorumlog_testkit::payload;
+pub(crate) use quorumlog_testkit::payload;
 
 /// Every record in `[from, log end)`; panics on any error. Returns
 /// (offset, epoch, record).
-pub fn read_all(log: &Log, from: Offset) -> Vec<(u64, Epoch, Vec<u8>)> {
+pub(crate) fn read_all(log: &Log, from: Offset) -> Vec<(u64, Epoch, Vec<u8>)> {
     quorumlog_testkit::read_records(log, from).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The byte range `[start, end)` of the batch holding `offset`, found by
 /// walking the segment file's batch headers.
-pub fn batch_range(fs: &dyn FileSystem, seg_path: &Path, offset: u64) -> (u64, u64) {
+pub(crate) fn batch_range(fs: &dyn FileSystem, seg_path: &Path, offset: u64) -> (u64, u64) {
     use quorumlog_io::OpenMode;
     let f = fs.open(seg_path, OpenMode::Read).unwrap();
     let mut pos = 32u64;
@@ -138,21 +138,24 @@ pub fn batch_range(fs: &dyn FileSystem, seg_path: &Path, offset: u64) -> (u64, u
     }
 }
 
-pub fn seg_path(dir: &Path, base: u64) -> PathBuf {
+pub(crate) fn seg_path(dir: &Path, base: u64) -> PathBuf {
     dir.join("log").join(format!("{base:020}.log"))
 }
 
 /// Every file under `dir` (recursively) with its bytes.
-pub fn dir_image(fs: &dyn FileSystem, dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+pub(crate) fn dir_image(
+    fs: &dyn FileSystem,
+    dir: &Path,
+) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
     quorumlog_testkit::dir_image(fs, dir).unwrap()
 }
 
-pub use quorumlog_testkit::dir_image as try_dir_image;
+pub(crate) use quorumlog_testkit::dir_image as try_dir_image;
 
 /// Asserts that a strict open of `dir` is refused with a `Corruption` error
 /// and leaves every file byte for byte as it was (recovery never destroys
 /// evidence). Returns the error.
-pub fn assert_refused_unchanged(
+pub(crate) fn assert_refused_unchanged(
     fs: &SharedFs,
     dir: &Path,
     options: &LogOptions,

@@ -1,5 +1,11 @@
 //! Helpers shared by the snapshot scenario tests.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "helpers shared by the scenario tests; each test binary uses some"
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,9 +14,9 @@ use quorumlog_checkpoint::{Epoch, Offset, SharedFs};
 use quorumlog_io::{RealFs, SimFs};
 use quorumlog_snapshot::{SnapshotId, SnapshotInfo, SnapshotStore, WriterOptions};
 
-pub const DIR: &str = "/snapshots";
+pub(crate) const DIR: &str = "/snapshots";
 
-pub fn id(end: u64, epoch: u64) -> SnapshotId {
+pub(crate) fn id(end: u64, epoch: u64) -> SnapshotId {
     SnapshotId {
         end_offset: Offset(end),
         epoch: Epoch(epoch),
@@ -18,7 +24,7 @@ pub fn id(end: u64, epoch: u64) -> SnapshotId {
 }
 
 /// Deterministic state bytes.
-pub fn state(len: usize, seed: u64) -> Vec<u8> {
+pub(crate) fn state(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|_| {
@@ -31,7 +37,7 @@ pub fn state(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-pub fn write(
+pub(crate) fn write(
     store: &SnapshotStore,
     id: SnapshotId,
     data: &[u8],
@@ -44,7 +50,7 @@ pub fn write(
     w.freeze().unwrap()
 }
 
-pub fn small_chunks() -> WriterOptions {
+pub(crate) fn small_chunks() -> WriterOptions {
     WriterOptions {
         chunk_bytes: 1000,
         zstd_level: None,
@@ -52,7 +58,7 @@ pub fn small_chunks() -> WriterOptions {
 }
 
 /// Runs `check` on the real file system and on the simulated disk.
-pub fn both(check: impl Fn(SharedFs, &Path)) {
+pub(crate) fn both(check: impl Fn(SharedFs, &Path)) {
     let tmp = tempfile::tempdir().unwrap();
     let dir: PathBuf = tmp.path().join("snapshots");
     check(Arc::new(RealFs::new()), &dir);
