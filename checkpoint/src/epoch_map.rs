@@ -54,7 +54,7 @@ impl EpochMap {
     /// before it.
     ///
     /// # Panics
-    /// If the map already holds [`MAX_ENTRIES`] epochs (over 65,000).
+    /// If the map already holds its maximum of entries (over 65,000).
     pub fn assign(&mut self, epoch: Epoch, start_offset: Offset) -> Result<bool> {
         if let Some(last) = self.latest() {
             if epoch == last.epoch {

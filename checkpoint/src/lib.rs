@@ -2,7 +2,7 @@
 //! directory, and the directory itself.
 //!
 //! Guarantees:
-//! - **Explicit formatting.** [`format`] creates a data directory;
+//! - **Explicit formatting.** [`format()`] creates a data directory;
 //!   [`DataDir::open`] of a directory without a valid meta file fails with
 //!   [`Error::NotFormatted`] and never initialises anything (an empty
 //!   directory may be a disk that failed to mount). A second open fails with

@@ -46,6 +46,12 @@
 //! # }
 //! ```
 
+//! Unsafe code policy: this crate is the only one with `unsafe`, denied by
+//! default and allowed, with a `// SAFETY:` note, at three system-call
+//! sites: `flock`, `fallocate`, and pushing a submission to the `io_uring`
+//! queue. Every other crate is `#![forbid(unsafe_code)]`.
+#![deny(unsafe_code)]
+
 mod fs;
 mod real;
 #[cfg(any(test, feature = "sim"))]

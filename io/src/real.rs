@@ -195,6 +195,7 @@ impl FileSystem for RealFs {
             .open(path)
             .map_err(|e| path_error("lock", path, e))?;
         // SAFETY: flock on a descriptor we own; no memory is passed.
+        #[expect(unsafe_code, reason = "flock has no safe wrapper in std")]
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
             return Err(path_error("lock", path, io::Error::last_os_error()));
@@ -292,6 +293,7 @@ impl File for RealFile {
 #[cfg(target_os = "linux")]
 fn fallocate(file: &fs::File, len: libc::off_t) -> io::Result<()> {
     // SAFETY: fallocate on a descriptor we own; no memory is passed.
+    #[expect(unsafe_code, reason = "fallocate has no safe wrapper in std")]
     let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
     if rc == 0 {
         return Ok(());

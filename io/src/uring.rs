@@ -57,6 +57,10 @@ fn submit(entries: &[squeue::Entry]) -> io::Result<Vec<i32>> {
             // SAFETY: every buffer an entry points to is borrowed by our
             // caller for the whole call, and we wait below for every
             // completion before returning.
+            #[expect(
+                unsafe_code,
+                reason = "io_uring submission entries hold raw buffer pointers"
+            )]
             unsafe { ring.submission().push(&e) }
                 .map_err(|_| io::Error::other("io_uring submission queue full"))?;
         }

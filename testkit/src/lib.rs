@@ -15,6 +15,11 @@
 
 pub mod harness;
 
+/// The README's embedding example, compiled and run by `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExample;
+
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
