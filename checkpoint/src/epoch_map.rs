@@ -92,16 +92,19 @@ impl EpochMap {
             .rposition(|e| e.start_offset <= start_offset);
         if let Some(i) = covering {
             self.entries.drain(..i);
-            self.entries[0].start_offset = start_offset;
+            if let Some(first) = self.entries.first_mut() {
+                first.start_offset = start_offset;
+            }
         }
     }
 
     /// The epoch of the record at `offset`, if the map covers it.
     pub fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
-        self.entries
-            .iter()
-            .rev()
-            .find(|e| e.start_offset <= offset)
+        // Entries are sorted by start offset: binary search.
+        let after = self.entries.partition_point(|e| e.start_offset <= offset);
+        after
+            .checked_sub(1)
+            .and_then(|i| self.entries.get(i))
             .map(|e| e.epoch)
     }
 
@@ -114,7 +117,7 @@ impl EpochMap {
             .entries
             .get(i + 1)
             .map_or(log_end, |next| next.start_offset);
-        Some((self.entries[i].epoch, end))
+        Some((self.entries.get(i)?.epoch, end))
     }
 }
 

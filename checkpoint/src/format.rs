@@ -56,16 +56,17 @@ pub const MAX_FILE_BYTES: usize = HEADER_BYTES + MAX_BODY_BYTES + TRAILER_BYTES;
 /// If `body` exceeds [`MAX_BODY_BYTES`]: callers bound what they encode.
 pub fn encode(magic: [u8; 4], body: &[u8]) -> Vec<u8> {
     assert!(body.len() <= MAX_BODY_BYTES, "small-file body too large");
-    let mut out = Vec::with_capacity(HEADER_BYTES + body.len() + TRAILER_BYTES);
-    out.extend_from_slice(&magic);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    // Lossless: bounded by MAX_BODY_BYTES above.
-    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(body);
-    let crc = crc32c::crc32c(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
+    let len = u32::try_from(body.len()).ok();
+    assert!(len.is_some(), "bounded by MAX_BODY_BYTES");
+    let mut w = Writer::with_capacity(HEADER_BYTES + body.len() + TRAILER_BYTES);
+    w.bytes(&magic)
+        .u16(VERSION)
+        .u16(0)
+        .u32(len.unwrap_or(0))
+        .bytes(body);
+    let crc = crc32c::crc32c(w.as_slice());
+    w.u32(crc);
+    w.finish()
 }
 
 /// Checks the envelope and returns the body.
@@ -73,13 +74,14 @@ pub fn encode(magic: [u8; 4], body: &[u8]) -> Vec<u8> {
 /// # Errors
 /// The [`CorruptionKind`] that describes the first thing found wrong.
 pub fn decode(magic: [u8; 4], bytes: &[u8]) -> Result<&[u8], CorruptionKind> {
+    let truncated = |needed: usize| CorruptionKind::Truncated {
+        len: bytes.len() as u64,
+        needed: needed as u64,
+    };
     if bytes.len() < HEADER_BYTES + TRAILER_BYTES {
-        return Err(CorruptionKind::Truncated {
-            len: bytes.len() as u64,
-            needed: (HEADER_BYTES + TRAILER_BYTES) as u64,
-        });
+        return Err(truncated(HEADER_BYTES + TRAILER_BYTES));
     }
-    let mut r = Reader::new(&bytes[..HEADER_BYTES]);
+    let mut r = Reader::new(bytes);
     let found = r.array::<4>()?;
     if found != magic {
         return Err(CorruptionKind::BadMagic {
@@ -95,10 +97,7 @@ pub fn decode(magic: [u8; 4], bytes: &[u8]) -> Result<&[u8], CorruptionKind> {
     }
     let total = HEADER_BYTES + body_len + TRAILER_BYTES;
     if bytes.len() < total {
-        return Err(CorruptionKind::Truncated {
-            len: bytes.len() as u64,
-            needed: total as u64,
-        });
+        return Err(truncated(total));
     }
     if bytes.len() > total {
         return Err(CorruptionKind::TrailingBytes {
@@ -106,9 +105,11 @@ pub fn decode(magic: [u8; 4], bytes: &[u8]) -> Result<&[u8], CorruptionKind> {
             expected: total as u64,
         });
     }
-    let covered = &bytes[..HEADER_BYTES + body_len];
-    let mut t = Reader::new(&bytes[HEADER_BYTES + body_len..]);
-    let stored = t.u32()?;
+    let body = r.bytes(body_len)?;
+    let stored = r.u32()?;
+    let covered = bytes
+        .get(..HEADER_BYTES + body_len)
+        .ok_or_else(|| truncated(total))?;
     let actual = crc32c::crc32c(covered);
     if stored != actual {
         return Err(CorruptionKind::ChecksumMismatch {
@@ -127,116 +128,76 @@ pub fn decode(magic: [u8; 4], bytes: &[u8]) -> Result<&[u8], CorruptionKind> {
             "reserved header bytes are not zero",
         ));
     }
-    Ok(&bytes[HEADER_BYTES..HEADER_BYTES + body_len])
+    Ok(body)
 }
 
-/// Little-endian writer for bodies.
-#[derive(Debug, Default)]
-pub struct Writer {
-    buf: Vec<u8>,
-}
+/// The shared little-endian writer (`quorumlog_io::codec`).
+pub(crate) use quorumlog_io::codec::Writer;
 
-impl Writer {
-    /// An empty body.
-    pub fn new() -> Self {
-        Writer::default()
-    }
-    /// Appends a `u8`.
-    pub fn u8(&mut self, v: u8) -> &mut Self {
-        self.buf.push(v);
-        self
-    }
-    /// Appends a little-endian `u32`.
-    pub fn u32(&mut self, v: u32) -> &mut Self {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    /// Appends a little-endian `u64`.
-    pub fn u64(&mut self, v: u64) -> &mut Self {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    /// Appends a little-endian `u128`.
-    pub fn u128(&mut self, v: u128) -> &mut Self {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    /// The encoded body.
-    pub fn finish(self) -> Vec<u8> {
-        self.buf
+impl From<quorumlog_io::codec::Short> for CorruptionKind {
+    fn from(_: quorumlog_io::codec::Short) -> Self {
+        CorruptionKind::Malformed("body ends early")
     }
 }
 
-/// Little-endian reader for bodies: every read is bounds-checked and a short
-/// input is a [`CorruptionKind::Malformed`] error, never a panic.
+/// Little-endian reader for bodies over the shared bounds-checked cursor
+/// (`quorumlog_io::codec::Reader`): a short input is a
+/// [`CorruptionKind::Malformed`] error, never a panic.
 #[derive(Debug)]
-pub struct Reader<'a> {
-    rest: &'a [u8],
+pub(crate) struct Reader<'a> {
+    inner: quorumlog_io::codec::Reader<'a>,
 }
 
 impl<'a> Reader<'a> {
     /// Reads from `bytes`.
-    pub fn new(bytes: &'a [u8]) -> Self {
-        Reader { rest: bytes }
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Reader {
+            inner: quorumlog_io::codec::Reader::new(bytes),
+        }
     }
 
     /// Bytes not yet read.
-    pub fn remaining(&self) -> usize {
-        self.rest.len()
+    pub(crate) fn remaining(&self) -> usize {
+        self.inner.remaining()
+    }
+
+    /// Takes the next `n` bytes.
+    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], CorruptionKind> {
+        Ok(self.inner.bytes(n)?)
     }
 
     /// Takes the next `N` bytes.
-    ///
-    /// # Errors
-    /// `Malformed` if fewer remain.
-    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], CorruptionKind> {
-        let (head, tail) = self
-            .rest
-            .split_first_chunk::<N>()
-            .ok_or(CorruptionKind::Malformed("body ends early"))?;
-        self.rest = tail;
-        Ok(*head)
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], CorruptionKind> {
+        Ok(self.inner.array()?)
     }
+
     /// Reads a `u8`.
-    ///
-    /// # Errors
-    /// `Malformed` if the body ends.
-    pub fn u8(&mut self) -> Result<u8, CorruptionKind> {
-        Ok(self.array::<1>()?[0])
+    pub(crate) fn u8(&mut self) -> Result<u8, CorruptionKind> {
+        Ok(self.inner.u8()?)
     }
+
     /// Reads a little-endian `u16`.
-    ///
-    /// # Errors
-    /// `Malformed` if the body ends.
-    pub fn u16(&mut self) -> Result<u16, CorruptionKind> {
-        Ok(u16::from_le_bytes(self.array()?))
+    pub(crate) fn u16(&mut self) -> Result<u16, CorruptionKind> {
+        Ok(self.inner.u16()?)
     }
+
     /// Reads a little-endian `u32`.
-    ///
-    /// # Errors
-    /// `Malformed` if the body ends.
-    pub fn u32(&mut self) -> Result<u32, CorruptionKind> {
-        Ok(u32::from_le_bytes(self.array()?))
+    pub(crate) fn u32(&mut self) -> Result<u32, CorruptionKind> {
+        Ok(self.inner.u32()?)
     }
+
     /// Reads a little-endian `u64`.
-    ///
-    /// # Errors
-    /// `Malformed` if the body ends.
-    pub fn u64(&mut self) -> Result<u64, CorruptionKind> {
-        Ok(u64::from_le_bytes(self.array()?))
+    pub(crate) fn u64(&mut self) -> Result<u64, CorruptionKind> {
+        Ok(self.inner.u64()?)
     }
+
     /// Reads a little-endian `u128`.
-    ///
-    /// # Errors
-    /// `Malformed` if the body ends.
-    pub fn u128(&mut self) -> Result<u128, CorruptionKind> {
-        Ok(u128::from_le_bytes(self.array()?))
+    pub(crate) fn u128(&mut self) -> Result<u128, CorruptionKind> {
+        Ok(self.inner.u128()?)
     }
+
     /// Reads a presence flag (0 or 1).
-    ///
-    /// # Errors
-    /// `Malformed` for any other byte.
-    pub fn flag(&mut self) -> Result<bool, CorruptionKind> {
+    pub(crate) fn flag(&mut self) -> Result<bool, CorruptionKind> {
         match self.u8()? {
             0 => Ok(false),
             1 => Ok(true),
@@ -245,12 +206,10 @@ impl<'a> Reader<'a> {
             )),
         }
     }
+
     /// Succeeds only if every byte was read.
-    ///
-    /// # Errors
-    /// `Malformed` if bytes remain.
-    pub fn finish(self) -> Result<(), CorruptionKind> {
-        if self.rest.is_empty() {
+    pub(crate) fn finish(self) -> Result<(), CorruptionKind> {
+        if self.inner.remaining() == 0 {
             Ok(())
         } else {
             Err(CorruptionKind::Malformed("unexpected bytes after the body"))

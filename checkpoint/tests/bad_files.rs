@@ -4,6 +4,7 @@
 //! degrade to "unknown" and are reported, never trusted.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

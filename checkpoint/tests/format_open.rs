@@ -3,6 +3,7 @@
 //! was formatted with.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

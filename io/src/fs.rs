@@ -166,7 +166,8 @@ pub trait File: Send + Sync + fmt::Debug {
         let mut pos = from;
         while pos < to {
             let n = CHUNK.min(to - pos);
-            self.write_all_at(&zeros[..usize::try_from(n).unwrap_or(0)], pos)?;
+            let len = usize::try_from(n).unwrap_or(0);
+            self.write_all_at(zeros.get(..len).unwrap_or(&zeros), pos)?;
             pos += n;
         }
         Ok(())
@@ -212,7 +213,7 @@ pub trait File: Send + Sync + fmt::Debug {
                     ))
                 }
                 Ok(n) => {
-                    buf = &mut buf[n..];
+                    buf = buf.get_mut(n..).unwrap_or_default();
                     pos += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -52,6 +52,7 @@
 //! queue. Every other crate is `#![forbid(unsafe_code)]`.
 #![deny(unsafe_code)]
 
+pub mod codec;
 mod fs;
 mod real;
 #[cfg(any(test, feature = "sim"))]

@@ -106,6 +106,15 @@ fn fsync_entry(fd: RawFd) -> squeue::Entry {
         .build()
 }
 
+fn no_completion() -> io::Error {
+    io::Error::other("io_uring returned fewer completions than submissions")
+}
+
+/// The first completion's result.
+fn first(results: &[i32]) -> io::Result<i32> {
+    results.first().copied().ok_or_else(no_completion)
+}
+
 /// Writes all of `buf` at `pos`.
 ///
 /// # Errors
@@ -113,7 +122,12 @@ fn fsync_entry(fd: RawFd) -> squeue::Entry {
 pub(crate) fn write_all_at(fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()> {
     let mut done = 0usize;
     while done < buf.len() {
-        let n = check(submit(&[write_entry(fd, &buf[done..], pos + done as u64)])?[0])?;
+        let rest = buf.get(done..).unwrap_or_default();
+        let n = check(first(&submit(&[write_entry(
+            fd,
+            rest,
+            pos + done as u64,
+        )])?)?)?;
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
@@ -130,7 +144,7 @@ pub(crate) fn write_all_at(fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()> {
 /// # Errors
 /// The sync's error.
 pub(crate) fn sync_data(fd: RawFd) -> io::Result<()> {
-    check(submit(&[fsync_entry(fd)])?[0]).map(|_| ())
+    check(first(&submit(&[fsync_entry(fd)])?)?).map(|_| ())
 }
 
 /// Writes `buf` at `pos` and syncs, as one linked submission (the sync
@@ -145,11 +159,13 @@ pub(crate) fn write_all_and_sync_at(fd: RawFd, buf: &[u8], pos: u64) -> io::Resu
     }
     let write = write_entry(fd, buf, pos).flags(squeue::Flags::IO_LINK);
     let results = submit(&[write, fsync_entry(fd)])?;
-    let written = check(results[0])?;
+    let written = check(first(&results)?)?;
     if written < buf.len() {
         // A short write cancels the linked sync: finish, then sync.
-        write_all_at(fd, &buf[written..], pos + written as u64)?;
+        let rest = buf.get(written..).unwrap_or_default();
+        write_all_at(fd, rest, pos + written as u64)?;
         return sync_data(fd);
     }
-    check(results[1]).map(|_| ())
+    let sync = results.get(1).copied().ok_or_else(no_completion)?;
+    check(sync).map(|_| ())
 }

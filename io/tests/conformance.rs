@@ -3,6 +3,7 @@
 //! disk alike.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     clippy::many_single_char_names,
     missing_docs,

@@ -3,6 +3,7 @@
 //! these behaviours, so each is pinned here.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     clippy::many_single_char_names,
     missing_docs,

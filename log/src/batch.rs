@@ -75,7 +75,8 @@ pub fn encode_into<R: AsRef<[u8]>>(
     let mut flags = COMPRESSION_NONE;
     if let Compression::Zstd { level } = compression {
         if records_len as u64 >= compression_threshold_bytes {
-            if let Ok(z) = zstd::bulk::compress(&out[BATCH_HEADER_BYTES..], level) {
+            let section = out.get(BATCH_HEADER_BYTES..).unwrap_or_default();
+            if let Ok(z) = zstd::bulk::compress(section, level) {
                 if z.len() < records_len {
                     out.truncate(BATCH_HEADER_BYTES);
                     out.extend_from_slice(&z);
@@ -93,9 +94,15 @@ pub fn encode_into<R: AsRef<[u8]>>(
         record_count: u32::try_from(records.len()).unwrap_or(u32::MAX),
         records_len: u32::try_from(records_len).unwrap_or(u32::MAX),
     };
-    header.write(&mut out[..BATCH_HEADER_BYTES]);
-    header.crc = crc32c::crc32c(&out[8..]);
-    header.write(&mut out[..BATCH_HEADER_BYTES]);
+    let place = |out: &mut Vec<u8>, h: &BatchHeader| {
+        // The buffer starts with room for the header (resized above).
+        if let Some(head) = out.get_mut(..BATCH_HEADER_BYTES) {
+            head.copy_from_slice(&h.to_bytes());
+        }
+    };
+    place(out, &header);
+    header.crc = crc32c::crc32c(out.get(8..).unwrap_or_default());
+    place(out, &header);
     debug_assert!(header.verify(out).is_ok());
     Ok(header)
 }
@@ -109,10 +116,10 @@ fn check_records(section: &[u8], count: u32) -> Result<(), CorruptionKind> {
             return Err(CorruptionKind::Malformed("record section ends early"));
         };
         let len = u32::from_le_bytes(*len) as usize;
-        if len > tail.len() {
+        let Some(after) = tail.get(len..) else {
             return Err(CorruptionKind::Malformed("record longer than its section"));
-        }
-        rest = &tail[len..];
+        };
+        rest = after;
     }
     if rest.is_empty() {
         Ok(())
@@ -138,7 +145,8 @@ pub fn verify_batch(bytes: &[u8]) -> Result<BatchHeader, CorruptionKind> {
         ));
     }
     if header.compression() == COMPRESSION_NONE {
-        check_records(&bytes[BATCH_HEADER_BYTES..], header.record_count)?;
+        let section = bytes.get(BATCH_HEADER_BYTES..).unwrap_or_default();
+        check_records(section, header.record_count)?;
     }
     Ok(header)
 }
@@ -188,7 +196,7 @@ impl<'a> BatchRef<'a> {
     /// `Corruption`-kind `Decompress` or `Malformed` for a compressed payload
     /// that is not what its header declares.
     pub fn records(&self) -> Result<Records<'a>, CorruptionKind> {
-        let payload = &self.bytes[BATCH_HEADER_BYTES..];
+        let payload = self.bytes.get(BATCH_HEADER_BYTES..).unwrap_or_default();
         let section: Cow<'a, [u8]> = if self.header.compression() == COMPRESSION_ZSTD {
             let want = self.header.records_len as usize;
             let out =
@@ -236,7 +244,7 @@ impl Records<'_> {
         if self.left == 0 {
             return None;
         }
-        let s = &self.section[self.pos..];
+        let s = self.section.get(self.pos..)?;
         let (len, tail) = s.split_first_chunk::<4>()?;
         let len = u32::from_le_bytes(*len) as usize;
         let rec = tail.get(..len)?;

@@ -50,6 +50,7 @@
 use std::mem::size_of;
 
 use quorumlog_checkpoint::{Epoch, Offset};
+use quorumlog_io::codec::{Reader, Short, Writer};
 
 use crate::error::CorruptionKind;
 
@@ -109,26 +110,24 @@ pub fn parse_file_name(name: &str, ext: &str) -> Option<Offset> {
     stem.parse().ok().map(Offset)
 }
 
-fn le_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
+impl From<Short> for CorruptionKind {
+    fn from(_: Short) -> Self {
+        CorruptionKind::Truncated
+    }
 }
 
 /// Encodes a segment header.
 pub fn encode_segment_header(base: Offset) -> [u8; SEGMENT_HEADER_BYTES] {
+    let mut w = Writer::with_capacity(SEGMENT_HEADER_BYTES);
+    w.bytes(&SEGMENT_MAGIC)
+        .u16(VERSION)
+        .u16(0)
+        .u64(base.0)
+        .bytes(&[0; 12]);
+    let crc = crc32c::crc32c(w.as_slice());
+    w.u32(crc);
     let mut h = [0u8; SEGMENT_HEADER_BYTES];
-    h[0..4].copy_from_slice(&SEGMENT_MAGIC);
-    h[4..6].copy_from_slice(&VERSION.to_le_bytes());
-    h[8..16].copy_from_slice(&base.0.to_le_bytes());
-    let crc = crc32c::crc32c(&h[..28]);
-    h[28..32].copy_from_slice(&crc.to_le_bytes());
+    h.copy_from_slice(&w.finish());
     h
 }
 
@@ -137,27 +136,30 @@ pub fn encode_segment_header(base: Offset) -> [u8; SEGMENT_HEADER_BYTES] {
 /// # Errors
 /// The [`CorruptionKind`] found.
 pub fn decode_segment_header(h: &[u8]) -> Result<Offset, CorruptionKind> {
-    if h.len() < SEGMENT_HEADER_BYTES {
-        return Err(CorruptionKind::Truncated);
-    }
-    if h[0..4] != SEGMENT_MAGIC {
+    let mut r = Reader::new(h);
+    let magic = r.array::<4>()?;
+    let version = r.u16()?;
+    let reserved = r.u16()?;
+    let base = r.u64()?;
+    let reserved_tail = r.array::<12>()?;
+    let stored = r.u32()?;
+    if magic != SEGMENT_MAGIC {
         return Err(CorruptionKind::BadMagic);
     }
-    let stored = le_u32(h, 28);
-    let actual = crc32c::crc32c(&h[..28]);
+    let actual = crc32c::crc32c(h.get(..28).unwrap_or_default());
     if stored != actual {
         return Err(CorruptionKind::ChecksumMismatch {
             expected: stored,
             actual,
         });
     }
-    if le_u16(h, 4) != VERSION {
+    if version != VERSION {
         return Err(CorruptionKind::UnsupportedVersion);
     }
-    if h[6..8] != [0, 0] || h[16..28].iter().any(|&b| b != 0) {
+    if reserved != 0 || reserved_tail != [0; 12] {
         return Err(CorruptionKind::Malformed("reserved segment header bytes"));
     }
-    Ok(Offset(le_u64(h, 8)))
+    Ok(Offset(base))
 }
 
 /// A batch header, as stored.
@@ -191,18 +193,22 @@ impl BatchHeader {
         self.flags & FLAGS_KNOWN
     }
 
-    /// Writes the header (with `crc` as given) into `out[..BATCH_HEADER_BYTES]`.
-    pub fn write(&self, out: &mut [u8]) {
-        out[0..4].copy_from_slice(&BATCH_MAGIC);
-        out[4..8].copy_from_slice(&self.crc.to_le_bytes());
-        out[8..12].copy_from_slice(&self.batch_len.to_le_bytes());
-        out[12] = BATCH_VERSION;
-        out[13] = self.flags;
-        out[14..16].copy_from_slice(&0u16.to_le_bytes());
-        out[16..24].copy_from_slice(&self.base_offset.0.to_le_bytes());
-        out[24..32].copy_from_slice(&self.epoch.0.to_le_bytes());
-        out[32..36].copy_from_slice(&self.record_count.to_le_bytes());
-        out[36..40].copy_from_slice(&self.records_len.to_le_bytes());
+    /// The header's bytes (with `crc` as given).
+    pub fn to_bytes(&self) -> [u8; BATCH_HEADER_BYTES] {
+        let mut w = Writer::with_capacity(BATCH_HEADER_BYTES);
+        w.bytes(&BATCH_MAGIC)
+            .u32(self.crc)
+            .u32(self.batch_len)
+            .u8(BATCH_VERSION)
+            .u8(self.flags)
+            .u16(0)
+            .u64(self.base_offset.0)
+            .u64(self.epoch.0)
+            .u32(self.record_count)
+            .u32(self.records_len);
+        let mut out = [0u8; BATCH_HEADER_BYTES];
+        out.copy_from_slice(&w.finish());
+        out
     }
 
     /// Parses the fixed header fields without checking the CRC (the caller
@@ -212,22 +218,25 @@ impl BatchHeader {
     /// `Truncated`, `BadMagic`, `UnsupportedVersion` or `Malformed`: nothing
     /// in these bytes can be the start of a valid batch.
     pub fn parse(h: &[u8]) -> Result<BatchHeader, CorruptionKind> {
-        if h.len() < BATCH_HEADER_BYTES {
-            return Err(CorruptionKind::Truncated);
-        }
-        if h[0..4] != BATCH_MAGIC {
+        let mut r = Reader::new(h);
+        if r.array::<4>()? != BATCH_MAGIC {
             return Err(CorruptionKind::BadMagic);
         }
+        let crc = r.u32()?;
+        let batch_len = r.u32()?;
+        let version = r.u8()?;
+        let flags = r.u8()?;
+        let _reserved = r.u16()?;
         let header = BatchHeader {
-            crc: le_u32(h, 4),
-            batch_len: le_u32(h, 8),
-            flags: h[13],
-            base_offset: Offset(le_u64(h, 16)),
-            epoch: Epoch(le_u64(h, 24)),
-            record_count: le_u32(h, 32),
-            records_len: le_u32(h, 36),
+            crc,
+            batch_len,
+            flags,
+            base_offset: Offset(r.u64()?),
+            epoch: Epoch(r.u64()?),
+            record_count: r.u32()?,
+            records_len: r.u32()?,
         };
-        if h[12] != BATCH_VERSION {
+        if version != BATCH_VERSION {
             return Err(CorruptionKind::UnsupportedVersion);
         }
         if (header.batch_len as usize) < BATCH_HEADER_BYTES {
@@ -251,7 +260,8 @@ impl BatchHeader {
     /// `ChecksumMismatch` or `Malformed`.
     pub fn verify(&self, bytes: &[u8]) -> Result<(), CorruptionKind> {
         debug_assert_eq!(bytes.len(), self.batch_len as usize);
-        let actual = crc32c::crc32c(&bytes[8..]);
+        let covered = bytes.get(8..).ok_or(CorruptionKind::Truncated)?;
+        let actual = crc32c::crc32c(covered);
         if actual != self.crc {
             return Err(CorruptionKind::ChecksumMismatch {
                 expected: self.crc,
@@ -261,7 +271,7 @@ impl BatchHeader {
         if self.flags & !FLAGS_KNOWN != 0 || self.compression() > COMPRESSION_ZSTD {
             return Err(CorruptionKind::Malformed("unknown batch flags"));
         }
-        if bytes[14..16] != [0, 0] {
+        if bytes.get(14..16) != Some(&[0, 0][..]) {
             return Err(CorruptionKind::Malformed("reserved batch header bytes"));
         }
         if self.record_count == 0 {
@@ -289,29 +299,29 @@ pub struct IndexHeader {
 }
 
 /// Encodes an index file.
+///
+/// # Panics
+/// With more entries than a `u32` counts (an index has at most one entry per
+/// 4 KiB of a segment of at most 2 GiB).
 pub fn encode_index(header: &IndexHeader, entries: &[(u32, u32)]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(INDEX_HEADER_BYTES + entries.len() * INDEX_ENTRY_BYTES);
-    out.extend_from_slice(&INDEX_MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    out.extend_from_slice(&header.base_offset.0.to_le_bytes());
-    out.extend_from_slice(&header.end_offset.0.to_le_bytes());
-    out.extend_from_slice(&header.end_position.to_le_bytes());
-    // Lossless: an index has at most one entry per 4 KiB of a ≤ 4 GiB segment.
-    out.extend_from_slice(
-        &u32::try_from(entries.len())
-            .unwrap_or(u32::MAX)
-            .to_le_bytes(),
-    );
-    out.extend_from_slice(&[0; 4]);
+    let count = u32::try_from(entries.len()).ok();
+    assert!(count.is_some(), "index entry count fits a u32");
+    let mut w = Writer::with_capacity(INDEX_HEADER_BYTES + entries.len() * INDEX_ENTRY_BYTES);
+    w.bytes(&INDEX_MAGIC)
+        .u16(VERSION)
+        .u16(0)
+        .u64(header.base_offset.0)
+        .u64(header.end_offset.0)
+        .u64(header.end_position)
+        .u32(count.unwrap_or(0));
+    let mut crc = crc32c::crc32c(w.as_slice());
+    let mut body = Writer::with_capacity(entries.len() * INDEX_ENTRY_BYTES);
     for (rel, pos) in entries {
-        out.extend_from_slice(&rel.to_le_bytes());
-        out.extend_from_slice(&pos.to_le_bytes());
+        body.u32(*rel).u32(*pos);
     }
-    let mut crc = crc32c::crc32c(&out[..36]);
-    crc = crc32c::crc32c_append(crc, &out[INDEX_HEADER_BYTES..]);
-    out[36..40].copy_from_slice(&crc.to_le_bytes());
-    out
+    crc = crc32c::crc32c_append(crc, body.as_slice());
+    w.u32(crc).bytes(body.as_slice());
+    w.finish()
 }
 
 /// Decodes and verifies an index file.
@@ -319,45 +329,47 @@ pub fn encode_index(header: &IndexHeader, entries: &[(u32, u32)]) -> Vec<u8> {
 /// # Errors
 /// The [`CorruptionKind`] found.
 pub fn decode_index(bytes: &[u8]) -> Result<(IndexHeader, Vec<(u32, u32)>), CorruptionKind> {
-    if bytes.len() < INDEX_HEADER_BYTES {
-        return Err(CorruptionKind::Truncated);
-    }
-    if bytes[0..4] != INDEX_MAGIC {
+    let mut r = Reader::new(bytes);
+    if r.array::<4>()? != INDEX_MAGIC {
         return Err(CorruptionKind::BadMagic);
     }
-    let count = le_u32(bytes, 32) as usize;
-    if count.checked_mul(INDEX_ENTRY_BYTES) != Some(bytes.len() - INDEX_HEADER_BYTES) {
+    let version = r.u16()?;
+    let reserved = r.u16()?;
+    let header = IndexHeader {
+        base_offset: Offset(r.u64()?),
+        end_offset: Offset(r.u64()?),
+        end_position: r.u64()?,
+    };
+    let count = r.u32()? as usize;
+    let stored = r.u32()?;
+    let body = r.rest();
+    if count.checked_mul(INDEX_ENTRY_BYTES) != Some(body.len()) {
         return Err(CorruptionKind::Malformed(
             "index entry count does not match the file",
         ));
     }
-    let stored = le_u32(bytes, 36);
-    let mut actual = crc32c::crc32c(&bytes[..36]);
-    actual = crc32c::crc32c_append(actual, &bytes[INDEX_HEADER_BYTES..]);
+    let head = bytes.get(..36).ok_or(CorruptionKind::Truncated)?;
+    let actual = crc32c::crc32c_append(crc32c::crc32c(head), body);
     if stored != actual {
         return Err(CorruptionKind::ChecksumMismatch {
             expected: stored,
             actual,
         });
     }
-    if le_u16(bytes, 4) != VERSION {
+    if version != VERSION {
         return Err(CorruptionKind::UnsupportedVersion);
     }
-    if le_u16(bytes, 6) != 0 {
+    if reserved != 0 {
         return Err(CorruptionKind::Malformed("reserved index header bytes"));
     }
-    let header = IndexHeader {
-        base_offset: Offset(le_u64(bytes, 8)),
-        end_offset: Offset(le_u64(bytes, 16)),
-        end_position: le_u64(bytes, 24),
-    };
-    let entries: Vec<(u32, u32)> = bytes[INDEX_HEADER_BYTES..]
-        .chunks_exact(INDEX_ENTRY_BYTES)
-        .map(|c| (le_u32(c, 0), le_u32(c, 4)))
-        .collect();
+    let mut entries = Vec::with_capacity(count);
+    let mut e = Reader::new(body);
+    for _ in 0..count {
+        entries.push((e.u32()?, e.u32()?));
+    }
     if entries
         .windows(2)
-        .any(|w| w[1].0 <= w[0].0 || w[1].1 <= w[0].1)
+        .any(|w| matches!(w, [a, b] if b.0 <= a.0 || b.1 <= a.1))
     {
         return Err(CorruptionKind::Malformed("index entries out of order"));
     }

@@ -18,8 +18,8 @@ pub fn decode_batch(bytes: &[u8]) -> bool {
     }
     if let Ok(base) = decode_segment_header(bytes) {
         assert_eq!(
-            &encode_segment_header(base)[..],
-            &bytes[..32],
+            Some(&encode_segment_header(base)[..]),
+            bytes.get(..32),
             "segment header re-encodes"
         );
     }

@@ -34,9 +34,12 @@ use quorumlog_io::{FileSystem, OpenMode};
 use crate::batch::MAX_BATCH_BYTES;
 use crate::format::PAGE_BYTES;
 
+use quorumlog_io::codec::{Reader, Writer};
+
+use crate::error::{CorruptionKind, Result};
+
 /// The most bytes a cut intent carries: a page and a batch.
 const MAX_BYTES: u64 = MAX_BATCH_BYTES + PAGE_BYTES;
-use crate::error::{CorruptionKind, Result};
 
 /// The intent file's name in the log directory.
 pub(crate) const INTENT_FILE: &str = "truncation.intent";
@@ -68,6 +71,10 @@ pub(crate) enum Intent {
 
 impl Intent {
     /// Encodes the intent file.
+    ///
+    /// # Panics
+    /// If the bytes carried exceed a `u32` (they are at most a page and a
+    /// batch).
     pub(crate) fn encode(&self) -> Vec<u8> {
         let (kind, a, b, c, batch): (u8, u64, u64, u64, &[u8]) = match self {
             Intent::Cut {
@@ -78,21 +85,23 @@ impl Intent {
             } => (1, segment.0, *position, offset.0, bytes),
             Intent::Full { start } => (2, start.0, 0, 0, &[]),
         };
-        let mut out = Vec::with_capacity(HEADER_BYTES + batch.len());
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.push(kind);
-        out.push(0);
-        out.extend_from_slice(&a.to_le_bytes());
-        out.extend_from_slice(&b.to_le_bytes());
-        out.extend_from_slice(&c.to_le_bytes());
-        // Lossless: at most MAX_BYTES.
-        out.extend_from_slice(&u32::try_from(batch.len()).unwrap_or(u32::MAX).to_le_bytes());
-        out.extend_from_slice(&[0; 4]);
-        out.extend_from_slice(batch);
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..36]), &out[HEADER_BYTES..]);
-        out[36..40].copy_from_slice(&crc.to_le_bytes());
-        out
+        let len = u32::try_from(batch.len()).ok();
+        assert!(
+            len.is_some(),
+            "an intent carries at most a page and a batch"
+        );
+        let mut head = Writer::with_capacity(HEADER_BYTES);
+        head.bytes(&MAGIC)
+            .u16(VERSION)
+            .u8(kind)
+            .u8(0)
+            .u64(a)
+            .u64(b)
+            .u64(c)
+            .u32(len.unwrap_or(0));
+        let crc = crc32c::crc32c_append(crc32c::crc32c(head.as_slice()), batch);
+        head.u32(crc).bytes(batch);
+        head.finish()
     }
 
     /// Decodes and verifies an intent file.
@@ -100,46 +109,42 @@ impl Intent {
     /// # Errors
     /// The [`CorruptionKind`] found.
     pub(crate) fn decode(bytes: &[u8]) -> Result<Intent, CorruptionKind> {
-        if bytes.len() < HEADER_BYTES {
-            return Err(CorruptionKind::Truncated);
-        }
-        if bytes[..4] != MAGIC {
+        let mut r = Reader::new(bytes);
+        if r.array::<4>()? != MAGIC {
             return Err(CorruptionKind::BadMagic);
         }
-        let u64_at = |i: usize| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&bytes[i..i + 8]);
-            u64::from_le_bytes(a)
-        };
-        let u32_at =
-            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
-        let len = u32_at(32) as usize;
-        if bytes.len() != HEADER_BYTES + len || len as u64 > MAX_BYTES {
+        let version = r.u16()?;
+        let kind = r.u8()?;
+        let reserved = r.u8()?;
+        let (a, b, c) = (r.u64()?, r.u64()?, r.u64()?);
+        let len = r.u32()? as usize;
+        let stored = r.u32()?;
+        let carried = r.rest();
+        if carried.len() != len || len as u64 > MAX_BYTES {
             return Err(CorruptionKind::Truncated);
         }
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..36]), &bytes[HEADER_BYTES..]);
-        if crc != u32_at(36) {
+        let head = bytes.get(..36).ok_or(CorruptionKind::Truncated)?;
+        let crc = crc32c::crc32c_append(crc32c::crc32c(head), carried);
+        if crc != stored {
             return Err(CorruptionKind::ChecksumMismatch {
-                expected: u32_at(36),
+                expected: stored,
                 actual: crc,
             });
         }
-        if bytes[7] != 0 {
+        if reserved != 0 {
             return Err(CorruptionKind::Malformed("reserved intent byte"));
         }
-        if u16::from_le_bytes([bytes[4], bytes[5]]) != VERSION {
+        if version != VERSION {
             return Err(CorruptionKind::UnsupportedVersion);
         }
-        match bytes[6] {
+        match kind {
             1 => Ok(Intent::Cut {
-                segment: Offset(u64_at(8)),
-                position: u64_at(16),
-                bytes: bytes[HEADER_BYTES..].to_vec(),
-                offset: Offset(u64_at(24)),
+                segment: Offset(a),
+                position: b,
+                bytes: carried.to_vec(),
+                offset: Offset(c),
             }),
-            2 if len == 0 && u64_at(16) == 0 && u64_at(24) == 0 => Ok(Intent::Full {
-                start: Offset(u64_at(8)),
-            }),
+            2 if len == 0 && b == 0 && c == 0 => Ok(Intent::Full { start: Offset(a) }),
             _ => Err(CorruptionKind::Malformed("unknown intent kind")),
         }
     }

@@ -4,6 +4,7 @@
 //! opt-in `TruncateAtCorruption` mode cuts there and reports what it dropped.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

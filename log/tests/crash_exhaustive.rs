@@ -6,6 +6,7 @@
 //! an acknowledged operation's result always (docs/design.md invariants 1, 3, 8).
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

@@ -21,6 +21,7 @@
 //! `PINNED_SEEDS` are seeds of past failures, run every time.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

@@ -10,6 +10,7 @@
 //!   `OffsetOverflow` and writes nothing (invariant: offsets never wrap).
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

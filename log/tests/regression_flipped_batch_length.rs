@@ -5,6 +5,7 @@
 //! a bit flip). Fixed: a first batch that does not fit is `Corruption`.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

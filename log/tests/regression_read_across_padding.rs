@@ -6,6 +6,7 @@
 //! padding in `locate` as the scanner and the read loop already did.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

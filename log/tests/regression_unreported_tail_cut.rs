@@ -16,6 +16,7 @@
 //! active segment whose zero tail was restored.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

@@ -3,6 +3,7 @@
 //! reopen scans nothing, and the sparse index stays within its memory bound.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

@@ -5,6 +5,7 @@
 //! verifiable snapshot.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

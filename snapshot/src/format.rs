@@ -31,6 +31,7 @@
 //! out any byte.
 
 use quorumlog_checkpoint::{Epoch, Offset};
+use quorumlog_io::codec::{Reader, Short, Writer};
 
 use crate::error::CorruptionKind;
 pub use crate::id::SnapshotId;
@@ -54,16 +55,10 @@ pub const MAX_CHUNK_BYTES: usize = 16 << 20;
 /// Compression flag: zstd.
 pub const FLAG_ZSTD: u16 = 1;
 
-fn u16_at(b: &[u8], i: usize) -> u16 {
-    u16::from_le_bytes([b[i], b[i + 1]])
-}
-fn u32_at(b: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-fn u64_at(b: &[u8], i: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[i..i + 8]);
-    u64::from_le_bytes(a)
+impl From<Short> for CorruptionKind {
+    fn from(_: Short) -> Self {
+        CorruptionKind::Truncated
+    }
 }
 
 /// A decoded header.
@@ -89,24 +84,19 @@ impl Header {
             self.metadata.len() <= MAX_METADATA_BYTES,
             "metadata too large"
         );
-        let mut out = Vec::with_capacity(HEADER_BYTES + self.metadata.len());
-        out.extend_from_slice(&HEADER_MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&self.flags.to_le_bytes());
-        out.extend_from_slice(&self.id.end_offset.0.to_le_bytes());
-        out.extend_from_slice(&self.id.epoch.0.to_le_bytes());
-        out.extend_from_slice(&self.created_ms.to_le_bytes());
-        // Lossless: bounded above.
-        out.extend_from_slice(
-            &u32::try_from(self.metadata.len())
-                .unwrap_or(u32::MAX)
-                .to_le_bytes(),
-        );
-        out.extend_from_slice(&[0; 4]);
-        out.extend_from_slice(&self.metadata);
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..36]), &out[HEADER_BYTES..]);
-        out[36..40].copy_from_slice(&crc.to_le_bytes());
-        out
+        let len = u32::try_from(self.metadata.len()).ok();
+        assert!(len.is_some(), "bounded by MAX_METADATA_BYTES");
+        let mut w = Writer::with_capacity(HEADER_BYTES + self.metadata.len());
+        w.bytes(&HEADER_MAGIC)
+            .u16(VERSION)
+            .u16(self.flags)
+            .u64(self.id.end_offset.0)
+            .u64(self.id.epoch.0)
+            .u64(self.created_ms)
+            .u32(len.unwrap_or(0));
+        let crc = crc32c::crc32c_append(crc32c::crc32c(w.as_slice()), &self.metadata);
+        w.u32(crc).bytes(&self.metadata);
+        w.finish()
     }
 
     /// The metadata length a fixed header declares (to know how much to
@@ -118,10 +108,12 @@ impl Header {
         if fixed.len() < HEADER_BYTES {
             return Err(CorruptionKind::Truncated);
         }
-        if fixed[..4] != HEADER_MAGIC {
+        let mut r = Reader::new(fixed);
+        if r.array::<4>()? != HEADER_MAGIC {
             return Err(CorruptionKind::BadMagic);
         }
-        let len = u32_at(fixed, 32) as usize;
+        r.bytes(28)?;
+        let len = r.u32()? as usize;
         if len > MAX_METADATA_BYTES {
             return Err(CorruptionKind::Malformed("metadata too large"));
         }
@@ -137,25 +129,31 @@ impl Header {
         if bytes.len() != HEADER_BYTES + len {
             return Err(CorruptionKind::Truncated);
         }
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..36]), &bytes[HEADER_BYTES..]);
-        if crc != u32_at(bytes, 36) {
+        let mut r = Reader::new(bytes);
+        let _magic = r.array::<4>()?;
+        let version = r.u16()?;
+        let flags = r.u16()?;
+        let end_offset = Offset(r.u64()?);
+        let epoch = Epoch(r.u64()?);
+        let created_ms = r.u64()?;
+        let _len = r.u32()?;
+        let stored = r.u32()?;
+        let metadata = r.rest();
+        let head = bytes.get(..36).ok_or(CorruptionKind::Truncated)?;
+        if crc32c::crc32c_append(crc32c::crc32c(head), metadata) != stored {
             return Err(CorruptionKind::ChecksumMismatch);
         }
-        if u16_at(bytes, 4) != VERSION {
+        if version != VERSION {
             return Err(CorruptionKind::UnsupportedVersion);
         }
-        let flags = u16_at(bytes, 6);
         if flags & !FLAG_ZSTD != 0 {
             return Err(CorruptionKind::Malformed("unknown flags"));
         }
         Ok(Header {
-            id: SnapshotId {
-                end_offset: Offset(u64_at(bytes, 8)),
-                epoch: Epoch(u64_at(bytes, 16)),
-            },
+            id: SnapshotId { end_offset, epoch },
             flags,
-            created_ms: u64_at(bytes, 24),
-            metadata: bytes[HEADER_BYTES..].to_vec(),
+            created_ms,
+            metadata: metadata.to_vec(),
         })
     }
 }
@@ -174,10 +172,10 @@ pub struct ChunkHeader {
 impl ChunkHeader {
     /// Encodes a chunk header.
     pub fn encode(&self) -> [u8; CHUNK_HEADER_BYTES] {
+        let mut w = Writer::with_capacity(CHUNK_HEADER_BYTES);
+        w.u32(self.stored_len).u32(self.raw_len).u32(self.crc);
         let mut h = [0u8; CHUNK_HEADER_BYTES];
-        h[0..4].copy_from_slice(&self.stored_len.to_le_bytes());
-        h[4..8].copy_from_slice(&self.raw_len.to_le_bytes());
-        h[8..12].copy_from_slice(&self.crc.to_le_bytes());
+        h.copy_from_slice(w.as_slice());
         h
     }
 
@@ -186,13 +184,11 @@ impl ChunkHeader {
     /// # Errors
     /// `Truncated` or `Malformed`.
     pub fn decode(h: &[u8]) -> Result<ChunkHeader, CorruptionKind> {
-        if h.len() < CHUNK_HEADER_BYTES {
-            return Err(CorruptionKind::Truncated);
-        }
+        let mut r = Reader::new(h);
         let c = ChunkHeader {
-            stored_len: u32_at(h, 0),
-            raw_len: u32_at(h, 4),
-            crc: u32_at(h, 8),
+            stored_len: r.u32()?,
+            raw_len: r.u32()?,
+            crc: r.u32()?,
         };
         if c.stored_len == 0
             || c.stored_len as usize > MAX_CHUNK_BYTES
@@ -220,15 +216,19 @@ pub struct Footer {
 impl Footer {
     /// Encodes the footer.
     pub fn encode(&self) -> [u8; FOOTER_BYTES] {
+        let mut w = Writer::with_capacity(FOOTER_BYTES);
+        w.bytes(&FOOTER_MAGIC)
+            .u16(VERSION)
+            .u16(0)
+            .u64(self.total_len)
+            .u64(self.data_len)
+            .u32(self.chunk_count)
+            .u32(self.file_crc)
+            .u32(0);
+        let crc = crc32c::crc32c(w.as_slice());
+        w.u32(crc);
         let mut f = [0u8; FOOTER_BYTES];
-        f[0..4].copy_from_slice(&FOOTER_MAGIC);
-        f[4..6].copy_from_slice(&VERSION.to_le_bytes());
-        f[8..16].copy_from_slice(&self.total_len.to_le_bytes());
-        f[16..24].copy_from_slice(&self.data_len.to_le_bytes());
-        f[24..28].copy_from_slice(&self.chunk_count.to_le_bytes());
-        f[28..32].copy_from_slice(&self.file_crc.to_le_bytes());
-        let crc = crc32c::crc32c(&f[..36]);
-        f[36..40].copy_from_slice(&crc.to_le_bytes());
+        f.copy_from_slice(w.as_slice());
         f
     }
 
@@ -240,24 +240,30 @@ impl Footer {
         if f.len() != FOOTER_BYTES {
             return Err(CorruptionKind::Truncated);
         }
-        if f[..4] != FOOTER_MAGIC {
+        let mut r = Reader::new(f);
+        if r.array::<4>()? != FOOTER_MAGIC {
             return Err(CorruptionKind::NoFooter);
         }
-        if crc32c::crc32c(&f[..36]) != u32_at(f, 36) {
+        let version = r.u16()?;
+        let reserved = r.u16()?;
+        let footer = Footer {
+            total_len: r.u64()?,
+            data_len: r.u64()?,
+            chunk_count: r.u32()?,
+            file_crc: r.u32()?,
+        };
+        let reserved_tail = r.u32()?;
+        let stored = r.u32()?;
+        if crc32c::crc32c(f.get(..36).unwrap_or_default()) != stored {
             return Err(CorruptionKind::ChecksumMismatch);
         }
-        if u16_at(f, 4) != VERSION {
+        if version != VERSION {
             return Err(CorruptionKind::UnsupportedVersion);
         }
-        if u16_at(f, 6) != 0 || u32_at(f, 32) != 0 {
+        if reserved != 0 || reserved_tail != 0 {
             return Err(CorruptionKind::Malformed("reserved footer bytes"));
         }
-        Ok(Footer {
-            total_len: u64_at(f, 8),
-            data_len: u64_at(f, 16),
-            chunk_count: u32_at(f, 24),
-            file_crc: u32_at(f, 28),
-        })
+        Ok(footer)
     }
 }
 

@@ -24,7 +24,11 @@ pub fn decode_snapshot(bytes: &[u8]) -> bool {
         assert_eq!(&f.encode()[..], bytes, "footer re-encodes");
     }
     if let Ok(c) = ChunkHeader::decode(bytes) {
-        assert_eq!(&c.encode()[..], &bytes[..12], "chunk header re-encodes");
+        assert_eq!(
+            Some(&c.encode()[..]),
+            bytes.get(..12),
+            "chunk header re-encodes"
+        );
     }
     let fs = SimFs::new(0);
     let path = Path::new("/f.snapshot");

@@ -138,9 +138,10 @@ impl SnapshotWriter {
     pub fn write(&mut self, mut data: &[u8]) -> Result<()> {
         while !data.is_empty() {
             let room = self.options.chunk_bytes - self.buf.len();
-            let n = room.min(data.len());
-            self.buf.extend_from_slice(&data[..n]);
-            data = &data[n..];
+            let (now, later) = data.split_at(room.min(data.len()));
+            let n = now.len();
+            self.buf.extend_from_slice(now);
+            data = later;
             self.data_len += n as u64;
             if self.buf.len() == self.options.chunk_bytes {
                 self.flush_chunk()?;

@@ -6,6 +6,7 @@
 //! install produces a byte-identical snapshot.
 #![allow(
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "test code: a panic is a failed assertion"

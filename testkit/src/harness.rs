@@ -21,6 +21,11 @@
 //! Half the seeds drive `Log`, half `DurableLog`. It is library code so
 //! that `cargo test` and the `crash_recovery` fuzz target run the same
 //! thing.
+#![expect(
+    clippy::indexing_slicing,
+    reason = "test machinery: indices into its own model and workload lists; a panic fails \
+              the test that drives it"
+)]
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -195,7 +195,7 @@ fn raw_read(dir: &Path, bytes: u64) -> Result<Measured, BenchError> {
             if n == 0 {
                 break;
             }
-            checksum = checksum.wrapping_add(u64::from(buf[n / 2]));
+            checksum = checksum.wrapping_add(u64::from(buf.get(n / 2).copied().unwrap_or(0)));
             pos += n as u64;
             done += n as u64;
         }

@@ -2,6 +2,7 @@
 #![allow(
     dead_code,
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "helpers shared by the scenario tests; each test binary uses some"

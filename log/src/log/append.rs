@@ -186,40 +186,45 @@ impl Log {
     pub(crate) fn append_encoded(&mut self, batches: &[(BatchHeader, Vec<u8>)]) -> Result<()> {
         self.guard(|log| {
             let size = log.options().segment_size_bytes;
-            let mut i = 0;
+            let mut rest = batches;
             let mut joined = Vec::new();
-            while i < batches.len() {
+            while let Some((first, _)) = rest.first() {
                 assert_eq!(
-                    batches[i].0.base_offset,
+                    first.base_offset,
                     log.log_end_offset(),
                     "batches continue the log"
                 );
+                // As many batches as fit in the active segment.
                 let start = log.active().end_position;
                 let mut end = start;
-                let mut j = i;
-                while j < batches.len() && end + batches[j].1.len() as u64 <= size {
-                    end += batches[j].1.len() as u64;
-                    j += 1;
-                }
-                if j == i {
-                    log.roll()?;
-                    continue;
-                }
-                if j == i + 1 {
-                    log.active().file.write_all_at(&batches[i].1, start)?;
-                } else {
-                    joined.clear();
-                    for (_, b) in &batches[i..j] {
-                        joined.extend_from_slice(b);
+                let fit = rest
+                    .iter()
+                    .take_while(|(_, b)| {
+                        end += b.len() as u64;
+                        end <= size
+                    })
+                    .count();
+                let (group, later) = rest.split_at(fit);
+                match group {
+                    [] => {
+                        log.roll()?;
+                        continue;
                     }
-                    log.active().file.write_all_at(&joined, start)?;
+                    [(_, one)] => log.active().file.write_all_at(one, start)?,
+                    many => {
+                        joined.clear();
+                        for (_, b) in many {
+                            joined.extend_from_slice(b);
+                        }
+                        log.active().file.write_all_at(&joined, start)?;
+                    }
                 }
-                for (h, b) in &batches[i..j] {
+                for (h, b) in group {
                     log.active_mut().note_appended(b.len() as u64, h);
                     log.epochs.assign(h.epoch, h.base_offset)?;
                 }
                 log.maybe_prepare_next()?;
-                i = j;
+                rest = later;
             }
             Ok(())
         })

@@ -68,9 +68,11 @@ pub struct ReadBatches {
 impl ReadBatches {
     /// The verified batches, in offset order.
     pub fn iter(&self) -> impl Iterator<Item = BatchRef<'_>> {
-        self.batches
-            .iter()
-            .map(|(start, h)| BatchRef::new(*h, &self.buf[*start..*start + h.batch_len as usize]))
+        self.batches.iter().filter_map(|(start, h)| {
+            // Every entry was verified inside the buffer.
+            let bytes = self.buf.get(*start..*start + h.batch_len as usize)?;
+            Some(BatchRef::new(*h, bytes))
+        })
     }
 
     /// Whether no batch was returned.
@@ -108,7 +110,7 @@ impl Log {
         let claim = dd.claim_log()?;
         let dir = LogDir::new(dd, options);
         let r = recover(&dir)?;
-        let end = r.segments[r.segments.len() - 1].end_offset;
+        let end = r.segments.last().map_or(r.log_start, |s| s.end_offset);
         let clean = r.report.clean;
         let mut log = Log {
             dir,
@@ -177,14 +179,29 @@ impl Log {
         r
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "the segment list is never empty (module invariant)"
+    )]
     pub(crate) fn active(&self) -> &Segment {
-        // The segment list is never empty (module invariant).
         &self.segments[self.segments.len() - 1]
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "the segment list is never empty (module invariant)"
+    )]
     pub(crate) fn active_mut(&mut self) -> &mut Segment {
         let n = self.segments.len();
         &mut self.segments[n - 1]
+    }
+
+    /// The index of the segment holding `offset` (at or after the first
+    /// segment's base).
+    fn segment_index(&self, offset: Offset) -> usize {
+        self.segments
+            .partition_point(|s| s.base <= offset)
+            .saturating_sub(1)
     }
 
     /// The next offset to be written.
@@ -313,8 +330,10 @@ impl Log {
         if from == end {
             return Ok(ReadBatches::default());
         }
-        let i = self.segments.partition_point(|s| s.base <= from) - 1;
-        let seg = &self.segments[i];
+        let seg = self
+            .segments
+            .get(self.segment_index(from))
+            .unwrap_or_else(|| self.active());
         let hint = *self
             .read_hint
             .lock()

@@ -57,8 +57,8 @@ impl Log {
     }
 
     fn truncate_suffix(&mut self, offset: Offset) -> Result<()> {
-        let i = self.segments.partition_point(|s| s.base <= offset) - 1;
-        let seg = &self.segments[i];
+        let i = self.segment_index(offset);
+        let seg = self.segments.get(i).unwrap_or_else(|| self.active());
         let (position, replacement) = {
             let (pos, h) = seg.locate(offset)?;
             if h.base_offset == offset {
@@ -74,7 +74,7 @@ impl Log {
                     &mut out,
                     h.base_offset,
                     h.epoch,
-                    &records[..keep],
+                    records.get(..keep).unwrap_or_default(),
                     self.options().compression,
                     self.options().compression_threshold_bytes,
                     u64::MAX,
@@ -140,10 +140,10 @@ impl Log {
             let doomed = log
                 .segments
                 .windows(2)
-                .take_while(|w| w[1].base <= offset)
+                .take_while(|w| w.get(1).is_some_and(|next| next.base <= offset))
                 .count();
-            if doomed > 0 {
-                let keep = log.segments[doomed].base;
+            if let (true, Some(first_kept)) = (doomed > 0, log.segments.get(doomed)) {
+                let keep = first_kept.base;
                 if dd
                     .checkpoints()
                     .recovery_point

@@ -1,6 +1,11 @@
 //! Inspection: reads, verifies and decides; writes nothing (except redoing a
 //! valid truncation intent, and creating the first segment of a log that
 //! has none, which destroy nothing).
+#![expect(
+    clippy::indexing_slicing,
+    reason = "indices into the segment list come from the list itself (its length, positions \
+              found in it), never from bytes read: recovery's decoding goes through the walker"
+)]
 
 use quorumlog_checkpoint::{Epoch, EpochMap, Offset, RecoveryPoint};
 use quorumlog_io::OpenMode;

@@ -64,7 +64,7 @@ impl SparseIndex {
     /// The entry with the largest offset `<= rel`.
     pub(crate) fn lookup(&self, rel: u32) -> Option<(u32, u32)> {
         let i = self.entries.partition_point(|&(r, _)| r <= rel);
-        i.checked_sub(1).map(|i| self.entries[i])
+        i.checked_sub(1).and_then(|i| self.entries.get(i)).copied()
     }
 
     /// Forgets entries at or after relative offset `rel`.

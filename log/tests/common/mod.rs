@@ -3,6 +3,7 @@
     dead_code,
     unused_imports,
     clippy::unwrap_used,
+    clippy::indexing_slicing,
     clippy::expect_used,
     missing_docs,
     reason = "helpers shared by the scenario tests; each test binary uses some"
