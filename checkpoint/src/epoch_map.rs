@@ -128,7 +128,7 @@ impl SmallFile for EpochMap {
     fn encode_body(&self) -> Vec<u8> {
         let mut w = Writer::new();
         // Lossless: bounded by MAX_ENTRIES in `assign`.
-        w.u32(u32::try_from(self.entries.len()).unwrap_or(u32::MAX));
+        w.u32(quorumlog_io::codec::u32_len(self.entries.len()));
         for e in &self.entries {
             w.u64(e.epoch.0).u64(e.start_offset.0);
         }

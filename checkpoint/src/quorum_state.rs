@@ -101,7 +101,7 @@ impl SmallFile for QuorumState {
             None => w.u8(0).u64(0).u128(0),
         };
         // Lossless: bounded by MAX_VOTERS above.
-        w.u32(u32::try_from(self.voters.len()).unwrap_or(u32::MAX));
+        w.u32(quorumlog_io::codec::u32_len(self.voters.len()));
         for v in &self.voters {
             w.u64(v.node_id.0).u128(v.directory_id.0);
         }

@@ -24,6 +24,18 @@ impl std::fmt::Display for Short {
 
 impl std::error::Error for Short {}
 
+/// `n` as the `u32` a format stores for a length or a count.
+///
+/// # Panics
+/// If `n` does not fit: every caller bounds what it encodes far below
+/// 4 GiB (a batch, a chunk, a small file), so this is a bug, never
+/// silently a wrong value on disk.
+pub fn u32_len(n: usize) -> u32 {
+    let v = u32::try_from(n).ok();
+    assert!(v.is_some(), "length {n} does not fit the format's u32");
+    v.unwrap_or(u32::MAX)
+}
+
 /// Reads little-endian fields from a byte slice, front to back.
 #[derive(Debug, Clone)]
 pub struct Reader<'a> {

@@ -8,6 +8,8 @@ use std::borrow::Cow;
 
 use quorumlog_checkpoint::{Epoch, Offset};
 
+use quorumlog_io::codec::u32_len;
+
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{
     BatchHeader, BATCH_HEADER_BYTES, COMPRESSION_NONE, COMPRESSION_ZSTD, RECORD_PREFIX_BYTES,
@@ -68,7 +70,7 @@ pub fn encode_into<R: AsRef<[u8]>>(
     for r in records {
         let r = r.as_ref();
         // Lossless: the batch is below MAX_BATCH_BYTES.
-        out.extend_from_slice(&u32::try_from(r.len()).unwrap_or(u32::MAX).to_le_bytes());
+        out.extend_from_slice(&u32_len(r.len()).to_le_bytes());
         out.extend_from_slice(r);
     }
     let records_len = out.len() - BATCH_HEADER_BYTES;
@@ -87,12 +89,12 @@ pub fn encode_into<R: AsRef<[u8]>>(
     }
     let mut header = BatchHeader {
         crc: 0,
-        batch_len: u32::try_from(out.len()).unwrap_or(u32::MAX),
+        batch_len: u32_len(out.len()),
         flags,
         base_offset,
         epoch,
-        record_count: u32::try_from(records.len()).unwrap_or(u32::MAX),
-        records_len: u32::try_from(records_len).unwrap_or(u32::MAX),
+        record_count: u32_len(records.len()),
+        records_len: u32_len(records_len),
     };
     let place = |out: &mut Vec<u8>, h: &BatchHeader| {
         // The buffer starts with room for the header (resized above).

@@ -164,8 +164,8 @@ impl SnapshotWriter {
         let header = ChunkHeader {
             // Lossless: chunks are at most 8 MiB (compressed output of 8 MiB
             // stays below 16 MiB).
-            stored_len: u32::try_from(stored.len()).unwrap_or(u32::MAX),
-            raw_len: u32::try_from(raw.len()).unwrap_or(u32::MAX),
+            stored_len: quorumlog_io::codec::u32_len(stored.len()),
+            raw_len: quorumlog_io::codec::u32_len(raw.len()),
             crc: stored_crc,
         };
         self.write_raw(&header.encode())?;

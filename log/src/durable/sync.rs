@@ -143,9 +143,11 @@ impl Shared {
             st.syncing = false;
             match &result {
                 Ok(()) if st.generation == generation => {
-                    if target > st.flushed {
-                        st.flushed = target;
-                    }
+                    // The watermark only moves forward (a concurrent
+                    // explicit flush may have passed this round's target).
+                    let before = st.flushed;
+                    st.flushed = before.max(target);
+                    assert!(st.flushed >= before, "the flushed offset never moves back");
                     st.syncs += 1;
                 }
                 Ok(()) => {} // a truncation intervened: the round is void

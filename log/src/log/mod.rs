@@ -127,6 +127,10 @@ impl Log {
             read_hint: Mutex::new(None),
             _claim: claim,
         };
+        assert!(
+            log.start_offset <= end && log.flushed == end,
+            "recovery leaves the log start and the flushed offset within the log"
+        );
         if !clean {
             // What was verified may sit in the page cache only (a process
             // crash without power loss): make it durable, then record a

@@ -107,6 +107,8 @@ impl Log {
         }
         debug_assert_eq!(seg.end_offset, offset);
         self.epochs.truncate_from_end(offset);
+        // The watermark moves down with a truncation, never above the end.
+        assert!(offset <= self.log_end_offset(), "flushed within the log");
         self.flushed = offset;
         self.align_end();
         self.clear_read_hint();
@@ -161,6 +163,10 @@ impl Log {
                 }
                 log.dir.sync()?;
             }
+            assert!(
+                offset > log.start_offset && offset <= log.log_end_offset(),
+                "the log start moves forward, within the log"
+            );
             log.start_offset = offset;
             log.clear_read_hint();
             Ok(())

@@ -21,7 +21,7 @@ use quorumlog_io::{File, FileSystem, OpenMode};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{
     decode_segment_header, encode_segment_header, segment_file_name, BatchHeader,
-    SEGMENT_HEADER_BYTES,
+    BATCH_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::options::Preallocation;
 use index::SparseIndex;
@@ -140,7 +140,14 @@ impl Segment {
 
     /// Updates the in-memory end and index after `len` bytes of batch
     /// `header` were written at the end.
+    ///
+    /// # Panics
+    /// If the batch does not continue the segment (a bug in the caller).
     pub(crate) fn note_appended(&mut self, len: u64, header: &BatchHeader) {
+        assert!(
+            header.base_offset == self.end_offset && len >= BATCH_HEADER_BYTES as u64,
+            "an appended batch continues the segment"
+        );
         self.index.observe(
             relative(self.base, header.base_offset),
             position_u32(self.end_position),
