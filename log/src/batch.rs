@@ -42,12 +42,55 @@ pub fn next_offset_after(base: Offset, count: u64) -> Result<Offset> {
         })
 }
 
-/// Encodes one batch into `out` (cleared first) and returns its header.
-///
-/// # Errors
-/// `EmptyBatch` for no records; `BatchTooLarge` above `max_bytes`;
-/// `OffsetOverflow` if the records' offsets would pass `u64::MAX`.
-pub fn encode_into<R: AsRef<[u8]>>(
+/// How batches are encoded: compression and the size limits, set once
+/// (from [`LogOptions`](crate::LogOptions)) so the two byte counts cannot be
+/// swapped at a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchEncoder {
+    /// Compression of the records section.
+    pub compression: Compression,
+    /// Records sections smaller than this are stored uncompressed.
+    pub threshold_bytes: u64,
+    /// The largest encoded batch accepted (and never above
+    /// [`MAX_BATCH_BYTES`]).
+    pub max_bytes: u64,
+}
+
+impl BatchEncoder {
+    /// The encoder `options` describe.
+    pub fn from_options(options: &crate::LogOptions) -> Self {
+        BatchEncoder {
+            compression: options.compression,
+            threshold_bytes: options.compression_threshold_bytes,
+            max_bytes: options.max_batch_bytes,
+        }
+    }
+
+    /// Encodes one batch into `out` (cleared first) and returns its header.
+    ///
+    /// # Errors
+    /// `EmptyBatch` for no records; `BatchTooLarge` above the maximum;
+    /// `OffsetOverflow` if the records' offsets would pass `u64::MAX`.
+    pub fn encode<R: AsRef<[u8]>>(
+        &self,
+        out: &mut Vec<u8>,
+        base_offset: Offset,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<BatchHeader> {
+        encode_into(
+            out,
+            base_offset,
+            epoch,
+            records,
+            self.compression,
+            self.threshold_bytes,
+            self.max_bytes,
+        )
+    }
+}
+
+fn encode_into<R: AsRef<[u8]>>(
     out: &mut Vec<u8>,
     base_offset: Offset,
     epoch: Epoch,
@@ -262,15 +305,12 @@ mod tests {
 
     fn encode(records: &[&[u8]], compression: Compression) -> Vec<u8> {
         let mut out = Vec::new();
-        encode_into(
-            &mut out,
-            Offset(10),
-            Epoch(3),
-            records,
+        BatchEncoder {
             compression,
-            0,
-            1 << 20,
-        )
+            threshold_bytes: 0,
+            max_bytes: 1 << 20,
+        }
+        .encode(&mut out, Offset(10), Epoch(3), records)
         .unwrap();
         out
     }
@@ -311,27 +351,21 @@ mod tests {
         let mut out = Vec::new();
         let none: [&[u8]; 0] = [];
         assert!(matches!(
-            encode_into(
-                &mut out,
-                Offset(0),
-                Epoch(0),
-                &none,
-                Compression::None,
-                0,
-                100
-            ),
+            BatchEncoder {
+                compression: Compression::None,
+                threshold_bytes: 0,
+                max_bytes: 100
+            }
+            .encode(&mut out, Offset(0), Epoch(0), &none),
             Err(Error::EmptyBatch)
         ));
         assert!(matches!(
-            encode_into(
-                &mut out,
-                Offset(0),
-                Epoch(0),
-                &[[0u8; 200]],
-                Compression::None,
-                0,
-                100
-            ),
+            BatchEncoder {
+                compression: Compression::None,
+                threshold_bytes: 0,
+                max_bytes: 100
+            }
+            .encode(&mut out, Offset(0), Epoch(0), &[[0u8; 200]]),
             Err(Error::BatchTooLarge { .. })
         ));
     }

@@ -32,15 +32,12 @@ pub fn decode_batch(bytes: &[u8]) -> bool {
     if let Ok(records) = b.to_vecs() {
         if h.compression() == crate::format::COMPRESSION_NONE {
             let mut again = Vec::new();
-            let h2 = crate::batch::encode_into(
-                &mut again,
-                h.base_offset,
-                h.epoch,
-                &records,
-                crate::options::Compression::None,
-                u64::MAX,
-                u64::MAX,
-            )
+            let h2 = crate::batch::BatchEncoder {
+                compression: crate::options::Compression::None,
+                threshold_bytes: u64::MAX,
+                max_bytes: u64::MAX,
+            }
+            .encode(&mut again, h.base_offset, h.epoch, &records)
             .ok();
             assert!(h2.is_some(), "an accepted batch re-encodes");
             assert_eq!(again, bytes, "an accepted batch re-encodes identically");
@@ -100,7 +97,7 @@ fn walk_segment_bytes(bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::encode_into;
+    use crate::batch::BatchEncoder;
     use crate::options::Compression;
     use quorumlog_checkpoint::{Epoch, Offset};
 
@@ -110,14 +107,16 @@ mod tests {
         let mut valid = Vec::new();
         for c in [Compression::None, Compression::Zstd { level: 1 }] {
             let mut out = Vec::new();
-            encode_into(
+            BatchEncoder {
+                compression: c,
+                threshold_bytes: 0,
+                max_bytes: 1 << 20,
+            }
+            .encode(
                 &mut out,
                 Offset(7),
                 Epoch(2),
                 &[b"ab".as_slice(), b"", &[3u8; 300]],
-                c,
-                0,
-                1 << 20,
             )
             .unwrap();
             valid.push(out);
@@ -137,26 +136,20 @@ mod tests {
         // sync padding, the next batch on the next page; and the same with
         // a non-zero byte in the padding.
         let mut first = Vec::new();
-        encode_into(
-            &mut first,
-            Offset(0),
-            Epoch(1),
-            &[vec![1u8; 4096 - 44 - 5]],
-            Compression::None,
-            u64::MAX,
-            1 << 20,
-        )
+        BatchEncoder {
+            compression: Compression::None,
+            threshold_bytes: u64::MAX,
+            max_bytes: 1 << 20,
+        }
+        .encode(&mut first, Offset(0), Epoch(1), &[vec![1u8; 4096 - 44 - 5]])
         .unwrap();
         let mut second = Vec::new();
-        encode_into(
-            &mut second,
-            Offset(1),
-            Epoch(1),
-            &[b"second"],
-            Compression::None,
-            u64::MAX,
-            1 << 20,
-        )
+        BatchEncoder {
+            compression: Compression::None,
+            threshold_bytes: u64::MAX,
+            max_bytes: 1 << 20,
+        }
+        .encode(&mut second, Offset(1), Epoch(1), &[b"second"])
         .unwrap();
         let mut image = first;
         image.resize(4096, 0);

@@ -207,21 +207,18 @@ pub(crate) fn remove(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::encode_into;
+    use crate::batch::BatchEncoder;
     use crate::options::Compression;
     use quorumlog_checkpoint::Epoch;
 
     fn split() -> Intent {
         let mut batch = Vec::new();
-        encode_into(
-            &mut batch,
-            Offset(5),
-            Epoch(2),
-            &[b"kept"],
-            Compression::None,
-            0,
-            1 << 20,
-        )
+        BatchEncoder {
+            compression: Compression::None,
+            threshold_bytes: 0,
+            max_bytes: 1 << 20,
+        }
+        .encode(&mut batch, Offset(5), Epoch(2), &[b"kept"])
         .unwrap();
         Intent::Cut {
             segment: Offset(0),

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 
 use quorumlog_io::{File, OpenMode};
 
-use crate::batch::{encode_into, encoded_len};
+use crate::batch::{encoded_len, BatchEncoder};
 use crate::dir::PREPARED_FILE;
 use crate::error::{Error, Result};
 use crate::format::{segment_file_name, BatchHeader, SEGMENT_HEADER_BYTES};
@@ -150,15 +150,12 @@ impl Log {
         records: &[R],
     ) -> Result<()> {
         let mut buf = std::mem::take(&mut self.scratch);
-        let header = encode_into(
-            &mut buf,
-            base,
-            epoch,
-            records,
-            self.options().compression,
-            self.options().compression_threshold_bytes,
-            self.options().max_batch_bytes,
-        );
+        let header = BatchEncoder {
+            compression: self.options().compression,
+            threshold_bytes: self.options().compression_threshold_bytes,
+            max_bytes: self.options().max_batch_bytes,
+        }
+        .encode(&mut buf, base, epoch, records);
         let result = header.and_then(|header| {
             if self.active().end_position + buf.len() as u64 > self.options().segment_size_bytes {
                 self.roll()?;

@@ -28,6 +28,7 @@ use crate::format::BatchHeader;
 use crate::options::{LogOptions, Preallocation, WriteAlignment};
 use crate::recovery::{recover, RecoveryReport};
 use crate::segment::walk::{self, BufSource, Slot};
+use crate::segment::Location;
 use crate::segment::Segment;
 
 pub(crate) use append::NextSegment;
@@ -104,6 +105,10 @@ impl Log {
     /// # Errors
     /// `InvalidOptions`; `Checkpoint(LogAlreadyOpen)`; `Corruption` (Strict
     /// mode) naming segment, position, offset and epoch; `Io`; `Checkpoint`.
+    ///
+    /// # Panics
+    /// If recovery left the log start or the flushed offset outside the log
+    /// (a bug).
     pub fn open(dd: Arc<DataDir>, options: LogOptions) -> Result<Log> {
         options.validate()?;
         // Before anything is read or repaired: one log per data directory.
@@ -429,7 +434,15 @@ fn verified_batches(seg: &Segment, pos: u64, buf: &[u8], first: Offset) -> Resul
     let mut src = BufSource { buf, start: pos };
     while here < buf_end {
         let fail = |position, epoch, kind| {
-            crate::segment::corruption(seg.base, position, next, epoch, kind)
+            crate::segment::corruption(
+                Location {
+                    segment: seg.base,
+                    position,
+                    offset: next,
+                },
+                epoch,
+                kind,
+            )
         };
         let (at, h) = match walk::slot(&mut src, here, seg.end_position)? {
             Slot::Header { position, header } => (position, header),

@@ -14,13 +14,14 @@
 
 use quorumlog_checkpoint::{EpochMap, Offset, RecoveryPoint};
 
-use crate::batch::{encode_into, BatchRef};
+use crate::batch::{BatchEncoder, BatchRef};
 use crate::dir::Cut;
 use crate::error::{Error, Result};
 use crate::format::{PAGE_BYTES, SEGMENT_HEADER_BYTES};
 use crate::intent::{self, Intent};
 use crate::log::Log;
 use crate::segment::relative;
+use crate::segment::Location;
 
 impl Log {
     /// Removes every record at or after `offset` (suffix truncation). When
@@ -66,18 +67,28 @@ impl Log {
             } else {
                 let (h, bytes) = seg.read_batch_at(pos, Some(h.base_offset))?;
                 let records = BatchRef::new(h, &bytes).to_vecs().map_err(|kind| {
-                    crate::segment::corruption(seg.base, pos, h.base_offset, Some(h.epoch), kind)
+                    crate::segment::corruption(
+                        Location {
+                            segment: seg.base,
+                            position: pos,
+                            offset: h.base_offset,
+                        },
+                        Some(h.epoch),
+                        kind,
+                    )
                 })?;
                 let keep = usize::try_from(offset.0 - h.base_offset.0).unwrap_or(0);
                 let mut out = Vec::new();
-                let header = encode_into(
+                let header = BatchEncoder {
+                    compression: self.options().compression,
+                    threshold_bytes: self.options().compression_threshold_bytes,
+                    max_bytes: u64::MAX,
+                }
+                .encode(
                     &mut out,
                     h.base_offset,
                     h.epoch,
                     records.get(..keep).unwrap_or_default(),
-                    self.options().compression,
-                    self.options().compression_threshold_bytes,
-                    u64::MAX,
                 )?;
                 (pos, Some((header, out)))
             }
@@ -122,6 +133,9 @@ impl Log {
     /// # Errors
     /// `OffsetOutOfRange` beyond the log end; `Io`/`Checkpoint` (which
     /// poison the log); `Poisoned`.
+    ///
+    /// # Panics
+    /// If the log start would move backwards (a bug).
     pub fn truncate_prefix_to(&mut self, offset: Offset) -> Result<()> {
         self.check_poisoned()?;
         let end = self.log_end_offset();

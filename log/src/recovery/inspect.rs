@@ -20,6 +20,7 @@ use crate::segment::corruption;
 use crate::segment::index::{load_index_file, IndexProblem, SparseIndex};
 use crate::segment::scan::{inspect_tail, scan, ScanFrom, ScanOutcome, Stop};
 use crate::segment::walk::padded_end;
+use crate::segment::Location;
 
 /// An invalid place found while verifying.
 pub(super) struct Invalid {
@@ -74,7 +75,15 @@ impl Recovery<'_> {
             Finding::InvalidIntent
         };
         if let (Err(kind), Outcome::Refuse) = (&found, self.decide(finding)) {
-            return Err(corruption(Offset(0), 0, Offset(0), None, kind.clone()));
+            return Err(corruption(
+                Location {
+                    segment: Offset(0),
+                    position: 0,
+                    offset: Offset(0),
+                },
+                None,
+                kind.clone(),
+            ));
         }
         // Redoing changes the log: the clean marker must go first.
         self.remove_leftovers()?;
@@ -159,7 +168,17 @@ impl Recovery<'_> {
                 Err(e) => return Err(e),
             };
             match self.decide(Finding::InvalidSegmentHeader) {
-                Outcome::Refuse => return Err(corruption(base, 0, base, None, kind)),
+                Outcome::Refuse => {
+                    return Err(corruption(
+                        Location {
+                            segment: base,
+                            position: 0,
+                            offset: base,
+                        },
+                        None,
+                        kind,
+                    ))
+                }
                 _ => return self.drop_segments_from(bases, i, kind),
             }
         }
@@ -221,9 +240,11 @@ impl Recovery<'_> {
     fn shorter_than_recovery_point(&mut self, rp: RecoveryPoint, len: u64) -> Result<bool> {
         match self.decide(Finding::ShorterThanRecoveryPoint) {
             Outcome::Refuse => Err(corruption(
-                rp.segment,
-                rp.position,
-                rp.offset,
+                Location {
+                    segment: rp.segment,
+                    position: rp.position,
+                    offset: rp.offset,
+                },
                 None,
                 CorruptionKind::ShorterThanRecoveryPoint {
                     len,
@@ -498,9 +519,11 @@ impl Recovery<'_> {
         let base = self.segments[inv.seg].base;
         if self.decide(finding) == Outcome::Refuse {
             return Err(corruption(
-                base,
-                inv.position,
-                inv.offset,
+                Location {
+                    segment: base,
+                    position: inv.position,
+                    offset: inv.offset,
+                },
                 inv.epoch,
                 inv.kind,
             ));
@@ -551,9 +574,11 @@ fn sealed_finding(kind: &CorruptionKind) -> Finding {
 /// The error for a recovery point whose segment is gone.
 fn missing_segment(rp: &RecoveryPoint) -> Error {
     corruption(
-        rp.segment,
-        rp.position,
-        rp.offset,
+        Location {
+            segment: rp.segment,
+            position: rp.position,
+            offset: rp.offset,
+        },
         None,
         CorruptionKind::MissingSegment,
     )

@@ -84,9 +84,11 @@ impl Segment {
             Ok(b) if b == base => {}
             Ok(b) => {
                 return Err(corruption(
-                    base,
-                    0,
-                    base,
+                    Location {
+                        segment: base,
+                        position: 0,
+                        offset: base,
+                    },
                     None,
                     CorruptionKind::Misplaced {
                         expected: base,
@@ -94,7 +96,17 @@ impl Segment {
                     },
                 ))
             }
-            Err(kind) => return Err(corruption(base, 0, base, None, kind)),
+            Err(kind) => {
+                return Err(corruption(
+                    Location {
+                        segment: base,
+                        position: 0,
+                        offset: base,
+                    },
+                    None,
+                    kind,
+                ))
+            }
         }
         Ok(Segment {
             base,
@@ -174,13 +186,23 @@ impl Segment {
                 header,
             } if p == position => header,
             Slot::Invalid { kind, .. } => {
-                return Err(corruption(self.base, position, at, None, kind))
+                return Err(corruption(
+                    Location {
+                        segment: self.base,
+                        position,
+                        offset: at,
+                    },
+                    None,
+                    kind,
+                ))
             }
             _ => {
                 return Err(corruption(
-                    self.base,
-                    position,
-                    at,
+                    Location {
+                        segment: self.base,
+                        position,
+                        offset: at,
+                    },
                     None,
                     CorruptionKind::Truncated,
                 ))
@@ -190,9 +212,11 @@ impl Segment {
         match walk::batch(&mut src, position, &header, want, self.end_position)? {
             Ok(bytes) => Ok((header, bytes.to_vec())),
             Err(kind) => Err(corruption(
-                self.base,
-                position,
-                at,
+                Location {
+                    segment: self.base,
+                    position,
+                    offset: at,
+                },
                 Some(header.epoch),
                 kind,
             )),
@@ -221,9 +245,11 @@ impl Segment {
             Slot::Header { position, header } => {
                 if header.base_offset != expected {
                     return Err(corruption(
-                        self.base,
-                        position,
-                        expected,
+                        Location {
+                            segment: self.base,
+                            position,
+                            offset: expected,
+                        },
                         Some(header.epoch),
                         CorruptionKind::Misplaced {
                             expected,
@@ -233,13 +259,21 @@ impl Segment {
                 }
                 Ok((position, header))
             }
-            Slot::Invalid { position, kind } => {
-                Err(corruption(self.base, position, expected, None, kind))
-            }
+            Slot::Invalid { position, kind } => Err(corruption(
+                Location {
+                    segment: self.base,
+                    position,
+                    offset: expected,
+                },
+                None,
+                kind,
+            )),
             Slot::End | Slot::NeedMore => Err(corruption(
-                self.base,
-                position,
-                expected,
+                Location {
+                    segment: self.base,
+                    position,
+                    offset: expected,
+                },
                 None,
                 CorruptionKind::Truncated,
             )),
@@ -263,9 +297,11 @@ impl Segment {
             let (at, h) = self.expect_header(&mut src, pos, next)?;
             if h.record_count == 0 {
                 return Err(corruption(
-                    self.base,
-                    at,
-                    next,
+                    Location {
+                        segment: self.base,
+                        position: at,
+                        offset: next,
+                    },
                     Some(h.epoch),
                     CorruptionKind::Malformed("empty batch header"),
                 ));
@@ -335,20 +371,26 @@ pub(crate) fn preallocate(file: &dyn File, size_bytes: u64, prealloc: Preallocat
 }
 
 /// A `Corruption` error.
-pub(crate) fn corruption(
-    segment: Offset,
-    position: u64,
-    offset: Offset,
-    epoch: Option<Epoch>,
-    kind: CorruptionKind,
-) -> Error {
+pub(crate) fn corruption(at: Location, epoch: Option<Epoch>, kind: CorruptionKind) -> Error {
     Error::Corruption {
-        segment,
-        position,
-        offset,
+        segment: at.segment,
+        position: at.position,
+        offset: at.offset,
         epoch,
         kind,
     }
+}
+
+/// Where corruption was found: three numbers that must not be swapped, so
+/// they are named at every call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Location {
+    /// The segment's base offset.
+    pub(crate) segment: Offset,
+    /// The byte position in the segment file.
+    pub(crate) position: u64,
+    /// The offset expected (or found) there.
+    pub(crate) offset: Offset,
 }
 
 #[cfg(test)]
@@ -358,7 +400,7 @@ mod tests {
     use quorumlog_io::SimFs;
 
     use super::*;
-    use crate::batch::encode_into;
+    use crate::batch::BatchEncoder;
     use crate::options::Compression;
 
     fn segment(fs: &SimFs) -> Segment {
@@ -373,15 +415,12 @@ mod tests {
         let mut seg = Segment::open(fs, Path::new("/log"), Offset(100), 64).unwrap();
         let mut buf = Vec::new();
         for b in 0..20u64 {
-            let h = encode_into(
-                &mut buf,
-                Offset(100 + b * 2),
-                Epoch(1),
-                &[b"ab", b"cd"],
-                Compression::None,
-                0,
-                1 << 20,
-            )
+            let h = BatchEncoder {
+                compression: Compression::None,
+                threshold_bytes: 0,
+                max_bytes: 1 << 20,
+            }
+            .encode(&mut buf, Offset(100 + b * 2), Epoch(1), &[b"ab", b"cd"])
             .unwrap();
             seg.append(&buf, &h).unwrap();
         }

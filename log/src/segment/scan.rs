@@ -267,7 +267,7 @@ mod tests {
     use quorumlog_io::{FileSystem, OpenMode, SimFs};
 
     use super::*;
-    use crate::batch::encode_into;
+    use crate::batch::BatchEncoder;
     use crate::format::SEGMENT_HEADER_BYTES;
     use crate::options::Compression;
 
@@ -282,15 +282,12 @@ mod tests {
         let mut buf = Vec::new();
         for &(base, epoch, n) in bases {
             let recs: Vec<Vec<u8>> = (0..n).map(|i| vec![u8::try_from(i).unwrap(); 10]).collect();
-            encode_into(
-                &mut buf,
-                Offset(base),
-                Epoch(epoch),
-                &recs,
-                Compression::None,
-                0,
-                1 << 20,
-            )
+            BatchEncoder {
+                compression: Compression::None,
+                threshold_bytes: 0,
+                max_bytes: 1 << 20,
+            }
+            .encode(&mut buf, Offset(base), Epoch(epoch), &recs)
             .unwrap();
             f.write_all_at(&buf, pos).unwrap();
             positions.push(pos);

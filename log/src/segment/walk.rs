@@ -250,7 +250,7 @@ mod tests {
     use quorumlog_checkpoint::Epoch;
 
     use super::*;
-    use crate::batch::encode_into;
+    use crate::batch::BatchEncoder;
     use crate::options::Compression;
 
     /// A page of segment bytes: a batch ending `gap` bytes before 8192, then
@@ -259,28 +259,22 @@ mod tests {
         let mut seg = vec![0u8; 3 * 4096];
         let record_len = usize::try_from(4096 - 44 - gap).unwrap();
         let mut buf = Vec::new();
-        encode_into(
-            &mut buf,
-            Offset(0),
-            Epoch(1),
-            &[vec![7u8; record_len]],
-            Compression::None,
-            u64::MAX,
-            1 << 20,
-        )
+        BatchEncoder {
+            compression: Compression::None,
+            threshold_bytes: u64::MAX,
+            max_bytes: 1 << 20,
+        }
+        .encode(&mut buf, Offset(0), Epoch(1), &[vec![7u8; record_len]])
         .unwrap();
         seg[4096..4096 + buf.len()].copy_from_slice(&buf);
         let end = 4096 + buf.len() as u64;
         if second {
-            encode_into(
-                &mut buf,
-                Offset(1),
-                Epoch(1),
-                &[b"second"],
-                Compression::None,
-                u64::MAX,
-                1 << 20,
-            )
+            BatchEncoder {
+                compression: Compression::None,
+                threshold_bytes: u64::MAX,
+                max_bytes: 1 << 20,
+            }
+            .encode(&mut buf, Offset(1), Epoch(1), &[b"second"])
             .unwrap();
             seg[8192..8192 + buf.len()].copy_from_slice(&buf);
         }
