@@ -20,41 +20,41 @@ use std::mem::size_of;
 use crate::error::CorruptionKind;
 
 /// The magic of each kind of file.
-pub mod magic {
+pub(crate) mod magic {
     /// `meta`: the data directory's identity.
-    pub const META: [u8; 4] = *b"QLMT";
+    pub(crate) const META: [u8; 4] = *b"QLMT";
     /// `quorum-state`: epoch, leader, vote and voters.
-    pub const QUORUM_STATE: [u8; 4] = *b"QLQS";
+    pub(crate) const QUORUM_STATE: [u8; 4] = *b"QLQS";
     /// `checkpoints/recovery-point`.
-    pub const RECOVERY_POINT: [u8; 4] = *b"QLRP";
+    pub(crate) const RECOVERY_POINT: [u8; 4] = *b"QLRP";
     /// `checkpoints/high-watermark`.
-    pub const HIGH_WATERMARK: [u8; 4] = *b"QLHW";
+    pub(crate) const HIGH_WATERMARK: [u8; 4] = *b"QLHW";
     /// `checkpoints/log-start-offset`.
-    pub const LOG_START_OFFSET: [u8; 4] = *b"QLLS";
+    pub(crate) const LOG_START_OFFSET: [u8; 4] = *b"QLLS";
     /// `checkpoints/epoch-map`.
-    pub const EPOCH_MAP: [u8; 4] = *b"QLEM";
+    pub(crate) const EPOCH_MAP: [u8; 4] = *b"QLEM";
 }
 
 /// The version every small file is written with, and the only one read.
-pub const VERSION: u16 = 1;
+pub(crate) const VERSION: u16 = 1;
 
 const MAGIC_BYTES: usize = 4;
 /// Bytes before the body.
-pub const HEADER_BYTES: usize =
+pub(crate) const HEADER_BYTES: usize =
     MAGIC_BYTES + size_of::<u16>() + size_of::<u16>() + size_of::<u32>();
 /// Bytes after the body.
-pub const TRAILER_BYTES: usize = size_of::<u32>();
+pub(crate) const TRAILER_BYTES: usize = size_of::<u32>();
 /// The largest body any small file may carry (a quorum state with thousands
 /// of voters fits); larger claims are corruption, never an allocation.
-pub const MAX_BODY_BYTES: usize = 1 << 20;
+pub(crate) const MAX_BODY_BYTES: usize = 1 << 20;
 /// The largest small file, for callers that check a length before reading.
-pub const MAX_FILE_BYTES: usize = HEADER_BYTES + MAX_BODY_BYTES + TRAILER_BYTES;
+pub(crate) const MAX_FILE_BYTES: usize = HEADER_BYTES + MAX_BODY_BYTES + TRAILER_BYTES;
 
 /// Wraps `body` in the envelope.
 ///
 /// # Panics
 /// If `body` exceeds [`MAX_BODY_BYTES`]: callers bound what they encode.
-pub fn encode(magic: [u8; 4], body: &[u8]) -> Vec<u8> {
+pub(crate) fn encode(magic: [u8; 4], body: &[u8]) -> Vec<u8> {
     assert!(body.len() <= MAX_BODY_BYTES, "small-file body too large");
     let len = u32::try_from(body.len()).ok();
     assert!(len.is_some(), "bounded by MAX_BODY_BYTES");
@@ -73,7 +73,7 @@ pub fn encode(magic: [u8; 4], body: &[u8]) -> Vec<u8> {
 ///
 /// # Errors
 /// The [`CorruptionKind`] that describes the first thing found wrong.
-pub fn decode(magic: [u8; 4], bytes: &[u8]) -> Result<&[u8], CorruptionKind> {
+pub(crate) fn decode(magic: [u8; 4], bytes: &[u8]) -> Result<&[u8], CorruptionKind> {
     let truncated = |needed: usize| CorruptionKind::Truncated {
         len: bytes.len() as u64,
         needed: needed as u64,

@@ -46,7 +46,7 @@
 mod data_dir;
 mod epoch_map;
 mod error;
-pub mod format;
+mod format;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;

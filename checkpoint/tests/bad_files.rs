@@ -15,9 +15,11 @@ mod common;
 use std::path::Path;
 
 use common::{both, overwrite, read_all};
+/// The small-file format version (docs/format.md).
+const VERSION: u16 = 1;
+
 use quorumlog_checkpoint::{
-    format, format::VERSION, ClusterId, CorruptionKind, DataDir, Error, NodeId, OpenOptions,
-    SharedFs,
+    format, ClusterId, CorruptionKind, DataDir, Error, NodeId, OpenOptions, SharedFs,
 };
 
 const CHECKPOINT_FILES: [&str; 4] = [

@@ -17,10 +17,10 @@ use crate::format::{
 use crate::options::Compression;
 
 /// The hard upper bound of a batch's uncompressed size, whatever the options.
-pub const MAX_BATCH_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_BATCH_BYTES: u64 = 64 << 20;
 
 /// The uncompressed encoded size of a batch of `records`.
-pub fn encoded_len<R: AsRef<[u8]>>(records: &[R]) -> u64 {
+pub(crate) fn encoded_len<R: AsRef<[u8]>>(records: &[R]) -> u64 {
     let body: usize = records
         .iter()
         .map(|r| RECORD_PREFIX_BYTES + r.as_ref().len())
@@ -32,7 +32,7 @@ pub fn encoded_len<R: AsRef<[u8]>>(records: &[R]) -> u64 {
 ///
 /// # Errors
 /// `OffsetOverflow` if it does not fit in a `u64` (offsets never wrap).
-pub fn next_offset_after(base: Offset, count: u64) -> Result<Offset> {
+pub(crate) fn next_offset_after(base: Offset, count: u64) -> Result<Offset> {
     base.0
         .checked_add(count)
         .map(Offset)
@@ -46,7 +46,7 @@ pub fn next_offset_after(base: Offset, count: u64) -> Result<Offset> {
 /// (from [`LogOptions`](crate::LogOptions)) so the two byte counts cannot be
 /// swapped at a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchEncoder {
+pub(crate) struct BatchEncoder {
     /// Compression of the records section.
     pub compression: Compression,
     /// Records sections smaller than this are stored uncompressed.
@@ -58,7 +58,7 @@ pub struct BatchEncoder {
 
 impl BatchEncoder {
     /// The encoder `options` describe.
-    pub fn from_options(options: &crate::LogOptions) -> Self {
+    pub(crate) fn from_options(options: &crate::LogOptions) -> Self {
         BatchEncoder {
             compression: options.compression,
             threshold_bytes: options.compression_threshold_bytes,
@@ -71,7 +71,7 @@ impl BatchEncoder {
     /// # Errors
     /// `EmptyBatch` for no records; `BatchTooLarge` above the maximum;
     /// `OffsetOverflow` if the records' offsets would pass `u64::MAX`.
-    pub fn encode<R: AsRef<[u8]>>(
+    pub(crate) fn encode<R: AsRef<[u8]>>(
         &self,
         out: &mut Vec<u8>,
         base_offset: Offset,
@@ -178,7 +178,7 @@ fn check_records(section: &[u8], count: u32) -> Result<(), CorruptionKind> {
 ///
 /// # Errors
 /// The [`CorruptionKind`] found.
-pub fn verify_batch(bytes: &[u8]) -> Result<BatchHeader, CorruptionKind> {
+pub(crate) fn verify_batch(bytes: &[u8]) -> Result<BatchHeader, CorruptionKind> {
     let header = BatchHeader::parse(bytes)?;
     if bytes.len() != header.batch_len as usize {
         return Err(CorruptionKind::Truncated);

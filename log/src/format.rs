@@ -56,53 +56,53 @@ use crate::error::CorruptionKind;
 
 /// The page size writes are aligned to after a sync: bytes of a page that
 /// holds acknowledged data are never written again.
-pub const PAGE_BYTES: u64 = 4096;
+pub(crate) const PAGE_BYTES: u64 = 4096;
 
 /// `pos` rounded up to a page boundary.
-pub fn align_up(pos: u64) -> u64 {
+pub(crate) fn align_up(pos: u64) -> u64 {
     pos.div_ceil(PAGE_BYTES) * PAGE_BYTES
 }
 
 /// Segment file magic.
-pub const SEGMENT_MAGIC: [u8; 4] = *b"QLSG";
+pub(crate) const SEGMENT_MAGIC: [u8; 4] = *b"QLSG";
 /// Batch magic.
-pub const BATCH_MAGIC: [u8; 4] = *b"QLBA";
+pub(crate) const BATCH_MAGIC: [u8; 4] = *b"QLBA";
 /// Index file magic.
-pub const INDEX_MAGIC: [u8; 4] = *b"QLIX";
+pub(crate) const INDEX_MAGIC: [u8; 4] = *b"QLIX";
 /// Version of segment, batch and index formats.
-pub const VERSION: u16 = 1;
+pub(crate) const VERSION: u16 = 1;
 /// Batch format version (one byte in the batch header).
-pub const BATCH_VERSION: u8 = 1;
+pub(crate) const BATCH_VERSION: u8 = 1;
 
 /// Bytes of the segment header; the first batch starts here.
-pub const SEGMENT_HEADER_BYTES: usize = 32;
+pub(crate) const SEGMENT_HEADER_BYTES: usize = 32;
 /// Bytes of a batch header.
-pub const BATCH_HEADER_BYTES: usize = 4 + 4 + 4 + 1 + 1 + 2 + 8 + 8 + 4 + 4;
+pub(crate) const BATCH_HEADER_BYTES: usize = 4 + 4 + 4 + 1 + 1 + 2 + 8 + 8 + 4 + 4;
 /// Bytes of a record's length prefix.
-pub const RECORD_PREFIX_BYTES: usize = size_of::<u32>();
+pub(crate) const RECORD_PREFIX_BYTES: usize = size_of::<u32>();
 /// Bytes of an index file header.
-pub const INDEX_HEADER_BYTES: usize = 40;
+pub(crate) const INDEX_HEADER_BYTES: usize = 40;
 /// Bytes of one index entry.
-pub const INDEX_ENTRY_BYTES: usize = 8;
+pub(crate) const INDEX_ENTRY_BYTES: usize = 8;
 
 /// Compression flag values (bits 0–1 of `flags`).
-pub const COMPRESSION_NONE: u8 = 0;
+pub(crate) const COMPRESSION_NONE: u8 = 0;
 /// zstd-compressed payload.
-pub const COMPRESSION_ZSTD: u8 = 1;
+pub(crate) const COMPRESSION_ZSTD: u8 = 1;
 const FLAGS_KNOWN: u8 = 0b11;
 
 /// The file name of the segment with base offset `base`.
-pub fn segment_file_name(base: Offset) -> String {
+pub(crate) fn segment_file_name(base: Offset) -> String {
     format!("{:020}.log", base.0)
 }
 
 /// The file name of the index of the segment with base offset `base`.
-pub fn index_file_name(base: Offset) -> String {
+pub(crate) fn index_file_name(base: Offset) -> String {
     format!("{:020}.index", base.0)
 }
 
 /// Parses `<20 digits>.<ext>` into a base offset.
-pub fn parse_file_name(name: &str, ext: &str) -> Option<Offset> {
+pub(crate) fn parse_file_name(name: &str, ext: &str) -> Option<Offset> {
     let stem = name.strip_suffix(ext)?.strip_suffix('.')?;
     if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -117,7 +117,7 @@ impl From<Short> for CorruptionKind {
 }
 
 /// Encodes a segment header.
-pub fn encode_segment_header(base: Offset) -> [u8; SEGMENT_HEADER_BYTES] {
+pub(crate) fn encode_segment_header(base: Offset) -> [u8; SEGMENT_HEADER_BYTES] {
     let mut w = Writer::with_capacity(SEGMENT_HEADER_BYTES);
     w.bytes(&SEGMENT_MAGIC)
         .u16(VERSION)
@@ -135,7 +135,7 @@ pub fn encode_segment_header(base: Offset) -> [u8; SEGMENT_HEADER_BYTES] {
 ///
 /// # Errors
 /// The [`CorruptionKind`] found.
-pub fn decode_segment_header(h: &[u8]) -> Result<Offset, CorruptionKind> {
+pub(crate) fn decode_segment_header(h: &[u8]) -> Result<Offset, CorruptionKind> {
     let mut r = Reader::new(h);
     let magic = r.array::<4>()?;
     let version = r.u16()?;
@@ -164,7 +164,7 @@ pub fn decode_segment_header(h: &[u8]) -> Result<Offset, CorruptionKind> {
 
 /// A batch header, as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchHeader {
+pub(crate) struct BatchHeader {
     /// Stored CRC32C of bytes `[8, batch_len)`.
     pub crc: u32,
     /// Length of the whole batch in bytes.
@@ -184,17 +184,17 @@ pub struct BatchHeader {
 impl BatchHeader {
     /// The offset after the batch's last record. Never overflows for a
     /// parsed or encoded header (both reject offsets past `u64::MAX`).
-    pub fn next_offset(&self) -> Offset {
+    pub(crate) fn next_offset(&self) -> Offset {
         Offset(self.base_offset.0 + u64::from(self.record_count))
     }
 
     /// The compression bits.
-    pub fn compression(&self) -> u8 {
+    pub(crate) fn compression(&self) -> u8 {
         self.flags & FLAGS_KNOWN
     }
 
     /// The header's bytes (with `crc` as given).
-    pub fn to_bytes(&self) -> [u8; BATCH_HEADER_BYTES] {
+    pub(crate) fn to_bytes(self) -> [u8; BATCH_HEADER_BYTES] {
         let mut w = Writer::with_capacity(BATCH_HEADER_BYTES);
         w.bytes(&BATCH_MAGIC)
             .u32(self.crc)
@@ -217,7 +217,7 @@ impl BatchHeader {
     /// # Errors
     /// `Truncated`, `BadMagic`, `UnsupportedVersion` or `Malformed`: nothing
     /// in these bytes can be the start of a valid batch.
-    pub fn parse(h: &[u8]) -> Result<BatchHeader, CorruptionKind> {
+    pub(crate) fn parse(h: &[u8]) -> Result<BatchHeader, CorruptionKind> {
         let mut r = Reader::new(h);
         if r.array::<4>()? != BATCH_MAGIC {
             return Err(CorruptionKind::BadMagic);
@@ -258,7 +258,7 @@ impl BatchHeader {
     ///
     /// # Errors
     /// `ChecksumMismatch` or `Malformed`.
-    pub fn verify(&self, bytes: &[u8]) -> Result<(), CorruptionKind> {
+    pub(crate) fn verify(&self, bytes: &[u8]) -> Result<(), CorruptionKind> {
         debug_assert_eq!(bytes.len(), self.batch_len as usize);
         let covered = bytes.get(8..).ok_or(CorruptionKind::Truncated)?;
         let actual = crc32c::crc32c(covered);
@@ -289,7 +289,7 @@ impl BatchHeader {
 
 /// An index file's header fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IndexHeader {
+pub(crate) struct IndexHeader {
     /// The segment's base offset.
     pub base_offset: Offset,
     /// The offset after the last batch the index describes.
@@ -303,7 +303,7 @@ pub struct IndexHeader {
 /// # Panics
 /// With more entries than a `u32` counts (an index has at most one entry per
 /// 4 KiB of a segment of at most 2 GiB).
-pub fn encode_index(header: &IndexHeader, entries: &[(u32, u32)]) -> Vec<u8> {
+pub(crate) fn encode_index(header: &IndexHeader, entries: &[(u32, u32)]) -> Vec<u8> {
     let count = u32::try_from(entries.len()).ok();
     assert!(count.is_some(), "index entry count fits a u32");
     let mut w = Writer::with_capacity(INDEX_HEADER_BYTES + entries.len() * INDEX_ENTRY_BYTES);
@@ -328,7 +328,7 @@ pub fn encode_index(header: &IndexHeader, entries: &[(u32, u32)]) -> Vec<u8> {
 ///
 /// # Errors
 /// The [`CorruptionKind`] found.
-pub fn decode_index(bytes: &[u8]) -> Result<(IndexHeader, Vec<(u32, u32)>), CorruptionKind> {
+pub(crate) fn decode_index(bytes: &[u8]) -> Result<(IndexHeader, Vec<(u32, u32)>), CorruptionKind> {
     let mut r = Reader::new(bytes);
     if r.array::<4>()? != INDEX_MAGIC {
         return Err(CorruptionKind::BadMagic);

@@ -37,11 +37,11 @@
 //! ```
 #![forbid(unsafe_code)]
 
-pub mod batch;
+mod batch;
 mod dir;
 mod durable;
 mod error;
-pub mod format;
+mod format;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;

@@ -34,26 +34,26 @@ use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::codec::{Reader, Short, Writer};
 
 use crate::error::CorruptionKind;
-pub use crate::id::SnapshotId;
+pub(crate) use crate::id::SnapshotId;
 
 /// Header magic.
-pub const HEADER_MAGIC: [u8; 4] = *b"QLSN";
+pub(crate) const HEADER_MAGIC: [u8; 4] = *b"QLSN";
 /// Footer magic.
-pub const FOOTER_MAGIC: [u8; 4] = *b"QLSF";
+pub(crate) const FOOTER_MAGIC: [u8; 4] = *b"QLSF";
 /// Format version.
-pub const VERSION: u16 = 1;
+pub(crate) const VERSION: u16 = 1;
 /// Fixed header bytes (before the metadata).
-pub const HEADER_BYTES: usize = 40;
+pub(crate) const HEADER_BYTES: usize = 40;
 /// Chunk header bytes.
-pub const CHUNK_HEADER_BYTES: usize = 12;
+pub(crate) const CHUNK_HEADER_BYTES: usize = 12;
 /// Footer bytes.
-pub const FOOTER_BYTES: usize = 40;
+pub(crate) const FOOTER_BYTES: usize = 40;
 /// The largest metadata accepted.
-pub const MAX_METADATA_BYTES: usize = 1 << 20;
+pub(crate) const MAX_METADATA_BYTES: usize = 1 << 20;
 /// The largest chunk (stored or raw) accepted.
-pub const MAX_CHUNK_BYTES: usize = 16 << 20;
+pub(crate) const MAX_CHUNK_BYTES: usize = 16 << 20;
 /// Compression flag: zstd.
-pub const FLAG_ZSTD: u16 = 1;
+pub(crate) const FLAG_ZSTD: u16 = 1;
 
 impl From<Short> for CorruptionKind {
     fn from(_: Short) -> Self {
@@ -160,7 +160,7 @@ impl Header {
 
 /// A chunk header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChunkHeader {
+pub(crate) struct ChunkHeader {
     /// Bytes stored after the header.
     pub stored_len: u32,
     /// Bytes after decompression.
@@ -171,7 +171,7 @@ pub struct ChunkHeader {
 
 impl ChunkHeader {
     /// Encodes a chunk header.
-    pub fn encode(&self) -> [u8; CHUNK_HEADER_BYTES] {
+    pub(crate) fn encode(&self) -> [u8; CHUNK_HEADER_BYTES] {
         let mut w = Writer::with_capacity(CHUNK_HEADER_BYTES);
         w.u32(self.stored_len).u32(self.raw_len).u32(self.crc);
         let mut h = [0u8; CHUNK_HEADER_BYTES];
@@ -183,7 +183,7 @@ impl ChunkHeader {
     ///
     /// # Errors
     /// `Truncated` or `Malformed`.
-    pub fn decode(h: &[u8]) -> Result<ChunkHeader, CorruptionKind> {
+    pub(crate) fn decode(h: &[u8]) -> Result<ChunkHeader, CorruptionKind> {
         let mut r = Reader::new(h);
         let c = ChunkHeader {
             stored_len: r.u32()?,
@@ -202,7 +202,7 @@ impl ChunkHeader {
 
 /// A decoded footer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Footer {
+pub(crate) struct Footer {
     /// The whole file's length.
     pub total_len: u64,
     /// The bytes the state machine wrote.
@@ -215,7 +215,7 @@ pub struct Footer {
 
 impl Footer {
     /// Encodes the footer.
-    pub fn encode(&self) -> [u8; FOOTER_BYTES] {
+    pub(crate) fn encode(&self) -> [u8; FOOTER_BYTES] {
         let mut w = Writer::with_capacity(FOOTER_BYTES);
         w.bytes(&FOOTER_MAGIC)
             .u16(VERSION)
@@ -236,7 +236,7 @@ impl Footer {
     ///
     /// # Errors
     /// The [`CorruptionKind`] found.
-    pub fn decode(f: &[u8]) -> Result<Footer, CorruptionKind> {
+    pub(crate) fn decode(f: &[u8]) -> Result<Footer, CorruptionKind> {
         if f.len() != FOOTER_BYTES {
             return Err(CorruptionKind::Truncated);
         }

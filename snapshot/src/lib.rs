@@ -34,7 +34,7 @@
 
 mod dir;
 mod error;
-pub mod format;
+mod format;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;

@@ -156,12 +156,12 @@ impl DurableLog {
                 }
             }
             let mut bytes = Vec::new();
-            let header = crate::batch::BatchEncoder {
-                compression: self.options.compression,
-                threshold_bytes: self.options.compression_threshold_bytes,
-                max_bytes: self.options.max_batch_bytes,
-            }
-            .encode(&mut bytes, q.next_offset, epoch, records)?;
+            let header = crate::batch::BatchEncoder::from_options(&self.options).encode(
+                &mut bytes,
+                q.next_offset,
+                epoch,
+                records,
+            )?;
             let info = AppendInfo {
                 base_offset: q.next_offset,
                 next_offset: header.next_offset(),

@@ -150,12 +150,8 @@ impl Log {
         records: &[R],
     ) -> Result<()> {
         let mut buf = std::mem::take(&mut self.scratch);
-        let header = BatchEncoder {
-            compression: self.options().compression,
-            threshold_bytes: self.options().compression_threshold_bytes,
-            max_bytes: self.options().max_batch_bytes,
-        }
-        .encode(&mut buf, base, epoch, records);
+        let header =
+            BatchEncoder::from_options(self.options()).encode(&mut buf, base, epoch, records);
         let result = header.and_then(|header| {
             if self.active().end_position + buf.len() as u64 > self.options().segment_size_bytes {
                 self.roll()?;
