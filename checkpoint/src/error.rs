@@ -5,14 +5,16 @@ use std::path::PathBuf;
 
 use crate::types::{Epoch, NodeId, Offset, Vote};
 
-/// What is wrong with a file that failed verification.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// What is wrong with bytes that failed verification: one structured kind
+/// for every file of a data directory (small files, log segments, index
+/// files, intents, snapshots). The log and snapshot crates re-export it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CorruptionKind {
     /// The file is missing although the directory must have it.
     #[error("file is missing")]
     Missing,
-    /// The file is shorter than its header says.
+    /// Fewer bytes than the structure needs.
     #[error("truncated: {len} bytes, at least {needed} needed")]
     Truncated {
         /// Bytes present.
@@ -28,26 +30,26 @@ pub enum CorruptionKind {
         /// Bytes the header accounts for.
         expected: u64,
     },
-    /// The file does not start with the magic of its kind.
+    /// The structure does not start with the magic of its kind.
     #[error("bad magic {found:?}, expected {expected:?}")]
     BadMagic {
-        /// The magic of this kind of file.
+        /// The magic of this kind of structure.
         expected: [u8; 4],
-        /// The first four bytes found.
+        /// The four bytes found.
         found: [u8; 4],
     },
     /// The stored CRC32C does not match the contents.
-    #[error("checksum mismatch: stored {expected:#010x}, computed {actual:#010x}")]
+    #[error("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     ChecksumMismatch {
-        /// The checksum stored in the file.
-        expected: u32,
+        /// The checksum stored.
+        stored: u32,
         /// The checksum of the bytes read.
-        actual: u32,
+        computed: u32,
     },
-    /// A valid file of a version this build cannot read.
+    /// A valid structure of a version this build cannot read.
     #[error("unsupported version {found} (this build reads {supported})")]
     UnsupportedVersion {
-        /// The version in the file.
+        /// The version found.
         found: u16,
         /// The version this build reads.
         supported: u16,
@@ -55,6 +57,64 @@ pub enum CorruptionKind {
     /// The checksum matched but the contents break a rule of the format.
     #[error("malformed: {0}")]
     Malformed(&'static str),
+    /// A snapshot file does not end with a valid footer (unfinished or cut).
+    #[error("no footer")]
+    NoFooter,
+    /// An intact batch holds other offsets than its place requires: a batch
+    /// copied or written to the wrong place, or a stale index.
+    #[error("misplaced batch: expected base offset {expected}, found {found}")]
+    Misplaced {
+        /// The offset this position must start with.
+        expected: Offset,
+        /// The base offset in the batch.
+        found: Offset,
+    },
+    /// A batch whose epoch is older than the batch before it.
+    #[error("epoch {found} after epoch {previous}")]
+    EpochOrder {
+        /// The previous batch's epoch.
+        previous: Epoch,
+        /// This batch's epoch.
+        found: Epoch,
+    },
+    /// Invalid bytes followed by valid batches: not a torn tail.
+    #[error("invalid batch followed by valid data at position {valid_at}")]
+    ValidDataFollows {
+        /// Where the later valid batch starts.
+        valid_at: u64,
+    },
+    /// Offsets missing between two segments.
+    #[error("segment ends at offset {end} but the next segment starts at {next_base}")]
+    Gap {
+        /// Where this segment's data ends.
+        end: Offset,
+        /// The next segment's base offset.
+        next_base: Offset,
+    },
+    /// A segment is shorter than the recovery point says was durable.
+    #[error("segment is {len} bytes but the recovery point is at byte {recovery_position}")]
+    ShorterThanRecoveryPoint {
+        /// The segment file's length.
+        len: u64,
+        /// The recovery point's byte position.
+        recovery_position: u64,
+    },
+    /// The recovery point names a segment that does not exist.
+    #[error("the recovery point's segment is missing")]
+    MissingSegment,
+    /// A compressed payload that does not decompress to its declared size.
+    #[error("payload does not decompress")]
+    Decompress,
+}
+
+impl CorruptionKind {
+    /// `Truncated` from a short read of a cursor.
+    pub fn short(s: quorumlog_io::codec::Short) -> Self {
+        CorruptionKind::Truncated {
+            len: s.remaining as u64,
+            needed: s.needed as u64,
+        }
+    }
 }
 
 /// Why a directory is not a usable data directory.

@@ -113,8 +113,8 @@ pub(crate) fn decode(magic: [u8; 4], bytes: &[u8]) -> Result<&[u8], CorruptionKi
     let actual = crc32c::crc32c(covered);
     if stored != actual {
         return Err(CorruptionKind::ChecksumMismatch {
-            expected: stored,
-            actual,
+            stored,
+            computed: actual,
         });
     }
     if version != VERSION {
@@ -135,8 +135,8 @@ pub(crate) fn decode(magic: [u8; 4], bytes: &[u8]) -> Result<&[u8], CorruptionKi
 pub(crate) use quorumlog_io::codec::Writer;
 
 impl From<quorumlog_io::codec::Short> for CorruptionKind {
-    fn from(_: quorumlog_io::codec::Short) -> Self {
-        CorruptionKind::Malformed("body ends early")
+    fn from(s: quorumlog_io::codec::Short) -> Self {
+        CorruptionKind::short(s)
     }
 }
 

@@ -181,7 +181,10 @@ fn check_records(section: &[u8], count: u32) -> Result<(), CorruptionKind> {
 pub(crate) fn verify_batch(bytes: &[u8]) -> Result<BatchHeader, CorruptionKind> {
     let header = BatchHeader::parse(bytes)?;
     if bytes.len() != header.batch_len as usize {
-        return Err(CorruptionKind::Truncated);
+        return Err(crate::format::truncated(
+            bytes.len(),
+            header.batch_len as usize,
+        ));
     }
     header.verify(bytes)?;
     if u64::from(header.records_len) > MAX_BATCH_BYTES {

@@ -4,76 +4,9 @@ use std::io;
 
 use quorumlog_checkpoint::{Epoch, Offset};
 
-/// What is wrong with bytes that failed verification.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CorruptionKind {
-    /// Fewer bytes than the structure needs.
-    #[error("truncated")]
-    Truncated,
-    /// The magic of the structure is not there.
-    #[error("bad magic")]
-    BadMagic,
-    /// A version this build cannot read.
-    #[error("unsupported version")]
-    UnsupportedVersion,
-    /// The stored CRC32C does not match.
-    #[error("checksum mismatch: stored {expected:#010x}, computed {actual:#010x}")]
-    ChecksumMismatch {
-        /// Stored checksum.
-        expected: u32,
-        /// Computed checksum.
-        actual: u32,
-    },
-    /// The checksum matched but a rule of the format is broken.
-    #[error("malformed: {0}")]
-    Malformed(&'static str),
-    /// An intact batch holds other offsets than its place requires: a batch
-    /// copied or written to the wrong place, or a stale index.
-    #[error("misplaced batch: expected base offset {expected}, found {found}")]
-    Misplaced {
-        /// The offset this position must start with.
-        expected: Offset,
-        /// The base offset in the batch.
-        found: Offset,
-    },
-    /// A batch whose epoch is older than the batch before it.
-    #[error("epoch {found} after epoch {previous}")]
-    EpochOrder {
-        /// The previous batch's epoch.
-        previous: Epoch,
-        /// This batch's epoch.
-        found: Epoch,
-    },
-    /// Invalid bytes followed by valid batches: not a torn tail.
-    #[error("invalid batch followed by valid data at position {valid_at}")]
-    ValidDataFollows {
-        /// Where the later valid batch starts (in this or a later segment).
-        valid_at: u64,
-    },
-    /// Offsets missing between two segments.
-    #[error("segment ends at offset {end} but the next segment starts at {next_base}")]
-    Gap {
-        /// Where this segment's data ends.
-        end: Offset,
-        /// The next segment's base offset.
-        next_base: Offset,
-    },
-    /// The segment is shorter than the recovery point says was durable.
-    #[error("segment is {len} bytes but the recovery point is at byte {recovery_position}")]
-    ShorterThanRecoveryPoint {
-        /// The segment file's length.
-        len: u64,
-        /// The recovery point's byte position.
-        recovery_position: u64,
-    },
-    /// The recovery point names a segment that does not exist.
-    #[error("the recovery point's segment is missing")]
-    MissingSegment,
-    /// A compressed payload that does not decompress to its declared size.
-    #[error("payload does not decompress")]
-    Decompress,
-}
+/// What is wrong with bytes that failed verification: the one structured
+/// kind shared by every crate of quorumlog.
+pub use quorumlog_checkpoint::CorruptionKind;
 
 /// Errors of the log crate.
 #[derive(Debug, thiserror::Error)]

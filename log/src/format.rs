@@ -50,7 +50,7 @@
 use std::mem::size_of;
 
 use quorumlog_checkpoint::{Epoch, Offset};
-use quorumlog_io::codec::{Reader, Short, Writer};
+use quorumlog_io::codec::{Reader, Writer};
 
 use crate::error::CorruptionKind;
 
@@ -110,10 +110,17 @@ pub(crate) fn parse_file_name(name: &str, ext: &str) -> Option<Offset> {
     stem.parse().ok().map(Offset)
 }
 
-impl From<Short> for CorruptionKind {
-    fn from(_: Short) -> Self {
-        CorruptionKind::Truncated
+/// `Truncated`: `len` bytes where `needed` are required.
+pub(crate) fn truncated(len: usize, needed: usize) -> CorruptionKind {
+    CorruptionKind::Truncated {
+        len: len as u64,
+        needed: needed as u64,
     }
+}
+
+/// `UnsupportedVersion`.
+fn unsupported(found: u16, supported: u16) -> CorruptionKind {
+    CorruptionKind::UnsupportedVersion { found, supported }
 }
 
 /// Encodes a segment header.
@@ -144,17 +151,17 @@ pub(crate) fn decode_segment_header(h: &[u8]) -> Result<Offset, CorruptionKind> 
     let reserved_tail = r.array::<12>()?;
     let stored = r.u32()?;
     if magic != SEGMENT_MAGIC {
-        return Err(CorruptionKind::BadMagic);
-    }
-    let actual = crc32c::crc32c(h.get(..28).unwrap_or_default());
-    if stored != actual {
-        return Err(CorruptionKind::ChecksumMismatch {
-            expected: stored,
-            actual,
+        return Err(CorruptionKind::BadMagic {
+            expected: SEGMENT_MAGIC,
+            found: magic,
         });
     }
+    let computed = crc32c::crc32c(h.get(..28).unwrap_or_default());
+    if stored != computed {
+        return Err(CorruptionKind::ChecksumMismatch { stored, computed });
+    }
     if version != VERSION {
-        return Err(CorruptionKind::UnsupportedVersion);
+        return Err(unsupported(version, VERSION));
     }
     if reserved != 0 || reserved_tail != [0; 12] {
         return Err(CorruptionKind::Malformed("reserved segment header bytes"));
@@ -219,8 +226,12 @@ impl BatchHeader {
     /// in these bytes can be the start of a valid batch.
     pub(crate) fn parse(h: &[u8]) -> Result<BatchHeader, CorruptionKind> {
         let mut r = Reader::new(h);
-        if r.array::<4>()? != BATCH_MAGIC {
-            return Err(CorruptionKind::BadMagic);
+        let magic = r.array::<4>()?;
+        if magic != BATCH_MAGIC {
+            return Err(CorruptionKind::BadMagic {
+                expected: BATCH_MAGIC,
+                found: magic,
+            });
         }
         let crc = r.u32()?;
         let batch_len = r.u32()?;
@@ -237,7 +248,7 @@ impl BatchHeader {
             records_len: r.u32()?,
         };
         if version != BATCH_VERSION {
-            return Err(CorruptionKind::UnsupportedVersion);
+            return Err(unsupported(version.into(), BATCH_VERSION.into()));
         }
         if (header.batch_len as usize) < BATCH_HEADER_BYTES {
             return Err(CorruptionKind::Malformed("batch length below its header"));
@@ -260,12 +271,12 @@ impl BatchHeader {
     /// `ChecksumMismatch` or `Malformed`.
     pub(crate) fn verify(&self, bytes: &[u8]) -> Result<(), CorruptionKind> {
         debug_assert_eq!(bytes.len(), self.batch_len as usize);
-        let covered = bytes.get(8..).ok_or(CorruptionKind::Truncated)?;
-        let actual = crc32c::crc32c(covered);
-        if actual != self.crc {
+        let covered = bytes.get(8..).ok_or(truncated(bytes.len(), 8))?;
+        let computed = crc32c::crc32c(covered);
+        if computed != self.crc {
             return Err(CorruptionKind::ChecksumMismatch {
-                expected: self.crc,
-                actual,
+                stored: self.crc,
+                computed,
             });
         }
         if self.flags & !FLAGS_KNOWN != 0 || self.compression() > COMPRESSION_ZSTD {
@@ -330,8 +341,12 @@ pub(crate) fn encode_index(header: &IndexHeader, entries: &[(u32, u32)]) -> Vec<
 /// The [`CorruptionKind`] found.
 pub(crate) fn decode_index(bytes: &[u8]) -> Result<(IndexHeader, Vec<(u32, u32)>), CorruptionKind> {
     let mut r = Reader::new(bytes);
-    if r.array::<4>()? != INDEX_MAGIC {
-        return Err(CorruptionKind::BadMagic);
+    let magic = r.array::<4>()?;
+    if magic != INDEX_MAGIC {
+        return Err(CorruptionKind::BadMagic {
+            expected: INDEX_MAGIC,
+            found: magic,
+        });
     }
     let version = r.u16()?;
     let reserved = r.u16()?;
@@ -348,16 +363,13 @@ pub(crate) fn decode_index(bytes: &[u8]) -> Result<(IndexHeader, Vec<(u32, u32)>
             "index entry count does not match the file",
         ));
     }
-    let head = bytes.get(..36).ok_or(CorruptionKind::Truncated)?;
-    let actual = crc32c::crc32c_append(crc32c::crc32c(head), body);
-    if stored != actual {
-        return Err(CorruptionKind::ChecksumMismatch {
-            expected: stored,
-            actual,
-        });
+    let head = bytes.get(..36).ok_or(truncated(bytes.len(), 36))?;
+    let computed = crc32c::crc32c_append(crc32c::crc32c(head), body);
+    if stored != computed {
+        return Err(CorruptionKind::ChecksumMismatch { stored, computed });
     }
     if version != VERSION {
-        return Err(CorruptionKind::UnsupportedVersion);
+        return Err(unsupported(version, VERSION));
     }
     if reserved != 0 {
         return Err(CorruptionKind::Malformed("reserved index header bytes"));

@@ -37,6 +37,7 @@ use crate::format::PAGE_BYTES;
 use quorumlog_io::codec::{Reader, Writer};
 
 use crate::error::{CorruptionKind, Result};
+use crate::format::truncated;
 
 /// The most bytes a cut intent carries: a page and a batch.
 const MAX_BYTES: u64 = MAX_BATCH_BYTES + PAGE_BYTES;
@@ -110,8 +111,12 @@ impl Intent {
     /// The [`CorruptionKind`] found.
     pub(crate) fn decode(bytes: &[u8]) -> Result<Intent, CorruptionKind> {
         let mut r = Reader::new(bytes);
-        if r.array::<4>()? != MAGIC {
-            return Err(CorruptionKind::BadMagic);
+        let magic = r.array::<4>()?;
+        if magic != MAGIC {
+            return Err(CorruptionKind::BadMagic {
+                expected: MAGIC,
+                found: magic,
+            });
         }
         let version = r.u16()?;
         let kind = r.u8()?;
@@ -120,22 +125,25 @@ impl Intent {
         let len = r.u32()? as usize;
         let stored = r.u32()?;
         let carried = r.rest();
-        if carried.len() != len || len as u64 > MAX_BYTES {
-            return Err(CorruptionKind::Truncated);
+        if len as u64 > MAX_BYTES {
+            return Err(CorruptionKind::Malformed("intent carries more than a page and a batch"));
         }
-        let head = bytes.get(..36).ok_or(CorruptionKind::Truncated)?;
-        let crc = crc32c::crc32c_append(crc32c::crc32c(head), carried);
-        if crc != stored {
-            return Err(CorruptionKind::ChecksumMismatch {
-                expected: stored,
-                actual: crc,
-            });
+        if carried.len() != len {
+            return Err(truncated(carried.len(), len));
+        }
+        let head = bytes.get(..36).ok_or(truncated(bytes.len(), 36))?;
+        let computed = crc32c::crc32c_append(crc32c::crc32c(head), carried);
+        if computed != stored {
+            return Err(CorruptionKind::ChecksumMismatch { stored, computed });
         }
         if reserved != 0 {
             return Err(CorruptionKind::Malformed("reserved intent byte"));
         }
         if version != VERSION {
-            return Err(CorruptionKind::UnsupportedVersion);
+            return Err(CorruptionKind::UnsupportedVersion {
+                found: version,
+                supported: VERSION,
+            });
         }
         match kind {
             1 => Ok(Intent::Cut {

@@ -210,8 +210,8 @@ fn missing_corrupt_or_stale_index_files_are_rebuilt() {
         let want = match case {
             "missing" => Some(IndexProblem::Missing),
             "corrupt" => Some(IndexProblem::Corrupt(CorruptionKind::ChecksumMismatch {
-                expected: 0,
-                actual: 0,
+                stored: 0,
+                computed: 0,
             })),
             "stale" => Some(IndexProblem::Stale),
             _ => None,

@@ -5,29 +5,9 @@ use std::path::PathBuf;
 
 use crate::id::SnapshotId;
 
-/// What is wrong with snapshot bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CorruptionKind {
-    /// Fewer bytes than the structure needs.
-    #[error("truncated")]
-    Truncated,
-    /// The header magic is not there.
-    #[error("bad magic")]
-    BadMagic,
-    /// The file does not end with a valid footer (unfinished or cut).
-    #[error("no footer")]
-    NoFooter,
-    /// A stored checksum does not match.
-    #[error("checksum mismatch")]
-    ChecksumMismatch,
-    /// A version this build cannot read.
-    #[error("unsupported version")]
-    UnsupportedVersion,
-    /// Checksums match but a rule of the format is broken.
-    #[error("malformed: {0}")]
-    Malformed(&'static str),
-}
+/// What is wrong with snapshot bytes: the one structured kind shared by
+/// every crate of quorumlog.
+pub use quorumlog_checkpoint::CorruptionKind;
 
 /// Errors of the snapshot crate.
 #[derive(Debug, thiserror::Error)]

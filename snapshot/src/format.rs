@@ -31,7 +31,7 @@
 //! out any byte.
 
 use quorumlog_checkpoint::{Epoch, Offset};
-use quorumlog_io::codec::{Reader, Short, Writer};
+use quorumlog_io::codec::{Reader, Writer};
 
 use crate::error::CorruptionKind;
 pub(crate) use crate::id::SnapshotId;
@@ -55,9 +55,19 @@ pub(crate) const MAX_CHUNK_BYTES: usize = 16 << 20;
 /// Compression flag: zstd.
 pub(crate) const FLAG_ZSTD: u16 = 1;
 
-impl From<Short> for CorruptionKind {
-    fn from(_: Short) -> Self {
-        CorruptionKind::Truncated
+/// `Truncated`: `len` bytes where `needed` are required.
+fn truncated(len: usize, needed: usize) -> CorruptionKind {
+    CorruptionKind::Truncated {
+        len: len as u64,
+        needed: needed as u64,
+    }
+}
+
+/// `UnsupportedVersion`.
+fn unsupported(found: u16) -> CorruptionKind {
+    CorruptionKind::UnsupportedVersion {
+        found,
+        supported: VERSION,
     }
 }
 
@@ -106,11 +116,15 @@ impl Header {
     /// `BadMagic`, `Truncated` or `Malformed`.
     pub fn metadata_len(fixed: &[u8]) -> Result<usize, CorruptionKind> {
         if fixed.len() < HEADER_BYTES {
-            return Err(CorruptionKind::Truncated);
+            return Err(truncated(fixed.len(), HEADER_BYTES));
         }
         let mut r = Reader::new(fixed);
-        if r.array::<4>()? != HEADER_MAGIC {
-            return Err(CorruptionKind::BadMagic);
+        let magic = r.array::<4>()?;
+        if magic != HEADER_MAGIC {
+            return Err(CorruptionKind::BadMagic {
+                expected: HEADER_MAGIC,
+                found: magic,
+            });
         }
         r.bytes(28)?;
         let len = r.u32()? as usize;
@@ -127,7 +141,7 @@ impl Header {
     pub fn decode(bytes: &[u8]) -> Result<Header, CorruptionKind> {
         let len = Self::metadata_len(bytes)?;
         if bytes.len() != HEADER_BYTES + len {
-            return Err(CorruptionKind::Truncated);
+            return Err(truncated(bytes.len(), HEADER_BYTES + len));
         }
         let mut r = Reader::new(bytes);
         let _magic = r.array::<4>()?;
@@ -139,12 +153,13 @@ impl Header {
         let _len = r.u32()?;
         let stored = r.u32()?;
         let metadata = r.rest();
-        let head = bytes.get(..36).ok_or(CorruptionKind::Truncated)?;
-        if crc32c::crc32c_append(crc32c::crc32c(head), metadata) != stored {
-            return Err(CorruptionKind::ChecksumMismatch);
+        let head = bytes.get(..36).ok_or(truncated(bytes.len(), 36))?;
+        let computed = crc32c::crc32c_append(crc32c::crc32c(head), metadata);
+        if computed != stored {
+            return Err(CorruptionKind::ChecksumMismatch { stored, computed });
         }
         if version != VERSION {
-            return Err(CorruptionKind::UnsupportedVersion);
+            return Err(unsupported(version));
         }
         if flags & !FLAG_ZSTD != 0 {
             return Err(CorruptionKind::Malformed("unknown flags"));
@@ -238,7 +253,7 @@ impl Footer {
     /// The [`CorruptionKind`] found.
     pub(crate) fn decode(f: &[u8]) -> Result<Footer, CorruptionKind> {
         if f.len() != FOOTER_BYTES {
-            return Err(CorruptionKind::Truncated);
+            return Err(truncated(f.len(), FOOTER_BYTES));
         }
         let mut r = Reader::new(f);
         if r.array::<4>()? != FOOTER_MAGIC {
@@ -254,11 +269,12 @@ impl Footer {
         };
         let reserved_tail = r.u32()?;
         let stored = r.u32()?;
-        if crc32c::crc32c(f.get(..36).unwrap_or_default()) != stored {
-            return Err(CorruptionKind::ChecksumMismatch);
+        let computed = crc32c::crc32c(f.get(..36).unwrap_or_default());
+        if computed != stored {
+            return Err(CorruptionKind::ChecksumMismatch { stored, computed });
         }
         if version != VERSION {
-            return Err(CorruptionKind::UnsupportedVersion);
+            return Err(unsupported(version));
         }
         if reserved != 0 || reserved_tail != 0 {
             return Err(CorruptionKind::Malformed("reserved footer bytes"));

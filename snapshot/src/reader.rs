@@ -38,12 +38,21 @@ fn bad(path: &Path, position: u64, kind: CorruptionKind) -> Error {
     }
 }
 
+/// `Truncated`: `len` bytes where `needed` are required.
+fn truncated(len: u64, needed: u64) -> CorruptionKind {
+    CorruptionKind::Truncated { len, needed }
+}
+
 /// Verifies the file at `path` of length `len` end to end: footer, header,
 /// every chunk's checksum and bounds, the totals, and the whole-file
 /// checksum. Memory: one chunk.
 pub(crate) fn verify(file: &dyn File, path: &Path, len: u64) -> Result<Verified> {
     if len < (HEADER_BYTES + FOOTER_BYTES) as u64 {
-        return Err(bad(path, len, CorruptionKind::Truncated));
+        return Err(bad(
+            path,
+            len,
+            truncated(len, (HEADER_BYTES + FOOTER_BYTES) as u64),
+        ));
     }
     let mut fbuf = [0u8; FOOTER_BYTES];
     let footer_at = len - FOOTER_BYTES as u64;
@@ -61,7 +70,7 @@ pub(crate) fn verify(file: &dyn File, path: &Path, len: u64) -> Result<Verified>
     let meta_len = Header::metadata_len(&fixed).map_err(|k| bad(path, 0, k))?;
     let data_start = (HEADER_BYTES + meta_len) as u64;
     if data_start > footer_at {
-        return Err(bad(path, 0, CorruptionKind::Truncated));
+        return Err(bad(path, 0, truncated(footer_at, data_start)));
     }
     let mut hbuf = vec![0u8; HEADER_BYTES + meta_len];
     file.read_exact_at(&mut hbuf, 0)?;
@@ -87,7 +96,11 @@ pub(crate) fn verify(file: &dyn File, path: &Path, len: u64) -> Result<Verified>
         pos += (CHUNK_HEADER_BYTES as u64) + u64::from(ch.stored_len);
     }
     if crc != footer.file_crc {
-        return Err(bad(path, footer_at, CorruptionKind::ChecksumMismatch));
+        let mismatch = CorruptionKind::ChecksumMismatch {
+            stored: footer.file_crc,
+            computed: crc,
+        };
+        return Err(bad(path, footer_at, mismatch));
     }
     if chunks != footer.chunk_count || data_len != footer.data_len {
         return Err(bad(
@@ -113,19 +126,25 @@ pub(crate) fn read_chunk_at<'b>(
     buf: &'b mut Vec<u8>,
 ) -> Result<(ChunkHeader, &'b [u8])> {
     if pos + CHUNK_HEADER_BYTES as u64 > limit {
-        return Err(bad(path, pos, CorruptionKind::Truncated));
+        let room = limit.saturating_sub(pos);
+        return Err(bad(path, pos, truncated(room, CHUNK_HEADER_BYTES as u64)));
     }
     let mut h = [0u8; CHUNK_HEADER_BYTES];
     file.read_exact_at(&mut h, pos)?;
     let ch = ChunkHeader::decode(&h).map_err(|k| bad(path, pos, k))?;
     let end = pos + CHUNK_HEADER_BYTES as u64 + u64::from(ch.stored_len);
     if end > limit {
-        return Err(bad(path, pos, CorruptionKind::Truncated));
+        return Err(bad(path, pos, truncated(limit - pos, end - pos)));
     }
     buf.resize(ch.stored_len as usize, 0);
     file.read_exact_at(buf, pos + CHUNK_HEADER_BYTES as u64)?;
-    if crc32c::crc32c(buf) != ch.crc {
-        return Err(bad(path, pos, CorruptionKind::ChecksumMismatch));
+    let computed = crc32c::crc32c(buf);
+    if computed != ch.crc {
+        let mismatch = CorruptionKind::ChecksumMismatch {
+            stored: ch.crc,
+            computed,
+        };
+        return Err(bad(path, pos, mismatch));
     }
     Ok((ch, buf.as_slice()))
 }

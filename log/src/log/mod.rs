@@ -23,8 +23,8 @@ use quorumlog_io::File;
 
 use crate::batch::BatchRef;
 use crate::dir::LogDir;
-use crate::error::{CorruptionKind, Error, Result};
-use crate::format::BatchHeader;
+use crate::error::{Error, Result};
+use crate::format::{truncated, BatchHeader, BATCH_HEADER_BYTES};
 use crate::options::{LogOptions, Preallocation, WriteAlignment};
 use crate::recovery::{recover, RecoveryReport};
 use crate::segment::walk::{self, BufSource, Slot};
@@ -448,7 +448,10 @@ fn verified_batches(seg: &Segment, pos: u64, buf: &[u8], first: Offset) -> Resul
             Slot::Header { position, header } => (position, header),
             // The end of the segment's data, or of this buffer.
             Slot::End | Slot::NeedMore if !batches.is_empty() || next >= seg.end_offset => break,
-            Slot::End | Slot::NeedMore => return Err(fail(here, None, CorruptionKind::Truncated)),
+            // Zeros where the segment's data says a batch is.
+            Slot::End | Slot::NeedMore => {
+                return Err(fail(here, None, truncated(0, BATCH_HEADER_BYTES)))
+            }
             Slot::Invalid { position, kind } if batches.is_empty() => {
                 return Err(fail(position, None, kind))
             }
@@ -459,7 +462,8 @@ fn verified_batches(seg: &Segment, pos: u64, buf: &[u8], first: Offset) -> Resul
             if batches.is_empty() {
                 // The first batch always fits (the buffer was sized for it):
                 // a length past the segment's end is corruption.
-                return Err(fail(at, Some(h.epoch), CorruptionKind::Truncated));
+                let room = usize::try_from(buf_end - at).unwrap_or(usize::MAX);
+                return Err(fail(at, Some(h.epoch), truncated(room, h.batch_len as usize)));
             }
             break; // cut by max_bytes: stop before it
         }

@@ -23,6 +23,7 @@ use crate::segment::walk::padded_end;
 use crate::segment::Location;
 
 /// An invalid place found while verifying.
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Invalid {
     seg: usize,
     /// Where the invalid bytes start.
@@ -82,7 +83,7 @@ impl Recovery<'_> {
                     offset: Offset(0),
                 },
                 None,
-                kind.clone(),
+                *kind,
             ));
         }
         // Redoing changes the log: the clean marker must go first.
@@ -487,8 +488,8 @@ impl Recovery<'_> {
             Stop::Invalid {
                 kind: kind @ (CorruptionKind::Misplaced { .. } | CorruptionKind::EpochOrder { .. }),
                 ..
-            } => return self.decide_invalid(Finding::Misplaced, invalid(kind.clone())),
-            Stop::Invalid { kind, .. } => (Finding::TornTail, kind.clone()),
+            } => return self.decide_invalid(Finding::Misplaced, invalid(*kind)),
+            Stop::Invalid { kind, .. } => (Finding::TornTail, *kind),
             _ => (
                 Finding::BytesAfterData,
                 CorruptionKind::Malformed("non-zero bytes after the end of the data"),
@@ -597,7 +598,7 @@ fn sealed_end_problem(
             position,
             kind,
             epoch,
-        } => Some((*position, kind.clone(), *epoch)),
+        } => Some((*position, *kind, *epoch)),
         Stop::Zeros | Stop::EndOfFile | Stop::Limit if end == next_base => None,
         Stop::Zeros | Stop::EndOfFile | Stop::Limit => {
             Some((data_end, CorruptionKind::Gap { end, next_base }, None))

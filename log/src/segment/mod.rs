@@ -20,7 +20,7 @@ use quorumlog_io::{File, FileSystem, OpenMode};
 
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{
-    decode_segment_header, encode_segment_header, segment_file_name, BatchHeader,
+    decode_segment_header, encode_segment_header, segment_file_name, truncated, BatchHeader,
     BATCH_HEADER_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::options::Preallocation;
@@ -74,8 +74,12 @@ impl Segment {
         let path = dir.join(segment_file_name(base));
         let file = fs.open(&path, OpenMode::ReadWrite)?;
         let mut h = [0u8; SEGMENT_HEADER_BYTES];
-        let header = if file.len()? < SEGMENT_HEADER_BYTES as u64 {
-            Err(CorruptionKind::Truncated)
+        let len = file.len()?;
+        let header = if len < SEGMENT_HEADER_BYTES as u64 {
+            Err(CorruptionKind::Truncated {
+                len,
+                needed: SEGMENT_HEADER_BYTES as u64,
+            })
         } else {
             file.read_exact_at(&mut h, 0)?;
             decode_segment_header(&h)
@@ -204,7 +208,7 @@ impl Segment {
                         offset: at,
                     },
                     None,
-                    CorruptionKind::Truncated,
+                    truncated(0, BATCH_HEADER_BYTES),
                 ))
             }
         };
@@ -275,7 +279,7 @@ impl Segment {
                     offset: expected,
                 },
                 None,
-                CorruptionKind::Truncated,
+                truncated(0, BATCH_HEADER_BYTES),
             )),
         }
     }

@@ -24,7 +24,7 @@ use quorumlog_io::File;
 
 use crate::batch::{verify_batch, MAX_BATCH_BYTES};
 use crate::error::{CorruptionKind, Result};
-use crate::format::{align_up, BatchHeader, BATCH_HEADER_BYTES, BATCH_MAGIC, PAGE_BYTES};
+use crate::format::{align_up, truncated, BatchHeader, BATCH_HEADER_BYTES, BATCH_MAGIC, PAGE_BYTES};
 
 /// Where the writer continues after a sync that ended the data at `end`
 /// (with page alignment): the next page boundary. The walker's padding rule
@@ -157,14 +157,20 @@ pub(crate) fn batch<'s>(
     limit: u64,
 ) -> Result<std::result::Result<&'s [u8], CorruptionKind>> {
     let len = u64::from(header.batch_len);
-    if len > MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64 || position + len > limit {
-        return Ok(Err(CorruptionKind::Truncated));
+    if len > MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64 {
+        return Ok(Err(CorruptionKind::Malformed("batch length over the maximum")));
+    }
+    if position + len > limit {
+        return Ok(Err(CorruptionKind::Truncated {
+            len: limit.saturating_sub(position),
+            needed: len,
+        }));
     }
     // Lossless: bounded by MAX_BATCH_BYTES above.
     let want = usize::try_from(len).unwrap_or(0);
     let bytes = src.bytes(position, want)?;
     if bytes.len() < want {
-        return Ok(Err(CorruptionKind::Truncated));
+        return Ok(Err(truncated(bytes.len(), want)));
     }
     if let Err(kind) = verify_batch(bytes) {
         return Ok(Err(kind));
@@ -336,7 +342,7 @@ mod tests {
             slot(&mut src, 4096, 8192).unwrap(),
             Slot::Invalid {
                 position: 4096,
-                kind: CorruptionKind::BadMagic
+                kind: CorruptionKind::BadMagic { .. }
             }
         ));
         // Zeros at a page boundary end the data; the limit ends it too.
