@@ -97,7 +97,7 @@ pub struct OpenReport {
 struct State {
     election: QuorumState,
     checkpoints: Checkpoints,
-    poisoned: Option<String>,
+    poisoned: Option<quorumlog_io::Failure>,
 }
 
 /// An open, locked data directory.
@@ -483,14 +483,16 @@ impl DataDir {
     }
 
     fn write_locked<F: SmallFile>(&self, st: &mut State, value: &F) -> Result<()> {
-        if let Some(cause) = &st.poisoned {
+        if let Some(f) = st.poisoned {
             return Err(Error::Poisoned {
-                cause: cause.clone(),
+                op: f.op,
+                kind: f.kind,
             });
         }
-        small_file::write(self.fs.as_ref(), &self.dir, value).map_err(|e| {
-            st.poisoned = Some(format!("writing {}: {e}", F::NAME));
-            e
+        small_file::write(self.fs.as_ref(), &self.dir, value).inspect_err(|e| {
+            if e.is_io() {
+                st.poisoned = Some(e.failure());
+            }
         })
     }
 }

@@ -248,11 +248,33 @@ pub enum Error {
     },
     /// A write or sync failed earlier; nothing more is written until the
     /// directory is reopened.
-    #[error("poisoned by an earlier failed write or sync: {cause}")]
+    #[error("poisoned by an earlier failure: {op} failed ({kind:?})")]
     Poisoned {
-        /// The first failure.
-        cause: String,
+        /// The operation that failed first.
+        op: &'static str,
+        /// What it reported.
+        kind: io::ErrorKind,
     },
+}
+
+impl Error {
+    /// Whether this is an I/O failure (or the poisoning one left): the
+    /// errors that poison, as opposed to refusals and bad input.
+    pub fn is_io(&self) -> bool {
+        matches!(self, Error::Io(_) | Error::Poisoned { .. })
+    }
+
+    /// The failure to record when this error poisons a component.
+    pub fn failure(&self) -> quorumlog_io::Failure {
+        match self {
+            Error::Io(e) => quorumlog_io::Failure::of(e),
+            Error::Poisoned { op, kind } => quorumlog_io::Failure { op, kind: *kind },
+            _ => quorumlog_io::Failure {
+                op: "checkpoint",
+                kind: io::ErrorKind::Other,
+            },
+        }
+    }
 }
 
 /// The result type of this crate.

@@ -271,6 +271,33 @@ impl std::error::Error for PathError {
     }
 }
 
+/// What failed, as kept by a component that a failure poisons: the
+/// operation (`"write"`, `"sync_data"`, …) and the error kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    /// The operation that failed.
+    pub op: &'static str,
+    /// What the OS (or the simulated disk) reported.
+    pub kind: io::ErrorKind,
+}
+
+impl Failure {
+    /// The failure `e` reports (its operation if it names one).
+    pub fn of(e: &io::Error) -> Failure {
+        let op = e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<PathError>())
+            .map_or("io", |p| p.op);
+        Failure { op, kind: e.kind() }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} failed ({:?})", self.op, self.kind)
+    }
+}
+
 /// Wraps `source` so its message names `op` and `path`, keeping its kind.
 pub fn path_error(op: &'static str, path: &Path, source: io::Error) -> io::Error {
     // An error that already names its path is not wrapped twice.

@@ -63,7 +63,9 @@ mod uring;
 #[path = "uring_off.rs"]
 mod uring;
 
-pub use fs::{parent_dir, path_error, DirEntry, File, FileSystem, LockGuard, OpenMode, PathError};
+pub use fs::{
+    parent_dir, path_error, DirEntry, Failure, File, FileSystem, LockGuard, OpenMode, PathError,
+};
 pub use real::{BackendInUse, IoBackend, RealFile, RealFs};
 #[cfg(any(test, feature = "sim"))]
 pub use sim::{CrashPlan, FaultKind, FaultOp, SimFs, SimRng, Tear};

@@ -3,6 +3,7 @@
 use std::io;
 
 use quorumlog_checkpoint::{Epoch, Offset};
+use quorumlog_io::Failure;
 
 /// What is wrong with bytes that failed verification: the one structured
 /// kind shared by every crate of quorumlog.
@@ -51,12 +52,12 @@ pub enum Error {
         found: Offset,
     },
     /// An append with an epoch older than the log's last epoch.
-    #[error("epoch {found} is older than the log's epoch {last}")]
+    #[error("epoch {proposed} is older than the log's epoch {current}")]
     EpochRegression {
         /// The last epoch in the log.
-        last: Epoch,
+        current: Epoch,
         /// The epoch of the append.
-        found: Epoch,
+        proposed: Epoch,
     },
     /// An append whose offsets would not fit in a `u64`: offsets never
     /// wrap.
@@ -101,13 +102,53 @@ pub enum Error {
     /// Options that make no sense.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
+    /// `close` while another handle still shares the log (a clone of its
+    /// `Arc` held elsewhere).
+    #[error("the log is still shared and cannot be closed")]
+    StillShared,
     /// A write or sync failed earlier; nothing more is acknowledged until
     /// the log is reopened (docs/design.md invariant 6).
-    #[error("log poisoned by an earlier failure: {cause}")]
+    #[error("log poisoned by an earlier failure: {op} failed ({kind:?})")]
     Poisoned {
-        /// The first failure.
-        cause: String,
+        /// The operation that failed first (`"close"` once closed).
+        op: &'static str,
+        /// What it reported.
+        kind: io::ErrorKind,
     },
+}
+
+impl Error {
+    /// Whether this is an I/O failure (or the poisoning one left): the only
+    /// errors that poison the log. Refusals (a checkpoint rule, bad input)
+    /// do not.
+    pub fn is_io(&self) -> bool {
+        match self {
+            Error::Io(_) | Error::Poisoned { .. } => true,
+            Error::Checkpoint(c) => c.is_io(),
+            _ => false,
+        }
+    }
+
+    /// The failure to record when this error poisons the log.
+    pub(crate) fn failure(&self) -> Failure {
+        match self {
+            Error::Io(e) => Failure::of(e),
+            Error::Checkpoint(c) => c.failure(),
+            Error::Poisoned { op, kind } => Failure { op, kind: *kind },
+            _ => Failure {
+                op: "log",
+                kind: io::ErrorKind::Other,
+            },
+        }
+    }
+
+    /// The `Poisoned` error for `failure`.
+    pub(crate) fn poisoned(failure: Failure) -> Error {
+        Error::Poisoned {
+            op: failure.op,
+            kind: failure.kind,
+        }
+    }
 }
 
 /// The result type of this crate.

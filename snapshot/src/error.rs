@@ -58,9 +58,6 @@ pub enum Error {
         /// The announced total.
         total: u64,
     },
-    /// No install in progress for this id (or with that size).
-    #[error("no install in progress for {0}")]
-    UnknownInstall(SnapshotId),
     /// An install finished before all bytes arrived.
     #[error("install has {received} of {total} bytes")]
     Incomplete {
@@ -69,9 +66,15 @@ pub enum Error {
         /// Bytes announced.
         total: u64,
     },
-    /// Invalid options or arguments.
-    #[error("invalid argument: {0}")]
-    Invalid(String),
+    /// An argument out of its range.
+    #[error("invalid argument: {what}")]
+    InvalidArgument {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// The writer was used after it was frozen or failed.
+    #[error("the snapshot writer is finished")]
+    WriterFinished,
 }
 
 /// The result type of this crate.

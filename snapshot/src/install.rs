@@ -72,7 +72,9 @@ fn verified_prefix(file: &dyn File, path: &std::path::Path, len: u64) -> Result<
 impl Install {
     pub(crate) fn begin(inner: Arc<SnapshotDir>, id: SnapshotId, total: u64) -> Result<Install> {
         if total < (HEADER_BYTES + FOOTER_BYTES) as u64 {
-            return Err(Error::Invalid(format!("total size {total} is too small")));
+            return Err(Error::InvalidArgument {
+                what: "total size below a header and a footer",
+            });
         }
         // Other partial downloads of this id (another size) are abandoned.
         for e in inner.fs().list(inner.dir())? {

@@ -231,9 +231,9 @@ impl SnapshotStore {
     pub fn read_chunk(&self, id: SnapshotId, position: u64, max_bytes: usize) -> Result<Vec<u8>> {
         let size = self.get(id).ok_or(Error::NotFound(id))?.size_bytes;
         if position > size {
-            return Err(Error::Invalid(format!(
-                "position {position} past the end {size}"
-            )));
+            return Err(Error::InvalidArgument {
+                what: "position past the end of the snapshot",
+            });
         }
         let len = usize::try_from((size - position).min(max_bytes as u64)).unwrap_or(0);
         let f = self.inner.fs().open(&self.inner.path(id), OpenMode::Read)?;

@@ -66,10 +66,14 @@ impl SnapshotWriter {
         options: WriterOptions,
     ) -> Result<Self> {
         if options.chunk_bytes == 0 || options.chunk_bytes > MAX_CHUNK_BYTES / 2 {
-            return Err(Error::Invalid("chunk_bytes must be in 1..=8 MiB".into()));
+            return Err(Error::InvalidArgument {
+                what: "chunk_bytes must be in 1..=8 MiB",
+            });
         }
         if metadata.len() > MAX_METADATA_BYTES {
-            return Err(Error::Invalid("metadata over 1 MiB".into()));
+            return Err(Error::InvalidArgument {
+                what: "metadata over 1 MiB",
+            });
         }
         let file = inner
             .fs()
@@ -104,7 +108,7 @@ impl SnapshotWriter {
     fn file(&self) -> Result<&dyn File> {
         self.file
             .as_deref()
-            .ok_or_else(|| Error::Invalid("writer already finished".into()))
+            .ok_or(Error::WriterFinished)
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {

@@ -15,6 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLockReadGuard};
 use std::thread::JoinHandle;
 
 use quorumlog_checkpoint::{DataDir, Epoch, Offset};
+use quorumlog_io::Failure;
 
 use crate::error::{Error, Result};
 use crate::log::{AppendInfo, FollowerBatch, Log, ReadBatches};
@@ -111,7 +112,7 @@ impl DurableLog {
     }
 
     fn check_poisoned(&self) -> Result<()> {
-        match &self.shared.state().poisoned {
+        match self.shared.state().poisoned {
             Some(cause) => Err(Shared::poisoned_error(cause)),
             None => Ok(()),
         }
@@ -152,7 +153,10 @@ impl DurableLog {
             let mut q = self.lock_queue();
             if let Some(last) = q.last_epoch {
                 if epoch < last {
-                    return Err(Error::EpochRegression { last, found: epoch });
+                    return Err(Error::EpochRegression {
+                        current: last,
+                        proposed: epoch,
+                    });
                 }
             }
             let mut bytes = Vec::new();
@@ -332,7 +336,7 @@ impl DurableLog {
     pub fn on_durable(&self, offset: Offset, completion: Completion) {
         let now = {
             let mut st = self.shared.state();
-            if let Some(cause) = &st.poisoned {
+            if let Some(cause) = st.poisoned {
                 Err(Shared::poisoned_error(cause))
             } else if st.flushed >= offset {
                 Ok(st.flushed)
@@ -477,9 +481,9 @@ impl DurableLog {
     fn after_log_change<T>(&self, r: &Result<T>) {
         let fired = {
             let mut st = self.shared.state();
-            if let Err(e @ (Error::Io(_) | Error::Checkpoint(_))) = r {
-                if st.poisoned.is_none() {
-                    st.poisoned = Some(e.to_string());
+            if let Err(e) = r {
+                if e.is_io() && st.poisoned.is_none() {
+                    st.poisoned = Some(e.failure());
                 }
             }
             let fired = take_due(&mut st);
@@ -516,7 +520,10 @@ impl DurableLog {
         let leftover = {
             let mut st = self.shared.state();
             if st.poisoned.is_none() {
-                st.poisoned = Some("log closed".into());
+                st.poisoned = Some(Failure {
+                    op: "close",
+                    kind: std::io::ErrorKind::Other,
+                });
             }
             take_due(&mut st)
         };
@@ -525,7 +532,7 @@ impl DurableLog {
         let shared = Arc::clone(&self.shared);
         drop(self);
         let lock = Arc::try_unwrap(shared)
-            .map_err(|_| Error::InvalidOptions("log still shared at close".into()))?;
+            .map_err(|_| Error::StillShared)?;
         let log = lock
             .log
             .into_inner()

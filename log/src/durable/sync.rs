@@ -30,6 +30,8 @@ use std::time::Duration;
 
 use quorumlog_checkpoint::Offset;
 
+use quorumlog_io::Failure;
+
 use crate::error::{Error, Result};
 use crate::log::Log;
 
@@ -71,7 +73,7 @@ pub(crate) struct SyncState {
     /// those it covers, and one more to lead the next round — no herd.
     pub parked: BTreeMap<(Offset, u64), std::thread::Thread>,
     pub next_parked: u64,
-    pub poisoned: Option<String>,
+    pub poisoned: Option<Failure>,
     pub shutdown: bool,
     /// Registered completions by (offset, sequence).
     pub completions: BTreeMap<(Offset, u64), Completion>,
@@ -113,10 +115,8 @@ impl Shared {
         self.log.write().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(super) fn poisoned_error(cause: &str) -> Error {
-        Error::Poisoned {
-            cause: cause.to_string(),
-        }
+    pub(super) fn poisoned_error(failure: Failure) -> Error {
+        Error::poisoned(failure)
     }
 
     /// Runs one sync round if none is in flight and something is unsynced.
@@ -152,7 +152,7 @@ impl Shared {
                 }
                 Ok(()) => {} // a truncation intervened: the round is void
                 Err(e) => {
-                    st.poisoned = Some(format!("sync failed: {e}"));
+                    st.poisoned = Some(Failure::of(e));
                 }
             }
             let fired = take_due(&mut st);
@@ -164,7 +164,7 @@ impl Shared {
         };
         if let Err(e) = result {
             // The log refuses everything from now on (invariant 6).
-            self.log_write().poison(format!("sync failed: {e}"));
+            self.log_write().poison(Failure::of(&e));
         }
         fire(fired);
         true
@@ -176,8 +176,8 @@ impl Shared {
         let mut st = self.state();
         st.waiters += 1;
         let result = loop {
-            if let Some(cause) = &st.poisoned {
-                break Err(Self::poisoned_error(cause));
+            if let Some(f) = st.poisoned {
+                break Err(Self::poisoned_error(f));
             }
             if st.flushed >= offset {
                 break Ok(st.flushed);
@@ -253,9 +253,9 @@ pub(crate) fn wake_parked(st: &mut SyncState) {
 /// once poisoned).
 pub(crate) fn take_due(st: &mut SyncState) -> Vec<(Completion, Result<Offset>)> {
     let mut out = Vec::new();
-    if let Some(cause) = st.poisoned.clone() {
+    if let Some(cause) = st.poisoned {
         for (_, c) in std::mem::take(&mut st.completions) {
-            out.push((c, Err(Shared::poisoned_error(&cause))));
+            out.push((c, Err(Shared::poisoned_error(cause))));
         }
         return out;
     }

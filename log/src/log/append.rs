@@ -98,8 +98,8 @@ impl Log {
             if let Some(last) = epoch {
                 if b.epoch < last {
                     return Err(Error::EpochRegression {
-                        last,
-                        found: b.epoch,
+                        current: last,
+                        proposed: b.epoch,
                     });
                 }
             }
@@ -121,7 +121,10 @@ impl Log {
 
     fn check_epoch(&self, epoch: Epoch) -> Result<()> {
         match self.last_epoch() {
-            Some(last) if epoch < last => Err(Error::EpochRegression { last, found: epoch }),
+            Some(last) if epoch < last => Err(Error::EpochRegression {
+                current: last,
+                proposed: epoch,
+            }),
             _ => Ok(()),
         }
     }

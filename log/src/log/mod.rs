@@ -19,7 +19,7 @@ mod truncate;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, LogClaim, Offset, RecoveryPoint};
-use quorumlog_io::File;
+use quorumlog_io::{Failure, File};
 
 use crate::batch::BatchRef;
 use crate::dir::LogDir;
@@ -46,7 +46,7 @@ pub struct Log {
     high_watermark: Option<Offset>,
     epochs: EpochMap,
     flushed: Offset,
-    poisoned: Option<String>,
+    poisoned: Option<Failure>,
     scratch: Vec<u8>,
     prepared: Option<NextSegment>,
     report: RecoveryReport,
@@ -161,18 +161,16 @@ impl Log {
     }
 
     pub(crate) fn check_poisoned(&self) -> Result<()> {
-        match &self.poisoned {
-            Some(cause) => Err(Error::Poisoned {
-                cause: cause.clone(),
-            }),
+        match self.poisoned {
+            Some(f) => Err(Error::poisoned(f)),
             None => Ok(()),
         }
     }
 
     /// Refuses everything from now on (a sync failed elsewhere).
-    pub(crate) fn poison(&mut self, cause: String) {
+    pub(crate) fn poison(&mut self, failure: Failure) {
         if self.poisoned.is_none() {
-            self.poisoned = Some(cause);
+            self.poisoned = Some(failure);
         }
     }
 
@@ -181,8 +179,8 @@ impl Log {
         self.check_poisoned()?;
         let r = f(self);
         if let Err(e) = &r {
-            if matches!(e, Error::Io(_) | Error::Checkpoint(_)) && self.poisoned.is_none() {
-                self.poisoned = Some(e.to_string());
+            if e.is_io() && self.poisoned.is_none() {
+                self.poisoned = Some(e.failure());
             }
         }
         r
