@@ -126,7 +126,9 @@ impl Intent {
         let stored = r.u32()?;
         let carried = r.rest();
         if len as u64 > MAX_BYTES {
-            return Err(CorruptionKind::Malformed("intent carries more than a page and a batch"));
+            return Err(CorruptionKind::Malformed(
+                "intent carries more than a page and a batch",
+            ));
         }
         if carried.len() != len {
             return Err(truncated(carried.len(), len));

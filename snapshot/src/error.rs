@@ -72,9 +72,58 @@ pub enum Error {
         /// What is wrong.
         what: &'static str,
     },
+    /// A write or sync of this writer or install failed earlier; nothing
+    /// more is written through it (drop it and start again).
+    #[error("poisoned by an earlier failure: {op} failed ({kind:?})")]
+    Poisoned {
+        /// The operation that failed first.
+        op: &'static str,
+        /// What it reported.
+        kind: io::ErrorKind,
+    },
     /// The writer was used after it was frozen or failed.
     #[error("the snapshot writer is finished")]
     WriterFinished,
+}
+
+impl Error {
+    /// Whether this is an I/O failure (or the poisoning one left): the only
+    /// errors that poison a writer or an install.
+    pub fn is_io(&self) -> bool {
+        matches!(self, Error::Io(_) | Error::Poisoned { .. })
+    }
+
+    /// The failure to record when this error poisons.
+    pub(crate) fn failure(&self) -> quorumlog_io::Failure {
+        match self {
+            Error::Io(e) => quorumlog_io::Failure::of(e),
+            Error::Poisoned { op, kind } => quorumlog_io::Failure { op, kind: *kind },
+            _ => quorumlog_io::Failure {
+                op: "snapshot",
+                kind: io::ErrorKind::Other,
+            },
+        }
+    }
+
+    /// Runs `f` unless `poisoned`; an I/O failure of `f` poisons.
+    pub(crate) fn guard<T>(
+        poisoned: &mut Option<quorumlog_io::Failure>,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        if let Some(p) = *poisoned {
+            return Err(Error::Poisoned {
+                op: p.op,
+                kind: p.kind,
+            });
+        }
+        let r = f();
+        if let Err(e) = &r {
+            if e.is_io() {
+                *poisoned = Some(e.failure());
+            }
+        }
+        r
+    }
 }
 
 /// The result type of this crate.

@@ -28,6 +28,8 @@ pub struct Install {
     path: PathBuf,
     file: Box<dyn File>,
     pos: u64,
+    /// Set by a failed write: every later call fails.
+    poisoned: Option<quorumlog_io::Failure>,
 }
 
 /// The end of the longest prefix of `file` made of a valid header and valid
@@ -113,6 +115,7 @@ impl Install {
             path,
             file,
             pos,
+            poisoned: None,
         })
     }
 
@@ -136,8 +139,10 @@ impl Install {
     ///
     /// # Errors
     /// `WrongPosition` naming the expected position; `Oversize` past the
-    /// announced total; `Io`.
+    /// announced total; `Io`, after which the install is poisoned (every
+    /// later call returns `Poisoned`; drop it and resume with a new one).
     pub fn write_chunk(&mut self, position: u64, bytes: &[u8]) -> Result<()> {
+        Error::guard(&mut self.poisoned, || Ok(()))?;
         if position != self.pos {
             return Err(Error::WrongPosition {
                 position,
@@ -152,7 +157,10 @@ impl Install {
                 total: self.total,
             });
         }
-        self.file.write_all_and_sync_at(bytes, position)?;
+        let file = &self.file;
+        Error::guard(&mut self.poisoned, || {
+            Ok(file.write_all_and_sync_at(bytes, position)?)
+        })?;
         self.pos += len;
         Ok(())
     }
@@ -164,7 +172,8 @@ impl Install {
     /// `Incomplete` before all bytes arrived; `Corruption` if it does not
     /// verify (the partial file is removed: the install must start over);
     /// `Io`.
-    pub fn finish(self) -> Result<SnapshotInfo> {
+    pub fn finish(mut self) -> Result<SnapshotInfo> {
+        Error::guard(&mut self.poisoned, || Ok(()))?;
         if self.pos != self.total {
             return Err(Error::Incomplete {
                 received: self.pos,

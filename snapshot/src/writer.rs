@@ -50,6 +50,8 @@ pub struct SnapshotWriter {
     crc: u32,
     data_len: u64,
     chunks: u32,
+    /// Set by a failed write: every later call fails.
+    poisoned: Option<quorumlog_io::Failure>,
 }
 
 fn created_ms() -> u64 {
@@ -100,15 +102,14 @@ impl SnapshotWriter {
             crc: 0,
             data_len: 0,
             chunks: 0,
+            poisoned: None,
         };
         w.write_raw(&header)?;
         Ok(w)
     }
 
     fn file(&self) -> Result<&dyn File> {
-        self.file
-            .as_deref()
-            .ok_or(Error::WriterFinished)
+        self.file.as_deref().ok_or(Error::WriterFinished)
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
@@ -138,8 +139,16 @@ impl SnapshotWriter {
     /// Appends state bytes.
     ///
     /// # Errors
-    /// `Io` (the writer should then be dropped; its file is removed).
-    pub fn write(&mut self, mut data: &[u8]) -> Result<()> {
+    /// `Io`, after which the writer is poisoned: every later call returns
+    /// `Poisoned` (drop it; its file is removed).
+    pub fn write(&mut self, data: &[u8]) -> Result<()> {
+        let mut poisoned = self.poisoned.take();
+        let r = Error::guard(&mut poisoned, || self.write_unguarded(data));
+        self.poisoned = poisoned;
+        r
+    }
+
+    fn write_unguarded(&mut self, mut data: &[u8]) -> Result<()> {
         while !data.is_empty() {
             let room = self.options.chunk_bytes - self.buf.len();
             let (now, later) = data.split_at(room.min(data.len()));
@@ -190,6 +199,12 @@ impl SnapshotWriter {
     /// `Io`; the `.part` file is then removed (best effort) and no snapshot
     /// is listed.
     pub fn freeze(mut self) -> Result<SnapshotInfo> {
+        if let Some(p) = self.poisoned {
+            return Err(Error::Poisoned {
+                op: p.op,
+                kind: p.kind,
+            });
+        }
         self.flush_chunk()?;
         let footer = Footer {
             total_len: self.pos + crate::format::FOOTER_BYTES as u64,

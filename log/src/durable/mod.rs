@@ -531,8 +531,7 @@ impl DurableLog {
         r?;
         let shared = Arc::clone(&self.shared);
         drop(self);
-        let lock = Arc::try_unwrap(shared)
-            .map_err(|_| Error::StillShared)?;
+        let lock = Arc::try_unwrap(shared).map_err(|_| Error::StillShared)?;
         let log = lock
             .log
             .into_inner()

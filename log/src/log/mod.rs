@@ -461,7 +461,11 @@ fn verified_batches(seg: &Segment, pos: u64, buf: &[u8], first: Offset) -> Resul
                 // The first batch always fits (the buffer was sized for it):
                 // a length past the segment's end is corruption.
                 let room = usize::try_from(buf_end - at).unwrap_or(usize::MAX);
-                return Err(fail(at, Some(h.epoch), truncated(room, h.batch_len as usize)));
+                return Err(fail(
+                    at,
+                    Some(h.epoch),
+                    truncated(room, h.batch_len as usize),
+                ));
             }
             break; // cut by max_bytes: stop before it
         }

@@ -24,7 +24,9 @@ use quorumlog_io::File;
 
 use crate::batch::{verify_batch, MAX_BATCH_BYTES};
 use crate::error::{CorruptionKind, Result};
-use crate::format::{align_up, truncated, BatchHeader, BATCH_HEADER_BYTES, BATCH_MAGIC, PAGE_BYTES};
+use crate::format::{
+    align_up, truncated, BatchHeader, BATCH_HEADER_BYTES, BATCH_MAGIC, PAGE_BYTES,
+};
 
 /// Where the writer continues after a sync that ended the data at `end`
 /// (with page alignment): the next page boundary. The walker's padding rule
@@ -158,7 +160,9 @@ pub(crate) fn batch<'s>(
 ) -> Result<std::result::Result<&'s [u8], CorruptionKind>> {
     let len = u64::from(header.batch_len);
     if len > MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64 {
-        return Ok(Err(CorruptionKind::Malformed("batch length over the maximum")));
+        return Ok(Err(CorruptionKind::Malformed(
+            "batch length over the maximum",
+        )));
     }
     if position + len > limit {
         return Ok(Err(CorruptionKind::Truncated {
