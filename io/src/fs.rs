@@ -101,9 +101,7 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>>;
 
     /// Which I/O backend serves writes and syncs, for reports.
-    fn backend_description(&self) -> String {
-        "simulated disk".to_string()
-    }
+    fn backend_description(&self) -> String;
 }
 
 /// An open file. Positional reads and writes take `&self` so one file can be

@@ -15,7 +15,11 @@
 //! - **A failed write or sync poisons** the log until it is reopened.
 //!
 //! Appends return before the data is durable; [`Log::flush`] makes it
-//! durable (group commit is the next layer's).
+//! durable. [`DurableLog`] is the type to embed: the log shared by many
+//! threads, with group commit (waits, completions, a watermark). `Log` is
+//! the single-owner core it wraps.
+//!
+//! Both are `Send + Sync` (checked at compile time below).
 //!
 //! ```
 //! use std::path::Path;
@@ -36,6 +40,14 @@
 //! log.close().unwrap();
 //! ```
 #![forbid(unsafe_code)]
+
+// The types an embedder shares between threads are Send + Sync.
+const _: fn() = || {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<DurableLog>();
+    shared::<Log>();
+    shared::<quorumlog_checkpoint::DataDir>();
+};
 
 mod batch;
 mod dir;

@@ -32,6 +32,12 @@
 //! ```
 #![forbid(unsafe_code)]
 
+// The store is shared between threads.
+const _: fn() = || {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<SnapshotStore>();
+};
+
 mod dir;
 mod error;
 mod format;

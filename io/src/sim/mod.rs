@@ -426,6 +426,10 @@ impl SimFs {
 }
 
 impl FileSystem for SimFs {
+    fn backend_description(&self) -> String {
+        "simulated disk".to_string()
+    }
+
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn File>> {
         let mut st = self.lock_state();
         st.check_alive().map_err(|e| path_error("open", path, e))?;
