@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use quorumlog_io::{parent_dir, FileSystem, LockGuard};
 
 use crate::epoch_map::EpochMap;
-use crate::error::{CorruptionKind, Error, NotFormattedReason, Result};
+use crate::error::{CorruptionKind, Error, Location, NotFormattedReason, Result};
 use crate::meta::Meta;
 use crate::points::{HighWatermark, LogStartOffset, RecoveryPoint};
 use crate::quorum_state::QuorumState;
@@ -316,7 +316,7 @@ impl DataDir {
             let path = dir.join(sub);
             if !fs.exists(&path)? {
                 return Err(Error::Corruption {
-                    file: path,
+                    at: Location::file(path),
                     kind: CorruptionKind::Missing,
                 });
             }
@@ -329,7 +329,7 @@ impl DataDir {
         }
         let quorum_state = small_file::read::<QuorumState>(fs.as_ref(), dir)?.ok_or_else(|| {
             Error::Corruption {
-                file: small_file::path_of::<QuorumState>(dir),
+                at: Location::file(small_file::path_of::<QuorumState>(dir)),
                 kind: CorruptionKind::Missing,
             }
         })?;

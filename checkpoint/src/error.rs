@@ -117,6 +117,62 @@ impl CorruptionKind {
     }
 }
 
+/// Where damage was found, in any file of a data directory: the one
+/// location type of every crate's `Corruption` error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Location {
+    /// A byte of a file (a small file, an index file, an intent, a
+    /// snapshot); 0 when the whole file is concerned.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The byte position.
+        position: u64,
+    },
+    /// A byte of a log segment, where `offset` was expected (or found).
+    Segment {
+        /// The segment's base offset.
+        segment: Offset,
+        /// The byte position in the segment file.
+        position: u64,
+        /// The offset expected (or found) there.
+        offset: Offset,
+    },
+}
+
+impl Location {
+    /// The byte position.
+    pub fn position(&self) -> u64 {
+        match self {
+            Location::File { position, .. } | Location::Segment { position, .. } => *position,
+        }
+    }
+
+    /// A whole file.
+    pub fn file(path: impl Into<PathBuf>) -> Location {
+        Location::File {
+            path: path.into(),
+            position: 0,
+        }
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File { path, position } => {
+                write!(f, "{} at byte {position}", path.display())
+            }
+            Location::Segment {
+                segment,
+                position,
+                offset,
+            } => write!(f, "segment {segment} at byte {position} (offset {offset})"),
+        }
+    }
+}
+
 /// Why a directory is not a usable data directory.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -182,11 +238,11 @@ pub enum Error {
         found: String,
     },
     /// A file failed verification.
-    #[error("corrupt file {file}: {kind}")]
+    #[error("corrupt {at}: {kind}")]
     Corruption {
-        /// The file.
-        file: PathBuf,
-        /// What is wrong with it.
+        /// Where.
+        at: Location,
+        /// What is wrong.
         kind: CorruptionKind,
     },
     /// A quorum-state update would move the epoch backwards.

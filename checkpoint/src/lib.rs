@@ -61,7 +61,7 @@ pub use data_dir::{
     SharedFs, CHECKPOINTS_DIR, LOCK_FILE, LOG_DIR, SNAPSHOTS_DIR,
 };
 pub use epoch_map::{EpochEntry, EpochMap};
-pub use error::{CorruptionKind, Error, NotFormattedReason, Result};
+pub use error::{CorruptionKind, Error, Location, NotFormattedReason, Result};
 pub use meta::Meta;
 pub use points::{HighWatermark, LogStartOffset, RecoveryPoint};
 pub use quorum_state::{QuorumState, MAX_VOTERS};

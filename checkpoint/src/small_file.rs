@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use quorumlog_io::{parent_dir, FileSystem, OpenMode};
 
-use crate::error::{CorruptionKind, Error, Result};
+use crate::error::{CorruptionKind, Error, Location, Result};
 use crate::format::{self, MAX_FILE_BYTES};
 
 /// The suffix of a file being replaced.
@@ -90,14 +90,17 @@ pub(crate) fn read<F: SmallFile>(fs: &dyn FileSystem, dir: &Path) -> Result<Opti
     if len > MAX_FILE_BYTES as u64 {
         // Never allocate what a damaged length claims.
         return Err(Error::Corruption {
-            file: path,
+            at: Location::file(path),
             kind: CorruptionKind::Malformed("file larger than any valid small file"),
         });
     }
     let bytes = file.read_to_end()?;
     F::decode(&bytes)
         .map(Some)
-        .map_err(|kind| Error::Corruption { file: path, kind })
+        .map_err(|kind| Error::Corruption {
+            at: Location::file(path),
+            kind,
+        })
 }
 
 /// Removes every `*.tmp` left in `dir` by an interrupted replace, and makes

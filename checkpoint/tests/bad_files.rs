@@ -19,7 +19,7 @@ use common::{both, overwrite, read_all};
 const VERSION: u16 = 1;
 
 use quorumlog_checkpoint::{
-    format, ClusterId, CorruptionKind, DataDir, Error, NodeId, OpenOptions, SharedFs,
+    format, ClusterId, CorruptionKind, DataDir, Error, Location, NodeId, OpenOptions, SharedFs,
 };
 
 const CHECKPOINT_FILES: [&str; 4] = [
@@ -81,8 +81,8 @@ fn unreadable_quorum_state_fails_open_naming_the_file() {
         for (what, bytes, expected) in damaged(&valid) {
             overwrite(fs.as_ref(), &path, &bytes);
             match DataDir::open(fs.clone(), dir, &OpenOptions::default()) {
-                Err(Error::Corruption { file, kind }) => {
-                    assert_eq!(file, path, "{what}");
+                Err(Error::Corruption { at, kind }) => {
+                    assert_eq!(at, Location::file(&path), "{what}");
                     assert!(expected(&kind), "{what}: {kind}");
                 }
                 other => panic!("{what}: open must fail, got {other:?}"),
@@ -91,7 +91,7 @@ fn unreadable_quorum_state_fails_open_naming_the_file() {
         fs.remove_file(&path).unwrap();
         let e = DataDir::open(fs.clone(), dir, &OpenOptions::default()).unwrap_err();
         assert!(
-            matches!(&e, Error::Corruption { kind: CorruptionKind::Missing, file } if *file == path),
+            matches!(&e, Error::Corruption { kind: CorruptionKind::Missing, at } if *at == Location::file(&path)),
             "{e}"
         );
         overwrite(fs.as_ref(), &path, &valid);

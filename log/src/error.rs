@@ -7,7 +7,7 @@ use quorumlog_io::Failure;
 
 /// What is wrong with bytes that failed verification: the one structured
 /// kind shared by every crate of quorumlog.
-pub use quorumlog_checkpoint::CorruptionKind;
+pub use quorumlog_checkpoint::{CorruptionKind, Location};
 
 /// Errors of the log crate.
 #[derive(Debug, thiserror::Error)]
@@ -20,14 +20,11 @@ pub enum Error {
     #[error(transparent)]
     Checkpoint(#[from] quorumlog_checkpoint::Error),
     /// Bytes that failed verification, and where. Never returned as data.
-    #[error("corruption in segment {segment} at byte {position} (offset {offset}, epoch {epoch:?}): {kind}")]
+    #[error("corruption in {at} (epoch {epoch:?}): {kind}")]
     Corruption {
-        /// Base offset of the segment.
-        segment: Offset,
-        /// Byte position in the segment file.
-        position: u64,
-        /// The offset expected (or found) there.
-        offset: Offset,
+        /// Where: a segment, the byte position, and the offset expected (or
+        /// found) there.
+        at: Location,
         /// The epoch of the batch, when its header could be read.
         epoch: Option<Epoch>,
         /// What is wrong.

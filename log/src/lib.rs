@@ -65,7 +65,7 @@ mod segment;
 
 pub use batch::{BatchRef, Records};
 pub use durable::{Completion, DurableLog, SyncPolicy};
-pub use error::{CorruptionKind, Error, Result};
+pub use error::{CorruptionKind, Error, Location, Result};
 pub use log::{AppendInfo, FollowerBatch, Log, ReadBatches};
 pub use options::{
     Compression, LogOptions, Preallocation, RecoveryMode, SegmentPreparation, WriteAlignment,

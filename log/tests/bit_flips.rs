@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use common::{batch_range, open_log, payload, read_all, seg_path, shared, sim, small_options, DIR};
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::{CrashPlan, SimFs};
-use quorumlog_log::{CorruptionKind, Error, LogOptions, RecoveryMode};
+use quorumlog_log::{CorruptionKind, Error, Location, LogOptions, RecoveryMode};
 
 const RECORDS: u64 = 45;
 
@@ -89,7 +89,8 @@ fn flipped_bit_behind_the_recovery_point_is_reported_on_read_never_returned() {
                         }
                         at = r.next_offset().unwrap();
                     }
-                    Err(Error::Corruption { position, .. }) => {
+                    Err(Error::Corruption { at: where_, .. }) => {
+                        let position = where_.position();
                         assert!(
                             position <= *start,
                             "named position {position}, batch at {start}"
@@ -120,8 +121,9 @@ fn flipped_bit_after_the_recovery_point_fails_strict_open() {
             .unwrap();
         match open_log(&shared(&disk), Path::new(DIR), &strict()) {
             Err(Error::Corruption {
-                position,
-                offset,
+                at: Location::Segment {
+                    position, offset, ..
+                },
                 kind,
                 ..
             }) => {
@@ -158,7 +160,10 @@ fn flipped_bit_in_a_sealed_segment_without_index_fails_strict_open() {
         .unwrap();
     match open_log(&shared(&disk), Path::new(DIR), &strict()) {
         Err(Error::Corruption {
-            position, offset, ..
+            at: Location::Segment {
+                position, offset, ..
+            },
+            ..
         }) => {
             assert_eq!((position, offset), (start, Offset(o)));
         }
@@ -185,9 +190,9 @@ fn a_batch_copied_to_another_position_is_detected() {
     copy(&disk);
     let log = open_log(&shared(&disk), Path::new(DIR), &strict()).unwrap();
     match log.read(Offset(o5), 1) {
-        Err(Error::Corruption { kind, position, .. }) => {
+        Err(Error::Corruption { kind, at, .. }) => {
             assert!(matches!(kind, CorruptionKind::Misplaced { .. }), "{kind}");
-            assert_eq!(position, s5);
+            assert_eq!(at.position(), s5);
         }
         other => panic!("misplaced batch returned: {other:?}"),
     }

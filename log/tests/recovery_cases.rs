@@ -24,7 +24,8 @@ use common::{
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::{CrashPlan, FileSystem, OpenMode, SimFs};
 use quorumlog_log::{
-    CorruptionKind, Error, IndexProblem, LogOptions, RecoveryMode, ScanStart, WriteAlignment,
+    CorruptionKind, Error, IndexProblem, Location, LogOptions, RecoveryMode, ScanStart,
+    WriteAlignment,
 };
 
 /// 60 records of 70 bytes in batches of 3, several segments, clean close.
@@ -109,7 +110,7 @@ fn missing_segment_in_the_middle_is_a_gap() {
     match open_log(&shared(&disk), Path::new(DIR), &opts()) {
         Err(Error::Corruption {
             kind: CorruptionKind::Gap { end, next_base },
-            segment,
+            at: Location::Segment { segment, .. },
             ..
         }) => {
             assert_eq!((segment, end, next_base), (bases[0], bases[1], bases[2]));
@@ -249,7 +250,7 @@ fn a_headerless_segment_is_damage_strict_refuses_lenient_drops_it() {
     disk.sync_dir(&Path::new(DIR).join("log")).unwrap();
     let err = assert_refused_unchanged(&shared(&disk), Path::new(DIR), &opts());
     assert!(
-        matches!(err, Error::Corruption { segment, position: 0, .. } if segment == next),
+        matches!(err, Error::Corruption { at: Location::Segment { segment, position: 0, .. }, .. } if segment == next),
         "{err:?}"
     );
     let lenient = LogOptions {

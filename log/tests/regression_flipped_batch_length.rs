@@ -37,7 +37,7 @@ fn a_batch_length_past_the_segment_end_is_reported() {
     let log = open_log(&shared(&disk), Path::new(DIR), &small_options()).unwrap();
     for from in [Offset(3)] {
         match log.read(from, 1 << 16) {
-            Err(Error::Corruption { position, .. }) => assert_eq!(position, start),
+            Err(Error::Corruption { at, .. }) => assert_eq!(at.position(), start),
             other => panic!("expected corruption, got {other:?}"),
         }
     }

@@ -25,7 +25,7 @@ use common::{
 };
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::CrashPlan;
-use quorumlog_log::{Error, LogOptions, RecoveryMode};
+use quorumlog_log::{Error, Location, LogOptions, RecoveryMode};
 
 #[test]
 fn a_flipped_header_bit_is_refused_without_touching_the_disk() {
@@ -53,8 +53,11 @@ fn a_flipped_header_bit_is_refused_without_touching_the_disk() {
                 matches!(
                     err,
                     Error::Corruption {
-                        segment: Offset(0),
-                        position: 0,
+                        at: Location::Segment {
+                            segment: Offset(0),
+                            position: 0,
+                            ..
+                        },
                         ..
                     }
                 ),

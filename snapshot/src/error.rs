@@ -1,13 +1,12 @@
 //! The error type of the snapshot crate.
 
 use std::io;
-use std::path::PathBuf;
 
 use crate::id::SnapshotId;
 
 /// What is wrong with snapshot bytes: the one structured kind shared by
 /// every crate of quorumlog.
-pub use quorumlog_checkpoint::CorruptionKind;
+pub use quorumlog_checkpoint::{CorruptionKind, Location};
 
 /// Errors of the snapshot crate.
 #[derive(Debug, thiserror::Error)]
@@ -17,12 +16,10 @@ pub enum Error {
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
     /// A snapshot file failed verification.
-    #[error("corrupt snapshot {file} at byte {position}: {kind}")]
+    #[error("corrupt snapshot {at}: {kind}")]
     Corruption {
-        /// The file.
-        file: PathBuf,
-        /// Where the problem was found.
-        position: u64,
+        /// Where (a file and a byte).
+        at: Location,
         /// What is wrong.
         kind: CorruptionKind,
     },

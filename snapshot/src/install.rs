@@ -186,8 +186,7 @@ impl Install {
             Ok(_) => {
                 self.abandon()?;
                 return Err(Error::Corruption {
-                    file: self.path.clone(),
-                    position: 0,
+                    at: crate::error::Location::file(&self.path),
                     kind: crate::error::CorruptionKind::Malformed("another snapshot's id"),
                 });
             }

@@ -50,7 +50,7 @@ mod reader;
 mod store;
 mod writer;
 
-pub use error::{CorruptionKind, Error, Result};
+pub use error::{CorruptionKind, Error, Location, Result};
 pub use id::{SnapshotId, SnapshotInfo};
 pub use install::Install;
 pub use reader::SnapshotReader;

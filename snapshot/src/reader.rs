@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use quorumlog_io::{File, FileSystem, OpenMode};
 
-use crate::error::{CorruptionKind, Error, Result};
+use crate::error::{CorruptionKind, Error, Location, Result};
 use crate::format::{
     ChunkHeader, Footer, Header, CHUNK_HEADER_BYTES, FLAG_ZSTD, FOOTER_BYTES, HEADER_BYTES,
 };
@@ -32,8 +32,10 @@ pub(crate) struct Verified {
 
 fn bad(path: &Path, position: u64, kind: CorruptionKind) -> Error {
     Error::Corruption {
-        file: path.to_path_buf(),
-        position,
+        at: Location::File {
+            path: path.to_path_buf(),
+            position,
+        },
         kind,
     }
 }

@@ -377,16 +377,19 @@ pub(crate) fn preallocate(file: &dyn File, size_bytes: u64, prealloc: Preallocat
 /// A `Corruption` error.
 pub(crate) fn corruption(at: Location, epoch: Option<Epoch>, kind: CorruptionKind) -> Error {
     Error::Corruption {
-        segment: at.segment,
-        position: at.position,
-        offset: at.offset,
+        at: quorumlog_checkpoint::Location::Segment {
+            segment: at.segment,
+            position: at.position,
+            offset: at.offset,
+        },
         epoch,
         kind,
     }
 }
 
-/// Where corruption was found: three numbers that must not be swapped, so
-/// they are named at every call.
+/// Where corruption was found in a segment, as the log's code builds it:
+/// three numbers that must not be swapped, so they are named at every call
+/// (`corruption` turns it into the shared `Location::Segment`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Location {
     /// The segment's base offset.
