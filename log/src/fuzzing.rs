@@ -53,7 +53,7 @@ pub fn decode_batch(bytes: &[u8]) -> bool {
 /// # Panics
 /// On a walker bug.
 fn walk_segment_bytes(bytes: &[u8]) {
-    use crate::segment::walk::{batch, slot, BufSource, Slot};
+    use crate::segment::walk::{batch, slot, BufSource, DataEnd, Slot};
     use quorumlog_checkpoint::Offset;
     let limit = bytes.len() as u64;
     let mut src = BufSource {
@@ -61,7 +61,7 @@ fn walk_segment_bytes(bytes: &[u8]) {
         start: 0,
     };
     for pos in 0..limit.min(64) {
-        let Ok(found) = slot(&mut src, pos, limit) else {
+        let Ok(found) = slot(&mut src, pos, DataEnd(limit)) else {
             continue;
         };
         match found {
@@ -71,7 +71,13 @@ fn walk_segment_bytes(bytes: &[u8]) {
                     "header inside the limit"
                 );
                 assert!(position == pos || position % crate::format::PAGE_BYTES == 0);
-                if let Ok(Ok(b)) = batch(&mut src, position, &header, header.base_offset, limit) {
+                if let Ok(Ok(b)) = batch(
+                    &mut src,
+                    position,
+                    &header,
+                    header.base_offset,
+                    DataEnd(limit),
+                ) {
                     assert_eq!(b.len(), header.batch_len as usize);
                 }
             }
@@ -82,9 +88,9 @@ fn walk_segment_bytes(bytes: &[u8]) {
     // End to end, as recovery's scan would.
     let mut pos = 0;
     let mut expected: Option<Offset> = None;
-    while let Ok(Slot::Header { position, header }) = slot(&mut src, pos, limit) {
+    while let Ok(Slot::Header { position, header }) = slot(&mut src, pos, DataEnd(limit)) {
         let want = expected.unwrap_or(header.base_offset);
-        let Ok(Ok(b)) = batch(&mut src, position, &header, want, limit) else {
+        let Ok(Ok(b)) = batch(&mut src, position, &header, want, DataEnd(limit)) else {
             break;
         };
         let next = position + b.len() as u64;

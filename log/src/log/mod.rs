@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::format::{truncated, BatchHeader, BATCH_HEADER_BYTES};
 use crate::options::{LogOptions, Preallocation, WriteAlignment};
 use crate::recovery::{recover, RecoveryReport};
-use crate::segment::walk::{self, BufSource, Slot};
+use crate::segment::walk::{self, BufSource, DataEnd, Slot};
 use crate::segment::Location;
 use crate::segment::Segment;
 
@@ -442,7 +442,7 @@ fn verified_batches(seg: &Segment, pos: u64, buf: &[u8], first: Offset) -> Resul
                 kind,
             )
         };
-        let (at, h) = match walk::slot(&mut src, here, seg.end_position)? {
+        let (at, h) = match walk::slot(&mut src, here, DataEnd(seg.end_position))? {
             Slot::Header { position, header } => (position, header),
             // The end of the segment's data, or of this buffer.
             Slot::End | Slot::NeedMore if !batches.is_empty() || next >= seg.end_offset => break,
@@ -469,7 +469,7 @@ fn verified_batches(seg: &Segment, pos: u64, buf: &[u8], first: Offset) -> Resul
             }
             break; // cut by max_bytes: stop before it
         }
-        if let Err(kind) = walk::batch(&mut src, at, &h, next, seg.end_position)? {
+        if let Err(kind) = walk::batch(&mut src, at, &h, next, DataEnd(seg.end_position))? {
             return Err(fail(at, Some(h.epoch), kind));
         }
         // Lossless: within the buffer.

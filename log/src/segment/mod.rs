@@ -25,7 +25,7 @@ use crate::format::{
 };
 use crate::options::Preallocation;
 use index::SparseIndex;
-use walk::{FileSource, Slot};
+use walk::{DataEnd, FileSource, Slot};
 
 /// An open segment.
 #[derive(Debug)]
@@ -184,7 +184,7 @@ impl Segment {
     ) -> Result<(BatchHeader, Vec<u8>)> {
         let at = expected.unwrap_or(self.base);
         let mut src = FileSource::new(self.file.as_ref(), self.end_position, PAGE_CHUNK);
-        let header = match walk::slot(&mut src, position, self.end_position)? {
+        let header = match walk::slot(&mut src, position, DataEnd(self.end_position))? {
             Slot::Header {
                 position: p,
                 header,
@@ -213,7 +213,13 @@ impl Segment {
             }
         };
         let want = expected.unwrap_or(header.base_offset);
-        match walk::batch(&mut src, position, &header, want, self.end_position)? {
+        match walk::batch(
+            &mut src,
+            position,
+            &header,
+            want,
+            DataEnd(self.end_position),
+        )? {
             Ok(bytes) => Ok((header, bytes.to_vec())),
             Err(kind) => Err(corruption(
                 Location {
@@ -245,7 +251,7 @@ impl Segment {
         position: u64,
         expected: Offset,
     ) -> Result<(u64, BatchHeader)> {
-        match walk::slot(src, position, self.end_position)? {
+        match walk::slot(src, position, DataEnd(self.end_position))? {
             Slot::Header { position, header } => {
                 if header.base_offset != expected {
                     return Err(corruption(

@@ -14,7 +14,7 @@ use crate::batch::{verify_batch, MAX_BATCH_BYTES};
 use crate::error::{CorruptionKind, Result};
 use crate::format::{BatchHeader, BATCH_HEADER_BYTES, BATCH_MAGIC};
 use crate::segment::index::SparseIndex;
-use crate::segment::walk::{self, FileSource, Slot, Source};
+use crate::segment::walk::{self, DataEnd, FileSource, Slot, Source};
 
 const CHUNK_BYTES: usize = 1 << 20;
 
@@ -102,7 +102,7 @@ pub(crate) fn scan(
             out.stop = Stop::EndOfFile;
             return Ok(out);
         }
-        let (position, header) = match walk::slot(&mut src, pos, file_len)? {
+        let (position, header) = match walk::slot(&mut src, pos, DataEnd(file_len))? {
             // What lies at or after the limit is not this scan's business.
             Slot::Header { position, .. } | Slot::Invalid { position, .. } if position >= limit => {
                 out.stop = Stop::Limit;
@@ -157,7 +157,7 @@ fn check_batch(
     out: &ScanOutcome,
     file_len: u64,
 ) -> Result<std::result::Result<u64, CorruptionKind>> {
-    let len = match walk::batch(src, position, header, out.end_offset, file_len)? {
+    let len = match walk::batch(src, position, header, out.end_offset, DataEnd(file_len))? {
         Ok(bytes) => bytes.len() as u64,
         Err(kind) => return Ok(Err(kind)),
     };

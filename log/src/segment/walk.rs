@@ -35,6 +35,12 @@ pub(crate) fn padded_end(end: u64) -> u64 {
     align_up(end)
 }
 
+/// The position the data of a segment cannot extend past (its known end, or
+/// the file's length): a type of its own, so it is never swapped with the
+/// position being classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DataEnd(pub(crate) u64);
+
 /// Bytes of a segment by position.
 pub(crate) trait Source {
     /// The bytes `[pos, pos + len)`, clipped to what the source holds (the
@@ -72,11 +78,12 @@ pub(crate) enum Slot {
 }
 
 /// Classifies the bytes at `pos` of a segment whose data cannot extend past
-/// `limit`.
+/// `end`.
 ///
 /// # Errors
 /// `Io` on read failure.
-pub(crate) fn slot(src: &mut impl Source, pos: u64, limit: u64) -> Result<Slot> {
+pub(crate) fn slot(src: &mut impl Source, pos: u64, end: DataEnd) -> Result<Slot> {
+    let limit = end.0;
     if pos >= limit {
         return Ok(Slot::End);
     }
@@ -146,7 +153,7 @@ fn header_len(pos: u64, limit: u64) -> usize {
 }
 
 /// Reads and verifies the whole batch of `header` at `position`, which must
-/// end by `limit` and hold `expected` as its base offset. Returns its bytes,
+/// end by `end` and hold `expected` as its base offset. Returns its bytes,
 /// or what is wrong with it.
 ///
 /// # Errors
@@ -156,8 +163,9 @@ pub(crate) fn batch<'s>(
     position: u64,
     header: &BatchHeader,
     expected: Offset,
-    limit: u64,
+    end: DataEnd,
 ) -> Result<std::result::Result<&'s [u8], CorruptionKind>> {
+    let limit = end.0;
     let len = u64::from(header.batch_len);
     if len > MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64 {
         return Ok(Err(CorruptionKind::Malformed(
@@ -301,14 +309,14 @@ mod tests {
                 start: 0,
             };
             let limit = seg.len() as u64;
-            match slot(&mut src, end, limit).unwrap() {
+            match slot(&mut src, end, DataEnd(limit)).unwrap() {
                 Slot::Header { position, header } => {
                     assert_eq!(
                         (position, header.base_offset),
                         (8192, Offset(1)),
                         "gap {gap}"
                     );
-                    let ok = batch(&mut src, position, &header, Offset(1), limit).unwrap();
+                    let ok = batch(&mut src, position, &header, Offset(1), DataEnd(limit)).unwrap();
                     assert!(ok.is_ok(), "gap {gap}");
                 }
                 other => panic!("gap {gap}: {other:?}"),
@@ -319,7 +327,11 @@ mod tests {
                 buf: &seg,
                 start: 0,
             };
-            assert_eq!(slot(&mut src, end, limit).unwrap(), Slot::End, "gap {gap}");
+            assert_eq!(
+                slot(&mut src, end, DataEnd(limit)).unwrap(),
+                Slot::End,
+                "gap {gap}"
+            );
         }
     }
 
@@ -332,7 +344,7 @@ mod tests {
             start: 0,
         };
         assert!(matches!(
-            slot(&mut src, end, seg.len() as u64).unwrap(),
+            slot(&mut src, end, DataEnd(seg.len() as u64)).unwrap(),
             Slot::Invalid { position, .. } if position == end
         ));
         // Garbage at a page boundary.
@@ -343,15 +355,18 @@ mod tests {
             start: 0,
         };
         assert!(matches!(
-            slot(&mut src, 4096, 8192).unwrap(),
+            slot(&mut src, 4096, DataEnd(8192)).unwrap(),
             Slot::Invalid {
                 position: 4096,
                 kind: CorruptionKind::BadMagic { .. }
             }
         ));
         // Zeros at a page boundary end the data; the limit ends it too.
-        assert_eq!(slot(&mut src, 4097 + 4095, 8192).unwrap(), Slot::End);
-        assert_eq!(slot(&mut src, 8192, 8192).unwrap(), Slot::End);
+        assert_eq!(
+            slot(&mut src, 4097 + 4095, DataEnd(8192)).unwrap(),
+            Slot::End
+        );
+        assert_eq!(slot(&mut src, 8192, DataEnd(8192)).unwrap(), Slot::End);
     }
 
     #[test]
@@ -363,7 +378,7 @@ mod tests {
             start: 0,
         };
         assert_eq!(
-            slot(&mut src, end, seg.len() as u64).unwrap(),
+            slot(&mut src, end, DataEnd(seg.len() as u64)).unwrap(),
             Slot::NeedMore
         );
     }
