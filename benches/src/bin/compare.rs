@@ -9,6 +9,14 @@
 //! `--variants` adds quorumlog with the pwrite backend and with packed
 //! (unaligned) writes, to measure the `io_uring` backend and the cost of page
 //! alignment.
+//!
+//! The write workloads run in `--rounds N` rounds (default 3): in each
+//! round every system runs once, in an order that rotates from round to
+//! round, so a noisy minute on this shared machine hits every system rather
+//! than deciding a row. Each system's row is its median round (the CSV lines
+//! keep their format: `workload,system,entries_per_s,mb_per_s`), and the
+//! ratio lines give the median over rounds of quorumlog / best peer measured
+//! in the same round.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -33,6 +41,7 @@ struct Args {
     variants: bool,
     dir: Option<PathBuf>,
     systems: Option<Vec<String>>,
+    rounds: usize,
 }
 
 fn parse_args() -> Result<Args, BenchError> {
@@ -47,6 +56,7 @@ fn parse_args() -> Result<Args, BenchError> {
         variants: false,
         dir: None,
         systems: None,
+        rounds: 3,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -63,6 +73,7 @@ fn parse_args() -> Result<Args, BenchError> {
                     .collect();
             }
             "--variants" => a.variants = true,
+            "--rounds" => a.rounds = it.next().ok_or("--rounds needs a value")?.parse()?,
             "--systems" => {
                 a.systems = Some(
                     it.next()
@@ -74,14 +85,17 @@ fn parse_args() -> Result<Args, BenchError> {
             }
             "--dir" => a.dir = Some(PathBuf::from(it.next().ok_or("--dir needs a path")?)),
             "-h" | "--help" => {
-                println!("usage: compare [--seconds N] [--csv] [--gib G] [--workloads W1,..,R1,O1] [--variants] [--dir DIR]");
+                println!(
+                    "usage: compare [--seconds N] [--rounds N] [--csv] [--gib G] \
+                     [--workloads W1,..,R1,O1] [--variants] [--systems a,b] [--dir DIR]"
+                );
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
-    if a.seconds <= 0.0 || a.gib <= 0.0 {
-        return Err("--seconds and --gib must be positive".into());
+    if a.seconds <= 0.0 || a.gib <= 0.0 || a.rounds == 0 {
+        return Err("--seconds, --gib and --rounds must be positive".into());
     }
     Ok(a)
 }
@@ -135,6 +149,7 @@ fn run_workload(
     args: &Args,
     base: &Path,
     rows: &mut Vec<Row>,
+    ratios: &mut Vec<(String, f64)>,
 ) -> Result<(), BenchError> {
     let mut systems = vec!["quorumlog", "raft-engine", "okaywal"];
     if w.writers == 1 {
@@ -151,26 +166,61 @@ fn run_workload(
     if let Some(only) = &args.systems {
         systems.retain(|s| only.iter().any(|o| o == s));
     }
-    for name in systems {
-        let dir = base.join(format!("{}-{name}", w.name));
-        let system = open_system(name, &dir)?;
-        let m = run_write(system.as_ref(), w, Duration::from_secs_f64(args.seconds))?;
-        eprintln!(
-            "{:<4} {:<18} {:>12.0} entries/s {:>9.1} MB/s",
-            w.name,
-            name,
-            m.entries_per_s(),
-            m.mb_per_s()
-        );
-        rows.push(Row {
-            workload: w.name.to_string(),
-            system: name.to_string(),
-            m,
-        });
-        drop(system);
-        let _ = std::fs::remove_dir_all(&dir);
+    // Per system: its measurements, and this round's rate.
+    let mut table: Vec<(&str, Vec<Measured>, Option<f64>)> =
+        systems.iter().map(|s| (*s, Vec::new(), None)).collect();
+    let mut round_ratios = Vec::new();
+    for round in 0..args.rounds {
+        let n = table.len();
+        for k in 0..n {
+            let Some(entry) = table.get_mut((k + round) % n) else {
+                continue;
+            };
+            let name = entry.0;
+            let dir = base.join(format!("{}-{name}-{round}", w.name));
+            let system = open_system(name, &dir)?;
+            let m = run_write(system.as_ref(), w, Duration::from_secs_f64(args.seconds))?;
+            eprintln!(
+                "{:<4} {:<18} round {round}: {:>12.0} entries/s {:>9.1} MB/s",
+                w.name,
+                name,
+                m.entries_per_s(),
+                m.mb_per_s()
+            );
+            entry.2 = Some(m.entries_per_s());
+            entry.1.push(m);
+            drop(system);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        let of = |name: &str| table.iter().find(|e| e.0 == name).and_then(|e| e.2);
+        let peer = of("raft-engine")
+            .into_iter()
+            .chain(of("okaywal"))
+            .reduce(f64::max);
+        if let (Some(q), Some(p)) = (of("quorumlog"), peer) {
+            round_ratios.push(q / p);
+        }
+    }
+    for (name, mut measured, _) in table {
+        measured.sort_by(|a, b| a.entries_per_s().total_cmp(&b.entries_per_s()));
+        if let Some(m) = measured.get(measured.len() / 2).copied() {
+            rows.push(Row {
+                workload: w.name.to_string(),
+                system: name.to_string(),
+                m,
+            });
+        }
+    }
+    if let Some(r) = median(&mut round_ratios) {
+        ratios.push((w.name.to_string(), r));
     }
     Ok(())
+}
+
+/// The median of `xs` (sorted in place), if any.
+fn median(xs: &mut [f64]) -> Option<f64> {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied()
 }
 
 /// Reads every segment file of the log in `dir` with plain 1 MiB reads: the
@@ -231,11 +281,12 @@ fn run() -> Result<(), BenchError> {
         args.seconds
     );
     let mut rows: Vec<Row> = Vec::new();
+    let mut ratios: Vec<(String, f64)> = Vec::new();
     for w in WRITE_WORKLOADS
         .iter()
         .filter(|w| args.workloads.iter().any(|n| n == w.name))
     {
-        run_workload(w, &args, base, &mut rows)?;
+        run_workload(w, &args, base, &mut rows, &mut ratios)?;
     }
     let mut extra = String::new();
     if args.workloads.iter().any(|n| n == "R1" || n == "O1") {
@@ -244,7 +295,7 @@ fn run() -> Result<(), BenchError> {
     if args.workloads.iter().any(|n| n == "S1") {
         run_snapshots(&args, base, &mut rows, &mut extra)?;
     }
-    report(&rows, &args, &extra, &backend);
+    report(&rows, &ratios, &args, &extra, &backend);
     Ok(())
 }
 
@@ -372,7 +423,17 @@ fn rate(rows: &[Row], workload: &str, system: &str) -> Option<f64> {
         .map(|r| r.m.entries_per_s())
 }
 
-fn report(rows: &[Row], args: &Args, extra: &str, backend: &str) {
+/// quorumlog / best peer for `workload`: the median over rounds where the
+/// workload ran in rounds, else from the rows.
+fn peer_ratio(rows: &[Row], ratios: &[(String, f64)], workload: &str) -> Option<(String, f64)> {
+    let (peer, p) = best_peer(rows, workload)?;
+    if let Some((_, r)) = ratios.iter().find(|(w, _)| w == workload) {
+        return Some((peer, *r));
+    }
+    Some((peer, rate(rows, workload, "quorumlog")? / p))
+}
+
+fn report(rows: &[Row], ratios: &[(String, f64)], args: &Args, extra: &str, backend: &str) {
     let mut workloads: Vec<&str> = Vec::new();
     for r in rows {
         if !workloads.contains(&r.workload.as_str()) {
@@ -391,8 +452,8 @@ fn report(rows: &[Row], args: &Args, extra: &str, backend: &str) {
             );
         }
         for w in &workloads {
-            if let (Some(q), Some((_, p))) = (rate(rows, w, "quorumlog"), best_peer(rows, w)) {
-                println!("ratio,{w},{:.3}", q / p);
+            if let Some((_, r)) = peer_ratio(rows, ratios, w) {
+                println!("ratio,{w},{r:.3}");
             }
         }
         return;
@@ -415,8 +476,8 @@ fn report(rows: &[Row], args: &Args, extra: &str, backend: &str) {
     for w in &workloads {
         let q = rate(rows, w, "quorumlog");
         let mut parts = Vec::new();
-        if let (Some(q), Some((peer, p))) = (q, best_peer(rows, w)) {
-            parts.push(format!("quorumlog / best peer ({peer}) = {:.2}x", q / p));
+        if let Some((peer, r)) = peer_ratio(rows, ratios, w) {
+            parts.push(format!("quorumlog / best peer ({peer}) = {r:.2}x"));
         }
         if let (Some(q), Some(raw)) = (q, rate(rows, w, "raw")) {
             parts.push(format!("quorumlog / raw = {:.2}x", q / raw));
