@@ -479,17 +479,16 @@ impl DurableLog {
     /// After a direct log operation: poison the sync state if it failed with
     /// I/O, and release what became durable.
     fn after_log_change<T>(&self, r: &Result<T>) {
-        let fired = {
+        let (fired, wake) = {
             let mut st = self.shared.state();
             if let Err(e) = r {
                 if e.is_io() && st.poisoned.is_none() {
                     st.poisoned = Some(e.failure());
                 }
             }
-            let fired = take_due(&mut st);
-            sync::wake_parked(&mut st);
-            fired
+            (take_due(&mut st), sync::to_wake(&st))
         };
+        sync::unpark(wake);
         fire(fired);
     }
 

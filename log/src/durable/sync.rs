@@ -26,6 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockWriteGuard};
+use std::thread::Thread;
 use std::time::Duration;
 
 use quorumlog_checkpoint::Offset;
@@ -138,7 +139,7 @@ impl Shared {
             (target, file, generation)
         };
         let result = file.sync_data();
-        let fired = {
+        let (fired, wake) = {
             let mut st = self.state();
             st.syncing = false;
             match &result {
@@ -159,9 +160,11 @@ impl Shared {
             if st.written > st.flushed && st.waiters == 0 {
                 self.wake_flusher.notify_one();
             }
-            wake_parked(&mut st);
-            fired
+            (fired, to_wake(&st))
         };
+        // Unparked after the lock is released: a woken thread's first act
+        // is to take it.
+        unpark(wake);
         if let Err(e) = result {
             // The log refuses everything from now on (invariant 6).
             self.log_write().poison(Failure::of(&e));
@@ -209,7 +212,8 @@ impl Shared {
 
     /// Wakes parked waiters after the log or the watermark changed.
     pub(super) fn wake_waiters(&self) {
-        wake_parked(&mut self.state());
+        let wake = to_wake(&self.state());
+        unpark(wake);
     }
 
     /// Notes that the log now ends at `end`; wakes the flusher unless the
@@ -226,26 +230,34 @@ impl Shared {
     }
 }
 
-/// Unparks the waiters `flushed` covers (all, once poisoned), and the
-/// lowest uncovered one if no round is in flight and data awaits a sync, so
-/// it leads the next round.
-pub(crate) fn wake_parked(st: &mut SyncState) {
+/// The parked waiters to wake: those `flushed` covers (all, once
+/// poisoned), and the lowest uncovered one if no round is in flight and
+/// data awaits a sync, so it leads the next round. The next leader comes
+/// first, so the device is busy again before the others are woken. The
+/// caller unparks them after releasing the state lock ([`unpark`]).
+pub(crate) fn to_wake(st: &SyncState) -> Vec<Thread> {
     if st.poisoned.is_some() {
-        for t in st.parked.values() {
-            t.unpark();
-        }
-        return;
+        return st.parked.values().cloned().collect();
     }
-    let mut leader_woken = false;
+    let mut covered = Vec::new();
+    let mut leader = None;
     for (&(offset, _), t) in &st.parked {
         if offset <= st.flushed {
-            t.unpark();
-        } else if !leader_woken && !st.syncing && st.written > st.flushed {
-            t.unpark();
-            leader_woken = true;
+            covered.push(t.clone());
         } else {
+            if !st.syncing && st.written > st.flushed {
+                leader = Some(t.clone());
+            }
             break;
         }
+    }
+    leader.into_iter().chain(covered).collect()
+}
+
+/// Unparks `threads` (never under a lock).
+pub(crate) fn unpark(threads: Vec<Thread>) {
+    for t in threads {
+        t.unpark();
     }
 }
 
