@@ -194,19 +194,32 @@ pub(crate) fn inspect_tail(file: &dyn File, position: u64) -> Result<Tail> {
         valid_at: None,
         nonzero_end: None,
     };
+    // First pass, borrowing the window: where the last non-zero byte is.
+    // After a crash the tail is usually all zeros, and this is the whole
+    // cost.
     let mut chunk_start = position;
     while chunk_start < file_len {
-        let chunk = src.bytes(chunk_start, CHUNK_BYTES)?.to_vec();
-        if let Some(last) = chunk.iter().rposition(|&b| b != 0) {
-            tail.nonzero_end = Some(chunk_start + last as u64 + 1);
-        }
-        if tail.valid_at.is_none() {
-            tail.valid_at = valid_batch_in(&mut src, &chunk, chunk_start, position)?;
-        }
-        chunk_start += chunk.len() as u64;
+        let chunk = src.bytes(chunk_start, CHUNK_BYTES)?;
         if chunk.is_empty() {
             break;
         }
+        if let Some(last) = chunk.iter().rposition(|&b| b != 0) {
+            tail.nonzero_end = Some(chunk_start + last as u64 + 1);
+        }
+        chunk_start += chunk.len() as u64;
+    }
+    let Some(nonzero_end) = tail.nonzero_end else {
+        return Ok(tail);
+    };
+    // Second pass, only over bytes that are not all zero: any intact batch.
+    let mut chunk_start = position;
+    while chunk_start < nonzero_end && tail.valid_at.is_none() {
+        let chunk = src.bytes(chunk_start, CHUNK_BYTES)?.to_vec();
+        if chunk.is_empty() {
+            break;
+        }
+        tail.valid_at = valid_batch_in(&mut src, &chunk, chunk_start, position)?;
+        chunk_start += chunk.len() as u64;
     }
     Ok(tail)
 }
