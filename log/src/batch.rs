@@ -139,15 +139,15 @@ fn encode_into<R: AsRef<[u8]>>(
         record_count: u32_len(records.len()),
         records_len: u32_len(records_len),
     };
-    let place = |out: &mut Vec<u8>, h: &BatchHeader| {
-        // The buffer starts with room for the header (resized above).
-        if let Some(head) = out.get_mut(..BATCH_HEADER_BYTES) {
-            head.copy_from_slice(&h.to_bytes());
-        }
-    };
-    place(out, &header);
+    // The buffer starts with room for the header (resized above): the header
+    // goes in once, then its CRC (over bytes 8.. of the batch) into 4..8.
+    if let Some(head) = out.get_mut(..BATCH_HEADER_BYTES) {
+        head.copy_from_slice(&header.to_bytes());
+    }
     header.crc = crc32c::crc32c(out.get(8..).unwrap_or_default());
-    place(out, &header);
+    if let Some(crc) = out.get_mut(4..8) {
+        crc.copy_from_slice(&header.crc.to_le_bytes());
+    }
     debug_assert!(header.verify(out).is_ok());
     Ok(header)
 }

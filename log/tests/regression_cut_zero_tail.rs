@@ -17,24 +17,18 @@ mod common;
 
 use std::path::Path;
 
-use common::{batch_range, open_log, payload, read_all, seg_path, shared, sim, small_options, DIR};
+use common::{
+    batch_range, multi_page_options, open_log, payload, read_all, seg_path, shared, sim, DIR,
+};
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::{CrashPlan, FileSystem, OpenMode};
-use quorumlog_log::LogOptions;
-
-fn options() -> LogOptions {
-    LogOptions {
-        segment_size_bytes: 64 << 10,
-        ..small_options()
-    }
-}
 
 #[test]
 fn a_segment_cut_at_its_data_end_reopens_and_reads() {
     for close in [true, false] {
         for n in [1u64, 3, 17] {
             let (disk, fs) = sim(n);
-            let mut log = open_log(&fs, Path::new(DIR), &options()).unwrap();
+            let mut log = open_log(&fs, Path::new(DIR), &multi_page_options()).unwrap();
             for o in 0..n {
                 log.append_as_leader(Epoch(1), &[payload(o, 0, 90)])
                     .unwrap();
@@ -56,7 +50,7 @@ fn a_segment_cut_at_its_data_end_reopens_and_reads() {
             f.sync_data().unwrap();
             drop(f);
             let fs = shared(&disk);
-            let mut log = open_log(&fs, Path::new(DIR), &options())
+            let mut log = open_log(&fs, Path::new(DIR), &multi_page_options())
                 .unwrap_or_else(|e| panic!("close {close} n {n}: {e}"));
             assert_eq!(
                 log.recovery_report().active_segment_extended,
@@ -68,7 +62,7 @@ fn a_segment_cut_at_its_data_end_reopens_and_reads() {
             log.append_as_leader(Epoch(1), &[payload(n, 0, 90)])
                 .unwrap();
             log.close().unwrap();
-            let log = open_log(&fs, Path::new(DIR), &options())
+            let log = open_log(&fs, Path::new(DIR), &multi_page_options())
                 .unwrap_or_else(|e| panic!("second open, close {close} n {n}: {e}"));
             let all = read_all(&log, Offset(0));
             assert_eq!(all.len() as u64, n + 1);

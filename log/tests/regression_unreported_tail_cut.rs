@@ -26,24 +26,18 @@ mod common;
 
 use std::path::Path;
 
-use common::{batch_range, open_log, payload, read_all, seg_path, shared, sim, small_options, DIR};
+use common::{
+    batch_range, multi_page_options, open_log, payload, read_all, seg_path, shared, sim, DIR,
+};
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::{CrashPlan, FileSystem, OpenMode, SimFs};
-use quorumlog_log::{CorruptionKind, LogOptions};
-
-/// Small-test options with room for several pages in one segment.
-fn options() -> LogOptions {
-    LogOptions {
-        segment_size_bytes: 64 << 10,
-        ..small_options()
-    }
-}
+use quorumlog_log::CorruptionKind;
 
 /// Offsets 0 and 1 flushed separately, dropped without close; returns the
 /// crashed disk and the second batch's byte range.
 fn setup() -> (SimFs, (u64, u64)) {
     let (disk, fs) = sim(2);
-    let mut log = open_log(&fs, Path::new(DIR), &options()).unwrap();
+    let mut log = open_log(&fs, Path::new(DIR), &multi_page_options()).unwrap();
     for o in 0..2u64 {
         log.append_as_leader(Epoch(1), &[payload(o, 0, 100)])
             .unwrap();
@@ -64,7 +58,7 @@ fn a_flipped_bit_in_the_last_synced_batch_is_cut_and_reported() {
         let (disk, _) = setup();
         disk.flip_bit(&seg_path(Path::new(DIR), 0), start * 8 + bit)
             .unwrap();
-        let log = open_log(&shared(&disk), Path::new(DIR), &options())
+        let log = open_log(&shared(&disk), Path::new(DIR), &multi_page_options())
             .unwrap_or_else(|e| panic!("bit {bit}: {e}"));
         assert_eq!(log.log_end_offset(), Offset(1), "bit {bit}");
         let torn = log
@@ -89,7 +83,7 @@ fn garbage_after_the_data_is_reported_when_cut() {
     // past its end): not a batch, nothing valid after.
     disk.corrupt_durable(&seg_path(Path::new(DIR), 0), start + 2000, &[0xAB; 3])
         .unwrap();
-    let log = open_log(&shared(&disk), Path::new(DIR), &options()).unwrap();
+    let log = open_log(&shared(&disk), Path::new(DIR), &multi_page_options()).unwrap();
     assert_eq!(log.log_end_offset(), Offset(2));
     let torn = log.recovery_report().torn_tail.clone().unwrap();
     assert_eq!(torn.offset, Offset(2));
@@ -106,13 +100,13 @@ fn a_file_cut_at_the_last_batch_is_reported_and_reopens() {
     f.set_len(start).unwrap();
     f.sync_data().unwrap();
     drop(f);
-    let log = open_log(&shared(&disk), Path::new(DIR), &options()).unwrap();
+    let log = open_log(&shared(&disk), Path::new(DIR), &multi_page_options()).unwrap();
     assert_eq!(log.log_end_offset(), Offset(1));
     assert_eq!(
         log.recovery_report().active_segment_extended,
         Some((Offset(0), start))
     );
     log.close().unwrap();
-    let log = open_log(&shared(&disk), Path::new(DIR), &options()).unwrap();
+    let log = open_log(&shared(&disk), Path::new(DIR), &multi_page_options()).unwrap();
     assert_eq!(read_all(&log, Offset(0)).len(), 1);
 }

@@ -169,17 +169,7 @@ impl Recovery<'_> {
                 Err(e) => return Err(e),
             };
             match self.decide(Finding::InvalidSegmentHeader) {
-                Outcome::Refuse => {
-                    return Err(corruption(
-                        Location {
-                            segment: base,
-                            position: 0,
-                            offset: base,
-                        },
-                        None,
-                        kind,
-                    ))
-                }
+                Outcome::Refuse => return Err(corruption(Location::header(base), None, kind)),
                 _ => return self.drop_segments_from(bases, i, kind),
             }
         }

@@ -84,33 +84,16 @@ impl Segment {
             file.read_exact_at(&mut h, 0)?;
             decode_segment_header(&h)
         };
-        match header {
-            Ok(b) if b == base => {}
-            Ok(b) => {
-                return Err(corruption(
-                    Location {
-                        segment: base,
-                        position: 0,
-                        offset: base,
-                    },
-                    None,
-                    CorruptionKind::Misplaced {
-                        expected: base,
-                        found: b,
-                    },
-                ))
-            }
-            Err(kind) => {
-                return Err(corruption(
-                    Location {
-                        segment: base,
-                        position: 0,
-                        offset: base,
-                    },
-                    None,
-                    kind,
-                ))
-            }
+        let problem = match header {
+            Ok(b) if b == base => None,
+            Ok(found) => Some(CorruptionKind::Misplaced {
+                expected: base,
+                found,
+            }),
+            Err(kind) => Some(kind),
+        };
+        if let Some(kind) = problem {
+            return Err(corruption(Location::header(base), None, kind));
         }
         Ok(Segment {
             base,
@@ -390,6 +373,17 @@ pub(crate) fn corruption(at: Location, epoch: Option<Epoch>, kind: CorruptionKin
         },
         epoch,
         kind,
+    }
+}
+
+impl Location {
+    /// The header of segment `base`.
+    pub(crate) fn header(base: Offset) -> Location {
+        Location {
+            segment: base,
+            position: 0,
+            offset: base,
+        }
     }
 }
 

@@ -25,6 +25,15 @@ pub(crate) const DIR: &str = "/data";
 /// each sync and each segment header take a page of their own).
 pub(crate) use quorumlog_testkit::small_log_options as small_options;
 
+/// Small-test options with room for several pages in one segment (64 KiB),
+/// so that sync padding happens inside a segment.
+pub(crate) fn multi_page_options() -> LogOptions {
+    LogOptions {
+        segment_size_bytes: 64 << 10,
+        ..small_options()
+    }
+}
+
 pub(crate) fn format_dir(fs: &SharedFs, dir: &Path) {
     format_with(
         fs,
