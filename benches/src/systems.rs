@@ -4,7 +4,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use quorumlog_checkpoint::{
@@ -30,11 +30,36 @@ pub trait System: Send + Sync {
     fn append_durable(&self, writer: usize, records: &[&[u8]]) -> Result<(), BenchError>;
 }
 
-/// quorumlog: a `DurableLog` with group commit.
+/// quorumlog: a `DurableLog` with group commit. By default a compactor
+/// thread truncates the log's prefix behind the writers, keeping its last
+/// [`KEEP_SEGMENTS`] segments, as a Raft node does once a snapshot covers
+/// the prefix: freed segment files are recycled, so appends land on
+/// written blocks. (okaywal checkpoints and reuses its files by itself;
+/// raw overwrites its preallocated file in place; raft-engine is not
+/// purged here, see docs/performance.md.)
 pub struct Quorumlog {
-    log: DurableLog,
+    log: Arc<DurableLog>,
     label: String,
+    compactor: Option<Compactor>,
 }
+
+/// The compactor thread; stopped and joined when dropped.
+struct Compactor {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Compactor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.thread.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Segments the compactor keeps (the active one and the one before it).
+pub const KEEP_SEGMENTS: usize = 2;
 
 /// How to set up quorumlog for a run.
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +70,8 @@ pub struct QuorumlogSetup {
     pub alignment: WriteAlignment,
     /// How segments are preallocated.
     pub preallocation: Preallocation,
+    /// Truncate the prefix behind the writers (segments then recycle).
+    pub compact: bool,
 }
 
 impl Default for QuorumlogSetup {
@@ -53,6 +80,7 @@ impl Default for QuorumlogSetup {
             backend: IoBackend::Auto,
             alignment: WriteAlignment::Page,
             preallocation: Preallocation::default(),
+            compact: true,
         }
     }
 }
@@ -70,6 +98,8 @@ impl Quorumlog {
             "quorumlog-packed".to_string()
         } else if setup.preallocation != Preallocation::default() {
             format!("quorumlog-{:?}", setup.preallocation).to_lowercase()
+        } else if !setup.compact {
+            "quorumlog-growing".to_string()
         } else {
             "quorumlog".to_string()
         };
@@ -83,8 +113,21 @@ impl Quorumlog {
             preallocation: setup.preallocation,
             ..LogOptions::default()
         };
-        let log = DurableLog::open(dd, options, SyncPolicy::GroupCommit)?;
-        Ok(Quorumlog { log, label })
+        let log = Arc::new(DurableLog::open(dd, options, SyncPolicy::GroupCommit)?);
+        let compactor = setup.compact.then(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let (log, halt) = (Arc::clone(&log), Arc::clone(&stop));
+            let thread = std::thread::spawn(move || compact(&log, &halt));
+            Compactor {
+                stop,
+                thread: Some(thread),
+            }
+        });
+        Ok(Quorumlog {
+            log,
+            label,
+            compactor,
+        })
     }
 
     /// The log.
@@ -92,12 +135,30 @@ impl Quorumlog {
         &self.log
     }
 
-    /// Closes cleanly.
+    /// Stops the compactor, closes cleanly.
     ///
     /// # Errors
     /// Any close error.
     pub fn close(self) -> Result<(), BenchError> {
-        Ok(self.log.close()?)
+        drop(self.compactor);
+        let log = Arc::try_unwrap(self.log).map_err(|_| "the log is still shared")?;
+        Ok(log.close()?)
+    }
+}
+
+/// Every few milliseconds, truncates the prefix to the start of the
+/// segment before the active one.
+fn compact(log: &DurableLog, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let bases = log.segment_bases();
+        if bases.len() > KEEP_SEGMENTS {
+            if let Some(&keep) = bases.get(bases.len() - KEEP_SEGMENTS) {
+                if log.truncate_prefix_to(keep).is_err() {
+                    return;
+                }
+            }
+        }
     }
 }
 

@@ -154,12 +154,16 @@ pub trait File: Send + Sync + fmt::Debug {
     /// Writes zeros over `[from, to)` (extending the file if needed), so the
     /// blocks are allocated *and written*: later overwrites then need no
     /// metadata update at sync time, unlike [`File::allocate`]'s unwritten
-    /// extents.
+    /// extents. The writes are small (16 KiB): the page cache then holds
+    /// small folios, and the small appends that later overwrite these pages
+    /// (and their writeback) do not walk the buffers of a large folio
+    /// (measured on ext4, Linux 6.18: 22 µs of CPU per 296-byte sync on a
+    /// file zero-filled in 1 MiB writes, 16 µs in 8 KiB writes).
     ///
     /// # Errors
     /// As [`File::write_all_at`].
     fn fill_zeros(&self, from: u64, to: u64) -> io::Result<()> {
-        const CHUNK: u64 = 1 << 20;
+        const CHUNK: u64 = 16 << 10;
         let zeros = vec![0u8; usize::try_from(CHUNK.min(to.saturating_sub(from))).unwrap_or(0)];
         let mut pos = from;
         while pos < to {
@@ -168,6 +172,18 @@ pub trait File: Send + Sync + fmt::Debug {
             self.write_all_at(zeros.get(..len).unwrap_or(&zeros), pos)?;
             pos += n;
         }
+        Ok(())
+    }
+
+    /// A hint that `[pos, pos + len)` will not be read again soon: clean
+    /// cached pages there are dropped (`POSIX_FADV_DONTNEED`), so the pages
+    /// a later write brings back are sized by that write, not by read-ahead.
+    /// Dirty pages are kept; nothing is lost. The default does nothing.
+    ///
+    /// # Errors
+    /// Any error the OS reports (callers may ignore it: it is a hint).
+    fn drop_cache(&self, pos: u64, len: u64) -> io::Result<()> {
+        let _ = (pos, len);
         Ok(())
     }
 

@@ -25,7 +25,9 @@ pub enum IoBackend {
 /// The backend actually in use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendInUse {
-    /// `io_uring` (writes, data syncs, linked write + sync).
+    /// `io_uring` for linked write + sync submissions (small files); lone
+    /// writes and data syncs are `pwrite` and `fdatasync` with either
+    /// backend.
     Uring,
     /// `pwrite` + `fdatasync`, and why `io_uring` is not used (if `Auto`
     /// fell back).
@@ -250,6 +252,26 @@ impl File for RealFile {
             .map_err(|e| path_error("set_len", &self.path, e))
     }
 
+    fn drop_cache(&self, pos: u64, len: u64) -> io::Result<()> {
+        let (Ok(off), Ok(n)) = (libc::off_t::try_from(pos), libc::off_t::try_from(len)) else {
+            return Ok(()); // a hint beyond what the OS takes: nothing to drop
+        };
+        #[expect(unsafe_code, reason = "posix_fadvise has no safe wrapper in std")]
+        // SAFETY: a plain syscall on a descriptor this file owns.
+        let rc = unsafe {
+            libc::posix_fadvise(self.file.as_raw_fd(), off, n, libc::POSIX_FADV_DONTNEED)
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(path_error(
+                "fadvise",
+                &self.path,
+                io::Error::from_raw_os_error(rc),
+            ))
+        }
+    }
+
     fn allocate(&self, len: u64) -> io::Result<()> {
         if self.len()? >= len {
             return Ok(());
@@ -274,12 +296,13 @@ impl File for RealFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        let r = if self.uring {
-            crate::uring::sync_data(self.file.as_raw_fd())
-        } else {
-            self.file.sync_data()
-        };
-        r.map_err(|e| path_error("sync_data", &self.path, e))
+        // A plain `fdatasync` on the calling thread with either backend: an
+        // io_uring fsync always runs on a kernel worker thread, a hand-off
+        // and a wake-up per sync (2 more context switches per durable
+        // append; measured in docs/performance.md).
+        self.file
+            .sync_data()
+            .map_err(|e| path_error("sync_data", &self.path, e))
     }
 
     fn sync_all(&self) -> io::Result<()> {

@@ -26,14 +26,6 @@ pub fn probe() -> io::Result<()> {
 ///
 /// # Errors
 /// `Unsupported`.
-pub(crate) fn sync_data(_fd: RawFd) -> io::Result<()> {
-    Err(unsupported())
-}
-
-/// Always refuses.
-///
-/// # Errors
-/// `Unsupported`.
 pub(crate) fn write_all_and_sync_at(_fd: RawFd, _buf: &[u8], _pos: u64) -> io::Result<()> {
     Err(unsupported())
 }

@@ -12,7 +12,7 @@ use quorumlog_io::codec::u32_len;
 
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{
-    BatchHeader, BATCH_HEADER_BYTES, COMPRESSION_NONE, COMPRESSION_ZSTD, RECORD_PREFIX_BYTES,
+    BatchHeader, Salt, BATCH_HEADER_BYTES, COMPRESSION_NONE, COMPRESSION_ZSTD, RECORD_PREFIX_BYTES,
 };
 use crate::options::Compression;
 
@@ -67,6 +67,8 @@ impl BatchEncoder {
     }
 
     /// Encodes one batch into `out` (cleared first) and returns its header.
+    /// The CRC is unsalted ([`Salt::NONE`]): the writer salts it for the
+    /// segment it lands in ([`Salt::restamp`]).
     ///
     /// # Errors
     /// `EmptyBatch` for no records; `BatchTooLarge` above the maximum;
@@ -109,6 +111,9 @@ fn encode_into<R: AsRef<[u8]>>(
     }
     next_offset_after(base_offset, records.len() as u64)?;
     out.clear();
+    // Room for the batch and a page of sync padding after it (the writer
+    // pads in place); lossless: below MAX_BATCH_BYTES.
+    out.reserve(usize::try_from(len + crate::format::PAGE_BYTES).unwrap_or(0));
     out.resize(BATCH_HEADER_BYTES, 0);
     for r in records {
         let r = r.as_ref();
@@ -148,7 +153,7 @@ fn encode_into<R: AsRef<[u8]>>(
     if let Some(crc) = out.get_mut(4..8) {
         crc.copy_from_slice(&header.crc.to_le_bytes());
     }
-    debug_assert!(header.verify(out).is_ok());
+    debug_assert!(header.verify(out, Salt::NONE).is_ok());
     Ok(header)
 }
 
@@ -173,12 +178,12 @@ fn check_records(section: &[u8], count: u32) -> Result<(), CorruptionKind> {
     }
 }
 
-/// Verifies a whole batch (header included): CRC, flags, record structure.
-/// Returns the parsed header.
+/// Verifies a whole batch (header included) of a segment salted `salt`:
+/// CRC, flags, record structure. Returns the parsed header.
 ///
 /// # Errors
 /// The [`CorruptionKind`] found.
-pub(crate) fn verify_batch(bytes: &[u8]) -> Result<BatchHeader, CorruptionKind> {
+pub(crate) fn verify_batch(bytes: &[u8], salt: Salt) -> Result<BatchHeader, CorruptionKind> {
     let header = BatchHeader::parse(bytes)?;
     if bytes.len() != header.batch_len as usize {
         return Err(crate::format::truncated(
@@ -186,7 +191,7 @@ pub(crate) fn verify_batch(bytes: &[u8]) -> Result<BatchHeader, CorruptionKind> 
             header.batch_len as usize,
         ));
     }
-    header.verify(bytes)?;
+    header.verify(bytes, salt)?;
     if u64::from(header.records_len) > MAX_BATCH_BYTES {
         return Err(CorruptionKind::Malformed(
             "records section over the maximum",
@@ -324,7 +329,7 @@ mod tests {
         let recs: Vec<&[u8]> = vec![b"a", b"", &big, b"last"];
         for c in [Compression::None, Compression::Zstd { level: 1 }] {
             let bytes = encode(&recs, c);
-            let h = verify_batch(&bytes).unwrap();
+            let h = verify_batch(&bytes, Salt::NONE).unwrap();
             assert_eq!(h.base_offset, Offset(10));
             assert_eq!(h.next_offset(), Offset(14));
             let b = BatchRef::new(h, &bytes);
@@ -344,9 +349,27 @@ mod tests {
             for bit in 0..bytes.len() * 8 {
                 let mut bad = bytes.clone();
                 bad[bit / 8] ^= 1 << (bit % 8);
-                assert!(verify_batch(&bad).is_err(), "{c:?} bit {bit}");
+                assert!(verify_batch(&bad, Salt::NONE).is_err(), "{c:?} bit {bit}");
             }
         }
+    }
+
+    #[test]
+    fn a_batch_verifies_only_under_its_own_salt() {
+        let mut bytes = encode(&[b"hello", b"world"], Compression::None);
+        let mut h = verify_batch(&bytes, Salt::NONE).unwrap();
+        let (old, new) = (Salt(0x1111_2222_3333_4444), Salt(0x5555_6666_7777_8888));
+        old.restamp(Salt::NONE, &mut h, &mut bytes);
+        assert!(verify_batch(&bytes, Salt::NONE).is_err());
+        assert_eq!(verify_batch(&bytes, old).unwrap(), h);
+        // A stale batch left by the file's earlier life (salt `old`) is
+        // not a batch of its new life.
+        assert!(matches!(
+            verify_batch(&bytes, new),
+            Err(CorruptionKind::ChecksumMismatch { .. })
+        ));
+        new.restamp(old, &mut h, &mut bytes);
+        assert_eq!(verify_batch(&bytes, new).unwrap(), h);
     }
 
     #[test]
@@ -377,8 +400,8 @@ mod tests {
     fn hostile_headers_never_panic() {
         let mut bytes = encode(&[b"x"], Compression::None);
         bytes[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(verify_batch(&bytes).is_err());
-        assert!(verify_batch(&bytes[..10]).is_err());
-        assert!(verify_batch(&[]).is_err());
+        assert!(verify_batch(&bytes, Salt::NONE).is_err());
+        assert!(verify_batch(&bytes[..10], Salt::NONE).is_err());
+        assert!(verify_batch(&[], Salt::NONE).is_err());
     }
 }

@@ -32,6 +32,24 @@ use crate::segment::{preallocate, Segment};
 
 /// The file prepared ahead of the next roll.
 pub(crate) const PREPARED_FILE: &str = "next.prepared";
+/// Segment files kept for reuse are named `recycled-<n>.segment`.
+const POOL_PREFIX: &str = "recycled-";
+/// See [`POOL_PREFIX`].
+const POOL_SUFFIX: &str = ".segment";
+
+/// Whether `name` is a file of the recycling pool.
+pub(crate) fn is_pool_file(name: &str) -> bool {
+    pool_number(name).is_some()
+}
+
+fn pool_number(name: &str) -> Option<u64> {
+    let n = name.strip_prefix(POOL_PREFIX)?.strip_suffix(POOL_SUFFIX)?;
+    if n.is_empty() || n.len() > 20 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
 /// The marker a clean close leaves in the log directory.
 pub(crate) const CLEAN_FILE: &str = "clean";
 /// The clean marker's content.
@@ -115,6 +133,122 @@ impl LogDir {
     pub(crate) fn remove_segment(&self, base: Offset) -> Result<()> {
         self.remove_if_present(&segment_file_name(base))?;
         self.remove_if_present(&index_file_name(base))?;
+        Ok(())
+    }
+
+    /// Retires segment `base` (not synced): its index file is removed, and
+    /// the segment file joins the recycling pool if the pool has room and
+    /// the file has the full segment size (so a later roll overwrites
+    /// written blocks instead of allocating), else it is removed. Its bytes
+    /// stay: the new life's salt makes them stale.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub(crate) fn retire_segment(&self, base: Offset) -> Result<()> {
+        self.remove_if_present(&index_file_name(base))?;
+        let path = self.path.join(segment_file_name(base));
+        let pool = self.pool()?;
+        if pool.len() < self.options.recycled_segments {
+            let full = match self.fs.open(&path, OpenMode::Read) {
+                Ok(f) => f.len()? == self.options.segment_size_bytes,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e.into()),
+            };
+            if full {
+                let n = pool.iter().max().map_or(0, |m| m + 1);
+                let to = self.path.join(format!("{POOL_PREFIX}{n}{POOL_SUFFIX}"));
+                self.fs.rename(&path, &to)?;
+                return Ok(());
+            }
+        }
+        self.remove_if_present(&segment_file_name(base))?;
+        Ok(())
+    }
+
+    /// The numbers of the pool's files.
+    fn pool(&self) -> Result<Vec<u64>> {
+        Ok(self
+            .fs
+            .list(&self.path)?
+            .iter()
+            .filter_map(|e| pool_number(&e.name))
+            .collect())
+    }
+
+    /// The path of a pooled segment file to reuse, if any.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub(crate) fn pooled_file(&self) -> Result<Option<PathBuf>> {
+        Ok(self
+            .pool()?
+            .into_iter()
+            .min()
+            .map(|n| self.path.join(format!("{POOL_PREFIX}{n}{POOL_SUFFIX}"))))
+    }
+
+    /// Zeros `[position, until)` of segment `segment` in place (the file
+    /// keeps its length and its written blocks), synced. When `position`
+    /// is inside a page, that page's kept bytes are saved in an intent
+    /// first, as for a cut, so a crash or a torn page never loses them.
+    ///
+    /// # Errors
+    /// `Io`, `Checkpoint`.
+    pub(crate) fn zero_in_place(&self, segment: Offset, position: u64, until: u64) -> Result<()> {
+        let page_start = position / PAGE_BYTES * PAGE_BYTES;
+        if page_start == position {
+            // Nothing kept shares a page with the zeros: redoing is safe.
+            return self.redo_zero(segment, position, &[], until);
+        }
+        let file = self
+            .fs
+            .open(&self.path.join(segment_file_name(segment)), OpenMode::Read)?;
+        // Lossless: less than a page.
+        let mut kept = vec![0u8; usize::try_from(position - page_start).unwrap_or(0)];
+        file.read_exact_at(&mut kept, page_start)?;
+        drop(file);
+        intent::write(
+            self.fs.as_ref(),
+            &self.path,
+            &Intent::Zero {
+                segment,
+                position: page_start,
+                bytes: kept.clone(),
+                until,
+            },
+        )?;
+        self.redo_zero(segment, page_start, &kept, until)?;
+        intent::remove(self.fs.as_ref(), &self.path)
+    }
+
+    /// The idempotent part of [`LogDir::zero_in_place`]: `bytes` at
+    /// `position`, zeros after them up to `until`, synced. A segment that
+    /// no longer exists needs nothing.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub(crate) fn redo_zero(
+        &self,
+        segment: Offset,
+        position: u64,
+        bytes: &[u8],
+        until: u64,
+    ) -> Result<()> {
+        let path = self.path.join(segment_file_name(segment));
+        let file = match self.fs.open(&path, OpenMode::ReadWrite) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        if !bytes.is_empty() {
+            file.write_all_at(bytes, position)?;
+        }
+        let from = position + bytes.len() as u64;
+        let until = until.min(file.len()?);
+        if from < until {
+            file.fill_zeros(from, until)?;
+        }
+        file.sync_data()?;
         Ok(())
     }
 
@@ -204,7 +338,7 @@ impl LogDir {
             .filter(|&b| b > cut.segment)
             .collect();
         for base in later.iter().rev() {
-            self.remove_segment(*base)?;
+            self.retire_segment(*base)?;
         }
         self.remove_if_present(&index_file_name(cut.segment))?;
         self.sync()?;

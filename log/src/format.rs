@@ -2,28 +2,36 @@
 //!
 //! Segment file `<base offset, 20 digits>.log`:
 //! ```text
-//!  0        4         6          8              16          28         32
-//!  +--------+---------+----------+--------------+-----------+----------+---------
-//!  | magic  | version | reserved | base_offset  | reserved  | crc32c   | batches…
-//!  | "QLSG" | u16     | u16 = 0  | u64          | 12 B = 0  | of 0..28 |
-//!  +--------+---------+----------+--------------+-----------+----------+---------
+//!  0        4         6          8              16         24          28         32
+//!  +--------+---------+----------+--------------+----------+-----------+----------+---------
+//!  | magic  | version | reserved | base_offset  | salt     | reserved  | crc32c   | batches…
+//!  | "QLSG" | u16 = 2 | u16 = 0  | u64          | u64 ≠ 0  | 4 B = 0   | of 0..28 |
+//!  +--------+---------+----------+--------------+----------+-----------+----------+---------
 //! ```
-//! The file is preallocated to the segment size; bytes after the last batch
-//! are zeros. A batch never spans segments. Batches follow each other
-//! directly, except that after a sync the next batch may start at the next
-//! 4 KiB page boundary (`WriteAlignment::Page`): the bytes skipped are zeros,
-//! and a zero header at an unaligned position is such padding exactly when a
-//! batch with the expected offset starts at the next page boundary.
+//! The file is preallocated to the segment size. A batch never spans
+//! segments. Batches follow each other directly, except that after a sync
+//! the next batch starts at the next 4 KiB page boundary
+//! (`WriteAlignment::Page`): the bytes skipped are zeros, written with the
+//! data before the sync.
+//!
+//! Segment files are recycled: a file a prefix truncation frees becomes the
+//! next segment, its old bytes left in place. So the bytes after the last
+//! batch are zeros, or **stale batches** of the file's earlier life. The
+//! `salt` (random, new for every life of a file) makes those harmless: every
+//! batch's stored CRC is `XOR`ed with the salt's mask, so a stale batch fails
+//! verification in its new segment and reads as the end of the data, never
+//! as data or as corruption.
 //!
 //! Batch:
 //! ```text
 //!  0       4        8           12       13      14         16           24      32             36          40
 //!  +-------+--------+-----------+--------+-------+----------+------------+-------+--------------+-----------+---------
 //!  | magic | crc32c | batch_len | version| flags | reserved | base_offset| epoch | record_count | records_len| payload…
-//!  |"QLBA" | u32    | u32       | u8 = 1 | u8    | u16 = 0  | u64        | u64   | u32          | u32       |
+//!  |"QLBA" | u32    | u32       | u8 = 2 | u8    | u16 = 0  | u64        | u64   | u32          | u32       |
 //!  +-------+--------+-----------+--------+-------+----------+------------+-------+--------------+-----------+---------
 //!  crc32c covers bytes [8, batch_len): every field that identifies the batch
 //!  (length, version, flags, base offset, epoch, count) and the payload.
+//!  Stored XORed with the segment's salt mask (`Salt::mask`).
 //! ```
 //! `batch_len` counts the whole batch, header included. `flags` bits 0–1 are
 //! the compression (0 none, 1 zstd); other bits must be 0. The payload is the
@@ -69,10 +77,64 @@ pub(crate) const SEGMENT_MAGIC: [u8; 4] = *b"QLSG";
 pub(crate) const BATCH_MAGIC: [u8; 4] = *b"QLBA";
 /// Index file magic.
 pub(crate) const INDEX_MAGIC: [u8; 4] = *b"QLIX";
-/// Version of segment, batch and index formats.
-pub(crate) const VERSION: u16 = 1;
-/// Batch format version (one byte in the batch header).
-pub(crate) const BATCH_VERSION: u8 = 1;
+/// Version of the segment format (2: salted batch checksums, recycled
+/// files).
+pub(crate) const VERSION: u16 = 2;
+/// Version of the index format.
+pub(crate) const INDEX_VERSION: u16 = 1;
+/// Batch format version (one byte in the batch header; 2: the stored CRC is
+/// salted).
+pub(crate) const BATCH_VERSION: u8 = 2;
+
+/// A segment file's salt: chosen at random for each life of the file, so
+/// the batches of an earlier life (left in a recycled file) never verify in
+/// the new one. A batch's stored CRC is its CRC32C XOR [`Salt::mask`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Salt(pub u64);
+
+impl Salt {
+    /// No salt: how batches are encoded before they have a place
+    /// ([`Salt::restamp`] moves them into a segment).
+    pub(crate) const NONE: Salt = Salt(0);
+
+    /// A fresh random salt whose mask is not zero.
+    pub(crate) fn fresh() -> Salt {
+        use std::hash::{BuildHasher, Hasher};
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        loop {
+            // Random keys per `RandomState`, plus a counter and the clock:
+            // distinct across files, lives and processes.
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            h.write_u128(now);
+            let salt = Salt(h.finish());
+            if salt.mask() != 0 {
+                return salt;
+            }
+        }
+    }
+
+    /// The 32 bits `XOR`ed into every stored batch CRC: the salt's two
+    /// halves folded.
+    pub(crate) fn mask(self) -> u32 {
+        let low = u32::try_from(self.0 & u64::from(u32::MAX)).unwrap_or(0);
+        let high = u32::try_from(self.0 >> 32).unwrap_or(0);
+        low ^ high
+    }
+
+    /// Re-salts an encoded batch from `from` to `self`: patches its stored
+    /// CRC (bytes 4..8) and the header's copy.
+    pub(crate) fn restamp(self, from: Salt, header: &mut BatchHeader, bytes: &mut [u8]) {
+        header.crc ^= from.mask() ^ self.mask();
+        if let Some(crc) = bytes.get_mut(4..8) {
+            crc.copy_from_slice(&header.crc.to_le_bytes());
+        }
+    }
+}
 
 /// Bytes of the segment header; the first batch starts here.
 pub(crate) const SEGMENT_HEADER_BYTES: usize = 32;
@@ -124,13 +186,14 @@ fn unsupported(found: u16, supported: u16) -> CorruptionKind {
 }
 
 /// Encodes a segment header.
-pub(crate) fn encode_segment_header(base: Offset) -> [u8; SEGMENT_HEADER_BYTES] {
+pub(crate) fn encode_segment_header(base: Offset, salt: Salt) -> [u8; SEGMENT_HEADER_BYTES] {
     let mut w = Writer::with_capacity(SEGMENT_HEADER_BYTES);
     w.bytes(&SEGMENT_MAGIC)
         .u16(VERSION)
         .u16(0)
         .u64(base.0)
-        .bytes(&[0; 12]);
+        .u64(salt.0)
+        .bytes(&[0; 4]);
     let crc = crc32c::crc32c(w.as_slice());
     w.u32(crc);
     let mut h = [0u8; SEGMENT_HEADER_BYTES];
@@ -138,17 +201,18 @@ pub(crate) fn encode_segment_header(base: Offset) -> [u8; SEGMENT_HEADER_BYTES] 
     h
 }
 
-/// Verifies a segment header and returns its base offset.
+/// Verifies a segment header and returns its base offset and salt.
 ///
 /// # Errors
 /// The [`CorruptionKind`] found.
-pub(crate) fn decode_segment_header(h: &[u8]) -> Result<Offset, CorruptionKind> {
+pub(crate) fn decode_segment_header(h: &[u8]) -> Result<(Offset, Salt), CorruptionKind> {
     let mut r = Reader::new(h);
     let magic = r.array::<4>()?;
     let version = r.u16()?;
     let reserved = r.u16()?;
     let base = r.u64()?;
-    let reserved_tail = r.array::<12>()?;
+    let salt = Salt(r.u64()?);
+    let reserved_tail = r.array::<4>()?;
     let stored = r.u32()?;
     if magic != SEGMENT_MAGIC {
         return Err(CorruptionKind::BadMagic {
@@ -163,16 +227,19 @@ pub(crate) fn decode_segment_header(h: &[u8]) -> Result<Offset, CorruptionKind> 
     if version != VERSION {
         return Err(unsupported(version, VERSION));
     }
-    if reserved != 0 || reserved_tail != [0; 12] {
+    if reserved != 0 || reserved_tail != [0; 4] {
         return Err(CorruptionKind::Malformed("reserved segment header bytes"));
     }
-    Ok(Offset(base))
+    if salt.mask() == 0 {
+        return Err(CorruptionKind::Malformed("segment salt without a mask"));
+    }
+    Ok((Offset(base), salt))
 }
 
 /// A batch header, as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BatchHeader {
-    /// Stored CRC32C of bytes `[8, batch_len)`.
+    /// Stored CRC32C of bytes `[8, batch_len)`, XOR the segment's salt mask.
     pub crc: u32,
     /// Length of the whole batch in bytes.
     pub batch_len: u32,
@@ -264,15 +331,17 @@ impl BatchHeader {
         Ok(header)
     }
 
-    /// Checks the CRC of a whole batch `bytes` (header included) and the
-    /// fields that only make sense once it is known to be intact.
+    /// Checks the CRC of a whole batch `bytes` (header included), salted
+    /// with `salt`, and the fields that only make sense once it is known to
+    /// be intact.
     ///
     /// # Errors
-    /// `ChecksumMismatch` or `Malformed`.
-    pub(crate) fn verify(&self, bytes: &[u8]) -> Result<(), CorruptionKind> {
+    /// `ChecksumMismatch` (also for a stale batch of another salt) or
+    /// `Malformed`.
+    pub(crate) fn verify(&self, bytes: &[u8], salt: Salt) -> Result<(), CorruptionKind> {
         debug_assert_eq!(bytes.len(), self.batch_len as usize);
         let covered = bytes.get(8..).ok_or(truncated(bytes.len(), 8))?;
-        let computed = crc32c::crc32c(covered);
+        let computed = crc32c::crc32c(covered) ^ salt.mask();
         if computed != self.crc {
             return Err(CorruptionKind::ChecksumMismatch {
                 stored: self.crc,
@@ -319,7 +388,7 @@ pub(crate) fn encode_index(header: &IndexHeader, entries: &[(u32, u32)]) -> Vec<
     assert!(count.is_some(), "index entry count fits a u32");
     let mut w = Writer::with_capacity(INDEX_HEADER_BYTES + entries.len() * INDEX_ENTRY_BYTES);
     w.bytes(&INDEX_MAGIC)
-        .u16(VERSION)
+        .u16(INDEX_VERSION)
         .u16(0)
         .u64(header.base_offset.0)
         .u64(header.end_offset.0)
@@ -368,8 +437,8 @@ pub(crate) fn decode_index(bytes: &[u8]) -> Result<(IndexHeader, Vec<(u32, u32)>
     if stored != computed {
         return Err(CorruptionKind::ChecksumMismatch { stored, computed });
     }
-    if version != VERSION {
-        return Err(unsupported(version, VERSION));
+    if version != INDEX_VERSION {
+        return Err(unsupported(version, INDEX_VERSION));
     }
     if reserved != 0 {
         return Err(CorruptionKind::Malformed("reserved index header bytes"));
@@ -409,8 +478,9 @@ mod tests {
 
     #[test]
     fn segment_header_round_trip_and_flips() {
-        let h = encode_segment_header(Offset(1234));
-        assert_eq!(decode_segment_header(&h), Ok(Offset(1234)));
+        let salt = Salt::fresh();
+        let h = encode_segment_header(Offset(1234), salt);
+        assert_eq!(decode_segment_header(&h), Ok((Offset(1234), salt)));
         for bit in 0..h.len() * 8 {
             let mut bad = h;
             bad[bit / 8] ^= 1 << (bit % 8);

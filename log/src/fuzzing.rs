@@ -2,7 +2,9 @@
 //! corpus and CI needs no fuzzer.
 
 use crate::batch::{verify_batch, BatchRef};
-use crate::format::{decode_index, decode_segment_header, encode_index, encode_segment_header};
+use crate::format::{
+    decode_index, decode_segment_header, encode_index, encode_segment_header, Salt,
+};
 
 /// Arbitrary bytes as a batch (and as an index file and a segment header):
 /// never panics, never allocates beyond what the input justifies (the batch
@@ -16,14 +18,15 @@ pub fn decode_batch(bytes: &[u8]) -> bool {
     if let Ok((h, entries)) = decode_index(bytes) {
         assert_eq!(encode_index(&h, &entries), bytes, "index re-encodes");
     }
-    if let Ok(base) = decode_segment_header(bytes) {
+    if let Ok((base, salt)) = decode_segment_header(bytes) {
         assert_eq!(
-            Some(&encode_segment_header(base)[..]),
+            Some(&encode_segment_header(base, salt)[..]),
             bytes.get(..32),
             "segment header re-encodes"
         );
     }
-    let Ok(h) = verify_batch(bytes) else {
+    // Unsalted: what the encoder produces, before a segment salts it.
+    let Ok(h) = verify_batch(bytes, Salt::NONE) else {
         return false;
     };
     let b = BatchRef::new(h, bytes);
@@ -77,6 +80,7 @@ fn walk_segment_bytes(bytes: &[u8]) {
                     &header,
                     header.base_offset,
                     DataEnd(limit),
+                    Salt::NONE,
                 ) {
                     assert_eq!(b.len(), header.batch_len as usize);
                 }
@@ -90,7 +94,14 @@ fn walk_segment_bytes(bytes: &[u8]) {
     let mut expected: Option<Offset> = None;
     while let Ok(Slot::Header { position, header }) = slot(&mut src, pos, DataEnd(limit)) {
         let want = expected.unwrap_or(header.base_offset);
-        let Ok(Ok(b)) = batch(&mut src, position, &header, want, DataEnd(limit)) else {
+        let Ok(Ok(b)) = batch(
+            &mut src,
+            position,
+            &header,
+            want,
+            DataEnd(limit),
+            Salt::NONE,
+        ) else {
             break;
         };
         let next = position + b.len() as u64;
@@ -127,7 +138,7 @@ mod tests {
             .unwrap();
             valid.push(out);
         }
-        valid.push(encode_segment_header(Offset(9)).to_vec());
+        valid.push(encode_segment_header(Offset(9), Salt(0x5eed_0001_0000_0001)).to_vec());
         let mut out = valid.clone();
         for v in &valid {
             for i in 0..v.len() {

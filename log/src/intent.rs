@@ -22,6 +22,11 @@
 //!                  the cut; bytes = what is written back at b (the page's
 //!                  kept bytes, then the replacement batch if a batch is cut).
 //!  kind 2 (full):  a = new log start offset, b = c = 0, no bytes.
+//!  kind 3 (zero):  a = segment base, b = the page boundary at or below the
+//!                  end of the data, c = the byte position zeroed up to;
+//!                  bytes = the page's kept bytes, written back at b, then
+//!                  zeros up to c (recovery's cut of a torn tail, in place:
+//!                  the file keeps its written blocks).
 //!  crc32c covers bytes [0, 36) and the bytes.
 //! ```
 
@@ -63,6 +68,18 @@ pub(crate) enum Intent {
         /// The log end offset after the cut.
         offset: Offset,
     },
+    /// Write `bytes` at `position` of segment `segment`, then zeros up to
+    /// `until`; the file keeps its length.
+    Zero {
+        /// The segment's base offset.
+        segment: Offset,
+        /// A page boundary.
+        position: u64,
+        /// The page's kept bytes.
+        bytes: Vec<u8>,
+        /// Zeros end here.
+        until: u64,
+    },
     /// Remove every segment and restart the log at `start`.
     Full {
         /// The new log start offset.
@@ -85,6 +102,12 @@ impl Intent {
                 offset,
             } => (1, segment.0, *position, offset.0, bytes),
             Intent::Full { start } => (2, start.0, 0, 0, &[]),
+            Intent::Zero {
+                segment,
+                position,
+                bytes,
+                until,
+            } => (3, segment.0, *position, *until, bytes),
         };
         let len = u32::try_from(batch.len()).ok();
         assert!(
@@ -155,6 +178,17 @@ impl Intent {
                 offset: Offset(c),
             }),
             2 if len == 0 && b == 0 && c == 0 => Ok(Intent::Full { start: Offset(a) }),
+            3 if (len as u64) < PAGE_BYTES
+                && b % PAGE_BYTES == 0
+                && b.checked_add(len as u64).is_some_and(|e| e <= c) =>
+            {
+                Ok(Intent::Zero {
+                    segment: Offset(a),
+                    position: b,
+                    bytes: carried.to_vec(),
+                    until: c,
+                })
+            }
             _ => Err(CorruptionKind::Malformed("unknown intent kind")),
         }
     }
@@ -238,16 +272,25 @@ mod tests {
         }
     }
 
+    fn zero() -> Intent {
+        Intent::Zero {
+            segment: Offset(9),
+            position: 8192,
+            bytes: vec![7; 100],
+            until: 9000,
+        }
+    }
+
     #[test]
     fn round_trip() {
-        for i in [split(), Intent::Full { start: Offset(77) }] {
+        for i in [split(), Intent::Full { start: Offset(77) }, zero()] {
             assert_eq!(Intent::decode(&i.encode()).unwrap(), i);
         }
     }
 
     #[test]
     fn every_flipped_bit_is_detected() {
-        for i in [split(), Intent::Full { start: Offset(77) }] {
+        for i in [split(), Intent::Full { start: Offset(77) }, zero()] {
             let bytes = i.encode();
             for bit in 0..bytes.len() * 8 {
                 let mut bad = bytes.clone();

@@ -15,6 +15,11 @@
 //! record of `k * 4096 - 44 - gap` bytes leaves exactly `gap` bytes of
 //! padding.
 //!
+//! After each check the parent truncates the log's prefix (keeping its last
+//! two segments), as a node does after a snapshot: the freed segment files
+//! go to the recycling pool, and the next child rolls into them, so kills
+//! also land while appends overwrite the stale batches of a recycled file.
+//!
 //! `QUORUMLOG_KILLS=N` sets the number of kills (default 24);
 //! `QUORUMLOG_KILL_SEED=S` replays a run (each run draws a fresh seed and
 //! prints it).
@@ -148,8 +153,9 @@ fn child_role() {
     }
 }
 
-/// What a reopen after a kill found wrong (a violation).
-fn check_reopened(dir: &Path, acked: &BTreeMap<u64, u32>, close: bool) -> Result<u64, String> {
+/// What a reopen after a kill found wrong (a violation). Then truncates the
+/// prefix (keeping the last two segments) and forgets what it dropped.
+fn check_reopened(dir: &Path, acked: &mut BTreeMap<u64, u32>, close: bool) -> Result<u64, String> {
     let fs: SharedFs = Arc::new(RealFs::new());
     let dd = Arc::new(
         DataDir::open(fs, dir, &OpenOptions::default()).map_err(|e| format!("data dir: {e}"))?,
@@ -163,11 +169,12 @@ fn check_reopened(dir: &Path, acked: &BTreeMap<u64, u32>, close: bool) -> Result
             ));
         }
     }
-    let records = read_records(&log, Offset(0)).map_err(|e| e.to_string())?;
+    let start = log.log_start_offset().0;
+    let records = read_records(&log, Offset(start)).map_err(|e| e.to_string())?;
     let mut checked = 0;
     for (i, (o, _, rec)) in records.iter().enumerate() {
-        if *o != i as u64 {
-            return Err(format!("gap at {i}"));
+        if *o != start + i as u64 {
+            return Err(format!("gap at {}", start + i as u64));
         }
         if let Some(&crc) = acked.get(o) {
             if crc32c::crc32c(rec) != crc {
@@ -176,8 +183,11 @@ fn check_reopened(dir: &Path, acked: &BTreeMap<u64, u32>, close: bool) -> Result
             checked += 1;
         }
     }
-    if records.len() as u64 != end {
-        return Err(format!("{} records read, log end {end}", records.len()));
+    if records.len() as u64 != end - start {
+        return Err(format!(
+            "{} records read, log from {start} to {end}",
+            records.len()
+        ));
     }
     if checked != acked.len() as u64 {
         return Err(format!(
@@ -185,6 +195,14 @@ fn check_reopened(dir: &Path, acked: &BTreeMap<u64, u32>, close: bool) -> Result
             checked,
             acked.len()
         ));
+    }
+    let mut log = log;
+    let bases = log.segment_bases();
+    if bases.len() >= 3 {
+        let keep = bases[bases.len() - 2];
+        log.truncate_prefix_to(keep)
+            .map_err(|e| format!("prefix truncation: {e}"))?;
+        acked.retain(|&o, _| o >= keep.0);
     }
     if close {
         log.close().map_err(|e| format!("close: {e}"))?;
@@ -266,15 +284,21 @@ fn killed_writers_lose_no_acknowledged_record() {
     // rounds append at the end and never rewrite an acknowledged offset).
     let mut acked: BTreeMap<u64, u32> = BTreeMap::new();
     let (mut total_acks, mut checked_total) = (0u64, 0u64);
+    // Kills after a child rolled into a recycled segment file.
+    let mut recycled_rounds = 0u64;
     let mut violations = Vec::new();
     for round in 0..kills {
         let writers = [1u64, 8, 64][usize::try_from(round % 3).unwrap()];
         let ack = (round / 3) % 2;
         let target = 1 + rng.below(300);
         let child_seed = rng.next_u64();
+        let pooled_before = pool_files(&dir);
         let acks_this_round = run_child(&exe, &dir, child_seed, writers, ack, target, &mut acked);
         total_acks += acks_this_round;
-        match check_reopened(&dir, &acked, rng.below(2) == 0) {
+        if pool_files(&dir) < pooled_before {
+            recycled_rounds += 1;
+        }
+        match check_reopened(&dir, &mut acked, rng.below(2) == 0) {
             Ok(n) => checked_total += n,
             Err(e) => {
                 violations.push(format!(
@@ -290,7 +314,8 @@ fn killed_writers_lose_no_acknowledged_record() {
     }
     eprintln!(
         "process kills: {kills}, acknowledged records: {total_acks}, checked after reopens: \
-         {checked_total}, violations: {}",
+         {checked_total}, kills after a roll into a recycled file: {recycled_rounds}, \
+         violations: {}",
         violations.len()
     );
     assert!(
@@ -300,4 +325,18 @@ fn killed_writers_lose_no_acknowledged_record() {
         violations.join("\n")
     );
     assert!(total_acks >= kills);
+    assert!(
+        kills < 12 || recycled_rounds > 0,
+        "seed {seed}: no child rolled into a recycled segment file"
+    );
+}
+
+/// Files in the log directory's recycling pool.
+fn pool_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("log")).map_or(0, |entries| {
+        entries
+            .filter_map(std::result::Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("recycled-"))
+            .count()
+    })
 }

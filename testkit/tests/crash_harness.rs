@@ -29,7 +29,17 @@ use quorumlog_testkit::harness::{run_exhaustive, run_seed, Op};
 ///   truncation intent, which refined the evidence rule (only the intent's
 ///   own removals happen before a refusal). Found with 32 KiB segments; the
 ///   workload it draws now differs.
-const PINNED_SEEDS: &[u64] = &[0, 3, 23, 1_769_910_629_981_938_687];
+/// - 1792945832150392719: with recycled segment files (issue 11), a strict
+///   open refused after a plain crash: a sealed segment's scan went on past
+///   its complete data into a stale batch of the file's earlier life and
+///   called it corruption.
+const PINNED_SEEDS: &[u64] = &[
+    0,
+    3,
+    23,
+    1_769_910_629_981_938_687,
+    1_792_945_832_150_392_719,
+];
 
 fn env(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|s| s.parse().ok())
@@ -60,6 +70,12 @@ fn random_crash_cycles() {
         all.len()
     );
     assert!(cycles >= all.len() as u64);
+    let recycled = quorumlog_testkit::harness::recycled_rolls();
+    eprintln!("harness: {recycled} rolls into recycled segment files");
+    assert!(
+        recycled > 0,
+        "the workloads never rolled into a recycled file"
+    );
 }
 
 #[test]

@@ -137,6 +137,13 @@ fn open_system(name: &str, dir: &Path) -> Result<Box<dyn System>, BenchError> {
                 ..QuorumlogSetup::default()
             },
         )?),
+        "quorumlog-growing" => Box::new(Quorumlog::open(
+            dir,
+            QuorumlogSetup {
+                compact: false,
+                ..QuorumlogSetup::default()
+            },
+        )?),
         "raft-engine" => Box::new(RaftEngine::open(dir)?),
         "okaywal" => Box::new(Okaywal::open(dir)?),
         "raw" => Box::new(Raw::open(dir, 1 << 30)?),
@@ -161,6 +168,7 @@ fn run_workload(
             "quorumlog-packed",
             "quorumlog-fallocate",
             "quorumlog-zerofill",
+            "quorumlog-growing",
         ]);
     }
     if let Some(only) = &args.systems {

@@ -217,7 +217,7 @@ impl DurableLog {
     /// The queue's writer: writes queued batches until the queue is empty.
     fn write_queue(&self) -> Result<()> {
         loop {
-            let batches = {
+            let mut batches = {
                 let mut q = self.lock_queue();
                 if q.pending.is_empty() {
                     q.writing = false;
@@ -228,7 +228,8 @@ impl DurableLog {
             };
             let r = {
                 let mut log = self.shared.log_write();
-                log.append_encoded(&batches).map(|()| log.log_end_offset())
+                log.append_encoded(&mut batches)
+                    .map(|()| log.log_end_offset())
             };
             match r {
                 Ok(end) => {
@@ -353,6 +354,16 @@ impl DurableLog {
     /// Everything below this offset is durable.
     pub fn flushed_offset(&self) -> Offset {
         self.shared.state().flushed
+    }
+
+    /// The base offsets of the segments, oldest first.
+    pub fn segment_bases(&self) -> Vec<Offset> {
+        self.log().segment_bases()
+    }
+
+    /// See [`Log::segments_recycled`].
+    pub fn segments_recycled(&self) -> u64 {
+        self.log().segments_recycled()
     }
 
     /// Successful sync rounds so far.

@@ -132,13 +132,21 @@ impl Shared {
         }
         // Capture: the end to make durable, the file holding it, and the
         // generation; move later appends to a fresh page.
-        let (target, file, generation) = {
+        let captured = {
             let mut log = self.log_write();
             let generation = self.state().generation;
-            let (target, file) = log.capture_sync_target();
-            (target, file, generation)
+            log.capture_sync_target()
+                .map(|(target, file)| (target, file, generation))
         };
-        let result = file.sync_data();
+        let (target, generation, result) = match captured {
+            Ok((target, file, generation)) => (
+                target,
+                generation,
+                file.sync_data().map_err(|e| Failure::of(&e)),
+            ),
+            // The padding write failed (the log is poisoned): a failed round.
+            Err(e) => (Offset(0), 0, Err(e.failure())),
+        };
         let (fired, wake) = {
             let mut st = self.state();
             st.syncing = false;
@@ -152,8 +160,8 @@ impl Shared {
                     st.syncs += 1;
                 }
                 Ok(()) => {} // a truncation intervened: the round is void
-                Err(e) => {
-                    st.poisoned = Some(Failure::of(e));
+                Err(f) => {
+                    st.poisoned = Some(*f);
                 }
             }
             let fired = take_due(&mut st);
@@ -165,9 +173,9 @@ impl Shared {
         // Unparked after the lock is released: a woken thread's first act
         // is to take it.
         unpark(wake);
-        if let Err(e) = result {
+        if let Err(f) = result {
             // The log refuses everything from now on (invariant 6).
-            self.log_write().poison(Failure::of(&e));
+            self.log_write().poison(f);
         }
         fire(fired);
         true

@@ -13,9 +13,9 @@ use quorumlog_io::{File, OpenMode};
 use crate::batch::{encoded_len, BatchEncoder};
 use crate::dir::PREPARED_FILE;
 use crate::error::{Error, Result};
-use crate::format::{segment_file_name, BatchHeader, SEGMENT_HEADER_BYTES};
+use crate::format::{align_up, segment_file_name, BatchHeader, Salt, SEGMENT_HEADER_BYTES};
 use crate::log::Log;
-use crate::options::SegmentPreparation;
+use crate::options::{SegmentPreparation, WriteAlignment};
 use crate::segment::{preallocate, Segment};
 
 /// The next segment file, prepared ahead of the roll that needs it.
@@ -25,6 +25,8 @@ pub(crate) enum NextSegment {
     Ready(Box<dyn File>),
     /// Being prepared on a background thread.
     Preparing(JoinHandle<std::io::Result<Box<dyn File>>>),
+    /// A recycled file of the pool (written blocks already).
+    Pooled(std::path::PathBuf),
 }
 
 /// Where an append landed.
@@ -155,11 +157,11 @@ impl Log {
         let mut buf = std::mem::take(&mut self.scratch);
         let header =
             BatchEncoder::from_options(self.options()).encode(&mut buf, base, epoch, records);
-        let result = header.and_then(|header| {
+        let result = header.and_then(|mut header| {
             if self.active().end_position + buf.len() as u64 > self.options().segment_size_bytes {
                 self.roll()?;
             }
-            self.active_mut().append(&buf, &header)?;
+            self.active_mut().append(&mut buf, &mut header)?;
             // The epoch map in memory is authoritative; it is made durable
             // with every recovery point, and recovery rebuilds it from the
             // batches after the recovery point.
@@ -170,18 +172,22 @@ impl Log {
         result
     }
 
-    /// Writes batches encoded ahead (in offset order, continuing the log),
-    /// as few writes as segment boundaries allow: one for a group of small
-    /// batches from many writers.
+    /// Writes batches encoded ahead (unsalted, in offset order, continuing
+    /// the log), as few writes as segment boundaries allow: one for a group
+    /// of small batches from many writers. With page alignment each write
+    /// carries the zeros up to the next page boundary, since a sync usually
+    /// follows: the padding is then written once, and a write that starts a
+    /// page covers it whole (no read of an uncached page first).
     ///
     /// # Errors
     /// `Io` (which poisons the log); `Poisoned`.
     ///
     /// # Panics
     /// If the batches do not continue the log (a bug in the caller).
-    pub(crate) fn append_encoded(&mut self, batches: &[(BatchHeader, Vec<u8>)]) -> Result<()> {
+    pub(crate) fn append_encoded(&mut self, batches: &mut [(BatchHeader, Vec<u8>)]) -> Result<()> {
         self.guard(|log| {
             let size = log.options().segment_size_bytes;
+            let pad = log.options().write_alignment == WriteAlignment::Page;
             let mut rest = batches;
             let mut joined = Vec::new();
             while let Some((first, _)) = rest.first() {
@@ -200,25 +206,41 @@ impl Log {
                         end <= size
                     })
                     .count();
-                let (group, later) = rest.split_at(fit);
-                match group {
-                    [] => {
-                        log.roll()?;
-                        continue;
-                    }
-                    [(_, one)] => log.active().file.write_all_at(one, start)?,
-                    many => {
-                        joined.clear();
-                        for (_, b) in many {
-                            joined.extend_from_slice(b);
-                        }
-                        log.active().file.write_all_at(&joined, start)?;
-                    }
+                if fit == 0 {
+                    log.roll()?;
+                    continue;
                 }
-                for (h, b) in group {
+                let (group, later) = std::mem::take(&mut rest).split_at_mut(fit);
+                let salt = log.active().salt;
+                for (h, b) in group.iter_mut() {
+                    salt.restamp(Salt::NONE, h, b);
+                }
+                let zeros_to = if pad { align_up(end).min(size) } else { end };
+                // Lossless: within a segment of at most 2 GiB.
+                let write_len = usize::try_from(zeros_to - start).unwrap_or(0);
+                if let [(_, one)] = group {
+                    // No copy: the padding goes after the batch in its own
+                    // buffer (the encoder reserved a page for it).
+                    let len = one.len();
+                    one.resize(write_len, 0);
+                    let r = log.active().file.write_all_at(one, start);
+                    one.truncate(len);
+                    r?;
+                } else {
+                    joined.clear();
+                    joined.reserve(write_len);
+                    for (_, b) in group.iter() {
+                        joined.extend_from_slice(b);
+                    }
+                    joined.resize(write_len, 0);
+                    log.active().file.write_all_at(&joined, start)?;
+                }
+                for (h, b) in group.iter() {
                     log.active_mut().note_appended(b.len() as u64, h);
                     log.epochs.assign(h.epoch, h.base_offset)?;
                 }
+                let seg = log.active_mut();
+                seg.zeros_to = seg.zeros_to.max(zeros_to);
                 log.maybe_prepare_next()?;
                 rest = later;
             }
@@ -237,6 +259,11 @@ impl Log {
             * u64::from(self.options().prepare_next_segment_percent)
             / 100;
         if self.active().end_position < threshold {
+            return Ok(());
+        }
+        if let Some(pooled) = self.dir.pooled_file()? {
+            // The roll reuses a recycled file: nothing to prepare.
+            self.prepared = Some(NextSegment::Pooled(pooled));
             return Ok(());
         }
         let fs = self.dir.fs().clone();
@@ -277,17 +304,31 @@ impl Log {
         self.flushed = base;
         self.active()
             .write_index(self.dir.fs().as_ref(), self.dir.path())?;
-        // 2. The new segment: prepared file → header → rename → dir sync.
-        let prepared_path = self.dir.path().join(PREPARED_FILE);
-        let file = match self.prepared.take() {
-            Some(NextSegment::Ready(f)) => f,
-            Some(NextSegment::Preparing(job)) => job
-                .join()
-                .map_err(|_| std::io::Error::other("segment preparation panicked"))??,
-            None => self
-                .dir
-                .fs()
-                .open(&prepared_path, OpenMode::CreateOrTruncate)?,
+        // 2. The new segment: prepared, recycled or new file → header page
+        //    (fresh salt) → rename → dir sync.
+        //    A recycled file first (a prepared one stays for a later roll).
+        let mut from_path = self.dir.path().join(PREPARED_FILE);
+        let pooled = match self.prepared.take() {
+            Some(NextSegment::Pooled(p)) => Some(p),
+            other => {
+                self.prepared = other;
+                self.dir.pooled_file()?
+            }
+        };
+        let file = if let Some(pooled) = pooled {
+            from_path = pooled;
+            self.recycled += 1;
+            self.dir.fs().open(&from_path, OpenMode::ReadWrite)?
+        } else {
+            match self.prepared.take() {
+                Some(NextSegment::Ready(f)) => f,
+                Some(NextSegment::Preparing(job)) => job
+                    .join()
+                    .map_err(|_| std::io::Error::other("segment preparation panicked"))??,
+                Some(NextSegment::Pooled(_)) | None => {
+                    self.dir.fs().open(&from_path, OpenMode::CreateOrTruncate)?
+                }
+            }
         };
         Segment::init_file(
             file.as_ref(),
@@ -296,10 +337,9 @@ impl Log {
             self.next_preallocation(),
         )?;
         drop(file);
-        self.dir.fs().rename(
-            &prepared_path,
-            &self.dir.path().join(segment_file_name(base)),
-        )?;
+        self.dir
+            .fs()
+            .rename(&from_path, &self.dir.path().join(segment_file_name(base)))?;
         self.dir.sync()?;
         let seg = self.dir.open_segment(base)?;
         debug_assert_eq!(seg.end_position, SEGMENT_HEADER_BYTES as u64);

@@ -53,6 +53,8 @@ pub struct Log {
     /// Syncs of the active segment since it was opened (for `Adaptive`
     /// preallocation).
     syncs_in_segment: u64,
+    /// Rolls that reused a recycled segment file since open.
+    recycled: u64,
     /// Where the last read ended: (next offset, segment index, position).
     read_hint: Mutex<Option<(Offset, Offset, u64)>>,
     /// This log's claim on its data directory (released on drop).
@@ -117,9 +119,16 @@ impl Log {
         let r = recover(&dir)?;
         let end = r.segments.last().map_or(r.log_start, |s| s.end_offset);
         let clean = r.report.clean;
+        let mut segments = r.segments;
+        if let Some(last) = segments.last_mut() {
+            // Recovery leaves zeros from the end of the data to the page
+            // boundary (sync padding it verified, or a torn tail it zeroed):
+            // never written again, as that page may hold acknowledged bytes.
+            last.zeros_to = crate::format::align_up(last.end_position);
+        }
         let mut log = Log {
             dir,
-            segments: r.segments,
+            segments,
             start_offset: r.log_start,
             high_watermark: r.high_watermark,
             epochs: r.epochs,
@@ -129,6 +138,7 @@ impl Log {
             prepared: None,
             report: r.report,
             syncs_in_segment: 0,
+            recycled: 0,
             read_hint: Mutex::new(None),
             _claim: claim,
         };
@@ -146,18 +156,41 @@ impl Log {
         Ok(log)
     }
 
+    /// How many rolls since open reused a segment file a prefix truncation
+    /// had freed (instead of preparing a new one).
+    pub fn segments_recycled(&self) -> u64 {
+        self.recycled
+    }
+
     /// The options the log was opened with.
     pub(crate) fn options(&self) -> &LogOptions {
         self.dir.options()
     }
 
-    /// For a sync round: the end to make durable and the file holding it;
-    /// later appends move to a fresh page.
-    pub(crate) fn capture_sync_target(&mut self) -> (Offset, Arc<dyn File>) {
-        let target = self.log_end_offset();
-        let file = Arc::clone(&self.active().file);
-        self.align_end();
-        (target, file)
+    /// For a sync round: the end to make durable and the file holding it
+    /// (its sync padding written); later appends move to a fresh page.
+    ///
+    /// # Errors
+    /// `Io` writing the padding (which poisons the log); `Poisoned`.
+    pub(crate) fn capture_sync_target(&mut self) -> Result<(Offset, Arc<dyn File>)> {
+        self.guard(|log| {
+            log.pad_for_sync()?;
+            let target = log.log_end_offset();
+            let file = Arc::clone(&log.active().file);
+            log.align_end();
+            Ok((target, file))
+        })
+    }
+
+    /// With `WriteAlignment::Page`, writes the active segment's sync
+    /// padding (if not written with the data), so the sync that follows
+    /// makes it durable.
+    fn pad_for_sync(&mut self) -> Result<()> {
+        if self.options().write_alignment != WriteAlignment::Page {
+            return Ok(());
+        }
+        let size = self.options().segment_size_bytes;
+        self.active_mut().pad(size)
     }
 
     pub(crate) fn check_poisoned(&self) -> Result<()> {
@@ -290,6 +323,7 @@ impl Log {
     /// If the flushed offset would move backwards (a bug).
     pub fn flush(&mut self) -> Result<Offset> {
         self.guard(|log| {
+            log.pad_for_sync()?;
             log.active().file.sync_data()?;
             let end = log.log_end_offset();
             assert!(end >= log.flushed, "flushed offset moves forward only");
@@ -301,8 +335,8 @@ impl Log {
 
     /// With `WriteAlignment::Page`, moves the active segment's end to the
     /// next page boundary, so the page holding the last synced bytes (or the
-    /// segment header) is never written again. The bytes skipped are zeros
-    /// already.
+    /// segment header) is never written again. The bytes skipped are zeros,
+    /// written before the sync ([`Segment::pad`], or the header page).
     pub(crate) fn align_end(&mut self) {
         if self.options().write_alignment != WriteAlignment::Page {
             return;
@@ -469,7 +503,8 @@ fn verified_batches(seg: &Segment, pos: u64, buf: &[u8], first: Offset) -> Resul
             }
             break; // cut by max_bytes: stop before it
         }
-        if let Err(kind) = walk::batch(&mut src, at, &h, next, DataEnd(seg.end_position))? {
+        let end = DataEnd(seg.end_position);
+        if let Err(kind) = walk::batch(&mut src, at, &h, next, end, seg.salt)? {
             return Err(fail(at, Some(h.epoch), kind));
         }
         // Lossless: within the buffer.

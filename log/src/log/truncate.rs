@@ -17,7 +17,7 @@ use quorumlog_checkpoint::{EpochMap, Offset, RecoveryPoint};
 use crate::batch::{BatchEncoder, BatchRef};
 use crate::dir::Cut;
 use crate::error::{Error, Result};
-use crate::format::{PAGE_BYTES, SEGMENT_HEADER_BYTES};
+use crate::format::{Salt, PAGE_BYTES, SEGMENT_HEADER_BYTES};
 use crate::intent::{self, Intent};
 use crate::log::Log;
 use crate::segment::relative;
@@ -79,7 +79,7 @@ impl Log {
                 })?;
                 let keep = usize::try_from(offset.0 - h.base_offset.0).unwrap_or(0);
                 let mut out = Vec::new();
-                let header = BatchEncoder {
+                let mut header = BatchEncoder {
                     compression: self.options().compression,
                     threshold_bytes: self.options().compression_threshold_bytes,
                     max_bytes: u64::MAX,
@@ -90,6 +90,7 @@ impl Log {
                     h.epoch,
                     records.get(..keep).unwrap_or_default(),
                 )?;
+                seg.salt.restamp(Salt::NONE, &mut header, &mut out);
                 (pos, Some((header, out)))
             }
         };
@@ -109,6 +110,7 @@ impl Log {
         self.segments.truncate(i + 1);
         let seg = self.active_mut();
         seg.end_position = position;
+        seg.zeros_to = position;
         seg.end_offset = replacement
             .as_ref()
             .map_or(cut_offset, |(h, _)| h.base_offset);
@@ -126,8 +128,9 @@ impl Log {
         Ok(())
     }
 
-    /// Advances the log start offset to `offset` and deletes every segment
-    /// wholly below it. The caller guarantees a durable snapshot covers
+    /// Advances the log start offset to `offset` and retires every segment
+    /// wholly below it: up to `LogOptions::recycled_segments` files go to
+    /// the recycling pool for later rolls, the rest are deleted. The caller guarantees a durable snapshot covers
     /// everything below `offset` (docs/design.md invariant 7).
     ///
     /// # Errors
@@ -173,7 +176,7 @@ impl Log {
                     })?;
                 }
                 for seg in log.segments.drain(..doomed) {
-                    log.dir.remove_segment(seg.base)?;
+                    log.dir.retire_segment(seg.base)?;
                 }
                 log.dir.sync()?;
             }

@@ -10,7 +10,9 @@ use crate::options::RecoveryMode;
 pub(crate) enum Finding {
     /// Invalid bytes before the recovery point.
     BeforeRecoveryPoint,
-    /// Invalid bytes in a sealed segment (a later segment exists).
+    /// Invalid bytes in a sealed segment (a later segment exists), before
+    /// its data reaches the next segment's base (bytes after that are not
+    /// data: zeros, or stale batches of a recycled file).
     InSealedSegment,
     /// A sealed segment ends cleanly, but not at the next segment's base.
     SealedEndsShort,
@@ -97,7 +99,7 @@ pub(crate) const DECISIONS: &[Row] = &[
     ),
     (
         Finding::InSealedSegment,
-        "invalid bytes in a sealed segment (a later segment exists)",
+        "invalid bytes in a sealed segment (a later segment exists), before its data reaches the next segment's base",
         Outcome::Refuse,
         Outcome::CutReportDropped,
     ),

@@ -11,14 +11,14 @@ use quorumlog_checkpoint::{Epoch, EpochMap, Offset, RecoveryPoint};
 use quorumlog_io::OpenMode;
 
 use super::{Finding, Outcome, PendingCut, Recovery};
-use crate::dir::{Cut, CLEAN_CONTENT, CLEAN_FILE, PREPARED_FILE};
+use crate::dir::{is_pool_file, Cut, CLEAN_CONTENT, CLEAN_FILE, PREPARED_FILE};
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{index_file_name, parse_file_name, SEGMENT_HEADER_BYTES};
 use crate::intent::{self, Intent, INTENT_FILE};
 use crate::recovery::report::{DroppedCorruption, ScanStart, TornTail};
 use crate::segment::corruption;
 use crate::segment::index::{load_index_file, IndexProblem, SparseIndex};
-use crate::segment::scan::{inspect_tail, scan, ScanFrom, ScanOutcome, Stop};
+use crate::segment::scan::{inspect_tail, scan, ScanFrom, ScanOutcome, Stop, TailAt};
 use crate::segment::walk::padded_end;
 use crate::segment::Location;
 
@@ -55,6 +55,7 @@ impl Recovery<'_> {
             } else if parse_file_name(&e.name, "log").is_none()
                 && parse_file_name(&e.name, "index").is_none()
                 && e.name != INTENT_FILE
+                && !is_pool_file(&e.name)
             {
                 debug_assert_eq!(self.decide(Finding::UnknownFile), Outcome::LeaveReport);
                 self.report.unknown_files.push(e.name);
@@ -109,6 +110,15 @@ impl Recovery<'_> {
                 self.dir.redo_full(start)?;
                 format!("full truncation to {start}")
             }
+            Ok(Intent::Zero {
+                segment,
+                position,
+                bytes,
+                until,
+            }) => {
+                self.dir.redo_zero(segment, position, &bytes, until)?;
+                format!("torn tail of segment {segment} zeroed from byte {position} to {until}")
+            }
             Err(_) => "invalid intent removed".into(),
         });
         intent::remove(fs.as_ref(), path)
@@ -150,6 +160,7 @@ impl Recovery<'_> {
             // Creating the first segment destroys nothing.
             self.leftovers.retain(|n| n != PREPARED_FILE);
             self.dir.create_segment(start)?;
+            self.created_first_segment = true;
             bases.push(start);
         }
         Ok((log_start, bases))
@@ -314,7 +325,7 @@ impl Recovery<'_> {
             offset: seg.base,
             prev_epoch: None,
         };
-        let out = scan(seg.file.as_ref(), from, limit, &mut ix)?;
+        let out = scan(seg.file.as_ref(), seg.salt, from, limit, &mut ix)?;
         self.report.bytes_scanned += out.bytes_scanned;
         let seg = &mut self.segments[i];
         seg.end_position = out.end_position;
@@ -410,7 +421,7 @@ impl Recovery<'_> {
         loop {
             let seg = &mut self.segments[j];
             let mut ix = std::mem::take(&mut seg.index);
-            let out = scan(seg.file.as_ref(), from, u64::MAX, &mut ix)?;
+            let out = scan(seg.file.as_ref(), seg.salt, from, u64::MAX, &mut ix)?;
             seg.index = ix;
             seg.end_position = out.end_position;
             seg.end_offset = out.end_offset;
@@ -454,13 +465,28 @@ impl Recovery<'_> {
         if self.clean_marker && quiet && out.bytes_scanned == 0 {
             return Ok(true);
         }
-        let tail = inspect_tail(self.segments[j].file.as_ref(), out.end_position)?;
+        if self.created_first_segment && quiet && out.bytes_scanned == 0 {
+            // This open made the file: nothing after its header is the
+            // log's, and reading it (a whole segment) would only fill the
+            // page cache with read-ahead pages the appends then overwrite.
+            return Ok(false);
+        }
         let (at, epoch) = match &out.stop {
             Stop::Invalid {
                 position, epoch, ..
             } => (*position, *epoch),
             _ => (out.end_position, None),
         };
+        let seg = &self.segments[j];
+        let tail = inspect_tail(
+            seg.file.as_ref(),
+            seg.salt,
+            TailAt {
+                end: out.end_position,
+                stop: at,
+                offset: out.end_offset,
+            },
+        )?;
         let invalid = |kind| Invalid {
             seg: j,
             position: at,
@@ -485,7 +511,7 @@ impl Recovery<'_> {
                 CorruptionKind::Malformed("non-zero bytes after the end of the data"),
             ),
         };
-        let Some(dropped_until) = tail.nonzero_end else {
+        let Some(dropped_until) = tail.torn_end else {
             return Ok(false); // nothing after the data to clean up
         };
         debug_assert_eq!(self.decide(finding), Outcome::CutTornTail);
@@ -500,6 +526,7 @@ impl Recovery<'_> {
             seg: j,
             position: out.end_position,
             offset: out.end_offset,
+            zero_until: Some(dropped_until),
         });
         Ok(false)
     }
@@ -535,6 +562,7 @@ impl Recovery<'_> {
             seg: inv.seg,
             position: inv.data_end,
             offset: inv.offset,
+            zero_until: None,
         });
         Ok(false)
     }
@@ -584,12 +612,14 @@ fn sealed_end_problem(
     next_base: Offset,
 ) -> Option<(u64, CorruptionKind, Option<Epoch>)> {
     match stop {
+        // The data is complete: what follows it is not data (zeros, or the
+        // stale batches of a recycled file's earlier life).
+        _ if end == next_base => None,
         Stop::Invalid {
             position,
             kind,
             epoch,
         } => Some((*position, *kind, *epoch)),
-        Stop::Zeros | Stop::EndOfFile | Stop::Limit if end == next_base => None,
         Stop::Zeros | Stop::EndOfFile | Stop::Limit => {
             Some((data_end, CorruptionKind::Gap { end, next_base }, None))
         }

@@ -61,6 +61,10 @@ struct PendingCut {
     seg: usize,
     position: u64,
     offset: Offset,
+    /// A torn tail: zero `[position, until)` in place, the file keeping
+    /// its length and written blocks. `None`: cut the file there and
+    /// preallocate again (every later byte zero), as corruption needs.
+    zero_until: Option<u64>,
 }
 
 /// The state of one recovery.
@@ -72,6 +76,8 @@ struct Recovery<'a> {
     epochs: EpochMap,
     /// Decided by inspection, done by repair:
     clean_marker: bool,
+    /// This open created the log's first segment (an empty log).
+    created_first_segment: bool,
     leftovers: Vec<String>,
     below_start: Vec<Offset>,
     index_writes: Vec<(Offset, IndexProblem)>,
@@ -96,6 +102,7 @@ pub(crate) fn recover(dir: &LogDir) -> Result<Recovered> {
         segments: Vec::new(),
         epochs: EpochMap::new(),
         clean_marker: false,
+        created_first_segment: false,
         leftovers: Vec::new(),
         below_start: Vec::new(),
         index_writes: Vec::new(),

@@ -30,7 +30,7 @@ impl Recovery<'_> {
         if !self.below_start.is_empty() {
             debug_assert_eq!(self.decide(Finding::BelowLogStart), Outcome::RemoveReport);
             for &base in &self.below_start {
-                self.dir.remove_segment(base)?;
+                self.dir.retire_segment(base)?;
                 self.report
                     .segments_removed
                     .push((base, "wholly below the log start offset"));
@@ -141,12 +141,15 @@ impl Recovery<'_> {
     /// later segments removed, the rest of the segment zero-filled, synced.
     fn make_cut(&mut self, cut: PendingCut) -> Result<()> {
         let base = self.segments[cut.seg].base;
-        self.dir.cut_page_safe(Cut {
-            segment: base,
-            position: cut.position,
-            replacement: None,
-            offset: cut.offset,
-        })?;
+        match cut.zero_until {
+            Some(until) => self.dir.zero_in_place(base, cut.position, until)?,
+            None => self.dir.cut_page_safe(Cut {
+                segment: base,
+                position: cut.position,
+                replacement: None,
+                offset: cut.offset,
+            })?,
+        }
         self.segments.truncate(cut.seg + 1);
         let seg = &mut self.segments[cut.seg];
         seg.end_position = cut.position;

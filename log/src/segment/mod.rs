@@ -2,10 +2,13 @@
 //! whole verified batches.
 //!
 //! Invariants:
-//! - bytes `[SEGMENT_HEADER_BYTES, end_position)` are valid batches holding
-//!   offsets `[base, end_offset)` without gaps;
-//! - bytes from `end_position` to the end of the file are zeros (the file is
-//!   preallocated, and truncation zero-fills what it cuts);
+//! - bytes `[SEGMENT_HEADER_BYTES, end_position)` are valid batches (under
+//!   the segment's salt) holding offsets `[base, end_offset)`, with zero
+//!   sync padding between them and no gaps in offsets;
+//! - bytes from `end_position` to the end of the file hold no batch valid
+//!   under the segment's salt: they are zeros (a fresh file, or what a
+//!   truncation zero-filled), stale batches of the file's earlier life
+//!   (a recycled file), or the remains of a write torn by a crash;
 //! - a batch never spans segments.
 
 pub(crate) mod index;
@@ -20,8 +23,8 @@ use quorumlog_io::{File, FileSystem, OpenMode};
 
 use crate::error::{CorruptionKind, Error, Result};
 use crate::format::{
-    decode_segment_header, encode_segment_header, segment_file_name, truncated, BatchHeader,
-    BATCH_HEADER_BYTES, SEGMENT_HEADER_BYTES,
+    align_up, decode_segment_header, encode_segment_header, segment_file_name, truncated,
+    BatchHeader, Salt, BATCH_HEADER_BYTES, PAGE_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::options::Preallocation;
 use index::SparseIndex;
@@ -34,8 +37,13 @@ pub(crate) struct Segment {
     pub base: Offset,
     /// The open file (shared with the flusher, which syncs it unlocked).
     pub file: Arc<dyn File>,
+    /// The salt of this life of the file (batch CRCs are salted with it).
+    pub salt: Salt,
     /// Byte position after the last batch.
     pub end_position: u64,
+    /// Bytes `[end_position, zeros_to)` are known zeros of this life (sync
+    /// padding written with the data); used to write padding once.
+    pub zeros_to: u64,
     /// Offset after the last batch.
     pub end_offset: Offset,
     /// Sparse offset index.
@@ -43,8 +51,10 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    /// Turns a prepared (preallocated, zeroed) file into segment `base`:
-    /// writes and syncs its header. The caller renames it into place and
+    /// Turns a prepared (preallocated) or recycled file into segment
+    /// `base` with a fresh salt: writes and syncs its header page (the
+    /// header, zeros to the page's end, so nothing of an earlier life is
+    /// left before the first batch). The caller renames it into place and
     /// syncs the directory.
     ///
     /// # Errors
@@ -56,7 +66,12 @@ impl Segment {
         prealloc: Preallocation,
     ) -> Result<()> {
         preallocate(file, size_bytes, prealloc)?;
-        file.write_all_and_sync_at(&encode_segment_header(base), 0)?;
+        let mut page = vec![0u8; usize::try_from(PAGE_BYTES.min(size_bytes)).unwrap_or(0)];
+        let header = encode_segment_header(base, Salt::fresh());
+        if let Some(h) = page.get_mut(..SEGMENT_HEADER_BYTES) {
+            h.copy_from_slice(&header);
+        }
+        file.write_all_and_sync_at(&page, 0)?;
         Ok(())
     }
 
@@ -84,20 +99,22 @@ impl Segment {
             file.read_exact_at(&mut h, 0)?;
             decode_segment_header(&h)
         };
-        let problem = match header {
-            Ok(b) if b == base => None,
-            Ok(found) => Some(CorruptionKind::Misplaced {
-                expected: base,
-                found,
-            }),
-            Err(kind) => Some(kind),
+        let salt = match header {
+            Ok((b, salt)) if b == base => salt,
+            Ok((found, _)) => {
+                let kind = CorruptionKind::Misplaced {
+                    expected: base,
+                    found,
+                };
+                return Err(corruption(Location::header(base), None, kind));
+            }
+            Err(kind) => return Err(corruption(Location::header(base), None, kind)),
         };
-        if let Some(kind) = problem {
-            return Err(corruption(Location::header(base), None, kind));
-        }
         Ok(Segment {
             base,
             file: Arc::from(file),
+            salt,
+            zeros_to: SEGMENT_HEADER_BYTES as u64,
             end_position: SEGMENT_HEADER_BYTES as u64,
             end_offset: base,
             index: SparseIndex::new(interval),
@@ -123,17 +140,37 @@ impl Segment {
         )
     }
 
-    /// Writes an encoded batch at the end. Not durable until synced.
+    /// Writes a batch encoded unsalted at the end, salted with this
+    /// segment's salt. Not durable until synced.
     ///
     /// # Errors
     /// `Io` on failure (the caller poisons the log).
-    pub(crate) fn append(&mut self, bytes: &[u8], header: &BatchHeader) -> Result<()> {
+    pub(crate) fn append(&mut self, bytes: &mut [u8], header: &mut BatchHeader) -> Result<()> {
         assert_eq!(
             header.base_offset, self.end_offset,
             "append must continue the segment"
         );
+        self.salt.restamp(Salt::NONE, header, bytes);
         self.file.write_all_at(bytes, self.end_position)?;
         self.note_appended(bytes.len() as u64, header);
+        Ok(())
+    }
+
+    /// Before a sync with page alignment: writes zeros from the end of the
+    /// data to the page boundary, unless they were written already, so the
+    /// sync makes the padding durable with the data (a recycled file holds
+    /// stale bytes there, and recovery reads the gap as padding).
+    ///
+    /// # Errors
+    /// `Io` on failure (the caller poisons the log).
+    pub(crate) fn pad(&mut self, segment_size: u64) -> Result<()> {
+        let to = align_up(self.end_position).min(segment_size);
+        if to > self.end_position && self.zeros_to < to {
+            // Lossless: less than a page.
+            let zeros = vec![0u8; usize::try_from(to - self.end_position).unwrap_or(0)];
+            self.file.write_all_at(&zeros, self.end_position)?;
+        }
+        self.zeros_to = self.zeros_to.max(to);
         Ok(())
     }
 
@@ -202,6 +239,7 @@ impl Segment {
             &header,
             want,
             DataEnd(self.end_position),
+            self.salt,
         )? {
             Ok(bytes) => Ok((header, bytes.to_vec())),
             Err(kind) => Err(corruption(
@@ -422,14 +460,14 @@ mod tests {
         let mut seg = Segment::open(fs, Path::new("/log"), Offset(100), 64).unwrap();
         let mut buf = Vec::new();
         for b in 0..20u64 {
-            let h = BatchEncoder {
+            let mut h = BatchEncoder {
                 compression: Compression::None,
                 threshold_bytes: 0,
                 max_bytes: 1 << 20,
             }
             .encode(&mut buf, Offset(100 + b * 2), Epoch(1), &[b"ab", b"cd"])
             .unwrap();
-            seg.append(&buf, &h).unwrap();
+            seg.append(&mut buf, &mut h).unwrap();
         }
         seg
     }

@@ -12,7 +12,7 @@ use quorumlog_io::File;
 
 use crate::batch::{verify_batch, MAX_BATCH_BYTES};
 use crate::error::{CorruptionKind, Result};
-use crate::format::{BatchHeader, BATCH_HEADER_BYTES, BATCH_MAGIC};
+use crate::format::{align_up, BatchHeader, Salt, BATCH_HEADER_BYTES, BATCH_MAGIC};
 use crate::segment::index::SparseIndex;
 use crate::segment::walk::{self, DataEnd, FileSource, Slot, Source};
 
@@ -78,6 +78,7 @@ pub(crate) struct ScanFrom {
 /// `Io` only: invalid bytes end the scan and are described in the outcome.
 pub(crate) fn scan(
     file: &dyn File,
+    salt: Salt,
     from: ScanFrom,
     limit: u64,
     index: &mut SparseIndex,
@@ -122,7 +123,7 @@ pub(crate) fn scan(
                 return Ok(out);
             }
         };
-        let len = match check_batch(&mut src, position, &header, &out, file_len)? {
+        let len = match check_batch(&mut src, position, &header, &out, (file_len, salt))? {
             Ok(len) => len,
             Err(kind) => {
                 out.stop = Stop::Invalid {
@@ -155,9 +156,16 @@ fn check_batch(
     position: u64,
     header: &BatchHeader,
     out: &ScanOutcome,
-    file_len: u64,
+    (file_len, salt): (u64, Salt),
 ) -> Result<std::result::Result<u64, CorruptionKind>> {
-    let len = match walk::batch(src, position, header, out.end_offset, DataEnd(file_len))? {
+    let len = match walk::batch(
+        src,
+        position,
+        header,
+        out.end_offset,
+        DataEnd(file_len),
+        salt,
+    )? {
         Ok(bytes) => bytes.len() as u64,
         Err(kind) => return Ok(Err(kind)),
     };
@@ -175,52 +183,93 @@ fn check_batch(
 /// What lies after the end of a segment's valid data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tail {
-    /// Where the first intact batch after it starts, if any.
+    /// Where the first batch valid under the segment's salt starts after
+    /// it, if any (stale batches of another salt never count).
     pub valid_at: Option<u64>,
-    /// The position after the last non-zero byte, if any byte after the
-    /// data end is not zero (what a cut would drop).
-    pub nonzero_end: Option<u64>,
+    /// The position after the last non-zero byte of the torn window, if
+    /// any: the bytes a torn-tail cut zeroes and reports.
+    pub torn_end: Option<u64>,
 }
 
-/// Searches `file` after `position` for any intact batch (of any offset),
-/// and finds where its last non-zero byte is, in one pass.
+/// Where the data of the last segment ends, for [`inspect_tail`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TailAt {
+    /// The byte position after the last valid batch.
+    pub end: u64,
+    /// Where the walker stopped (after any padding): `end`, or later.
+    pub stop: u64,
+    /// The offset the next batch would start with.
+    pub offset: Offset,
+}
+
+/// Inspects a segment (salted `salt`) after its data: searches for any
+/// batch valid under the salt, and measures the **torn window**: from the
+/// end of the data to the end of the page where the walker stopped, or to
+/// the end of the batch that starts there if its header names the next
+/// offset (a batch of this log torn by a crash). Bytes after the window
+/// are zeros or stale: nothing of this life that was acknowledged, and no
+/// batch the log would ever read, so they stay as they are (a recycled
+/// file is never rewritten in full).
 ///
 /// # Errors
 /// `Io` on read failure.
-pub(crate) fn inspect_tail(file: &dyn File, position: u64) -> Result<Tail> {
+pub(crate) fn inspect_tail(file: &dyn File, salt: Salt, at: TailAt) -> Result<Tail> {
     let file_len = file.len()?;
     let mut src = FileSource::new(file, file_len, CHUNK_BYTES);
     let mut tail = Tail {
         valid_at: None,
-        nonzero_end: None,
+        torn_end: None,
     };
-    // First pass, borrowing the window: where the last non-zero byte is.
-    // After a crash the tail is usually all zeros, and this is the whole
-    // cost.
-    let mut chunk_start = position;
+    let mut window_end = align_up(at.stop + 1);
+    if at.stop + BATCH_HEADER_BYTES as u64 <= file_len {
+        if let Ok(h) = BatchHeader::parse(src.bytes(at.stop, BATCH_HEADER_BYTES)?) {
+            let len = u64::from(h.batch_len).min(MAX_BATCH_BYTES + BATCH_HEADER_BYTES as u64);
+            if h.base_offset == at.offset {
+                window_end = window_end.max(at.stop + len);
+            }
+        }
+    }
+    let window_end = window_end.min(file_len);
+    // First pass, borrowing the window: where the last non-zero byte is,
+    // in the torn window and in the whole rest of the file. After a crash
+    // in a fresh file the tail is all zeros, and this is the whole cost.
+    let mut nonzero_end = None;
+    let mut chunk_start = at.end;
     while chunk_start < file_len {
         let chunk = src.bytes(chunk_start, CHUNK_BYTES)?;
         if chunk.is_empty() {
             break;
         }
         if let Some(last) = chunk.iter().rposition(|&b| b != 0) {
-            tail.nonzero_end = Some(chunk_start + last as u64 + 1);
+            nonzero_end = Some(chunk_start + last as u64 + 1);
+        }
+        if chunk_start < window_end {
+            let n = usize::try_from(window_end - chunk_start).unwrap_or(usize::MAX);
+            let part = chunk.get(..n.min(chunk.len())).unwrap_or_default();
+            if let Some(last) = part.iter().rposition(|&b| b != 0) {
+                tail.torn_end = Some(chunk_start + last as u64 + 1);
+            }
         }
         chunk_start += chunk.len() as u64;
     }
-    let Some(nonzero_end) = tail.nonzero_end else {
+    // What was read after the data will be overwritten by small appends:
+    // drop the read-ahead's (large) pages, a hint only.
+    let _ = file.drop_cache(at.end, file_len - at.end.min(file_len));
+    let Some(nonzero_end) = nonzero_end else {
         return Ok(tail);
     };
-    // Second pass, only over bytes that are not all zero: any intact batch.
-    let mut chunk_start = position;
+    // Second pass, only over bytes that are not all zero: any batch valid
+    // under this segment's salt.
+    let mut chunk_start = at.end;
     while chunk_start < nonzero_end && tail.valid_at.is_none() {
         let chunk = src.bytes(chunk_start, CHUNK_BYTES)?.to_vec();
         if chunk.is_empty() {
             break;
         }
-        tail.valid_at = valid_batch_in(&mut src, &chunk, chunk_start, position)?;
+        tail.valid_at = valid_batch_in(&mut src, &chunk, chunk_start, (at.end, salt))?;
         chunk_start += chunk.len() as u64;
     }
+    let _ = file.drop_cache(at.end, file_len - at.end.min(file_len));
     Ok(tail)
 }
 
@@ -230,7 +279,7 @@ fn valid_batch_in(
     src: &mut FileSource<'_>,
     chunk: &[u8],
     chunk_start: u64,
-    after: u64,
+    (after, salt): (u64, Salt),
 ) -> Result<Option<u64>> {
     let file_len = src.file_len();
     let mut i = 0;
@@ -256,7 +305,7 @@ fn valid_batch_in(
         }
         // Lossless: bounded by MAX_BATCH_BYTES above.
         let bytes = src.bytes(pos, usize::try_from(len).unwrap_or(0))?;
-        if verify_batch(bytes).is_ok() {
+        if verify_batch(bytes, salt).is_ok() {
             return Ok(Some(pos));
         }
     }
@@ -270,7 +319,12 @@ fn valid_batch_in(
 /// `Io` on read failure.
 #[cfg(test)]
 pub(crate) fn find_valid_batch_after(file: &dyn File, position: u64) -> Result<Option<u64>> {
-    Ok(inspect_tail(file, position)?.valid_at)
+    let at = TailAt {
+        end: position,
+        stop: position,
+        offset: Offset(u64::MAX),
+    };
+    Ok(inspect_tail(file, Salt::NONE, at)?.valid_at)
 }
 
 #[cfg(test)]
@@ -315,6 +369,7 @@ mod tests {
         let mut ix = SparseIndex::new(1);
         let out = scan(
             f.as_ref(),
+            Salt::NONE,
             ScanFrom {
                 segment: Offset(10),
                 position: pos[0],
@@ -344,6 +399,7 @@ mod tests {
         let mut ix = SparseIndex::new(1);
         let out = scan(
             f.as_ref(),
+            Salt::NONE,
             ScanFrom {
                 segment: Offset(10),
                 position: pos[0],
@@ -365,6 +421,7 @@ mod tests {
         let mut ix = SparseIndex::new(1);
         let out = scan(
             f.as_ref(),
+            Salt::NONE,
             ScanFrom {
                 segment: Offset(10),
                 position: pos[0],
@@ -388,6 +445,7 @@ mod tests {
         let mut ix = SparseIndex::new(1);
         let out = scan(
             f.as_ref(),
+            Salt::NONE,
             ScanFrom {
                 segment: Offset(10),
                 position: pos[0],
@@ -411,6 +469,7 @@ mod tests {
         let mut ix = SparseIndex::new(1);
         let out = scan(
             f.as_ref(),
+            Salt::NONE,
             ScanFrom {
                 segment: Offset(0),
                 position: pos[0],

@@ -25,7 +25,7 @@ use quorumlog_io::File;
 use crate::batch::{verify_batch, MAX_BATCH_BYTES};
 use crate::error::{CorruptionKind, Result};
 use crate::format::{
-    align_up, truncated, BatchHeader, BATCH_HEADER_BYTES, BATCH_MAGIC, PAGE_BYTES,
+    align_up, truncated, BatchHeader, Salt, BATCH_HEADER_BYTES, BATCH_MAGIC, PAGE_BYTES,
 };
 
 /// Where the writer continues after a sync that ended the data at `end`
@@ -152,9 +152,10 @@ fn header_len(pos: u64, limit: u64) -> usize {
     usize::try_from((limit - pos).min(BATCH_HEADER_BYTES as u64)).unwrap_or(0)
 }
 
-/// Reads and verifies the whole batch of `header` at `position`, which must
-/// end by `end` and hold `expected` as its base offset. Returns its bytes,
-/// or what is wrong with it.
+/// Reads and verifies the whole batch of `header` at `position` of a
+/// segment salted `salt`, which must end by `end` and hold `expected` as its
+/// base offset. Returns its bytes, or what is wrong with it (a stale batch
+/// of an earlier salt is a `ChecksumMismatch`).
 ///
 /// # Errors
 /// `Io` on read failure (invalid bytes are the inner error).
@@ -164,6 +165,7 @@ pub(crate) fn batch<'s>(
     header: &BatchHeader,
     expected: Offset,
     end: DataEnd,
+    salt: Salt,
 ) -> Result<std::result::Result<&'s [u8], CorruptionKind>> {
     let limit = end.0;
     let len = u64::from(header.batch_len);
@@ -184,7 +186,7 @@ pub(crate) fn batch<'s>(
     if bytes.len() < want {
         return Ok(Err(truncated(bytes.len(), want)));
     }
-    if let Err(kind) = verify_batch(bytes) {
+    if let Err(kind) = verify_batch(bytes, salt) {
         return Ok(Err(kind));
     }
     if header.base_offset != expected {
@@ -316,7 +318,15 @@ mod tests {
                         (8192, Offset(1)),
                         "gap {gap}"
                     );
-                    let ok = batch(&mut src, position, &header, Offset(1), DataEnd(limit)).unwrap();
+                    let ok = batch(
+                        &mut src,
+                        position,
+                        &header,
+                        Offset(1),
+                        DataEnd(limit),
+                        Salt::NONE,
+                    )
+                    .unwrap();
                     assert!(ok.is_ok(), "gap {gap}");
                 }
                 other => panic!("gap {gap}: {other:?}"),

@@ -32,6 +32,7 @@ mod workload;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use quorumlog_checkpoint::{
@@ -163,8 +164,25 @@ fn run(seed: u64, ops: &[Op], d: &Disturbance) -> Result<(SimFs, Model, Model, u
         }
     }
     let calls = sim.calls() - start;
+    if let Some(n) = &node {
+        note_recycled(&n.log);
+    }
     drop(node);
     Ok((sim.crash_with(d.plan), before, m, calls, failed))
+}
+
+/// Rolls into recycled segment files in this process's workloads.
+static RECYCLED_ROLLS: AtomicU64 = AtomicU64::new(0);
+
+fn note_recycled(log: &node::AnyLog) {
+    RECYCLED_ROLLS.fetch_add(log.segments_recycled(), Ordering::Relaxed);
+}
+
+/// How many rolls into recycled segment files (stale batches of an
+/// earlier life in the file) the workloads run so far in this process
+/// made: the generator must reach them.
+pub fn recycled_rolls() -> u64 {
+    RECYCLED_ROLLS.load(Ordering::Relaxed)
 }
 
 fn check(node: &Node, candidates: &[&Model], flipped: bool) -> Result<Checked, String> {

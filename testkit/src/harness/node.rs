@@ -89,6 +89,11 @@ impl AnyLog {
     fn append_as_follower(&mut self, batches: &[FollowerBatch<'_, Vec<u8>>]) -> bool {
         both!(self, l => l.append_as_follower(batches).is_ok())
     }
+    /// Rolls into recycled segment files since this log was opened.
+    pub(super) fn segments_recycled(&self) -> u64 {
+        both!(self, l => l.segments_recycled())
+    }
+
     pub(super) fn flush(&mut self) -> bool {
         both!(self, l => l.flush().is_ok())
     }
@@ -249,7 +254,10 @@ pub(super) fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op,
         Op::Reopen => {
             m.flushed = m.records.len() as u64;
             let backend = n.backend;
-            let closed = node.take().is_some_and(|n| n.log.close());
+            let closed = node.take().is_some_and(|n| {
+                super::note_recycled(&n.log);
+                n.log.close()
+            });
             if !closed {
                 return false;
             }
