@@ -80,81 +80,118 @@ impl BatchEncoder {
         epoch: Epoch,
         records: &[R],
     ) -> Result<BatchHeader> {
-        encode_into(
-            out,
-            base_offset,
-            epoch,
-            records,
-            self.compression,
-            self.threshold_bytes,
-            self.max_bytes,
-        )
+        let unplaced = self.encode_unplaced(std::mem::take(out), epoch, records)?;
+        let (header, bytes) = unplaced.place(base_offset)?;
+        *out = bytes;
+        Ok(header)
     }
-}
 
-fn encode_into<R: AsRef<[u8]>>(
-    out: &mut Vec<u8>,
-    base_offset: Offset,
-    epoch: Epoch,
-    records: &[R],
-    compression: Compression,
-    compression_threshold_bytes: u64,
-    max_bytes: u64,
-) -> Result<BatchHeader> {
-    if records.is_empty() {
-        return Err(Error::EmptyBatch);
-    }
-    let len = encoded_len(records);
-    let max = max_bytes.min(MAX_BATCH_BYTES);
-    if len > max || u32::try_from(records.len()).is_err() {
-        return Err(Error::BatchTooLarge { bytes: len, max });
-    }
-    next_offset_after(base_offset, records.len() as u64)?;
-    out.clear();
-    // Room for the batch and a page of sync padding after it (the writer
-    // pads in place); lossless: below MAX_BATCH_BYTES.
-    out.reserve(usize::try_from(len + crate::format::PAGE_BYTES).unwrap_or(0));
-    out.resize(BATCH_HEADER_BYTES, 0);
-    for r in records {
-        let r = r.as_ref();
-        // Lossless: the batch is below MAX_BATCH_BYTES.
-        out.extend_from_slice(&u32_len(r.len()).to_le_bytes());
-        out.extend_from_slice(r);
-    }
-    let records_len = out.len() - BATCH_HEADER_BYTES;
-    let mut flags = COMPRESSION_NONE;
-    if let Compression::Zstd { level } = compression {
-        if records_len as u64 >= compression_threshold_bytes {
-            let section = out.get(BATCH_HEADER_BYTES..).unwrap_or_default();
-            if let Ok(z) = zstd::bulk::compress(section, level) {
-                if z.len() < records_len {
-                    out.truncate(BATCH_HEADER_BYTES);
-                    out.extend_from_slice(&z);
-                    flags = COMPRESSION_ZSTD;
+    /// Encodes one batch whose base offset is not known yet, into `out`
+    /// (cleared first): the records section (compressed if chosen) and its
+    /// CRC, the expensive part, with no lock held. [`Unplaced::place`] then
+    /// stamps the offset and finishes the CRC in constant time.
+    ///
+    /// # Errors
+    /// `EmptyBatch` for no records; `BatchTooLarge` above the maximum.
+    pub(crate) fn encode_unplaced<R: AsRef<[u8]>>(
+        &self,
+        mut out: Vec<u8>,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<Unplaced> {
+        if records.is_empty() {
+            return Err(Error::EmptyBatch);
+        }
+        let len = encoded_len(records);
+        let max = self.max_bytes.min(MAX_BATCH_BYTES);
+        let Ok(count) = u32::try_from(records.len()) else {
+            return Err(Error::BatchTooLarge { bytes: len, max });
+        };
+        if len > max {
+            return Err(Error::BatchTooLarge { bytes: len, max });
+        }
+        out.clear();
+        // Room for the batch and a page of sync padding after it (the writer
+        // pads in place).
+        out.reserve(usize::try_from(len + crate::format::PAGE_BYTES).unwrap_or(0));
+        out.resize(BATCH_HEADER_BYTES, 0);
+        for r in records {
+            let r = r.as_ref();
+            // Lossless: the batch is below MAX_BATCH_BYTES.
+            out.extend_from_slice(&u32_len(r.len()).to_le_bytes());
+            out.extend_from_slice(r);
+        }
+        let records_len = out.len() - BATCH_HEADER_BYTES;
+        let mut flags = COMPRESSION_NONE;
+        if let Compression::Zstd { level } = self.compression {
+            if records_len as u64 >= self.threshold_bytes {
+                let section = out.get(BATCH_HEADER_BYTES..).unwrap_or_default();
+                if let Ok(z) = zstd::bulk::compress(section, level) {
+                    if z.len() < records_len {
+                        out.truncate(BATCH_HEADER_BYTES);
+                        out.extend_from_slice(&z);
+                        flags = COMPRESSION_ZSTD;
+                    }
                 }
             }
         }
+        let payload_crc = crc32c::crc32c(out.get(BATCH_HEADER_BYTES..).unwrap_or_default());
+        Ok(Unplaced {
+            header: BatchHeader {
+                crc: 0,
+                batch_len: u32_len(out.len()),
+                flags,
+                base_offset: Offset(0),
+                epoch,
+                record_count: count,
+                records_len: u32_len(records_len),
+            },
+            payload_crc,
+            bytes: out,
+        })
     }
-    let mut header = BatchHeader {
-        crc: 0,
-        batch_len: u32_len(out.len()),
-        flags,
-        base_offset,
-        epoch,
-        record_count: u32_len(records.len()),
-        records_len: u32_len(records_len),
-    };
-    // The buffer starts with room for the header (resized above): the header
-    // goes in once, then its CRC (over bytes 8.. of the batch) into 4..8.
-    if let Some(head) = out.get_mut(..BATCH_HEADER_BYTES) {
-        head.copy_from_slice(&header.to_bytes());
+}
+
+/// A batch encoded without its base offset (see
+/// [`BatchEncoder::encode_unplaced`]).
+#[derive(Debug)]
+pub(crate) struct Unplaced {
+    header: BatchHeader,
+    /// CRC32C of the payload (bytes after the header).
+    payload_crc: u32,
+    bytes: Vec<u8>,
+}
+
+impl Unplaced {
+    /// The batch's epoch.
+    pub(crate) fn epoch(&self) -> Epoch {
+        self.header.epoch
     }
-    header.crc = crc32c::crc32c(out.get(8..).unwrap_or_default());
-    if let Some(crc) = out.get_mut(4..8) {
-        crc.copy_from_slice(&header.crc.to_le_bytes());
+
+    /// Gives the batch its base offset: writes the header and its CRC
+    /// (unsalted), combined with the payload's without reading it again.
+    ///
+    /// # Errors
+    /// `OffsetOverflow` if the records' offsets would pass `u64::MAX`.
+    pub(crate) fn place(self, base_offset: Offset) -> Result<(BatchHeader, Vec<u8>)> {
+        let Unplaced {
+            mut header,
+            payload_crc,
+            mut bytes,
+        } = self;
+        next_offset_after(base_offset, u64::from(header.record_count))?;
+        header.base_offset = base_offset;
+        header.crc = 0;
+        let head = header.to_bytes();
+        // The CRC covers the payload, then the header's bytes [8, 40): the
+        // header goes last so that placing a batch costs 32 bytes of CRC.
+        header.crc = crc32c::crc32c_append(payload_crc, head.get(8..).unwrap_or_default());
+        if let Some(h) = bytes.get_mut(..BATCH_HEADER_BYTES) {
+            h.copy_from_slice(&header.to_bytes());
+        }
+        debug_assert!(header.verify(&bytes, Salt::NONE).is_ok());
+        Ok((header, bytes))
     }
-    debug_assert!(header.verify(out, Salt::NONE).is_ok());
-    Ok(header)
 }
 
 /// Checks a record section's structure: exactly `count` length-prefixed

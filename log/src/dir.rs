@@ -175,6 +175,33 @@ impl LogDir {
             .collect())
     }
 
+    /// Tops the pool up to `LogOptions::prefill_segments` (at most
+    /// `recycled_segments`) files of zeros, synced (a new log's first
+    /// rolls then land on written blocks). A crash leaves a pool file short
+    /// at worst: the roll that takes it preallocates the rest.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub(crate) fn prefill_pool(&self) -> Result<()> {
+        let want = self
+            .options
+            .prefill_segments
+            .min(self.options.recycled_segments);
+        let mut pool = self.pool()?;
+        if pool.len() >= want {
+            return Ok(());
+        }
+        while pool.len() < want {
+            let n = pool.iter().max().map_or(0, |m| m + 1);
+            let path = self.path.join(format!("{POOL_PREFIX}{n}{POOL_SUFFIX}"));
+            let f = self.fs.open(&path, OpenMode::CreateOrTruncate)?;
+            f.fill_zeros(0, self.options.segment_size_bytes)?;
+            f.sync_data()?;
+            pool.push(n);
+        }
+        self.sync()
+    }
+
     /// The path of a pooled segment file to reuse, if any.
     ///
     /// # Errors

@@ -29,9 +29,11 @@
 //!  | magic | crc32c | batch_len | version| flags | reserved | base_offset| epoch | record_count | records_len| payload…
 //!  |"QLBA" | u32    | u32       | u8 = 2 | u8    | u16 = 0  | u64        | u64   | u32          | u32       |
 //!  +-------+--------+-----------+--------+-------+----------+------------+-------+--------------+-----------+---------
-//!  crc32c covers bytes [8, batch_len): every field that identifies the batch
-//!  (length, version, flags, base offset, epoch, count) and the payload.
-//!  Stored XORed with the segment's salt mask (`Salt::mask`).
+//!  crc32c covers the payload [40, batch_len), then bytes [8, 40): every
+//!  field that identifies the batch (length, version, flags, base offset,
+//!  epoch, count). The header goes last so a batch can be encoded before
+//!  its offset is known and placed in constant time. Stored XORed with the
+//!  segment's salt mask (`Salt::mask`).
 //! ```
 //! `batch_len` counts the whole batch, header included. `flags` bits 0–1 are
 //! the compression (0 none, 1 zstd); other bits must be 0. The payload is the
@@ -239,7 +241,8 @@ pub(crate) fn decode_segment_header(h: &[u8]) -> Result<(Offset, Salt), Corrupti
 /// A batch header, as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BatchHeader {
-    /// Stored CRC32C of bytes `[8, batch_len)`, XOR the segment's salt mask.
+    /// Stored CRC32C of the payload then bytes `[8, 40)`, XOR the segment's
+    /// salt mask.
     pub crc: u32,
     /// Length of the whole batch in bytes.
     pub batch_len: u32,
@@ -340,8 +343,11 @@ impl BatchHeader {
     /// `Malformed`.
     pub(crate) fn verify(&self, bytes: &[u8], salt: Salt) -> Result<(), CorruptionKind> {
         debug_assert_eq!(bytes.len(), self.batch_len as usize);
-        let covered = bytes.get(8..).ok_or(truncated(bytes.len(), 8))?;
-        let computed = crc32c::crc32c(covered) ^ salt.mask();
+        let fields = bytes
+            .get(8..BATCH_HEADER_BYTES)
+            .ok_or(truncated(bytes.len(), BATCH_HEADER_BYTES))?;
+        let payload = bytes.get(BATCH_HEADER_BYTES..).unwrap_or_default();
+        let computed = crc32c::crc32c_append(crc32c::crc32c(payload), fields) ^ salt.mask();
         if computed != self.crc {
             return Err(CorruptionKind::ChecksumMismatch {
                 stored: self.crc,

@@ -116,6 +116,13 @@ pub struct LogOptions {
     /// zero fill, no discard). Each costs `segment_size_bytes` of disk while
     /// pooled. Default: 4. 0 deletes them.
     pub recycled_segments: usize,
+    /// Segment files written full of zeros into the pool when a log is
+    /// created (its first open), as many as `recycled_segments` allows: the
+    /// first rolls of a new log then reuse written blocks too, instead of
+    /// zero-filling the next segment while appends run (every byte written
+    /// twice) or `fallocate`ing it (a metadata write per sync). Costs that
+    /// many segment writes once, at creation. Default: 2.
+    pub prefill_segments: usize,
 }
 
 impl Default for LogOptions {
@@ -132,6 +139,7 @@ impl Default for LogOptions {
             preallocation: Preallocation::Adaptive,
             segment_preparation: SegmentPreparation::Background,
             recycled_segments: 4,
+            prefill_segments: 2,
         }
     }
 }

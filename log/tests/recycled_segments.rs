@@ -32,6 +32,8 @@ fn options() -> LogOptions {
         // Written blocks, so retired files are full-size and recyclable in
         // either mode; each batch of 3 records is a flush and a page.
         preallocation: Preallocation::ZeroFill,
+        // The pool holds only what truncation freed (the stale twins).
+        prefill_segments: 0,
         ..small_options()
     }
 }
@@ -181,4 +183,24 @@ fn workload(log: &mut Log) -> bool {
         }
     }
     true
+}
+
+#[test]
+fn a_new_log_prefills_the_pool_and_its_first_rolls_reuse_it() {
+    let (disk, fs) = sim(3);
+    let opts = LogOptions {
+        preallocation: Preallocation::Fallocate,
+        prefill_segments: 2,
+        ..small_options()
+    };
+    let mut log = open_log(&fs, Path::new(DIR), &opts).unwrap();
+    assert_eq!(pool_files(&disk), 2, "written ahead at creation");
+    fill(&mut log, 9, 0); // three segments: two rolls
+    assert_eq!(log.segments_recycled(), 2);
+    assert_eq!(pool_files(&disk), 0);
+    log.close().unwrap();
+    // Only a new log is prefilled: a reopen writes nothing ahead.
+    let log = open_log(&fs, Path::new(DIR), &opts).unwrap();
+    assert_eq!(pool_files(&disk), 0);
+    assert_eq!(read_all(&log, Offset(0)).len(), 9);
 }

@@ -30,26 +30,7 @@ pub use sync::{Completion, SyncPolicy};
 pub struct DurableLog {
     shared: Arc<Shared>,
     flusher: Mutex<Option<JoinHandle<()>>>,
-    /// Leader appends encoded ahead, written by one writer for all.
-    queue: Mutex<Queue>,
-    /// Signalled when the queue's writer stops.
-    queue_idle: Condvar,
     options: LogOptions,
-}
-
-/// Write combining: leader appends take their offsets and are encoded here
-/// (outside the log lock); the first writer to find no write in progress
-/// writes every queued batch with as few writes as segment boundaries
-/// allow, then the others' batches are in the log too.
-#[derive(Debug, Default)]
-struct Queue {
-    /// The offset the next queued append gets.
-    next_offset: Offset,
-    /// The epoch of the last queued (or written) record.
-    last_epoch: Option<Epoch>,
-    pending: Vec<(crate::format::BatchHeader, Vec<u8>)>,
-    /// Some writer is writing the queue out.
-    writing: bool,
 }
 
 impl DurableLog {
@@ -69,19 +50,16 @@ impl DurableLog {
     pub fn from_log(log: Log, policy: SyncPolicy) -> Result<DurableLog> {
         let end = log.log_end_offset();
         let flushed = log.flushed_offset();
-        let queue = Queue {
-            next_offset: end,
-            last_epoch: log.last_epoch(),
-            ..Queue::default()
-        };
         let options = log.options().clone();
         let shared = Arc::new(Shared {
-            log: std::sync::RwLock::new(log),
             state: Mutex::new(SyncState {
                 written: end,
                 flushed,
+                next_offset: end,
+                last_epoch: log.last_epoch(),
                 ..SyncState::default()
             }),
+            log: std::sync::RwLock::new(log),
             wake_flusher: Condvar::new(),
             policy,
         });
@@ -98,8 +76,6 @@ impl DurableLog {
         Ok(DurableLog {
             shared,
             flusher: Mutex::new(handle),
-            queue: Mutex::new(queue),
-            queue_idle: Condvar::new(),
             options,
         })
     }
@@ -118,137 +94,35 @@ impl DurableLog {
         }
     }
 
-    fn lock_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Takes the queue with no writer active (the caller then changes the
-    /// log directly and resynchronises the queue).
-    fn idle_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
-        let mut q = self.lock_queue();
-        while q.writing {
-            q = self
-                .queue_idle
-                .wait(q)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-        q
-    }
-
-    fn resync_queue(q: &mut Queue, log: &Log) {
-        q.next_offset = log.log_end_offset();
-        q.last_epoch = log.last_epoch();
-    }
-
-    /// Queues a leader append; writes the queue out if no one else is.
-    /// Returns once the batch is in the log (readable, not yet durable).
+    /// Encodes (no lock held), then queues a leader append: it takes the
+    /// next offset under the state lock, which is all a concurrent append
+    /// waits for. With `written`, the queue is then written out (by this
+    /// thread if no one else is at it), so the batch is readable on return.
     fn append_queued<R: AsRef<[u8]>>(
         &self,
         epoch: Epoch,
         records: &[R],
-        until_written: bool,
+        written: bool,
     ) -> Result<AppendInfo> {
-        self.check_poisoned()?;
-        let (info, lead) = {
-            let mut q = self.lock_queue();
-            if let Some(last) = q.last_epoch {
-                if epoch < last {
-                    return Err(Error::EpochRegression {
-                        current: last,
-                        proposed: epoch,
-                    });
-                }
-            }
-            let mut bytes = Vec::new();
-            let header = crate::batch::BatchEncoder::from_options(&self.options).encode(
-                &mut bytes,
-                q.next_offset,
-                epoch,
-                records,
-            )?;
-            let info = AppendInfo {
-                base_offset: q.next_offset,
-                next_offset: header.next_offset(),
-            };
-            q.next_offset = info.next_offset;
-            q.last_epoch = Some(epoch);
-            q.pending.push((header, bytes));
-            let lead = !q.writing;
-            q.writing = true;
-            (info, lead)
-        };
-        if lead {
-            self.write_queue()?;
-        } else if !until_written {
-            // The active writer will write it; durability waiters are woken
-            // when it is in the log.
-            return Ok(info);
-        }
-        // Write until our batch is in the log: lead if nobody writes,
-        // else wait for the writer.
-        loop {
-            let mut q = self.lock_queue();
-            if !q
-                .pending
-                .iter()
-                .any(|(h, _)| h.base_offset == info.base_offset)
-                && !q.writing
-            {
-                break;
-            }
-            if q.writing {
-                let _q = self
-                    .queue_idle
-                    .wait(q)
-                    .unwrap_or_else(PoisonError::into_inner);
-                continue;
-            }
-            q.writing = true;
-            drop(q);
-            self.write_queue()?;
-        }
-        if self.shared.state().poisoned.is_some() || self.log().log_end_offset() < info.next_offset
-        {
-            self.check_poisoned()?;
-        }
-        Ok(info)
-    }
-
-    /// The queue's writer: writes queued batches until the queue is empty.
-    fn write_queue(&self) -> Result<()> {
-        loop {
-            let mut batches = {
-                let mut q = self.lock_queue();
-                if q.pending.is_empty() {
-                    q.writing = false;
-                    self.queue_idle.notify_all();
-                    return Ok(());
-                }
-                std::mem::take(&mut q.pending)
-            };
+        let unplaced = crate::batch::BatchEncoder::from_options(&self.options).encode_unplaced(
+            Vec::new(),
+            epoch,
+            records,
+        )?;
+        let (info, st) = self.shared.enqueue(unplaced)?;
+        drop(st);
+        if written {
             let r = {
                 let mut log = self.shared.log_write();
-                log.append_encoded(&mut batches)
-                    .map(|()| log.log_end_offset())
+                self.shared.drain(&mut log)
             };
-            match r {
-                Ok(end) => {
-                    self.shared.note_written(end, false);
-                    // A waiter whose records this wrote may now lead a round.
-                    self.shared.wake_waiters();
-                }
-                Err(e) => {
-                    let mut q = self.lock_queue();
-                    q.pending.clear();
-                    q.writing = false;
-                    self.queue_idle.notify_all();
-                    drop(q);
-                    let r = Err(e);
-                    self.after_log_change(&r);
-                    return r;
-                }
+            if r.is_err() {
+                // A failed write (or a roll's failed sync) poisons.
+                self.after_log_change(&r);
             }
+            r?;
         }
+        Ok(info)
     }
 
     /// Appends `records` as one batch in `epoch` (see
@@ -277,14 +151,16 @@ impl DurableLog {
         batches: &[FollowerBatch<'_, R>],
     ) -> Result<AppendInfo> {
         self.check_poisoned()?;
-        let mut q = self.idle_queue();
         let r = {
             let mut log = self.shared.log_write();
-            let r = log.append_as_follower(batches);
-            Self::resync_queue(&mut q, &log);
+            // Queued leader appends first, in order; the state lock is held
+            // until the queue continues after the follower's batches.
+            let mut st = self.shared.state();
+            let r = Shared::drain_locked(&mut st, &mut log)
+                .and_then(|()| log.append_as_follower(batches));
+            Shared::resync(&mut st, &log);
             r
         };
-        drop(q);
         self.after_append(r, true)
     }
 
@@ -313,10 +189,22 @@ impl DurableLog {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        // This writer waits (and leads a round itself if none is in
-        // flight): no need to wake the flusher.
-        let info = self.append_queued(epoch, records, false)?;
-        self.wait_durable(info.next_offset)?;
+        // This writer waits, and leads a round itself if none is in flight
+        // (the round writes the queue and syncs): no need to wake the
+        // flusher. Under another policy the batch is written now.
+        if self.shared.policy != SyncPolicy::GroupCommit {
+            let info = self.append_queued(epoch, records, true)?;
+            self.wait_durable(info.next_offset)?;
+            return Ok(info);
+        }
+        let unplaced = crate::batch::BatchEncoder::from_options(&self.options).encode_unplaced(
+            Vec::new(),
+            epoch,
+            records,
+        )?;
+        // Queued and waiting in one critical section.
+        let (info, st) = self.shared.enqueue(unplaced)?;
+        self.shared.wait_locked(st, info.next_offset)?;
         Ok(info)
     }
 
@@ -379,7 +267,7 @@ impl DurableLog {
         self.check_poisoned()?;
         let result = {
             let mut log = self.shared.log_write();
-            let r = log.flush();
+            let r = self.shared.drain(&mut log).and_then(|()| log.flush());
             if r.is_ok() {
                 let mut st = self.shared.state();
                 st.flushed = st.flushed.max(log.log_end_offset());
@@ -458,7 +346,6 @@ impl DurableLog {
     /// # Errors
     /// As [`Log::truncate_prefix_to`].
     pub fn truncate_prefix_to(&self, offset: Offset) -> Result<()> {
-        let _q = self.idle_queue();
         let r = self.shared.log_write().truncate_prefix_to(offset);
         self.after_log_change(&r);
         r
@@ -469,17 +356,20 @@ impl DurableLog {
     /// truncation's own sync made durable.
     fn truncating(&self, f: impl FnOnce(&mut Log) -> Result<()>) -> Result<()> {
         self.check_poisoned()?;
-        let mut q = self.idle_queue();
         let r = {
             let mut log = self.shared.log_write();
-            let r = f(&mut log);
-            Self::resync_queue(&mut q, &log);
+            // Appends queued before the truncation are written first (the
+            // truncation then applies to them too); none can queue until
+            // the offsets continue after the new end.
+            let mut st = self.shared.state();
+            let r = Shared::drain_locked(&mut st, &mut log).and_then(|()| f(&mut log));
+            Shared::resync(&mut st, &log);
             if r.is_ok() {
                 let end = log.log_end_offset();
-                let mut st = self.shared.state();
                 st.generation += 1;
                 st.flushed = end;
                 st.written = end;
+                st.captured = end;
             }
             r
         };
@@ -497,7 +387,7 @@ impl DurableLog {
                     st.poisoned = Some(e.failure());
                 }
             }
-            (take_due(&mut st), sync::to_wake(&st))
+            (take_due(&mut st), sync::to_wake(&mut st))
         };
         sync::unpark(wake);
         fire(fired);

@@ -160,6 +160,7 @@ impl Recovery<'_> {
             // Creating the first segment destroys nothing.
             self.leftovers.retain(|n| n != PREPARED_FILE);
             self.dir.create_segment(start)?;
+            self.dir.prefill_pool()?;
             self.created_first_segment = true;
             bases.push(start);
         }
