@@ -11,7 +11,9 @@ use quorumlog_checkpoint::{
     format, ClusterId, DataDir, Epoch, NodeId, OpenOptions as DirOptions, SharedFs,
 };
 use quorumlog_io::{IoBackend, RealFs};
-use quorumlog_log::{DurableLog, LogOptions, Preallocation, SyncPolicy, WriteAlignment};
+use quorumlog_log::{
+    DurableLog, LogOptions, Preallocation, SyncPolicy, TailWrites, WriteAlignment,
+};
 
 /// A boxed error for benchmark plumbing.
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
@@ -72,6 +74,8 @@ pub struct QuorumlogSetup {
     pub preallocation: Preallocation,
     /// Truncate the prefix behind the writers (segments then recycle).
     pub compact: bool,
+    /// How sync-round writes reach the disk.
+    pub tail_writes: TailWrites,
 }
 
 impl Default for QuorumlogSetup {
@@ -81,6 +85,7 @@ impl Default for QuorumlogSetup {
             alignment: WriteAlignment::Page,
             preallocation: Preallocation::default(),
             compact: true,
+            tail_writes: TailWrites::default(),
         }
     }
 }
@@ -100,6 +105,8 @@ impl Quorumlog {
             format!("quorumlog-{:?}", setup.preallocation).to_lowercase()
         } else if !setup.compact {
             "quorumlog-growing".to_string()
+        } else if setup.tail_writes != TailWrites::default() {
+            format!("quorumlog-{:?}", setup.tail_writes).to_lowercase()
         } else {
             "quorumlog".to_string()
         };
@@ -111,6 +118,7 @@ impl Quorumlog {
         let options = LogOptions {
             write_alignment: setup.alignment,
             preallocation: setup.preallocation,
+            tail_writes: setup.tail_writes,
             ..LogOptions::default()
         };
         let log = Arc::new(DurableLog::open(dd, options, SyncPolicy::GroupCommit)?);

@@ -24,7 +24,18 @@ pub enum OpenMode {
     CreateNew,
     /// Create the file, or truncate it to zero length if it exists.
     CreateOrTruncate,
+    /// Open an existing file for writing only, each write going straight
+    /// to the device and durable on return (`O_DIRECT | O_DSYNC`): its
+    /// position, its length and the buffer's address must be multiples of
+    /// [`DIRECT_ALIGN`] (else `InvalidInput`). File systems without direct
+    /// I/O refuse the open (`InvalidInput` or `Unsupported`): callers fall
+    /// back to buffered writes and syncs.
+    DirectWrite,
 }
+
+/// The alignment of [`OpenMode::DirectWrite`] writes (position, length,
+/// buffer address).
+pub const DIRECT_ALIGN: u64 = 4096;
 
 impl OpenMode {
     /// Whether this mode may create a directory entry.

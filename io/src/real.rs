@@ -127,8 +127,16 @@ impl FileSystem for RealFs {
             OpenMode::CreateOrTruncate => {
                 opts.write(true).create(true).truncate(true);
             }
+            OpenMode::DirectWrite => {
+                opts.read(false).write(true);
+            }
         }
-        opts.custom_flags(libc::O_CLOEXEC);
+        let direct = if mode == OpenMode::DirectWrite {
+            libc::O_DIRECT | libc::O_DSYNC
+        } else {
+            0
+        };
+        opts.custom_flags(libc::O_CLOEXEC | direct);
         let file = opts.open(path).map_err(|e| path_error("open", path, e))?;
         Ok(Box::new(RealFile {
             file,

@@ -68,7 +68,8 @@ pub use durable::{Completion, DurableLog, SyncPolicy};
 pub use error::{CorruptionKind, Error, Location, Result};
 pub use log::{AppendInfo, FollowerBatch, Log, ReadBatches};
 pub use options::{
-    Compression, LogOptions, Preallocation, RecoveryMode, SegmentPreparation, WriteAlignment,
+    Compression, LogOptions, Preallocation, RecoveryMode, SegmentPreparation, TailWrites,
+    WriteAlignment,
 };
 pub use recovery::{DroppedCorruption, RecoveryReport, ScanStart, TornTail};
 pub use segment::index::IndexProblem;

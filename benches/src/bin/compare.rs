@@ -31,7 +31,7 @@ use quorumlog_benches::workloads::{
     WRITE_WORKLOADS,
 };
 use quorumlog_io::{FileSystem, IoBackend, RealFs};
-use quorumlog_log::{Preallocation, WriteAlignment};
+use quorumlog_log::{Preallocation, TailWrites, WriteAlignment};
 
 struct Args {
     seconds: f64,
@@ -144,6 +144,13 @@ fn open_system(name: &str, dir: &Path) -> Result<Box<dyn System>, BenchError> {
                 ..QuorumlogSetup::default()
             },
         )?),
+        "quorumlog-buffered" => Box::new(Quorumlog::open(
+            dir,
+            QuorumlogSetup {
+                tail_writes: TailWrites::Buffered,
+                ..QuorumlogSetup::default()
+            },
+        )?),
         "raft-engine" => Box::new(RaftEngine::open(dir)?),
         "okaywal" => Box::new(Okaywal::open(dir)?),
         "raw" => Box::new(Raw::open(dir, 1 << 30)?),
@@ -169,6 +176,7 @@ fn run_workload(
             "quorumlog-fallocate",
             "quorumlog-zerofill",
             "quorumlog-growing",
+            "quorumlog-buffered",
         ]);
     }
     if let Some(only) = &args.systems {

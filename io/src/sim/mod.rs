@@ -445,8 +445,8 @@ impl FileSystem for SimFs {
             None => None,
         };
         let id = match (mode, existing) {
-            (OpenMode::Read | OpenMode::ReadWrite, Some(id)) => id,
-            (OpenMode::Read | OpenMode::ReadWrite, None) => {
+            (OpenMode::Read | OpenMode::ReadWrite | OpenMode::DirectWrite, Some(id)) => id,
+            (OpenMode::Read | OpenMode::ReadWrite | OpenMode::DirectWrite, None) => {
                 return Err(path_error(
                     "open",
                     path,
@@ -485,6 +485,7 @@ impl FileSystem for SimFs {
             inode: id,
             path: path.to_path_buf(),
             writable: mode != OpenMode::Read,
+            direct: mode == OpenMode::DirectWrite,
         }))
     }
 
@@ -646,6 +647,9 @@ struct SimFile {
     inode: u64,
     path: PathBuf,
     writable: bool,
+    /// `OpenMode::DirectWrite`: aligned writes only, each durable on
+    /// return.
+    direct: bool,
 }
 
 impl SimFile {
@@ -663,6 +667,47 @@ impl SimFile {
                 io::Error::new(io::ErrorKind::PermissionDenied, "opened read-only"),
             ))
         }
+    }
+
+    /// An `O_DIRECT | O_DSYNC` write: checked for alignment, durable on
+    /// return. As the kernel does, cached writes overlapping it are written
+    /// (made durable) first; others stay pending.
+    fn write_direct(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        let align = crate::fs::DIRECT_ALIGN;
+        let aligned = pos % align == 0
+            && buf.len() as u64 % align == 0
+            && (buf.as_ptr() as usize) % to_usize(align) == 0;
+        if !aligned {
+            return Err(path_error(
+                "write",
+                &self.path,
+                io::Error::new(io::ErrorKind::InvalidInput, "unaligned direct write"),
+            ));
+        }
+        let mut st = self.lock_state();
+        st.begin(FaultOp::Write)
+            .map_err(|e| path_error("write", &self.path, e))?;
+        let inode = st.inode_mut(self.inode);
+        let end = pos + buf.len() as u64;
+        let resizes = inode
+            .pending
+            .iter()
+            .any(|p| matches!(p, Pending::SetLen(_)));
+        let (overlapping, rest): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut inode.pending)
+            .into_iter()
+            .partition(|p| match p {
+                Pending::Write { pos: p, data } => {
+                    resizes || (*p < end && p + data.len() as u64 > pos)
+                }
+                Pending::SetLen(_) => true,
+            });
+        for p in overlapping {
+            p.apply(&mut inode.durable);
+        }
+        inode.pending = rest;
+        write_into(&mut inode.current, pos, buf);
+        write_into(&mut inode.durable, pos, buf);
+        Ok(())
     }
 
     fn sync(&self, op: &'static str) -> io::Result<()> {
@@ -704,6 +749,9 @@ impl File for SimFile {
 
     fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
         self.check_writable("write")?;
+        if self.direct {
+            return self.write_direct(buf, pos);
+        }
         let mut st = self.lock_state();
         st.begin(FaultOp::Write)
             .map_err(|e| path_error("write", &self.path, e))?;

@@ -114,7 +114,8 @@ impl DurableLog {
         if written {
             let r = {
                 let mut log = self.shared.log_write();
-                self.shared.drain(&mut log)
+                // Buffered: this append does not wait for a sync.
+                self.shared.drain(&mut log, false)
             };
             if r.is_err() {
                 // A failed write (or a roll's failed sync) poisons.
@@ -267,7 +268,7 @@ impl DurableLog {
         self.check_poisoned()?;
         let result = {
             let mut log = self.shared.log_write();
-            let r = self.shared.drain(&mut log).and_then(|()| log.flush());
+            let r = self.shared.drain(&mut log, true).and_then(|()| log.flush());
             if r.is_ok() {
                 let mut st = self.shared.state();
                 st.flushed = st.flushed.max(log.log_end_offset());

@@ -192,13 +192,15 @@ impl Shared {
 
     /// Writes the queued appends to `log` (whose write lock the caller
     /// holds: the queue is taken and written in one critical section, so
-    /// batches reach the log in offset order).
-    pub(super) fn drain(&self, log: &mut Log) -> Result<()> {
+    /// batches reach the log in offset order). `direct`: a sync follows at
+    /// once, so the write may go straight to the device
+    /// (`TailWrites::Direct`).
+    pub(super) fn drain(&self, log: &mut Log, direct: bool) -> Result<()> {
         let mut batches = std::mem::take(&mut self.state().pending);
         if batches.is_empty() {
             return Ok(());
         }
-        let r = log.append_encoded(&mut batches);
+        let r = log.append_encoded(&mut batches, direct);
         let end = log.log_end_offset();
         let mut st = self.state();
         st.written = st.written.max(end);
@@ -211,7 +213,7 @@ impl Shared {
         if batches.is_empty() {
             return Ok(());
         }
-        let r = log.append_encoded(&mut batches);
+        let r = log.append_encoded(&mut batches, false);
         st.written = st.written.max(log.log_end_offset());
         r
     }
@@ -247,7 +249,7 @@ impl Shared {
         let captured = {
             let mut log = self.log_write();
             let r = self
-                .drain(&mut log)
+                .drain(&mut log, true)
                 .and_then(|()| log.capture_sync_target());
             // Read under the log lock: a truncation (which bumps it) waits.
             let mut st = self.state();
@@ -261,7 +263,9 @@ impl Shared {
             Ok((target, file, generation)) => (
                 target,
                 generation,
-                file.sync_data().map_err(|e| Failure::of(&e)),
+                // Nothing to sync when every write since the last one was
+                // a direct write (durable on return).
+                file.map_or(Ok(()), |f| f.sync_data().map_err(|e| Failure::of(&e))),
             ),
             // The padding write failed (the log is poisoned): a failed round.
             Err(e) => (Offset(0), 0, Err(e.failure())),

@@ -13,7 +13,9 @@ use quorumlog_io::{File, OpenMode};
 use crate::batch::{encoded_len, BatchEncoder};
 use crate::dir::PREPARED_FILE;
 use crate::error::{Error, Result};
-use crate::format::{align_up, segment_file_name, BatchHeader, Salt, SEGMENT_HEADER_BYTES};
+use crate::format::{
+    align_up, segment_file_name, BatchHeader, Salt, PAGE_BYTES, SEGMENT_HEADER_BYTES,
+};
 use crate::log::Log;
 use crate::options::{SegmentPreparation, WriteAlignment};
 use crate::segment::{preallocate, Segment};
@@ -177,19 +179,24 @@ impl Log {
     /// of small batches from many writers. With page alignment each write
     /// carries the zeros up to the next page boundary, since a sync usually
     /// follows: the padding is then written once, and a write that starts a
-    /// page covers it whole (no read of an uncached page first).
+    /// page covers it whole (no read of an uncached page first). With
+    /// `direct` (a sync follows at once) and `TailWrites::Direct`, a write
+    /// that starts a page goes straight to the device, durable on return.
     ///
     /// # Errors
     /// `Io` (which poisons the log); `Poisoned`.
     ///
     /// # Panics
     /// If the batches do not continue the log (a bug in the caller).
-    pub(crate) fn append_encoded(&mut self, batches: &mut [(BatchHeader, Vec<u8>)]) -> Result<()> {
+    pub(crate) fn append_encoded(
+        &mut self,
+        batches: &mut [(BatchHeader, Vec<u8>)],
+        direct: bool,
+    ) -> Result<()> {
         self.guard(|log| {
             let size = log.options().segment_size_bytes;
             let pad = log.options().write_alignment == WriteAlignment::Page;
             let mut rest = batches;
-            let mut joined = Vec::new();
             while let Some((first, _)) = rest.first() {
                 assert_eq!(
                     first.base_offset,
@@ -211,30 +218,8 @@ impl Log {
                     continue;
                 }
                 let (group, later) = std::mem::take(&mut rest).split_at_mut(fit);
-                let salt = log.active().salt;
-                for (h, b) in group.iter_mut() {
-                    salt.restamp(Salt::NONE, h, b);
-                }
                 let zeros_to = if pad { align_up(end).min(size) } else { end };
-                // Lossless: within a segment of at most 2 GiB.
-                let write_len = usize::try_from(zeros_to - start).unwrap_or(0);
-                if let [(_, one)] = group {
-                    // No copy: the padding goes after the batch in its own
-                    // buffer (the encoder reserved a page for it).
-                    let len = one.len();
-                    one.resize(write_len, 0);
-                    let r = log.active().file.write_all_at(one, start);
-                    one.truncate(len);
-                    r?;
-                } else {
-                    joined.clear();
-                    joined.reserve(write_len);
-                    for (_, b) in group.iter() {
-                        joined.extend_from_slice(b);
-                    }
-                    joined.resize(write_len, 0);
-                    log.active().file.write_all_at(&joined, start)?;
-                }
+                log.write_group(group, start, zeros_to, direct)?;
                 for (h, b) in group.iter() {
                     log.active_mut().note_appended(b.len() as u64, h);
                     log.epochs.assign(h.epoch, h.base_offset)?;
@@ -246,6 +231,68 @@ impl Log {
             }
             Ok(())
         })
+    }
+
+    /// Writes `group` (batches that fit the active segment) at `start`,
+    /// salted for the segment, with zeros after it up to `zeros_to`: one
+    /// write, direct when allowed and it starts a page, else buffered.
+    fn write_group(
+        &mut self,
+        group: &mut [(BatchHeader, Vec<u8>)],
+        start: u64,
+        zeros_to: u64,
+        direct: bool,
+    ) -> Result<()> {
+        let salt = self.active().salt;
+        for (h, b) in group.iter_mut() {
+            salt.restamp(Salt::NONE, h, b);
+        }
+        // Lossless: within a segment of at most 2 GiB.
+        let write_len = usize::try_from(zeros_to - start).unwrap_or(0);
+        let pad = self.options().write_alignment == WriteAlignment::Page;
+        let direct = if direct && pad && start % PAGE_BYTES == 0 {
+            self.direct_handle()?
+        } else {
+            None
+        };
+        if let Some(direct) = direct {
+            // Straight to the device, durable on return: the group and its
+            // padding, staged in an aligned buffer.
+            let mut buf = self.take_direct_buf();
+            let r = {
+                let window = aligned_window(&mut buf, write_len);
+                let mut at = 0;
+                for (_, b) in group.iter() {
+                    if let Some(dst) = window.get_mut(at..at + b.len()) {
+                        dst.copy_from_slice(b);
+                    }
+                    at += b.len();
+                }
+                if let Some(tail) = window.get_mut(at..) {
+                    tail.fill(0);
+                }
+                direct.write_all_at(window, start)
+            };
+            self.give_direct_buf(buf);
+            return Ok(r?);
+        }
+        self.active_mut().buffered_since_sync = true;
+        if let [(_, one)] = group {
+            // No copy: the padding goes after the batch in its own buffer
+            // (the encoder reserved a page for it).
+            let len = one.len();
+            one.resize(write_len, 0);
+            let r = self.active().file.write_all_at(one, start);
+            one.truncate(len);
+            return Ok(r?);
+        }
+        let mut joined = Vec::with_capacity(write_len);
+        for (_, b) in group.iter() {
+            joined.extend_from_slice(b);
+        }
+        joined.resize(write_len, 0);
+        self.active().file.write_all_at(&joined, start)?;
+        Ok(())
     }
 
     /// Creates and preallocates the next segment file once the active one is
@@ -344,6 +391,8 @@ impl Log {
         let seg = self.dir.open_segment(base)?;
         debug_assert_eq!(seg.end_position, SEGMENT_HEADER_BYTES as u64);
         self.active_mut().index.shrink();
+        // Sealed: no more tail writes, direct or not.
+        self.active_mut().direct = None;
         self.segments.push(seg);
         self.syncs_in_segment = 0;
         self.align_end();
@@ -354,4 +403,17 @@ impl Log {
         }
         Ok(())
     }
+}
+
+/// A `len`-byte window of `buf` whose address is aligned for direct I/O
+/// (`buf` grows as needed and is kept for the next write).
+fn aligned_window(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    // Lossless: 4 KiB.
+    let align = usize::try_from(quorumlog_io::DIRECT_ALIGN).unwrap_or(4096);
+    if buf.len() < len + align {
+        *buf = vec![0u8; len + align];
+    }
+    let skip = buf.as_ptr().align_offset(align).min(align);
+    let end = skip + len;
+    buf.get_mut(skip..end).unwrap_or_default()
 }

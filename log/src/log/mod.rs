@@ -19,13 +19,13 @@ mod truncate;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, LogClaim, Offset, RecoveryPoint};
-use quorumlog_io::{Failure, File};
+use quorumlog_io::{Failure, File, OpenMode};
 
 use crate::batch::BatchRef;
 use crate::dir::LogDir;
 use crate::error::{Error, Result};
-use crate::format::{truncated, BatchHeader, BATCH_HEADER_BYTES};
-use crate::options::{LogOptions, Preallocation, WriteAlignment};
+use crate::format::{segment_file_name, truncated, BatchHeader, BATCH_HEADER_BYTES};
+use crate::options::{LogOptions, Preallocation, TailWrites, WriteAlignment};
 use crate::recovery::{recover, RecoveryReport};
 use crate::segment::walk::{self, BufSource, DataEnd, Slot};
 use crate::segment::Location;
@@ -55,6 +55,10 @@ pub struct Log {
     syncs_in_segment: u64,
     /// Rolls that reused a recycled segment file since open.
     recycled: u64,
+    /// The aligned staging buffer of direct tail writes.
+    direct_buf: Vec<u8>,
+    /// The file system refused `O_DIRECT`: tail writes stay buffered.
+    direct_refused: bool,
     /// Where the last read ended: (next offset, segment index, position).
     read_hint: Mutex<Option<(Offset, Offset, u64)>>,
     /// This log's claim on its data directory (released on drop).
@@ -139,6 +143,8 @@ impl Log {
             report: r.report,
             syncs_in_segment: 0,
             recycled: 0,
+            direct_buf: Vec::new(),
+            direct_refused: false,
             read_hint: Mutex::new(None),
             _claim: claim,
         };
@@ -172,14 +178,60 @@ impl Log {
     ///
     /// # Errors
     /// `Io` writing the padding (which poisons the log); `Poisoned`.
-    pub(crate) fn capture_sync_target(&mut self) -> Result<(Offset, Arc<dyn File>)> {
+    ///
+    /// The file is `None` when nothing was written through the page cache
+    /// since the last sync (direct tail writes are durable already).
+    pub(crate) fn capture_sync_target(&mut self) -> Result<(Offset, Option<Arc<dyn File>>)> {
         self.guard(|log| {
             log.pad_for_sync()?;
             let target = log.log_end_offset();
-            let file = Arc::clone(&log.active().file);
+            let seg = log.active_mut();
+            let file = seg.buffered_since_sync.then(|| Arc::clone(&seg.file));
+            seg.buffered_since_sync = false;
             log.align_end();
             Ok((target, file))
         })
+    }
+
+    /// The active segment's direct handle (`TailWrites::Direct`), opened
+    /// on first use; `None` when buffered (or refused by the file system,
+    /// which is then remembered).
+    pub(crate) fn direct_handle(&mut self) -> Result<Option<Arc<dyn File>>> {
+        if self.options().tail_writes != TailWrites::Direct || self.direct_refused {
+            return Ok(None);
+        }
+        if let Some(d) = &self.active().direct {
+            return Ok(Some(Arc::clone(d)));
+        }
+        let path = self.dir.path().join(segment_file_name(self.active().base));
+        match self.dir.fs().open(&path, OpenMode::DirectWrite) {
+            Ok(f) => {
+                let f: Arc<dyn File> = Arc::from(f);
+                self.active_mut().direct = Some(Arc::clone(&f));
+                Ok(Some(f))
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::InvalidInput | std::io::ErrorKind::Unsupported
+                ) =>
+            {
+                self.direct_refused = true;
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Takes the aligned staging buffer for direct writes (given back with
+    /// [`Log::give_direct_buf`]).
+    pub(crate) fn take_direct_buf(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.direct_buf)
+    }
+
+    /// See [`Log::take_direct_buf`].
+    pub(crate) fn give_direct_buf(&mut self, buf: Vec<u8>) {
+        self.direct_buf = buf;
     }
 
     /// With `WriteAlignment::Page`, writes the active segment's sync
@@ -325,6 +377,7 @@ impl Log {
         self.guard(|log| {
             log.pad_for_sync()?;
             log.active().file.sync_data()?;
+            log.active_mut().buffered_since_sync = false;
             let end = log.log_end_offset();
             assert!(end >= log.flushed, "flushed offset moves forward only");
             log.flushed = end;

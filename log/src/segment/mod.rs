@@ -44,6 +44,12 @@ pub(crate) struct Segment {
     /// Bytes `[end_position, zeros_to)` are known zeros of this life (sync
     /// padding written with the data); used to write padding once.
     pub zeros_to: u64,
+    /// The active segment's `O_DIRECT | O_DSYNC` handle
+    /// (`TailWrites::Direct`), if the file system took it.
+    pub direct: Option<Arc<dyn File>>,
+    /// A buffered write happened since the last sync of this file: a sync
+    /// round must `fdatasync` (direct writes are durable already).
+    pub buffered_since_sync: bool,
     /// Offset after the last batch.
     pub end_offset: Offset,
     /// Sparse offset index.
@@ -115,6 +121,8 @@ impl Segment {
             file: Arc::from(file),
             salt,
             zeros_to: SEGMENT_HEADER_BYTES as u64,
+            direct: None,
+            buffered_since_sync: true,
             end_position: SEGMENT_HEADER_BYTES as u64,
             end_offset: base,
             index: SparseIndex::new(interval),
@@ -151,6 +159,7 @@ impl Segment {
             "append must continue the segment"
         );
         self.salt.restamp(Salt::NONE, header, bytes);
+        self.buffered_since_sync = true;
         self.file.write_all_at(bytes, self.end_position)?;
         self.note_appended(bytes.len() as u64, header);
         Ok(())
@@ -168,6 +177,7 @@ impl Segment {
         if to > self.end_position && self.zeros_to < to {
             // Lossless: less than a page.
             let zeros = vec![0u8; usize::try_from(to - self.end_position).unwrap_or(0)];
+            self.buffered_since_sync = true;
             self.file.write_all_at(&zeros, self.end_position)?;
         }
         self.zeros_to = self.zeros_to.max(to);

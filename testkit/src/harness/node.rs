@@ -15,6 +15,7 @@ use quorumlog_checkpoint::{
 use quorumlog_io::SimFs;
 use quorumlog_log::{
     DurableLog, Error as LogError, FollowerBatch, Log, LogOptions, ReadBatches, SyncPolicy,
+    TailWrites,
 };
 use quorumlog_raft::compaction::{clean_log_prefix, PrefixLog};
 use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
@@ -43,17 +44,23 @@ pub enum Backend {
     Plain,
     /// [`DurableLog`].
     Durable,
+    /// [`DurableLog`] with `TailWrites::Buffered` (the default, `Direct`,
+    /// sends flushed group writes straight to the simulated device,
+    /// aligned and durable on return).
+    DurableBuffered,
 }
 
 impl Backend {
     /// The backend a seed runs on: bit 5 of the seed (independent of the
     /// page tearing, bit 0; the seeds pinned before the backend choice
-    /// existed keep running on `Log`).
+    /// existed keep running on `Log`), then bit 6 for buffered tail writes.
     pub fn of_seed(seed: u64) -> Backend {
         if (seed >> 5) & 1 == 0 {
             Backend::Plain
-        } else {
+        } else if (seed >> 6) & 1 == 0 {
             Backend::Durable
+        } else {
+            Backend::DurableBuffered
         }
     }
 }
@@ -142,6 +149,13 @@ pub(super) fn open(sim: &SimFs, backend: Backend) -> Result<Node, String> {
         Backend::Plain => Log::open(Arc::clone(&dd), options()).map(|l| AnyLog::Plain(Box::new(l))),
         Backend::Durable => {
             DurableLog::open(Arc::clone(&dd), options(), SyncPolicy::Never).map(AnyLog::Durable)
+        }
+        Backend::DurableBuffered => {
+            let buffered = LogOptions {
+                tail_writes: TailWrites::Buffered,
+                ..options()
+            };
+            DurableLog::open(Arc::clone(&dd), buffered, SyncPolicy::Never).map(AnyLog::Durable)
         }
     }
     .map_err(|e| format!("log: {e}"))?;
