@@ -291,7 +291,12 @@ fn run() -> Result<(), BenchError> {
         None => tempfile::tempdir()?,
     };
     let base = tmp.path();
-    let backend = RealFs::new().backend_description();
+    let backend = format!(
+        "{} (lone writes and syncs: pwrite, fdatasync; sync-round writes: {:?} by default; \
+         prefix compacted behind the writers)",
+        RealFs::new().backend_description(),
+        TailWrites::default()
+    );
     eprintln!(
         "quorumlog I/O backend: {backend}; {} s per system and workload",
         args.seconds
