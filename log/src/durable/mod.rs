@@ -95,34 +95,35 @@ impl DurableLog {
     }
 
     /// Encodes (no lock held), then queues a leader append: it takes the
-    /// next offset under the state lock, which is all a concurrent append
-    /// waits for. With `written`, the queue is then written out (by this
-    /// thread if no one else is at it), so the batch is readable on return.
-    fn append_queued<R: AsRef<[u8]>>(
+    /// next offsets under the state lock, which is all a concurrent append
+    /// waits for; returns that lock, still held.
+    fn queue<R: AsRef<[u8]>>(
         &self,
         epoch: Epoch,
         records: &[R],
-        written: bool,
-    ) -> Result<AppendInfo> {
+    ) -> Result<(AppendInfo, std::sync::MutexGuard<'_, SyncState>)> {
         let unplaced = crate::batch::BatchEncoder::from_options(&self.options).encode_unplaced(
             Vec::new(),
             epoch,
             records,
         )?;
-        let (info, st) = self.shared.enqueue(unplaced)?;
+        self.shared.enqueue(unplaced)
+    }
+
+    /// Queues a leader append, then writes the queue out (buffered: this
+    /// append does not wait for a sync), so the batch is readable on return.
+    fn append_queued<R: AsRef<[u8]>>(&self, epoch: Epoch, records: &[R]) -> Result<AppendInfo> {
+        let (info, st) = self.queue(epoch, records)?;
         drop(st);
-        if written {
-            let r = {
-                let mut log = self.shared.log_write();
-                // Buffered: this append does not wait for a sync.
-                self.shared.drain(&mut log, false)
-            };
-            if r.is_err() {
-                // A failed write (or a roll's failed sync) poisons.
-                self.after_log_change(&r);
-            }
-            r?;
+        let r = {
+            let mut log = self.shared.log_write();
+            self.shared.drain(&mut log, false)
+        };
+        if r.is_err() {
+            // A failed write (or a roll's failed sync) poisons.
+            self.after_log_change(&r);
         }
+        r?;
         Ok(info)
     }
 
@@ -137,7 +138,7 @@ impl DurableLog {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        let info = self.append_queued(epoch, records, true)?;
+        let info = self.append_queued(epoch, records)?;
         self.shared.note_written(info.next_offset, true);
         Ok(info)
     }
@@ -194,17 +195,12 @@ impl DurableLog {
         // (the round writes the queue and syncs): no need to wake the
         // flusher. Under another policy the batch is written now.
         if self.shared.policy != SyncPolicy::GroupCommit {
-            let info = self.append_queued(epoch, records, true)?;
+            let info = self.append_queued(epoch, records)?;
             self.wait_durable(info.next_offset)?;
             return Ok(info);
         }
-        let unplaced = crate::batch::BatchEncoder::from_options(&self.options).encode_unplaced(
-            Vec::new(),
-            epoch,
-            records,
-        )?;
         // Queued and waiting in one critical section.
-        let (info, st) = self.shared.enqueue(unplaced)?;
+        let (info, st) = self.queue(epoch, records)?;
         self.shared.wait_locked(st, info.next_offset)?;
         Ok(info)
     }
