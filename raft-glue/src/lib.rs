@@ -1,12 +1,25 @@
 //! `quorumlog-raft`: the Raft-facing facade over the storage crates.
 //!
-//! Today it holds the log-cleaning path ([`compaction::clean_log_prefix`]):
-//! the log prefix is deleted only up to the end of a durable snapshot
-//! (docs/design.md invariant 7). Still to come: one store per Raft group
-//! with KRaft-style operations, durable election-state transitions, the
-//! voter set with in-flight reassignment, and adapters for openraft and
-//! tikv/raft-rs. (The crash harness lives in the `quorumlog-testkit`
-//! crate.)
+//! Built so far (issue 12 is in progress):
+//! - [`election`]: the election state, typed transitions each durable
+//!   before they return, vote rules (Raft §5.4.1) and `KRaft`'s restart
+//!   semantics;
+//! - [`commit`]: the leader's progress tracker, committing from the
+//!   voters' durable offsets (the leader's own sync off the commit path);
+//! - [`compaction`]: the log prefix deleted only up to the end of a durable
+//!   snapshot (docs/design.md invariant 7).
+//!
+//! Still to come: one store per Raft group opening and reconciling the data
+//! directory, the log and the snapshots, with `KRaft`-style log operations;
+//! the voter set with in-flight reassignment; adapters for openraft and
+//! tikv/raft-rs. (The crash harness lives in the `quorumlog-testkit` crate.)
 #![forbid(unsafe_code)]
 
+pub mod commit;
 pub mod compaction;
+pub mod election;
+mod error;
+
+pub use commit::{CommitTracker, Progress};
+pub use election::{Election, LogPosition, Role, VoteDecision};
+pub use error::{Error, Result};

@@ -1,0 +1,59 @@
+//! The facade's one error type: typed refusals, and the storage crates'
+//! errors carried through.
+
+use quorumlog_checkpoint::{Epoch, NodeId, Offset};
+
+/// The facade's result.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why the facade refused or failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A request names an epoch older than the current one.
+    #[error("epoch {proposed} is older than the current epoch {current}")]
+    StaleEpoch {
+        /// The current epoch.
+        current: Epoch,
+        /// The epoch asked for.
+        proposed: Epoch,
+    },
+    /// The transition needs another role (for example `become_leader`
+    /// outside candidacy, or a leader append in an epoch this node does not
+    /// lead).
+    #[error("not allowed as {role} in epoch {epoch}: {what}")]
+    WrongRole {
+        /// The current epoch.
+        epoch: Epoch,
+        /// The current role, as a word.
+        role: &'static str,
+        /// What was asked.
+        what: &'static str,
+    },
+    /// The epoch already has a known leader, another one.
+    #[error("epoch {epoch} already has leader {existing}, not {proposed}")]
+    LeaderKnown {
+        /// The epoch.
+        epoch: Epoch,
+        /// Its leader.
+        existing: NodeId,
+        /// The leader proposed.
+        proposed: NodeId,
+    },
+    /// An offset outside what the log holds.
+    #[error("offset {offset} is outside the log [{start}, {end})")]
+    OffsetOutOfRange {
+        /// The offset asked for.
+        offset: Offset,
+        /// The log start offset.
+        start: Offset,
+        /// The log end offset.
+        end: Offset,
+    },
+    /// The data directory (checkpoints, election state) refused or failed.
+    #[error(transparent)]
+    Checkpoint(#[from] quorumlog_checkpoint::Error),
+    /// The log refused or failed.
+    #[error(transparent)]
+    Log(#[from] quorumlog_log::Error),
+}
