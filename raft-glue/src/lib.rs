@@ -6,6 +6,8 @@
 //!   semantics;
 //! - [`commit`]: the leader's progress tracker, committing from the
 //!   voters' durable offsets (the leader's own sync off the commit path);
+//! - [`fetch`]: a follower's fetch position validated with `KRaft`'s
+//!   semantics (valid, diverging, or snapshot needed);
 //! - [`compaction`]: the log prefix deleted only up to the end of a durable
 //!   snapshot (docs/design.md invariant 7).
 //!
@@ -19,7 +21,9 @@ pub mod commit;
 pub mod compaction;
 pub mod election;
 mod error;
+pub mod fetch;
 
 pub use commit::{CommitTracker, Progress};
 pub use election::{Election, LogPosition, Role, VoteDecision};
 pub use error::{Error, Result};
+pub use fetch::{validate_offset_and_epoch, FetchPosition, LogView};
