@@ -46,11 +46,11 @@ impl LogView for Model {
     }
 }
 
-fn snap(end: u64, epoch: u64) -> Option<SnapshotId> {
-    Some(SnapshotId {
+fn snap(end: u64, epoch: u64) -> SnapshotId {
+    SnapshotId {
         end_offset: Offset(end),
         epoch: Epoch(epoch),
-    })
+    }
 }
 
 fn check(
@@ -100,8 +100,8 @@ fn positions_around_a_snapshot_and_the_log_start() {
         end: 30,
         epochs: vec![(3, 10), (4, 25)],
     };
-    let snaps = (snap(10, 1), snap(20, 3));
-    let latest = FetchPosition::SnapshotNeeded(snap(20, 3).unwrap());
+    let snaps = (Some(snap(10, 1)), Some(snap(20, 3)));
+    let latest = FetchPosition::SnapshotNeeded(snap(20, 3));
     assert_eq!(check(&log, snaps, 5, 1), latest, "before the log start");
     assert_eq!(
         check(&log, snaps, 10, 2),
