@@ -50,6 +50,27 @@ pub enum Error {
         /// The log end offset.
         end: Offset,
     },
+    /// A suffix truncation below the high watermark (committed entries are
+    /// never removed).
+    #[error("truncation to {offset} is below the high watermark {high_watermark}")]
+    BelowHighWatermark {
+        /// The offset asked for.
+        offset: Offset,
+        /// The high watermark.
+        high_watermark: Offset,
+    },
+    /// Entries below the log start have no snapshot covering them
+    /// (invariant 7): found at open.
+    #[error("the log starts at {log_start} but the latest snapshot ends at {latest:?}")]
+    MissingSnapshot {
+        /// The log start offset.
+        log_start: Offset,
+        /// The latest snapshot, if any.
+        latest: Option<quorumlog_snapshot::SnapshotId>,
+    },
+    /// The snapshots refused or failed.
+    #[error(transparent)]
+    Snapshot(#[from] quorumlog_snapshot::Error),
     /// The data directory (checkpoints, election state) refused or failed.
     #[error(transparent)]
     Checkpoint(#[from] quorumlog_checkpoint::Error),

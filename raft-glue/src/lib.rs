@@ -1,6 +1,10 @@
 //! `quorumlog-raft`: the Raft-facing facade over the storage crates.
 //!
 //! Built so far (issue 12 is in progress):
+//! - [`store`]: [`Store`], one durable store per Raft group: format (with
+//!   an initial offset), open with reconciliation of log, snapshots and
+//!   election state, guarded leader appends, reads, fetch validation,
+//!   truncation never below the high watermark;
 //! - [`election`]: the election state, typed transitions each durable
 //!   before they return, vote rules (Raft §5.4.1) and `KRaft`'s restart
 //!   semantics;
@@ -22,8 +26,10 @@ pub mod compaction;
 pub mod election;
 mod error;
 pub mod fetch;
+pub mod store;
 
 pub use commit::{CommitTracker, Progress};
 pub use election::{Election, LogPosition, Role, VoteDecision};
 pub use error::{Error, Result};
 pub use fetch::{validate_offset_and_epoch, FetchPosition, LogView};
+pub use store::{OpenReport, Store, StoreOptions};

@@ -1,0 +1,230 @@
+//! [`Store`]: one durable store per Raft group, the object a consensus
+//! implementation talks to. It opens the data directory, the snapshots and
+//! the log together and reconciles them, holds the election state, and
+//! answers with `KRaft`'s log operations.
+//!
+//! Built so far (issue 12 in progress): format (with an initial offset),
+//! open with reconciliation, leader appends guarded by the durable
+//! election state, reads, fetch validation, suffix truncation refused below
+//! the high watermark, and snapshot-bounded prefix cleaning.
+//!
+//! Reconciliation at open, in order:
+//! - a log that ends before the latest snapshot restarts, empty, at the
+//!   snapshot's end (the snapshot holds everything below it);
+//! - with snapshots present, a log start above the latest snapshot's end is
+//!   refused: entries were deleted that no snapshot covers (invariant 7);
+//! - the log's own recovery already clamped a high watermark above its end.
+//!
+//! `Store` is `Send + Sync` (asserted below): a Raft thread, an I/O thread
+//! and readers share it by `Arc`. Blocking calls: the election transitions
+//! (one atomic small-file replace each, a few syncs), truncations (a sync),
+//! `append_durable` (until its group's sync). Reads never wait for a sync.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use quorumlog_checkpoint::{format_with, DataDir, Epoch, Meta, Offset, OpenOptions, SharedFs};
+use quorumlog_log::{AppendInfo, DurableLog, LogOptions, ReadBatches, RecoveryReport, SyncPolicy};
+use quorumlog_snapshot::{SnapshotId, SnapshotStore};
+
+use crate::election::Election;
+use crate::error::{Error, Result};
+use crate::fetch::{validate_offset_and_epoch, FetchPosition};
+
+/// How a store is opened.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// The log's options.
+    pub log: LogOptions,
+    /// When the log syncs.
+    pub sync: SyncPolicy,
+}
+
+/// What opening a store found and did.
+#[derive(Debug, Clone)]
+pub struct OpenReport {
+    /// The log's recovery report.
+    pub log: RecoveryReport,
+    /// The log ended before this snapshot and was restarted at its end.
+    pub restarted_at_snapshot: Option<SnapshotId>,
+    /// Snapshot downloads found unfinished (resumable with the snapshot
+    /// store's install), with the bytes already received.
+    pub installs_in_progress: Vec<(SnapshotId, u64)>,
+}
+
+/// One durable store per Raft group.
+#[derive(Debug)]
+pub struct Store {
+    dd: Arc<DataDir>,
+    log: DurableLog,
+    snapshots: SnapshotStore,
+    election: Mutex<Election>,
+}
+
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Store>();
+};
+
+impl Store {
+    /// Formats `dir` for a new replica with identity `meta`; its log starts
+    /// at `initial_offset` (for example 1, for a Raft whose first index is
+    /// 1) or 0.
+    ///
+    /// # Errors
+    /// As `quorumlog_checkpoint::format_with` (a formatted or foreign
+    /// directory is refused); `Log` if the log cannot be created.
+    pub fn format(
+        fs: &SharedFs,
+        dir: &Path,
+        meta: Meta,
+        initial_offset: Option<Offset>,
+        options: &StoreOptions,
+    ) -> Result<()> {
+        format_with(fs, dir, meta)?;
+        let dd = Arc::new(DataDir::open(fs.clone(), dir, &OpenOptions::default())?);
+        let log = DurableLog::open(Arc::clone(&dd), options.log.clone(), SyncPolicy::Never)?;
+        if let Some(start) = initial_offset.filter(|o| *o > Offset(0)) {
+            log.truncate_fully_and_start_at(start)?;
+        }
+        log.close()?;
+        Ok(())
+    }
+
+    /// Opens the store of `dir` and reconciles its parts (see the module
+    /// documentation).
+    ///
+    /// # Errors
+    /// `Checkpoint` (not formatted, locked, damaged election state…);
+    /// `Log` (recovery refused, I/O); `Snapshot`; `MissingSnapshot` when
+    /// entries below the log start have no snapshot (invariant 7).
+    pub fn open(fs: &SharedFs, dir: &Path, options: &StoreOptions) -> Result<(Store, OpenReport)> {
+        let dd = Arc::new(DataDir::open(fs.clone(), dir, &OpenOptions::default())?);
+        let snapshots = SnapshotStore::open(fs.clone(), &dd.snapshots_dir())?;
+        let log = DurableLog::open(Arc::clone(&dd), options.log.clone(), options.sync)?;
+        let mut report = OpenReport {
+            log: log.recovery_report(),
+            restarted_at_snapshot: None,
+            installs_in_progress: snapshots.installs()?,
+        };
+        if let Some(latest) = snapshots.latest() {
+            if log.log_end_offset() < latest.id.end_offset {
+                log.truncate_fully_and_start_at(latest.id.end_offset)?;
+                report.restarted_at_snapshot = Some(latest.id);
+            }
+            if log.log_start_offset() > latest.id.end_offset {
+                return Err(Error::MissingSnapshot {
+                    log_start: log.log_start_offset(),
+                    latest: Some(latest.id),
+                });
+            }
+        }
+        let last_epoch = log.last_epoch();
+        let election = Election::open(Arc::clone(&dd), last_epoch)?;
+        Ok((
+            Store {
+                dd,
+                log,
+                snapshots,
+                election: Mutex::new(election),
+            },
+            report,
+        ))
+    }
+
+    /// The election state (transitions are durable before they return).
+    pub fn election(&self) -> MutexGuard<'_, Election> {
+        self.election.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The log.
+    pub fn log(&self) -> &DurableLog {
+        &self.log
+    }
+
+    /// The snapshots.
+    pub fn snapshots(&self) -> &SnapshotStore {
+        &self.snapshots
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Arc<DataDir> {
+        &self.dd
+    }
+
+    /// Appends `records` as the leader of `epoch`; refused unless this node
+    /// durably leads `epoch` (and has not resigned). Returns before the
+    /// records are durable.
+    ///
+    /// # Errors
+    /// `WrongRole`; the log's refusals and failures.
+    pub fn append_as_leader<R: AsRef<[u8]>>(
+        &self,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.election().check_leader_append(epoch)?;
+        Ok(self.log.append_as_leader(epoch, records)?)
+    }
+
+    /// As [`Store::append_as_leader`], returning once the records are
+    /// durable (group commit).
+    ///
+    /// # Errors
+    /// As [`Store::append_as_leader`]; `Poisoned` after a failed sync.
+    pub fn append_durable<R: AsRef<[u8]>>(
+        &self,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.election().check_leader_append(epoch)?;
+        Ok(self.log.append_durable(epoch, records)?)
+    }
+
+    /// Reads whole verified batches from the one holding `from`.
+    ///
+    /// # Errors
+    /// `Log(OffsetOutOfRange)` outside the log; corruption; I/O.
+    pub fn read(&self, from: Offset, max_bytes: u64) -> Result<ReadBatches> {
+        Ok(self.log.read(from, max_bytes)?)
+    }
+
+    /// Validates a follower's fetch position against this log and its
+    /// snapshots ([`validate_offset_and_epoch`]).
+    ///
+    /// # Errors
+    /// `OffsetOutOfRange` below the log start with no snapshot.
+    pub fn validate_offset_and_epoch(&self, offset: Offset, epoch: Epoch) -> Result<FetchPosition> {
+        let ids = (
+            self.snapshots.earliest().map(|s| s.id),
+            self.snapshots.latest().map(|s| s.id),
+        );
+        validate_offset_and_epoch(&self.log, ids, offset, epoch)
+    }
+
+    /// Suffix truncation: the log ends at `offset`, durably. Refused below
+    /// the high watermark (committed entries are never removed).
+    ///
+    /// # Errors
+    /// `BelowHighWatermark`; the log's errors.
+    pub fn truncate_to(&self, offset: Offset) -> Result<()> {
+        if let Some(hw) = self.log.high_watermark() {
+            if offset < hw {
+                return Err(Error::BelowHighWatermark {
+                    offset,
+                    high_watermark: hw,
+                });
+            }
+        }
+        Ok(self.log.truncate_to(offset)?)
+    }
+
+    /// Sets the high watermark (the commit offset, from the leader's
+    /// [`crate::CommitTracker`] or a fetch response).
+    ///
+    /// # Errors
+    /// The log's (an offset beyond its end, a watermark moving back).
+    pub fn set_high_watermark(&self, offset: Offset) -> Result<()> {
+        Ok(self.log.set_high_watermark(offset)?)
+    }
+}
