@@ -41,7 +41,7 @@ pub enum Error {
         proposed: NodeId,
     },
     /// An offset outside what the log holds.
-    #[error("offset {offset} is outside the log [{start}, {end})")]
+    #[error("offset {offset} is outside the log [{start}, {end}) (latest snapshot: {snapshot:?})")]
     OffsetOutOfRange {
         /// The offset asked for.
         offset: Offset,
@@ -49,6 +49,8 @@ pub enum Error {
         start: Offset,
         /// The log end offset.
         end: Offset,
+        /// The latest snapshot (what a reader below the start needs).
+        snapshot: Option<quorumlog_snapshot::SnapshotId>,
     },
     /// A suffix truncation below the high watermark (committed entries are
     /// never removed).
@@ -67,6 +69,17 @@ pub enum Error {
         log_start: Offset,
         /// The latest snapshot, if any.
         latest: Option<quorumlog_snapshot::SnapshotId>,
+    },
+    /// A verified batch whose records do not decode (a compressed payload
+    /// that does not decompress to its records).
+    #[error("the batch at {offset} (epoch {epoch}) does not decode: {kind}")]
+    UndecodableBatch {
+        /// The batch's base offset.
+        offset: Offset,
+        /// Its epoch.
+        epoch: Epoch,
+        /// What is wrong.
+        kind: quorumlog_log::CorruptionKind,
     },
     /// The snapshots refused or failed.
     #[error(transparent)]

@@ -95,6 +95,7 @@ pub fn validate_offset_and_epoch(
             offset,
             start,
             end: log.log_end_offset(),
+            snapshot: None,
         });
     }
     let (end_epoch, end_offset) = match log.end_offset_for_epoch(epoch) {

@@ -31,6 +31,26 @@ use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::fetch::{validate_offset_and_epoch, FetchPosition};
 
+/// Which entries a read may return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Only committed entries (below the high watermark).
+    Committed,
+    /// Everything in the log.
+    Uncommitted,
+}
+
+/// One entry read from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Its offset.
+    pub offset: Offset,
+    /// The epoch it was written in.
+    pub epoch: Epoch,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+}
+
 /// How a store is opened.
 #[derive(Debug, Clone, Default)]
 pub struct StoreOptions {
@@ -187,6 +207,74 @@ impl Store {
     /// `Log(OffsetOutOfRange)` outside the log; corruption; I/O.
     pub fn read(&self, from: Offset, max_bytes: u64) -> Result<ReadBatches> {
         Ok(self.log.read(from, max_bytes)?)
+    }
+
+    /// The entries in `[from, to)`, up to `max_bytes` of record bytes (at
+    /// least one entry when any is in range), within `isolation`: exactly
+    /// those offsets, each with its epoch.
+    ///
+    /// # Errors
+    /// `OffsetOutOfRange` (naming the log start and the latest snapshot)
+    /// below the log start or past the log end; the log's read errors
+    /// (corruption is never returned as data).
+    pub fn read_entries(
+        &self,
+        from: Offset,
+        to: Offset,
+        max_bytes: u64,
+        isolation: Isolation,
+    ) -> Result<Vec<Entry>> {
+        let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
+        if from < start || from > end {
+            return Err(Error::OffsetOutOfRange {
+                offset: from,
+                start,
+                end,
+                snapshot: self.snapshots.latest().map(|s| s.id),
+            });
+        }
+        let mut limit = to.min(end);
+        if isolation == Isolation::Committed {
+            limit = limit.min(self.log.high_watermark().unwrap_or(start));
+        }
+        let mut out = Vec::new();
+        let mut bytes = 0u64;
+        let mut at = from;
+        while at < limit && (out.is_empty() || bytes < max_bytes) {
+            let batches = self.log.read(at, max_bytes.max(1))?;
+            let Some(next) = batches.next_offset() else {
+                break;
+            };
+            for b in batches.iter() {
+                let records = b.to_vecs().map_err(|kind| Error::UndecodableBatch {
+                    offset: b.base_offset(),
+                    epoch: b.epoch(),
+                    kind,
+                })?;
+                for (i, r) in records.into_iter().enumerate() {
+                    let offset = Offset(b.base_offset().0 + i as u64);
+                    if offset < at || offset >= limit {
+                        continue;
+                    }
+                    if !out.is_empty() && bytes + r.len() as u64 > max_bytes {
+                        return Ok(out);
+                    }
+                    bytes += r.len() as u64;
+                    out.push(Entry {
+                        offset,
+                        epoch: b.epoch(),
+                        bytes: r,
+                    });
+                }
+            }
+            at = next;
+        }
+        Ok(out)
+    }
+
+    /// The epoch of the entry at `offset`, if it is in the log.
+    pub fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
+        self.log.epoch_at(offset)
     }
 
     /// Validates a follower's fetch position against this log and its

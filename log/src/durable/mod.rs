@@ -298,6 +298,15 @@ impl DurableLog {
         self.log().last_epoch()
     }
 
+    /// The epoch of the record at `offset`, if it is in the log.
+    pub fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
+        let log = self.log();
+        if offset < log.log_start_offset() || offset >= log.log_end_offset() {
+            return None;
+        }
+        log.epochs().epoch_at(offset)
+    }
+
     /// See [`Log::end_offset_for_epoch`].
     pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
         self.log().end_offset_for_epoch(epoch)
