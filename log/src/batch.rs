@@ -274,7 +274,9 @@ impl<'a> BatchRef<'a> {
         self.header.record_count
     }
 
-    /// The batch exactly as stored (for shipping to a follower unchanged).
+    /// The batch in its portable form: as stored, with its CRC unsalted
+    /// (for shipping to a follower, which verifies it and appends it without
+    /// re-encoding: `DurableLog::append_raw`).
     pub fn raw(&self) -> &'a [u8] {
         self.bytes
     }

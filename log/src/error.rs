@@ -30,6 +30,15 @@ pub enum Error {
         /// What is wrong.
         kind: CorruptionKind,
     },
+    /// A batch handed to `DurableLog::append_raw` does not verify (CRC,
+    /// structure); nothing was written.
+    #[error("raw batch {index} does not verify: {kind}")]
+    InvalidRawBatch {
+        /// Its position in the slice given.
+        index: usize,
+        /// What is wrong.
+        kind: CorruptionKind,
+    },
     /// A read or truncation outside `[log start, log end]`.
     #[error("offset {offset} outside the log [{start}, {end})")]
     OffsetOutOfRange {

@@ -201,6 +201,34 @@ impl Store {
         Ok(self.log.append_durable(epoch, records)?)
     }
 
+    /// Appends `records` in `epoch` at `base_offset` (the log end), for
+    /// Raft libraries that assign indexes themselves; through the same
+    /// write-combining queue as leader appends. The epoch must be one this
+    /// node leads durably.
+    ///
+    /// # Errors
+    /// `WrongRole`; `Log(NonContiguous)` unless `base_offset` is the log
+    /// end; the log's refusals and failures.
+    pub fn append_at<R: AsRef<[u8]>>(
+        &self,
+        base_offset: Offset,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.election().check_leader_append(epoch)?;
+        Ok(self.log.append_at(base_offset, epoch, records)?)
+    }
+
+    /// Appends batches exactly as the leader's [`Store::read`] returned
+    /// them (`BatchRef::raw`), verified and written without re-encoding.
+    ///
+    /// # Errors
+    /// `Log(InvalidRawBatch | NonContiguous | EpochRegression)` (nothing
+    /// written); I/O.
+    pub fn append_as_follower(&self, raw_batches: &[&[u8]]) -> Result<AppendInfo> {
+        Ok(self.log.append_raw(raw_batches)?)
+    }
+
     /// Reads whole verified batches from the one holding `from`.
     ///
     /// # Errors

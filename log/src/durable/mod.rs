@@ -115,6 +115,72 @@ impl DurableLog {
     fn append_queued<R: AsRef<[u8]>>(&self, epoch: Epoch, records: &[R]) -> Result<AppendInfo> {
         let (info, st) = self.queue(epoch, records)?;
         drop(st);
+        self.write_queued()?;
+        Ok(info)
+    }
+
+    /// Appends `records` as one batch in `epoch` at `base_offset`, which
+    /// must be the log end (for Raft libraries that assign indexes
+    /// themselves), through the same queue as leader appends; returns
+    /// before they are durable, once they are readable.
+    ///
+    /// # Errors
+    /// `NonContiguous` unless `base_offset` is where the next append goes;
+    /// otherwise as [`DurableLog::append_as_leader`].
+    pub fn append_at<R: AsRef<[u8]>>(
+        &self,
+        base_offset: Offset,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        let unplaced = crate::batch::BatchEncoder::from_options(&self.options).encode_unplaced(
+            Vec::new(),
+            epoch,
+            records,
+        )?;
+        let (info, st) = self.shared.enqueue_at(Some(base_offset), unplaced)?;
+        drop(st);
+        self.write_queued()?;
+        self.shared.note_written(info.next_offset, true);
+        Ok(info)
+    }
+
+    /// Appends batches exactly as a leader's [`DurableLog::read`] returned
+    /// them ([`crate::BatchRef::raw`]): each is verified (CRC, structure),
+    /// must continue the log (the first at the log end, each at the
+    /// previous one's end) with epochs that never decrease, and is written
+    /// without re-encoding. All are checked before any is queued.
+    ///
+    /// # Errors
+    /// `InvalidRawBatch` (a batch that does not verify); `NonContiguous`;
+    /// `EpochRegression`; `BatchTooLarge`; I/O as for appends.
+    pub fn append_raw(&self, batches: &[&[u8]]) -> Result<AppendInfo> {
+        let mut checked = Vec::with_capacity(batches.len());
+        for (i, bytes) in batches.iter().enumerate() {
+            let header = crate::batch::verify_batch(bytes, crate::format::Salt::NONE)
+                .map_err(|kind| Error::InvalidRawBatch { index: i, kind })?;
+            let max = self
+                .options
+                .max_batch_bytes
+                .min(crate::batch::MAX_BATCH_BYTES);
+            if bytes.len() as u64 > max {
+                return Err(Error::BatchTooLarge {
+                    bytes: bytes.len() as u64,
+                    max,
+                });
+            }
+            let mut owned = Vec::with_capacity(bytes.len() + crate::format::PAGE_BYTES as usize);
+            owned.extend_from_slice(bytes);
+            checked.push((header, owned));
+        }
+        let info = self.shared.enqueue_placed(checked)?;
+        self.write_queued()?;
+        self.shared.note_written(info.next_offset, true);
+        Ok(info)
+    }
+
+    /// Writes what is queued (buffered), so queued appends are readable.
+    fn write_queued(&self) -> Result<()> {
         let r = {
             let mut log = self.shared.log_write();
             self.shared.drain(&mut log, false)
@@ -123,8 +189,7 @@ impl DurableLog {
             // A failed write (or a roll's failed sync) poisons.
             self.after_log_change(&r);
         }
-        r?;
-        Ok(info)
+        r
     }
 
     /// Appends `records` as one batch in `epoch` (see

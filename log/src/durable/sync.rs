@@ -165,7 +165,25 @@ impl Shared {
         &self,
         unplaced: Unplaced,
     ) -> Result<(AppendInfo, MutexGuard<'_, SyncState>)> {
+        self.enqueue_at(None, unplaced)
+    }
+
+    /// [`Shared::enqueue`] at `at` if given, which must be the next offset
+    /// (`NonContiguous` otherwise).
+    pub(super) fn enqueue_at(
+        &self,
+        at: Option<Offset>,
+        unplaced: Unplaced,
+    ) -> Result<(AppendInfo, MutexGuard<'_, SyncState>)> {
         let mut st = self.state();
+        if let Some(at) = at {
+            if at != st.next_offset {
+                return Err(Error::NonContiguous {
+                    expected: st.next_offset,
+                    found: at,
+                });
+            }
+        }
         if let Some(cause) = st.poisoned {
             return Err(Self::poisoned_error(cause));
         }
@@ -188,6 +206,46 @@ impl Shared {
         st.last_epoch = Some(epoch);
         st.pending.push((header, bytes));
         Ok((info, st))
+    }
+
+    /// Queues batches already placed and verified (a follower's raw
+    /// batches): they must continue the queue exactly, with epochs that
+    /// never decrease; all are checked before any is queued.
+    pub(super) fn enqueue_placed(
+        &self,
+        batches: Vec<(BatchHeader, Vec<u8>)>,
+    ) -> Result<AppendInfo> {
+        let mut st = self.state();
+        if let Some(cause) = st.poisoned {
+            return Err(Self::poisoned_error(cause));
+        }
+        let start = st.next_offset;
+        let (mut next, mut last) = (start, st.last_epoch);
+        for (h, _) in &batches {
+            if h.base_offset != next {
+                return Err(Error::NonContiguous {
+                    expected: next,
+                    found: h.base_offset,
+                });
+            }
+            if let Some(l) = last {
+                if h.epoch < l {
+                    return Err(Error::EpochRegression {
+                        current: l,
+                        proposed: h.epoch,
+                    });
+                }
+            }
+            next = h.next_offset();
+            last = Some(h.epoch);
+        }
+        st.next_offset = next;
+        st.last_epoch = last;
+        st.pending.extend(batches);
+        Ok(AppendInfo {
+            base_offset: start,
+            next_offset: next,
+        })
     }
 
     /// Writes the queued appends to `log` (whose write lock the caller

@@ -24,7 +24,7 @@ use quorumlog_io::{Failure, File, OpenMode};
 use crate::batch::BatchRef;
 use crate::dir::LogDir;
 use crate::error::{Error, Result};
-use crate::format::{segment_file_name, truncated, BatchHeader, BATCH_HEADER_BYTES};
+use crate::format::{segment_file_name, truncated, BatchHeader, Salt, BATCH_HEADER_BYTES};
 use crate::options::{LogOptions, Preallocation, TailWrites, WriteAlignment};
 use crate::recovery::{recover, RecoveryReport};
 use crate::segment::walk::{self, BufSource, DataEnd, Slot};
@@ -445,7 +445,16 @@ impl Log {
         // Lossless: bounded by max_bytes or one batch, which fit in memory.
         let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
         seg.file.read_exact_at(&mut buf, pos)?;
-        let (batches, next, here) = verified_batches(seg, pos, &buf, first.base_offset)?;
+        let (mut batches, next, here) = verified_batches(seg, pos, &buf, first.base_offset)?;
+        // Verified under the segment's salt; returned unsalted, so a batch
+        // read here can be shipped as is and verified anywhere
+        // (`BatchRef::raw`).
+        for (start, h) in &mut batches {
+            let end = *start + h.batch_len as usize;
+            if let Some(bytes) = buf.get_mut(*start..end) {
+                Salt::NONE.restamp(seg.salt, h, bytes);
+            }
+        }
         let buf_end = pos + buf.len() as u64;
         let at = usize::try_from(here.min(buf_end) - pos).unwrap_or(usize::MAX);
         buf.truncate(at);
