@@ -169,7 +169,8 @@ impl DurableLog {
                     max,
                 });
             }
-            let mut owned = Vec::with_capacity(bytes.len() + crate::format::PAGE_BYTES as usize);
+            let page = usize::try_from(crate::format::PAGE_BYTES).unwrap_or(4096);
+            let mut owned = Vec::with_capacity(bytes.len() + page);
             owned.extend_from_slice(bytes);
             checked.push((header, owned));
         }
