@@ -54,6 +54,8 @@ pub(crate) struct BatchEncoder {
     /// The largest encoded batch accepted (and never above
     /// [`MAX_BATCH_BYTES`]).
     pub max_bytes: u64,
+    /// Encode control batches (flag bit 2).
+    pub control: bool,
 }
 
 impl BatchEncoder {
@@ -63,6 +65,15 @@ impl BatchEncoder {
             compression: options.compression,
             threshold_bytes: options.compression_threshold_bytes,
             max_bytes: options.max_batch_bytes,
+            control: false,
+        }
+    }
+
+    /// The same encoder, for control batches.
+    pub(crate) fn control(self) -> Self {
+        BatchEncoder {
+            control: true,
+            ..self
         }
     }
 
@@ -134,6 +145,9 @@ impl BatchEncoder {
                     }
                 }
             }
+        }
+        if self.control {
+            flags |= crate::format::FLAG_CONTROL;
         }
         let payload_crc = crc32c::crc32c(out.get(BATCH_HEADER_BYTES..).unwrap_or_default());
         Ok(Unplaced {
@@ -269,6 +283,12 @@ impl<'a> BatchRef<'a> {
         self.header.epoch
     }
 
+    /// Whether this is a control batch (leader change, voter set, snapshot
+    /// markers), never user records.
+    pub fn is_control(&self) -> bool {
+        self.header.is_control()
+    }
+
     /// Number of records.
     pub fn record_count(&self) -> u32 {
         self.header.record_count
@@ -356,6 +376,7 @@ mod tests {
             compression,
             threshold_bytes: 0,
             max_bytes: 1 << 20,
+            control: false,
         }
         .encode(&mut out, Offset(10), Epoch(3), records)
         .unwrap();
@@ -394,6 +415,39 @@ mod tests {
     }
 
     #[test]
+    fn control_batches_are_flagged_and_the_previous_version_is_refused() {
+        let enc = BatchEncoder {
+            compression: Compression::None,
+            threshold_bytes: 0,
+            max_bytes: 1 << 20,
+            control: false,
+        };
+        let mut out = Vec::new();
+        let h = enc
+            .control()
+            .encode(&mut out, Offset(4), Epoch(2), &[b"leader change"])
+            .unwrap();
+        let back = verify_batch(&out, Salt::NONE).unwrap();
+        assert!(h.is_control() && back.is_control());
+        enc.encode(&mut out, Offset(4), Epoch(2), &[b"user"])
+            .unwrap();
+        assert!(!verify_batch(&out, Salt::NONE).unwrap().is_control());
+        // A version-2 batch (before the control flag): refused explicitly,
+        // even with a valid CRC.
+        out[12] = 2;
+        let fields = &out[8..BATCH_HEADER_BYTES];
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[BATCH_HEADER_BYTES..]), fields);
+        out[4..8].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            verify_batch(&out, Salt::NONE),
+            Err(CorruptionKind::UnsupportedVersion {
+                found: 2,
+                supported: 3
+            })
+        );
+    }
+
+    #[test]
     fn a_batch_verifies_only_under_its_own_salt() {
         let mut bytes = encode(&[b"hello", b"world"], Compression::None);
         let mut h = verify_batch(&bytes, Salt::NONE).unwrap();
@@ -419,7 +473,8 @@ mod tests {
             BatchEncoder {
                 compression: Compression::None,
                 threshold_bytes: 0,
-                max_bytes: 100
+                max_bytes: 100,
+                control: false
             }
             .encode(&mut out, Offset(0), Epoch(0), &none),
             Err(Error::EmptyBatch)
@@ -428,7 +483,8 @@ mod tests {
             BatchEncoder {
                 compression: Compression::None,
                 threshold_bytes: 0,
-                max_bytes: 100
+                max_bytes: 100,
+                control: false
             }
             .encode(&mut out, Offset(0), Epoch(0), &[[0u8; 200]]),
             Err(Error::BatchTooLarge { .. })

@@ -27,7 +27,7 @@
 //!  0       4        8           12       13      14         16           24      32             36          40
 //!  +-------+--------+-----------+--------+-------+----------+------------+-------+--------------+-----------+---------
 //!  | magic | crc32c | batch_len | version| flags | reserved | base_offset| epoch | record_count | records_len| payload…
-//!  |"QLBA" | u32    | u32       | u8 = 2 | u8    | u16 = 0  | u64        | u64   | u32          | u32       |
+//!  |"QLBA" | u32    | u32       | u8 = 3 | u8    | u16 = 0  | u64        | u64   | u32          | u32       |
 //!  +-------+--------+-----------+--------+-------+----------+------------+-------+--------------+-----------+---------
 //!  crc32c covers the payload [40, batch_len), then bytes [8, 40): every
 //!  field that identifies the batch (length, version, flags, base offset,
@@ -36,7 +36,9 @@
 //!  segment's salt mask (`Salt::mask`).
 //! ```
 //! `batch_len` counts the whole batch, header included. `flags` bits 0–1 are
-//! the compression (0 none, 1 zstd); other bits must be 0. The payload is the
+//! the compression (0 none, 1 zstd); bit 2 marks a control batch (leader
+//! change, voter set, snapshot markers: never user records); other bits
+//! must be 0. The payload is the
 //! records section, zstd-compressed when flagged; uncompressed it is
 //! `records_len` bytes of `record_count × (len u32, bytes)`.
 //!
@@ -85,8 +87,8 @@ pub(crate) const VERSION: u16 = 2;
 /// Version of the index format.
 pub(crate) const INDEX_VERSION: u16 = 1;
 /// Batch format version (one byte in the batch header; 2: the stored CRC is
-/// salted).
-pub(crate) const BATCH_VERSION: u8 = 2;
+/// salted; 3: flag bit 2 marks control batches).
+pub(crate) const BATCH_VERSION: u8 = 3;
 
 /// A segment file's salt: chosen at random for each life of the file, so
 /// the batches of an earlier life (left in a recycled file) never verify in
@@ -153,7 +155,12 @@ pub(crate) const INDEX_ENTRY_BYTES: usize = 8;
 pub(crate) const COMPRESSION_NONE: u8 = 0;
 /// zstd-compressed payload.
 pub(crate) const COMPRESSION_ZSTD: u8 = 1;
-const FLAGS_KNOWN: u8 = 0b11;
+/// The compression bits of `flags`.
+const COMPRESSION_BITS: u8 = 0b11;
+/// Flag bit 2: a control batch (leader change, voter set, snapshot
+/// markers), never a user record.
+pub(crate) const FLAG_CONTROL: u8 = 0b100;
+const FLAGS_KNOWN: u8 = COMPRESSION_BITS | FLAG_CONTROL;
 
 /// The file name of the segment with base offset `base`.
 pub(crate) fn segment_file_name(base: Offset) -> String {
@@ -267,7 +274,12 @@ impl BatchHeader {
 
     /// The compression bits.
     pub(crate) fn compression(&self) -> u8 {
-        self.flags & FLAGS_KNOWN
+        self.flags & COMPRESSION_BITS
+    }
+
+    /// Whether this is a control batch.
+    pub(crate) fn is_control(&self) -> bool {
+        self.flags & FLAG_CONTROL != 0
     }
 
     /// The header's bytes (with `crc` as given).

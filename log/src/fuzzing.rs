@@ -39,6 +39,7 @@ pub fn decode_batch(bytes: &[u8]) -> bool {
                 compression: crate::options::Compression::None,
                 threshold_bytes: u64::MAX,
                 max_bytes: u64::MAX,
+                control: false,
             }
             .encode(&mut again, h.base_offset, h.epoch, &records)
             .ok();
@@ -128,6 +129,7 @@ mod tests {
                 compression: c,
                 threshold_bytes: 0,
                 max_bytes: 1 << 20,
+                control: false,
             }
             .encode(
                 &mut out,
@@ -157,6 +159,7 @@ mod tests {
             compression: Compression::None,
             threshold_bytes: u64::MAX,
             max_bytes: 1 << 20,
+            control: false,
         }
         .encode(&mut first, Offset(0), Epoch(1), &[vec![1u8; 4096 - 44 - 5]])
         .unwrap();
@@ -165,6 +168,7 @@ mod tests {
             compression: Compression::None,
             threshold_bytes: u64::MAX,
             max_bytes: 1 << 20,
+            control: false,
         }
         .encode(&mut second, Offset(1), Epoch(1), &[b"second"])
         .unwrap();

@@ -261,6 +261,7 @@ mod tests {
             compression: Compression::None,
             threshold_bytes: 0,
             max_bytes: 1 << 20,
+            control: false,
         }
         .encode(&mut batch, Offset(5), Epoch(2), &[b"kept"])
         .unwrap();

@@ -47,6 +47,9 @@ pub struct Entry {
     pub offset: Offset,
     /// The epoch it was written in.
     pub epoch: Epoch,
+    /// A control record (leader change, voter set, snapshot marker), not a
+    /// user record: readers of user data filter these out.
+    pub control: bool,
     /// Its bytes.
     pub bytes: Vec<u8>,
 }
@@ -201,6 +204,21 @@ impl Store {
         Ok(self.log.append_durable(epoch, records)?)
     }
 
+    /// Appends control records (leader change, voter set, snapshot markers)
+    /// as the leader of `epoch`, in a batch flagged so they can never be
+    /// confused with user records.
+    ///
+    /// # Errors
+    /// As [`Store::append_as_leader`].
+    pub fn append_control<R: AsRef<[u8]>>(
+        &self,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.election().check_leader_append(epoch)?;
+        Ok(self.log.append_control(epoch, records)?)
+    }
+
     /// Appends `records` in `epoch` at `base_offset` (the log end), for
     /// Raft libraries that assign indexes themselves; through the same
     /// write-combining queue as leader appends. The epoch must be one this
@@ -291,6 +309,7 @@ impl Store {
                     out.push(Entry {
                         offset,
                         epoch: b.epoch(),
+                        control: b.is_control(),
                         bytes: r,
                     });
                 }

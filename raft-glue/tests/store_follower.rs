@@ -154,3 +154,34 @@ fn append_at_takes_the_assigned_offset_only() {
         Err(Error::WrongRole { .. })
     ));
 }
+
+#[test]
+fn control_records_are_flagged_through_reads_and_replication() {
+    let leader = store(1, 4);
+    let epoch = lead(&leader);
+    leader
+        .append_control(epoch, &[b"leader is 1".as_slice()])
+        .unwrap();
+    leader.append_durable(epoch, &[b"user".as_slice()]).unwrap();
+    let end = leader.log().log_end_offset();
+    let got = leader
+        .read_entries(Offset(0), end, u64::MAX, Isolation::Uncommitted)
+        .unwrap();
+    assert_eq!(
+        got.iter().map(|e| e.control).collect::<Vec<_>>(),
+        vec![true, false]
+    );
+    let follower = store(2, 5);
+    let raw = raw_from(&leader, 0);
+    let refs: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+    follower.append_as_follower(&refs).unwrap();
+    let copied = follower
+        .read_entries(Offset(0), end, u64::MAX, Isolation::Uncommitted)
+        .unwrap();
+    assert_eq!(copied, got);
+    // Only the leader of the epoch writes control records.
+    assert!(matches!(
+        follower.append_control(epoch, &[b"x".as_slice()]),
+        Err(Error::WrongRole { .. })
+    ));
+}

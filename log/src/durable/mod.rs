@@ -102,12 +102,38 @@ impl DurableLog {
         epoch: Epoch,
         records: &[R],
     ) -> Result<(AppendInfo, std::sync::MutexGuard<'_, SyncState>)> {
-        let unplaced = crate::batch::BatchEncoder::from_options(&self.options).encode_unplaced(
-            Vec::new(),
-            epoch,
-            records,
-        )?;
+        let encoder = crate::batch::BatchEncoder::from_options(&self.options);
+        self.queue_with(encoder, epoch, records)
+    }
+
+    fn queue_with<R: AsRef<[u8]>>(
+        &self,
+        encoder: crate::batch::BatchEncoder,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<(AppendInfo, std::sync::MutexGuard<'_, SyncState>)> {
+        let unplaced = encoder.encode_unplaced(Vec::new(), epoch, records)?;
         self.shared.enqueue(unplaced)
+    }
+
+    /// Appends `records` as one **control** batch in `epoch` (leader
+    /// change, voter set, snapshot markers: flagged so they are never taken
+    /// for user records, `BatchRef::is_control`); as
+    /// [`DurableLog::append_as_leader`] otherwise.
+    ///
+    /// # Errors
+    /// As [`DurableLog::append_as_leader`].
+    pub fn append_control<R: AsRef<[u8]>>(
+        &self,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        let encoder = crate::batch::BatchEncoder::from_options(&self.options).control();
+        let (info, st) = self.queue_with(encoder, epoch, records)?;
+        drop(st);
+        self.write_queued()?;
+        self.shared.note_written(info.next_offset, true);
+        Ok(info)
     }
 
     /// Queues a leader append, then writes the queue out (buffered: this

@@ -83,6 +83,8 @@ impl Log {
                     compression: self.options().compression,
                     threshold_bytes: self.options().compression_threshold_bytes,
                     max_bytes: u64::MAX,
+                    // A cut control batch stays a control batch.
+                    control: h.is_control(),
                 }
                 .encode(
                     &mut out,

@@ -474,6 +474,7 @@ mod tests {
                 compression: Compression::None,
                 threshold_bytes: 0,
                 max_bytes: 1 << 20,
+                control: false,
             }
             .encode(&mut buf, Offset(100 + b * 2), Epoch(1), &[b"ab", b"cd"])
             .unwrap();

@@ -353,6 +353,7 @@ mod tests {
                 compression: Compression::None,
                 threshold_bytes: 0,
                 max_bytes: 1 << 20,
+                control: false,
             }
             .encode(&mut buf, Offset(base), Epoch(epoch), &recs)
             .unwrap();

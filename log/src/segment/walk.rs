@@ -283,6 +283,7 @@ mod tests {
             compression: Compression::None,
             threshold_bytes: u64::MAX,
             max_bytes: 1 << 20,
+            control: false,
         }
         .encode(&mut buf, Offset(0), Epoch(1), &[vec![7u8; record_len]])
         .unwrap();
@@ -293,6 +294,7 @@ mod tests {
                 compression: Compression::None,
                 threshold_bytes: u64::MAX,
                 max_bytes: 1 << 20,
+                control: false,
             }
             .encode(&mut buf, Offset(1), Epoch(1), &[b"second"])
             .unwrap();
