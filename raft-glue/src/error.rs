@@ -61,6 +61,15 @@ pub enum Error {
         /// The high watermark.
         high_watermark: Offset,
     },
+    /// A snapshot asked for beyond what is committed, or with an epoch that
+    /// is not the log's at its last covered offset.
+    #[error("snapshot {id} refused: {why}")]
+    SnapshotRefused {
+        /// The snapshot asked for.
+        id: quorumlog_snapshot::SnapshotId,
+        /// Why.
+        why: &'static str,
+    },
     /// Entries below the log start have no snapshot covering them
     /// (invariant 7): found at open.
     #[error("the log starts at {log_start} but the latest snapshot ends at {latest:?}")]

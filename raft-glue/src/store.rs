@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use quorumlog_checkpoint::{format_with, DataDir, Epoch, Meta, Offset, OpenOptions, SharedFs};
 use quorumlog_log::{AppendInfo, DurableLog, LogOptions, ReadBatches, RecoveryReport, SyncPolicy};
-use quorumlog_snapshot::{SnapshotId, SnapshotStore};
+use quorumlog_snapshot::{SnapshotId, SnapshotStore, SnapshotWriter, WriterOptions};
 
 use crate::election::Election;
 use crate::error::{Error, Result};
@@ -335,6 +335,94 @@ impl Store {
             self.snapshots.latest().map(|s| s.id),
         );
         validate_offset_and_epoch(&self.log, ids, offset, epoch)
+    }
+
+    /// Starts a local snapshot of the state below `end_offset`, whose last
+    /// entry has `epoch`: refused above the high watermark (only committed
+    /// state is snapshotted) and unless the log holds that entry with that
+    /// epoch (or it is the log start's own snapshot). Stream the state into
+    /// the writer and freeze it: only then is it listed.
+    ///
+    /// # Errors
+    /// `SnapshotRefused`; `Snapshot` (it exists already; I/O).
+    pub fn create_snapshot(
+        &self,
+        end_offset: Offset,
+        epoch: Epoch,
+        metadata: &[u8],
+        options: WriterOptions,
+    ) -> Result<SnapshotWriter> {
+        let id = SnapshotId { end_offset, epoch };
+        let hw = self
+            .log
+            .high_watermark()
+            .unwrap_or(self.log.log_start_offset());
+        if end_offset > hw {
+            return Err(Error::SnapshotRefused {
+                id,
+                why: "beyond the high watermark",
+            });
+        }
+        let last = end_offset.0.checked_sub(1).map(Offset);
+        let matches = match last {
+            Some(o) if o >= self.log.log_start_offset() => self.log.epoch_at(o) == Some(epoch),
+            // At or below the log start: the snapshot there must exist.
+            _ => self
+                .snapshots
+                .latest_covering(end_offset)
+                .is_some_and(|s| s.id == id),
+        };
+        if !matches {
+            return Err(Error::SnapshotRefused {
+                id,
+                why: "the epoch is not the log's at its last offset",
+            });
+        }
+        Ok(self.snapshots.create(id, metadata, options)?)
+    }
+
+    /// After a snapshot was installed from the leader (its install
+    /// finished): the log is made to continue the snapshot. If the log
+    /// holds the snapshot's last entry with its epoch, the log is kept
+    /// (its prefix goes later, by cleaning); otherwise it restarts, empty,
+    /// at the snapshot's end. Returns the snapshot.
+    ///
+    /// # Errors
+    /// `SnapshotRefused` without any snapshot; the log's errors.
+    pub fn truncate_to_latest_snapshot(&self) -> Result<SnapshotId> {
+        let Some(latest) = self.snapshots.latest().map(|s| s.id) else {
+            return Err(Error::SnapshotRefused {
+                id: SnapshotId {
+                    end_offset: Offset(0),
+                    epoch: Epoch(0),
+                },
+                why: "no snapshot",
+            });
+        };
+        let last = latest.end_offset.0.checked_sub(1).map(Offset);
+        let continues = last.is_some_and(|o| self.log.epoch_at(o) == Some(latest.epoch));
+        if !continues {
+            self.log.truncate_fully_and_start_at(latest.end_offset)?;
+        }
+        Ok(latest)
+    }
+
+    /// Deletes the log prefix below `up_to`, never past the end of the
+    /// latest durable snapshot (invariant 7); returns the log start after.
+    ///
+    /// # Errors
+    /// The log's (an I/O error poisons it).
+    pub fn clean_log_prefix(&self, up_to: Offset) -> Result<Offset> {
+        let Some(latest) = self.snapshots.latest() else {
+            return Ok(self.log.log_start_offset());
+        };
+        let bound = up_to
+            .min(latest.id.end_offset)
+            .min(self.log.log_end_offset());
+        if bound > self.log.log_start_offset() {
+            self.log.truncate_prefix_to(bound)?;
+        }
+        Ok(self.log.log_start_offset())
     }
 
     /// Suffix truncation: the log ends at `offset`, durably. Refused below
