@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use quorumlog_io::{parent_dir, FileSystem, LockGuard};
 
+use crate::app_metadata::AppMetadata;
 use crate::epoch_map::EpochMap;
 use crate::error::{CorruptionKind, Error, Location, NotFormattedReason, Result};
 use crate::meta::Meta;
@@ -96,6 +97,7 @@ pub struct OpenReport {
 #[derive(Debug)]
 struct State {
     election: QuorumState,
+    app_metadata: Option<AppMetadata>,
     checkpoints: Checkpoints,
     poisoned: Option<quorumlog_io::Failure>,
 }
@@ -334,6 +336,8 @@ impl DataDir {
             }
         })?;
         let checkpoints = read_checkpoints(fs.as_ref(), dir, &mut report)?;
+        // Optional, but a damaged one is never taken for absent.
+        let app_metadata = small_file::read::<AppMetadata>(fs.as_ref(), dir)?;
         Ok(DataDir {
             fs,
             dir: dir.to_path_buf(),
@@ -341,6 +345,7 @@ impl DataDir {
             report,
             state: Mutex::new(State {
                 election: quorum_state,
+                app_metadata,
                 checkpoints,
                 poisoned: None,
             }),
@@ -418,6 +423,33 @@ impl DataDir {
     /// Whether an earlier write failed.
     pub fn is_poisoned(&self) -> bool {
         self.lock_state().poisoned.is_some()
+    }
+
+    /// The application's metadata (`app-metadata`), if ever written.
+    pub fn app_metadata(&self) -> Option<Vec<u8>> {
+        self.lock_state().app_metadata.as_ref().map(|m| m.0.clone())
+    }
+
+    /// Replaces the application's metadata atomically (temp, sync, rename,
+    /// directory sync): after a crash it holds the old bytes or the new,
+    /// never a mix.
+    ///
+    /// # Errors
+    /// `TooLarge` above 1 MiB (nothing written); `Io` (which
+    /// poisons the data directory); `Poisoned`.
+    pub fn write_app_metadata(&self, bytes: &[u8]) -> Result<()> {
+        if bytes.len() > crate::format::MAX_BODY_BYTES {
+            return Err(Error::TooLarge {
+                what: "application metadata",
+                bytes: bytes.len(),
+                max: crate::format::MAX_BODY_BYTES,
+            });
+        }
+        let value = AppMetadata(bytes.to_vec());
+        let mut st = self.lock_state();
+        self.write_locked(&mut st, &value)?;
+        st.app_metadata = Some(value);
+        Ok(())
     }
 
     /// Makes `next` the durable quorum state. When this returns `Ok`, every

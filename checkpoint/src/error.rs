@@ -195,6 +195,16 @@ pub enum Error {
     /// An I/O error; its message names the operation and the path.
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
+    /// A value too large for its file (nothing written).
+    #[error("{what} of {bytes} bytes exceeds the maximum of {max}")]
+    TooLarge {
+        /// What.
+        what: &'static str,
+        /// Its size.
+        bytes: usize,
+        /// The maximum.
+        max: usize,
+    },
     /// `open` of a directory that was never formatted (or lost its meta).
     /// quorumlog never initialises a directory by itself: an empty directory
     /// may be a disk that failed to mount.

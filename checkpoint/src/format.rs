@@ -33,6 +33,8 @@ pub(crate) mod magic {
     pub(crate) const LOG_START_OFFSET: [u8; 4] = *b"QLLS";
     /// `checkpoints/epoch-map`.
     pub(crate) const EPOCH_MAP: [u8; 4] = *b"QLEM";
+    /// `app-metadata`: the Raft library's own durable bytes.
+    pub(crate) const APP_METADATA: [u8; 4] = *b"QLAM";
 }
 
 /// The version every small file is written with, and the only one read.

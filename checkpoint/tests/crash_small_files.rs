@@ -253,6 +253,20 @@ fn epoch_map_write_is_old_or_new() {
 }
 
 #[test]
+fn app_metadata_write_is_old_or_new() {
+    explore(&Workload {
+        name: "app-metadata",
+        states: vec![
+            b"membership v1".to_vec(),
+            vec![7u8; 5000],
+            b"last purged 41/3".to_vec(),
+        ],
+        write: |dd, s| dd.write_app_metadata(s),
+        observe: |dd| dd.app_metadata().unwrap(),
+    });
+}
+
+#[test]
 fn crash_during_format_leaves_a_directory_format_completes() {
     let count = {
         let fs = SimFs::new(0);

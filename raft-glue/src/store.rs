@@ -175,6 +175,20 @@ impl Store {
         &self.dd
     }
 
+    /// The Raft library's own metadata (openraft's last purged id and
+    /// membership, raft-rs's `ConfState`), if ever written.
+    pub fn app_metadata(&self) -> Option<Vec<u8>> {
+        self.dd.app_metadata()
+    }
+
+    /// Replaces the Raft library's metadata atomically, durable on return.
+    ///
+    /// # Errors
+    /// `Checkpoint(TooLarge)` above 1 MiB; I/O (which poisons).
+    pub fn write_app_metadata(&self, bytes: &[u8]) -> Result<()> {
+        Ok(self.dd.write_app_metadata(bytes)?)
+    }
+
     /// Appends `records` as the leader of `epoch`; refused unless this node
     /// durably leads `epoch` (and has not resigned). Returns before the
     /// records are durable.

@@ -1,0 +1,27 @@
+//! `app-metadata`: what a Raft library must persist beside the log and the
+//! election state (openraft's last purged log id and membership, raft-rs's
+//! `ConfState`), as opaque bytes in one checksummed record replaced
+//! atomically, like the quorum state. Optional: absent until first written.
+//!
+//! Body: the bytes as given (at most 1 MiB).
+
+use crate::error::CorruptionKind;
+use crate::format::magic;
+use crate::small_file::SmallFile;
+
+/// The application's metadata: opaque bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AppMetadata(pub Vec<u8>);
+
+impl SmallFile for AppMetadata {
+    const MAGIC: [u8; 4] = magic::APP_METADATA;
+    const NAME: &'static str = "app-metadata";
+
+    fn encode_body(&self) -> Vec<u8> {
+        self.0.clone()
+    }
+
+    fn decode_body(body: &[u8]) -> Result<Self, CorruptionKind> {
+        Ok(AppMetadata(body.to_vec()))
+    }
+}
