@@ -78,3 +78,73 @@ pub fn clean_log_prefix(
     }
     Ok(log.log_start_offset())
 }
+
+/// Leader-coordinated compaction (KIP-595's question 102): every replica
+/// snapshots its own state, but how far logs are deleted is decided by the
+/// leader. It advertises a **safe log start** — the lowest of its latest
+/// snapshot's end and the fetch offsets of every replica (voter or
+/// observer) seen within the window — and each replica deletes only up to
+/// the lower of that bound and its own latest durable snapshot
+/// ([`crate::Store::clean_log_prefix`]). A retention cap lets the leader
+/// move the bound past a replica that lags too far; that replica is then
+/// answered `SnapshotNeeded`.
+#[derive(Debug, Clone)]
+pub struct LeaderCompaction {
+    /// Fetch offsets older than this (in the caller's clock) are ignored:
+    /// a replica gone that long does not hold the logs back.
+    pub window: std::time::Duration,
+    /// Keep at most this many entries behind the log end whatever the
+    /// replicas' positions (`None`: no cap).
+    pub max_retained_entries: Option<u64>,
+    fetches: std::collections::BTreeMap<quorumlog_checkpoint::NodeId, (Offset, std::time::Instant)>,
+}
+
+impl LeaderCompaction {
+    /// A coordinator with `window` and an optional retention cap.
+    pub fn new(window: std::time::Duration, max_retained_entries: Option<u64>) -> Self {
+        LeaderCompaction {
+            window,
+            max_retained_entries,
+            fetches: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Records that `replica` fetched from `offset` at `now` (its log ends
+    /// there: everything below is on it).
+    pub fn record_fetch(
+        &mut self,
+        replica: quorumlog_checkpoint::NodeId,
+        offset: Offset,
+        now: std::time::Instant,
+    ) {
+        self.fetches.insert(replica, (offset, now));
+    }
+
+    /// The log start the leader advertises at `now`: never above its latest
+    /// snapshot's end (`None`: nothing may be deleted), nor above a replica
+    /// seen within the window, unless the retention cap says the log is
+    /// too long; never below `log_start` (already deleted).
+    pub fn safe_log_start(
+        &self,
+        latest_snapshot_end: Option<Offset>,
+        log_start: Offset,
+        log_end: Offset,
+        now: std::time::Instant,
+    ) -> Offset {
+        let Some(snapshot_end) = latest_snapshot_end else {
+            return log_start;
+        };
+        let lowest_fetch = self
+            .fetches
+            .values()
+            .filter(|(_, seen)| now.saturating_duration_since(*seen) <= self.window)
+            .map(|(o, _)| *o)
+            .min();
+        let mut bound = lowest_fetch.map_or(snapshot_end, |f| f.min(snapshot_end));
+        if let Some(cap) = self.max_retained_entries {
+            let capped = Offset(log_end.0.saturating_sub(cap));
+            bound = bound.max(capped.min(snapshot_end));
+        }
+        bound.max(log_start)
+    }
+}
