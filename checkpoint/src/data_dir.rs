@@ -148,10 +148,19 @@ pub fn format(fs: &SharedFs, dir: &Path, cluster_id: ClusterId, node_id: NodeId)
 /// directory left by a format interrupted by a crash is formatted again.
 ///
 /// # Errors
+/// `InvalidIdentity` for a zero directory id (nothing written);
 /// `AlreadyFormatted` if `dir` has a valid meta file; `NotEmpty` if it holds
 /// anything an interrupted format cannot have left; `Locked` if it is open;
 /// `Io` on any I/O failure.
 pub fn format_with(fs: &SharedFs, dir: &Path, meta: Meta) -> Result<Meta> {
+    // Checked before anything is written: `open` refuses a zero directory
+    // id, so `format` must never write one.
+    if meta.directory_id.0 == 0 {
+        return Err(Error::InvalidIdentity {
+            field: "directory id",
+            why: "must not be zero",
+        });
+    }
     if !fs.exists(dir)? {
         fs.create_dir_all(dir)?;
         fs.sync_dir(parent_dir(dir))?;

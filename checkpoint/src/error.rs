@@ -195,6 +195,14 @@ pub enum Error {
     /// An I/O error; its message names the operation and the path.
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
+    /// An identity `format` cannot write (nothing written).
+    #[error("invalid {field}: {why}")]
+    InvalidIdentity {
+        /// The field.
+        field: &'static str,
+        /// Why.
+        why: &'static str,
+    },
     /// A value too large for its file (nothing written).
     #[error("{what} of {bytes} bytes exceeds the maximum of {max}")]
     TooLarge {

@@ -53,3 +53,20 @@ fn absent_written_replaced_refused() {
     sim.flip_bit(&path, 20).unwrap();
     assert!(matches!(open(&sim), Err(Error::Corruption { .. })));
 }
+
+/// Found by the three-replica simulation (a node numbered 0 given
+/// directory id 0): `format` wrote a `meta` that `open` then refused.
+#[test]
+fn format_refuses_a_zero_directory_id_and_writes_nothing() {
+    let sim = SimFs::new(2);
+    let fs: SharedFs = Arc::new(sim.clone());
+    assert!(matches!(
+        format_with(
+            &fs,
+            Path::new(DIR),
+            Meta::new(ClusterId(1), NodeId(0), DirectoryId(0))
+        ),
+        Err(Error::InvalidIdentity { .. })
+    ));
+    assert!(!fs.exists(Path::new(DIR)).unwrap());
+}

@@ -65,12 +65,17 @@ pub enum FetchPosition {
 }
 
 /// Validates a follower's fetch position (`offset`, `epoch`) against the
-/// leader's `log` and its snapshots (`earliest`, `latest`). A snapshot is
-/// needed when the position lies before the log start, or at the log start
-/// with another epoch than the snapshot there, or has an epoch older than
-/// the oldest snapshot's. Otherwise the position is valid when the
-/// leader's log has `epoch` ending at or after `offset`, and diverging at
-/// the end of the leader's largest epoch `<= epoch` else.
+/// leader's `log` and its snapshots: `at_start`, the snapshot whose end is
+/// exactly the log start (if any), and `latest`. As in `KRaft`:
+/// - below the log start, the follower needs the latest snapshot;
+/// - at the log start with another epoch than the snapshot there, or with
+///   an epoch older than it, likewise;
+/// - otherwise the position is valid when the log has `epoch` ending at or
+///   after `offset`, and diverging at the end of the log's largest epoch
+///   `<= epoch` else;
+/// - an epoch older than every epoch the log still holds, past the log
+///   start, cannot be placed: the follower needs the latest snapshot (or,
+///   with none, truncates to the log start).
 ///
 /// # Errors
 /// `OffsetOutOfRange` for a position below the log start when no snapshot
@@ -82,30 +87,33 @@ pub fn validate_offset_and_epoch(
     offset: Offset,
     epoch: Epoch,
 ) -> Result<FetchPosition> {
-    let (earliest, latest) = snapshots;
+    let (at_start, latest) = snapshots;
     let start = log.log_start_offset();
-    if let (Some(oldest), Some(latest)) = (earliest, latest) {
-        let before_start = offset < start;
-        let wrong_epoch_at_start = offset == start && epoch != oldest.epoch;
-        if before_start || wrong_epoch_at_start || epoch < oldest.epoch {
-            return Ok(FetchPosition::SnapshotNeeded(latest));
+    let snapshot_needed = |latest: Option<SnapshotId>| {
+        latest
+            .map(FetchPosition::SnapshotNeeded)
+            .ok_or(Error::OffsetOutOfRange {
+                offset,
+                start,
+                end: log.log_end_offset(),
+                snapshot: None,
+            })
+    };
+    if offset < start {
+        return snapshot_needed(latest);
+    }
+    if let Some(s) = at_start.filter(|s| s.end_offset == start) {
+        if (offset == start && epoch != s.epoch) || epoch < s.epoch {
+            return snapshot_needed(latest);
         }
-    } else if offset < start {
-        return Err(Error::OffsetOutOfRange {
-            offset,
-            start,
-            end: log.log_end_offset(),
-            snapshot: None,
-        });
     }
     let (end_epoch, end_offset) = match log.end_offset_for_epoch(epoch) {
         Some(found) => found,
-        // No record of an epoch <= `epoch` in the log: the log's prefix is
-        // covered by the oldest snapshot (or the log is empty).
-        None => match earliest {
-            Some(oldest) if oldest.epoch <= epoch => (oldest.epoch, oldest.end_offset),
-            _ if start == Offset(0) && offset == Offset(0) => (epoch, Offset(0)),
-            _ => (epoch, start),
+        None => match at_start.filter(|s| s.end_offset == start && s.epoch <= epoch) {
+            Some(s) => (s.epoch, s.end_offset),
+            None if offset == start && latest.is_none() => (epoch, start),
+            None if latest.is_some() => return snapshot_needed(latest),
+            None => (epoch, start),
         },
     };
     Ok(if end_epoch != epoch || end_offset < offset {

@@ -344,8 +344,13 @@ impl Store {
     /// # Errors
     /// `OffsetOutOfRange` below the log start with no snapshot.
     pub fn validate_offset_and_epoch(&self, offset: Offset, epoch: Epoch) -> Result<FetchPosition> {
+        let start = self.log.log_start_offset();
         let ids = (
-            self.snapshots.earliest().map(|s| s.id),
+            self.snapshots
+                .list()
+                .into_iter()
+                .map(|s| s.id)
+                .find(|id| id.end_offset == start),
             self.snapshots.latest().map(|s| s.id),
         );
         validate_offset_and_epoch(&self.log, ids, offset, epoch)
@@ -437,6 +442,27 @@ impl Store {
             self.log.truncate_prefix_to(bound)?;
         }
         Ok(self.log.log_start_offset())
+    }
+
+    /// A follower told its log diverges (`FetchPosition::Diverging {
+    /// end_offset, epoch }`): truncates to where its own log and the
+    /// leader's agree, as `KRaft` does: the end of this log's largest epoch
+    /// not newer than `epoch`, and never past the leader's `end_offset`
+    /// nor this log's end. Returns the new log end.
+    ///
+    /// # Errors
+    /// As [`Store::truncate_to`] (never below the high watermark).
+    pub fn truncate_to_diverging(&self, end_offset: Offset, epoch: Epoch) -> Result<Offset> {
+        let end = self.log.log_end_offset();
+        let local = self
+            .log
+            .end_offset_for_epoch(epoch)
+            .map_or(self.log.log_start_offset(), |(_, o)| o);
+        let to = local.min(end_offset).min(end);
+        if to < end {
+            self.truncate_to(to)?;
+        }
+        Ok(self.log.log_end_offset())
     }
 
     /// Suffix truncation: the log ends at `offset`, durably. Refused below

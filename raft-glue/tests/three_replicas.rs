@@ -1,0 +1,537 @@
+//! An in-process three-replica simulation of the Raft store (no network:
+//! the test moves batches between three stores as fetches would). Each
+//! seed draws a run of elections (with voting refusals), leader appends,
+//! fetches (valid, diverging — the follower truncates — or snapshot
+//! needed — it installs the leader's snapshot), flushes (the leader's often
+//! late: its disk is the slow one), snapshots with leader-coordinated
+//! cleaning, and power-cut restarts (a former leader comes back resigned).
+//!
+//! Checked after every step:
+//! - every entry a replica knows is committed (below its own high
+//!   watermark) is the one the leader committed, and the current leader
+//!   holds every committed entry (leader completeness); committed entries
+//!   never change;
+//! - the high watermark never moves back within a leader's term, and it
+//!   advances while the leader has not flushed (commit off the leader's
+//!   sync: counted over the seeds, must happen);
+//! - at most one leader per epoch; no replica truncates below its own high
+//!   watermark (the store refuses, and the run fails).
+//!
+//! `QUORUMLOG_SIM_SEEDS=N` runs N seeds (default 500), `QUORUMLOG_SIM_SEED=S`
+//! replays one.
+#![allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
+use quorumlog_io::{CrashPlan, SimFs, SimRng};
+use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
+use quorumlog_raft::compaction::LeaderCompaction;
+use quorumlog_raft::{
+    CommitTracker, FetchPosition, Isolation, LogPosition, Store, StoreOptions, VoteDecision,
+};
+use quorumlog_snapshot::{SnapshotId, WriterOptions};
+
+const DIR: &str = "/data";
+const NODES: u64 = 3;
+
+fn options() -> StoreOptions {
+    StoreOptions {
+        log: LogOptions {
+            segment_size_bytes: 16 << 10,
+            max_batch_bytes: 8 << 10,
+            segment_preparation: SegmentPreparation::Inline,
+            prefill_segments: 0,
+            ..LogOptions::default()
+        },
+        sync: SyncPolicy::Never,
+    }
+}
+
+struct Replica {
+    disk: SimFs,
+    store: Store,
+}
+
+impl Replica {
+    fn new(node: u64, seed: u64) -> Replica {
+        let disk = SimFs::new(seed.wrapping_mul(31).wrapping_add(node));
+        let fs: SharedFs = Arc::new(disk.clone());
+        let meta = Meta::new(
+            ClusterId(7),
+            NodeId(node),
+            DirectoryId(u128::from(node) + 1),
+        );
+        Store::format(&fs, Path::new(DIR), meta, None, &options()).unwrap();
+        let store = Store::open(&fs, Path::new(DIR), &options()).unwrap().0;
+        Replica { disk, store }
+    }
+
+    /// Power cut (unsynced writes lost), reboot, reopen.
+    fn restart(self) -> Replica {
+        let Replica { disk, store } = self;
+        drop(store);
+        let disk = disk.crash_with(CrashPlan::LoseUnsynced);
+        let fs: SharedFs = Arc::new(disk.clone());
+        let store = Store::open(&fs, Path::new(DIR), &options()).unwrap().0;
+        Replica { disk, store }
+    }
+
+    fn last_epoch(&self) -> Epoch {
+        let log = self.store.log();
+        log.last_epoch()
+            .or_else(|| self.store.snapshots().latest().map(|s| s.id.epoch))
+            .unwrap_or(Epoch(0))
+    }
+
+    fn position(&self) -> LogPosition {
+        LogPosition {
+            last_epoch: Some(self.last_epoch()),
+            end_offset: self.store.log().log_end_offset(),
+        }
+    }
+}
+
+struct Sim {
+    rng: SimRng,
+    seed: u64,
+    replicas: Vec<Option<Replica>>,
+    leader: Option<(u64, Epoch, CommitTracker)>,
+    leaders_by_epoch: BTreeMap<Epoch, u64>,
+    committed: BTreeMap<u64, (Epoch, Vec<u8>)>,
+    compaction: LeaderCompaction,
+    clock: Instant,
+    written: u64,
+    counts: Counts,
+}
+
+/// What a run reached (each must happen over the seeds).
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    /// Commits that advanced the high watermark past the leader's own
+    /// flushed offset.
+    commits_ahead_of_leader_sync: u64,
+    elections_won: u64,
+    votes_refused: u64,
+    diverging_truncations: u64,
+    snapshot_installs: u64,
+    restarts_of_a_leader: u64,
+}
+
+impl Counts {
+    fn add(&mut self, o: Counts) {
+        self.commits_ahead_of_leader_sync += o.commits_ahead_of_leader_sync;
+        self.elections_won += o.elections_won;
+        self.votes_refused += o.votes_refused;
+        self.diverging_truncations += o.diverging_truncations;
+        self.snapshot_installs += o.snapshot_installs;
+        self.restarts_of_a_leader += o.restarts_of_a_leader;
+    }
+}
+
+impl Sim {
+    fn r(&self, n: u64) -> &Replica {
+        self.replicas[usize::try_from(n).unwrap()].as_ref().unwrap()
+    }
+
+    /// The leader and its epoch, if it still leads (a newer epoch seen in a
+    /// vote request makes a leader step down).
+    fn current_leader(&mut self) -> Option<(u64, Epoch)> {
+        let (l, epoch, _) = self.leader.as_ref()?;
+        let (l, epoch) = (*l, *epoch);
+        if self
+            .r(l)
+            .store
+            .election()
+            .check_leader_append(epoch)
+            .is_ok()
+        {
+            Some((l, epoch))
+        } else {
+            self.leader = None;
+            None
+        }
+    }
+
+    fn elect(&mut self) {
+        let c = self.rng.below(NODES);
+        let epoch = self.r(c).store.election().become_candidate().unwrap();
+        let pos = self.r(c).position();
+        let mut votes = 1;
+        for o in (0..NODES).filter(|&o| o != c) {
+            let ours = self.r(o).position();
+            let d = self
+                .r(o)
+                .store
+                .election()
+                .grant_vote(epoch, (NodeId(c), None), pos, ours)
+                .unwrap();
+            if d == VoteDecision::Granted {
+                assert!(pos >= ours, "seed {}: vote for a log behind", self.seed);
+                votes += 1;
+            } else {
+                self.counts.votes_refused += 1;
+            }
+        }
+        if votes * 2 > NODES {
+            self.counts.elections_won += 1;
+            self.r(c).store.election().become_leader().unwrap();
+            assert!(
+                self.leaders_by_epoch.insert(epoch, c).is_none(),
+                "seed {}: two leaders in {epoch}",
+                self.seed
+            );
+            let start = self.r(c).store.log().log_end_offset();
+            let hw = self
+                .r(c)
+                .store
+                .log()
+                .high_watermark()
+                .unwrap_or(self.r(c).store.log().log_start_offset());
+            let members = (0..NODES).map(NodeId);
+            self.leader = Some((c, epoch, CommitTracker::new(NodeId(c), start, members, hw)));
+        }
+    }
+
+    fn append(&mut self) {
+        let Some((l, epoch)) = self.current_leader() else {
+            return;
+        };
+        let n = 1 + self.rng.below(4);
+        let recs: Vec<Vec<u8>> = (0..n)
+            .map(|i| format!("e{}-n{l}-{}-{i}", epoch.0, self.written).into_bytes())
+            .collect();
+        self.written += 1;
+        self.r(l).store.append_as_leader(epoch, &recs).unwrap();
+    }
+
+    /// The leader's flush (late: it is the slow disk).
+    fn leader_flush(&mut self) {
+        let Some((l, _)) = self.current_leader() else {
+            return;
+        };
+        let flushed = self.r(l).store.log().flush().unwrap();
+        self.commit(|t| t.leader_flushed(flushed));
+    }
+
+    fn commit(&mut self, f: impl FnOnce(&mut CommitTracker) -> Option<Offset>) {
+        let Some((l, _, tracker)) = &mut self.leader else {
+            return;
+        };
+        let l = *l;
+        let before = tracker.high_watermark();
+        let Some(hw) = f(tracker) else {
+            return;
+        };
+        assert!(
+            hw > before,
+            "seed {}: the high watermark moved back",
+            self.seed
+        );
+        if hw > self.r(l).store.log().flushed_offset() {
+            self.counts.commits_ahead_of_leader_sync += 1;
+        }
+        let leader = self.r(l);
+        leader.store.set_high_watermark(hw).unwrap();
+        // Record what became committed (and check what was).
+        let start = leader.store.log().log_start_offset().max(before);
+        let entries = leader
+            .store
+            .read_entries(start, hw, u64::MAX, Isolation::Uncommitted)
+            .unwrap();
+        for e in entries {
+            let prev = self
+                .committed
+                .insert(e.offset.0, (e.epoch, e.bytes.clone()));
+            if let Some(p) = prev {
+                assert_eq!(
+                    p,
+                    (e.epoch, e.bytes),
+                    "seed {}: committed entry changed",
+                    self.seed
+                );
+            }
+        }
+    }
+
+    fn fetch(&mut self) {
+        let Some((l, epoch)) = self.current_leader() else {
+            return;
+        };
+        let f = (l + 1 + self.rng.below(NODES - 1)) % NODES;
+        if self
+            .r(f)
+            .store
+            .election()
+            .become_follower(epoch, NodeId(l))
+            .is_err()
+        {
+            return; // it moved to a newer epoch meanwhile
+        }
+        let mut matched = false;
+        for _ in 0..8 {
+            let (end, last) = (
+                self.r(f).store.log().log_end_offset(),
+                self.r(f).last_epoch(),
+            );
+            match self
+                .r(l)
+                .store
+                .validate_offset_and_epoch(end, last)
+                .unwrap()
+            {
+                FetchPosition::Valid => {
+                    let leader = &self.r(l).store;
+                    if end < leader.log().log_end_offset() {
+                        let batches = leader.read(end, 4 << 10).unwrap();
+                        let raw: Vec<Vec<u8>> = batches.iter().map(|b| b.raw().to_vec()).collect();
+                        let refs: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+                        self.r(f).store.append_as_follower(&refs).unwrap();
+                    }
+                    matched = true;
+                    break;
+                }
+                FetchPosition::Diverging { end_offset, epoch } => {
+                    self.counts.diverging_truncations += 1;
+                    self.r(f)
+                        .store
+                        .truncate_to_diverging(end_offset, epoch)
+                        .unwrap_or_else(|e| panic!("seed {}: follower truncation: {e}", self.seed));
+                }
+                FetchPosition::SnapshotNeeded(id) => {
+                    self.counts.snapshot_installs += 1;
+                    self.install(l, f, id);
+                }
+            }
+        }
+        if !matched {
+            return; // its log is not known to match the leader's yet
+        }
+        if self.rng.below(2) == 0 {
+            self.r(f).store.log().flush().unwrap();
+        }
+        let durable = self.r(f).store.log().flushed_offset();
+        let now = self.tick();
+        self.compaction.record_fetch(NodeId(f), durable, now);
+        self.commit(|t| t.report(NodeId(f), durable));
+        self.learn_high_watermark(l, f);
+    }
+
+    /// The follower learns the high watermark from the fetch response.
+    fn learn_high_watermark(&self, l: u64, f: u64) {
+        let hw = self.r(l).store.log().high_watermark().unwrap_or(Offset(0));
+        let fhw = hw.min(self.r(f).store.log().log_end_offset());
+        if self.r(f).store.log().high_watermark().unwrap_or(Offset(0)) < fhw {
+            self.r(f).store.set_high_watermark(fhw).unwrap();
+        }
+    }
+
+    fn install(&self, l: u64, f: u64, id: SnapshotId) {
+        let (leader, follower) = (&self.r(l).store, &self.r(f).store);
+        if follower.snapshots().get(id).is_none() {
+            let size = leader.snapshots().get(id).unwrap().size_bytes;
+            let mut inst = follower.snapshots().begin_install(id, size).unwrap();
+            while inst.position() < size {
+                let at = inst.position();
+                let chunk = leader.snapshots().read_chunk(id, at, 700).unwrap();
+                inst.write_chunk(at, &chunk).unwrap();
+            }
+            inst.finish().unwrap();
+        }
+        follower.truncate_to_latest_snapshot().unwrap();
+        let end = follower.log().log_end_offset();
+        if follower.log().high_watermark().unwrap_or(Offset(0)) < end {
+            follower.set_high_watermark(end).unwrap();
+        }
+    }
+
+    /// A replica snapshots its committed state; the leader advertises a
+    /// safe log start; the replica cleans up to it.
+    fn snapshot_and_clean(&mut self) {
+        let n = self.rng.below(NODES);
+        let store = &self.r(n).store;
+        let hw = store.log().high_watermark().unwrap_or(Offset(0));
+        let latest = store.snapshots().latest().map(|s| s.id.end_offset);
+        if hw > store.log().log_start_offset() && latest.is_none_or(|l| l < hw) {
+            if let Some(epoch) = store.epoch_at(Offset(hw.0 - 1)) {
+                let mut w = store
+                    .create_snapshot(hw, epoch, b"", WriterOptions::default())
+                    .unwrap();
+                w.write(format!("state below {}", hw.0).as_bytes()).unwrap();
+                w.freeze().unwrap();
+            }
+        }
+        let Some((l, _, _)) = &self.leader else {
+            return;
+        };
+        let leader = &self.r(*l).store;
+        let bound = self.compaction.safe_log_start(
+            leader.snapshots().latest().map(|s| s.id.end_offset),
+            leader.log().log_start_offset(),
+            leader.log().log_end_offset(),
+            self.clock,
+        );
+        store.clean_log_prefix(bound).unwrap();
+    }
+
+    fn restart(&mut self) {
+        let n = self.rng.below(NODES);
+        let i = usize::try_from(n).unwrap();
+        let old = self.replicas[i].take().unwrap();
+        self.replicas[i] = Some(old.restart());
+        if self.leader.as_ref().is_some_and(|(l, _, _)| *l == n) {
+            self.counts.restarts_of_a_leader += 1;
+            // A former leader comes back resigned: no leader until an
+            // election.
+            let epoch = self.r(n).store.election().epoch();
+            assert!(
+                self.r(n)
+                    .store
+                    .append_as_leader(epoch, &[b"x".as_slice()])
+                    .is_err(),
+                "seed {}: a restarted leader appended in its old epoch",
+                self.seed
+            );
+            self.leader = None;
+        }
+    }
+
+    fn tick(&mut self) -> Instant {
+        self.clock += Duration::from_millis(10);
+        self.clock
+    }
+
+    /// Committed entries agree everywhere; the leader holds them all.
+    fn check(&self) {
+        let committed_end = self.committed.keys().next_back().map_or(0, |o| o + 1);
+        for n in 0..NODES {
+            let s = &self.r(n).store;
+            // What this replica knows is committed (below its own high
+            // watermark) must be what was committed; above it, a replica may
+            // still hold another epoch's uncommitted entries until it
+            // catches up.
+            let (start, end) = (s.log().log_start_offset().0, s.log().log_end_offset().0);
+            let hw = s.log().high_watermark().map_or(0, |h| h.0);
+            let to = end.min(committed_end).min(hw);
+            if start >= to {
+                continue;
+            }
+            let entries = s
+                .read_entries(Offset(start), Offset(to), u64::MAX, Isolation::Uncommitted)
+                .unwrap();
+            for e in entries {
+                if let Some((epoch, bytes)) = self.committed.get(&e.offset.0) {
+                    assert_eq!(
+                        (e.epoch, &e.bytes),
+                        (*epoch, bytes),
+                        "seed {}: node {n} disagrees at committed offset {}",
+                        self.seed,
+                        e.offset.0
+                    );
+                }
+            }
+        }
+        if let Some((l, _, _)) = &self.leader {
+            let end = self.r(*l).store.log().log_end_offset().0;
+            assert!(
+                end >= committed_end,
+                "seed {}: leader {l} misses committed entries ({end} < {committed_end})",
+                self.seed
+            );
+        }
+    }
+}
+
+fn run(seed: u64) -> Counts {
+    let mut sim = Sim {
+        rng: SimRng::new(seed),
+        seed,
+        replicas: (0..NODES).map(|n| Some(Replica::new(n, seed))).collect(),
+        leader: None,
+        leaders_by_epoch: BTreeMap::new(),
+        committed: BTreeMap::new(),
+        compaction: LeaderCompaction::new(Duration::from_millis(200), Some(60)),
+        clock: Instant::now(),
+        written: 0,
+        counts: Counts::default(),
+    };
+    let trace = std::env::var_os("QUORUMLOG_SIM_TRACE").is_some();
+    for step in 0..80 {
+        if trace {
+            let ends: Vec<String> = (0..NODES)
+                .map(|n| {
+                    let s = &sim.r(n).store;
+                    format!(
+                        "n{n}:[{},{}) hw {:?} e{}",
+                        s.log().log_start_offset().0,
+                        s.log().log_end_offset().0,
+                        s.log().high_watermark().map(|h| h.0),
+                        s.election().epoch().0
+                    )
+                })
+                .collect();
+            eprintln!(
+                "step {step}: leader {:?} {}",
+                sim.leader
+                    .as_ref()
+                    .map(|(l, e, t)| (*l, e.0, t.high_watermark().0)),
+                ends.join(" ")
+            );
+        }
+        match sim.rng.below(100) {
+            0..=9 => sim.elect(),
+            10..=39 => sim.append(),
+            40..=74 => sim.fetch(),
+            75..=84 => sim.leader_flush(),
+            85..=94 => sim.snapshot_and_clean(),
+            _ => sim.restart(),
+        }
+        if sim.leader.is_none() && sim.rng.below(2) == 0 {
+            sim.elect();
+        }
+        sim.check();
+    }
+    sim.counts
+}
+
+#[test]
+fn three_replicas_keep_every_committed_entry() {
+    let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
+    if let Some(seed) = env("QUORUMLOG_SIM_SEED") {
+        run(seed);
+        return;
+    }
+    let seeds = env("QUORUMLOG_SIM_SEEDS").unwrap_or(500);
+    let base = quorumlog_testkit::fresh_seed();
+    eprintln!("three replicas: base seed {base} (replay one: QUORUMLOG_SIM_SEED=<seed>)");
+    let mut total = Counts::default();
+    for i in 0..seeds {
+        total.add(run(base.wrapping_add(i)));
+    }
+    eprintln!("three replicas: {seeds} seeds, {total:?}");
+    for (what, n) in [
+        (
+            "commit ahead of the leader's own sync",
+            total.commits_ahead_of_leader_sync,
+        ),
+        ("an election won", total.elections_won),
+        ("a vote refused", total.votes_refused),
+        (
+            "a diverging follower truncated",
+            total.diverging_truncations,
+        ),
+        ("a snapshot installed", total.snapshot_installs),
+        ("a leader restarted (resigned)", total.restarts_of_a_leader),
+    ] {
+        assert!(n > 0, "the simulation never reached: {what}");
+    }
+}
