@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use quorumlog_checkpoint::{format_with, DataDir, Epoch, Meta, Offset, OpenOptions, SharedFs};
 use quorumlog_log::{AppendInfo, DurableLog, LogOptions, ReadBatches, RecoveryReport, SyncPolicy};
-use quorumlog_snapshot::{SnapshotId, SnapshotStore, SnapshotWriter, WriterOptions};
+use quorumlog_snapshot::{Retention, SnapshotId, SnapshotStore, SnapshotWriter, WriterOptions};
 
 use crate::election::Election;
 use crate::error::{Error, Result};
@@ -331,6 +331,31 @@ impl Store {
             at = next;
         }
         Ok(out)
+    }
+
+    /// For Raft's log matching: the largest epoch `<= epoch` in the log and
+    /// the offset where it ends; `None` if every epoch in the log is newer.
+    pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
+        self.log.end_offset_for_epoch(epoch)
+    }
+
+    /// The latest durable snapshot's id.
+    pub fn latest_snapshot(&self) -> Option<SnapshotId> {
+        self.snapshots.latest().map(|s| s.id)
+    }
+
+    /// The earliest durable snapshot's id.
+    pub fn earliest_snapshot(&self) -> Option<SnapshotId> {
+        self.snapshots.earliest().map(|s| s.id)
+    }
+
+    /// Deletes old snapshots as `retention` says; the latest (which covers
+    /// the log start: cleaning never passes it) is always kept.
+    ///
+    /// # Errors
+    /// `Snapshot` (I/O).
+    pub fn retain_snapshots(&self, retention: Retention) -> Result<Vec<SnapshotId>> {
+        Ok(self.snapshots.retain(retention)?)
     }
 
     /// The epoch of the entry at `offset`, if it is in the log.

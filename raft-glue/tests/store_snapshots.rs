@@ -150,3 +150,28 @@ fn a_follower_that_holds_the_snapshots_last_entry_keeps_its_log() {
     assert_eq!(f.log().log_start_offset(), Offset(0), "kept: cleaned later");
     assert_eq!(f.log().log_end_offset(), Offset(14));
 }
+
+#[test]
+fn snapshot_ids_and_retention_through_the_store() {
+    let (s, epoch) = leader();
+    assert_eq!((s.earliest_snapshot(), s.latest_snapshot()), (None, None));
+    let a = snapshot(&s, 5, epoch);
+    let b = snapshot(&s, 10, epoch);
+    let c = snapshot(&s, 15, epoch);
+    assert_eq!(
+        (s.earliest_snapshot(), s.latest_snapshot()),
+        (Some(a), Some(c))
+    );
+    assert_eq!(s.end_offset_for_epoch(epoch), Some((epoch, Offset(20))));
+    let removed = s
+        .retain_snapshots(quorumlog_snapshot::Retention {
+            keep_latest: 1,
+            max_total_bytes: None,
+        })
+        .unwrap();
+    assert_eq!(removed, vec![a, b]);
+    assert_eq!(
+        (s.earliest_snapshot(), s.latest_snapshot()),
+        (Some(c), Some(c))
+    );
+}
