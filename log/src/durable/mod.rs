@@ -52,6 +52,7 @@ impl DurableLog {
         let flushed = log.flushed_offset();
         let options = log.options().clone();
         let shared = Arc::new(Shared {
+            gate: Mutex::new(()),
             state: Mutex::new(SyncState {
                 written: end,
                 flushed,
@@ -209,6 +210,7 @@ impl DurableLog {
     /// Writes what is queued (buffered), so queued appends are readable.
     fn write_queued(&self) -> Result<()> {
         let r = {
+            let _gate = self.shared.gate();
             let mut log = self.shared.log_write();
             self.shared.drain(&mut log, false)
         };
@@ -246,6 +248,7 @@ impl DurableLog {
     ) -> Result<AppendInfo> {
         self.check_poisoned()?;
         let r = {
+            let _gate = self.shared.gate();
             let mut log = self.shared.log_write();
             // Queued leader appends first, in order; the state lock is held
             // until the queue continues after the follower's batches.
@@ -355,6 +358,7 @@ impl DurableLog {
     pub fn flush(&self) -> Result<Offset> {
         self.check_poisoned()?;
         let result = {
+            let _gate = self.shared.gate();
             let mut log = self.shared.log_write();
             let r = self.shared.drain(&mut log, true).and_then(|()| log.flush());
             if r.is_ok() {
@@ -455,6 +459,7 @@ impl DurableLog {
     fn truncating(&self, f: impl FnOnce(&mut Log) -> Result<()>) -> Result<()> {
         self.check_poisoned()?;
         let r = {
+            let _gate = self.shared.gate();
             let mut log = self.shared.log_write();
             // Appends queued before the truncation are written first (the
             // truncation then applies to them too); none can queue until

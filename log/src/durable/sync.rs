@@ -138,6 +138,11 @@ impl std::fmt::Debug for SyncState {
 /// What the log and the sync machinery share.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// Taken (before the log's lock) by everything that writes the log's
+    /// tail: a sync round keeps it while its direct write runs without the
+    /// log's lock, so readers never wait behind the device and no other
+    /// writer touches the tail meanwhile.
+    pub gate: Mutex<()>,
     pub log: RwLock<Log>,
     pub state: Mutex<SyncState>,
     /// Wakes the flusher: data written, or shutdown.
@@ -152,6 +157,11 @@ impl Shared {
 
     pub(super) fn log_write(&self) -> RwLockWriteGuard<'_, Log> {
         self.log.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The tail gate (see [`Shared::gate`]).
+    pub(super) fn gate(&self) -> MutexGuard<'_, ()> {
+        self.gate.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(super) fn poisoned_error(failure: Failure) -> Error {
@@ -265,6 +275,44 @@ impl Shared {
         r
     }
 
+    /// A sync round's write of the queue (the caller holds the gate):
+    /// straight to the device without the log's lock when it can go out
+    /// directly in one write ([`Log::prepare_direct`]), else through
+    /// [`Log::append_encoded`]. Returns the log, locked for the capture,
+    /// and how the write went (a failure fails the round).
+    fn write_queue_for_sync(&self) -> (RwLockWriteGuard<'_, Log>, Result<()>) {
+        let mut log = self.log_write();
+        let mut batches = std::mem::take(&mut self.state().pending);
+        let prepared = match log.prepare_direct(&mut batches) {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                let r = log.append_encoded(&mut batches, true);
+                self.note_log_end(&log);
+                return (log, r);
+            }
+            Err(e) => return (log, Err(e)),
+        };
+        drop(log);
+        let written = prepared.write();
+        let mut log = self.log_write();
+        let r = match written {
+            Ok(()) => log.publish_direct(prepared, &batches),
+            Err(e) => {
+                log.poison(Failure::of(&e));
+                Err(e.into())
+            }
+        };
+        self.note_log_end(&log);
+        (log, r)
+    }
+
+    /// Records that everything below the log's end is written.
+    fn note_log_end(&self, log: &Log) {
+        let end = log.log_end_offset();
+        let mut st = self.state();
+        st.written = st.written.max(end);
+    }
+
     /// [`Shared::drain`] with the state lock already held.
     pub(super) fn drain_locked(st: &mut SyncState, log: &mut Log) -> Result<()> {
         let mut batches = std::mem::take(&mut st.pending);
@@ -305,10 +353,9 @@ impl Shared {
         // file holding it, and the generation; move later appends to a
         // fresh page.
         let captured = {
-            let mut log = self.log_write();
-            let r = self
-                .drain(&mut log, true)
-                .and_then(|()| log.capture_sync_target());
+            let _gate = self.gate();
+            let (mut log, written) = self.write_queue_for_sync();
+            let r = written.and_then(|()| log.capture_sync_target());
             // Read under the log lock: a truncation (which bumps it) waits.
             let mut st = self.state();
             let generation = st.generation;

@@ -31,6 +31,33 @@ pub(crate) enum NextSegment {
     Pooled(std::path::PathBuf),
 }
 
+/// A sync round's group staged for a direct write outside the log's lock
+/// ([`Log::prepare_direct`]).
+#[derive(Debug)]
+pub(crate) struct PreparedWrite {
+    file: std::sync::Arc<dyn File>,
+    buf: Vec<u8>,
+    skip: usize,
+    len: usize,
+    start: u64,
+    zeros_to: u64,
+}
+
+impl PreparedWrite {
+    /// The durable write (`O_DIRECT | O_DSYNC`); the caller holds no lock
+    /// readers need.
+    ///
+    /// # Errors
+    /// The write's.
+    pub(crate) fn write(&self) -> std::io::Result<()> {
+        let window = self
+            .buf
+            .get(self.skip..self.skip + self.len)
+            .unwrap_or_default();
+        self.file.write_all_at(window, self.start)
+    }
+}
+
 /// Where an append landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -230,6 +257,98 @@ impl Log {
                 rest = later;
             }
             Ok(())
+        })
+    }
+
+    /// For a sync round under `TailWrites::Direct`: if the whole queue
+    /// `batches` fits in the active segment and its write starts a page,
+    /// salts the batches and stages them (with the padding) in the aligned
+    /// buffer, changing nothing in the log, so the caller can make the
+    /// durable write **without the log's lock** (readers never wait behind
+    /// it) and then [`Log::publish_direct`] it. `None` when the queue must
+    /// take the ordinary path ([`Log::append_encoded`]).
+    ///
+    /// # Errors
+    /// `Io` opening the direct handle (which poisons); `Poisoned`.
+    ///
+    /// # Panics
+    /// If the batches do not continue the log (a bug in the caller).
+    pub(crate) fn prepare_direct(
+        &mut self,
+        batches: &mut [(BatchHeader, Vec<u8>)],
+    ) -> Result<Option<PreparedWrite>> {
+        self.guard(|log| {
+            let Some((first, _)) = batches.first() else {
+                return Ok(None);
+            };
+            assert_eq!(
+                first.base_offset,
+                log.log_end_offset(),
+                "batches continue the log"
+            );
+            let size = log.options().segment_size_bytes;
+            let start = log.active().end_position;
+            let end = start + batches.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+            let page = log.options().write_alignment == WriteAlignment::Page;
+            if !page || start % PAGE_BYTES != 0 || end > size {
+                return Ok(None);
+            }
+            let Some(file) = log.direct_handle()? else {
+                return Ok(None);
+            };
+            let salt = log.active().salt;
+            for (h, b) in batches.iter_mut() {
+                salt.restamp(Salt::NONE, h, b);
+            }
+            let zeros_to = align_up(end).min(size);
+            // Lossless: within a segment of at most 2 GiB.
+            let len = usize::try_from(zeros_to - start).unwrap_or(0);
+            let mut buf = log.take_direct_buf();
+            let skip = {
+                let window = aligned_window(&mut buf, len);
+                let mut at = 0;
+                for (_, b) in batches.iter() {
+                    if let Some(dst) = window.get_mut(at..at + b.len()) {
+                        dst.copy_from_slice(b);
+                    }
+                    at += b.len();
+                }
+                if let Some(tail) = window.get_mut(at..) {
+                    tail.fill(0);
+                }
+                window.as_ptr() as usize - buf.as_ptr() as usize
+            };
+            Ok(Some(PreparedWrite {
+                file,
+                buf,
+                skip,
+                len,
+                start,
+                zeros_to,
+            }))
+        })
+    }
+
+    /// Makes a prepared direct write part of the log once it is durable
+    /// (the batches of [`Log::prepare_direct`], in the same order).
+    ///
+    /// # Errors
+    /// `Io` preparing the next segment (which poisons); `Poisoned`.
+    pub(crate) fn publish_direct(
+        &mut self,
+        prepared: PreparedWrite,
+        batches: &[(BatchHeader, Vec<u8>)],
+    ) -> Result<()> {
+        let PreparedWrite { buf, zeros_to, .. } = prepared;
+        self.give_direct_buf(buf);
+        self.guard(|log| {
+            for (h, b) in batches {
+                log.active_mut().note_appended(b.len() as u64, h);
+                log.epochs.assign(h.epoch, h.base_offset)?;
+            }
+            let seg = log.active_mut();
+            seg.zeros_to = seg.zeros_to.max(zeros_to);
+            log.maybe_prepare_next()
         })
     }
 
