@@ -467,17 +467,52 @@ impl Store {
     ///
     /// # Errors
     /// The log's (an I/O error poisons it).
+    ///
+    /// The log start keeps its epoch ([`Store::last_purged`]): the cut is
+    /// never placed at an epoch boundary unless a snapshot ends there (it
+    /// then moves one entry down, so the entry below the start shares the
+    /// start's epoch).
     pub fn clean_log_prefix(&self, up_to: Offset) -> Result<Offset> {
         let Some(latest) = self.snapshots.latest() else {
             return Ok(self.log.log_start_offset());
         };
-        let bound = up_to
+        let mut bound = up_to
             .min(latest.id.end_offset)
             .min(self.log.log_end_offset());
+        let at_snapshot = self
+            .snapshots
+            .list()
+            .iter()
+            .any(|s| s.id.end_offset == bound);
+        if bound > Offset(0) && !at_snapshot {
+            let below = self.log.epoch_at(Offset(bound.0 - 1));
+            let at = self.log.epoch_at(bound);
+            if at.is_some() && below != at {
+                bound = Offset(bound.0 - 1);
+            }
+        }
         if bound > self.log.log_start_offset() {
             self.log.truncate_prefix_to(bound)?;
         }
         Ok(self.log.log_start_offset())
+    }
+
+    /// The id of the last entry deleted below the log start (offset and
+    /// epoch), for Raft libraries that persist a "last purged" log id:
+    /// `None` when nothing was deleted. The epoch comes from the snapshot
+    /// that ends at the log start, or from the log (cleaning keeps the entry
+    /// below the start in the start's epoch).
+    pub fn last_purged(&self) -> Option<(Offset, Epoch)> {
+        let start = self.log.log_start_offset();
+        let below = Offset(start.0.checked_sub(1)?);
+        let at_start = self
+            .snapshots
+            .list()
+            .into_iter()
+            .find(|s| s.id.end_offset == start)
+            .map(|s| s.id.epoch);
+        let epoch = at_start.or_else(|| self.log.first_epoch())?;
+        Some((below, epoch))
     }
 
     /// A follower told its log diverges (`FetchPosition::Diverging {

@@ -175,3 +175,34 @@ fn snapshot_ids_and_retention_through_the_store() {
         (Some(c), Some(c))
     );
 }
+
+#[test]
+fn the_log_start_keeps_its_epoch_at_any_purge_point() {
+    // Epoch 1 at [0, 10), epoch 2 at [10, 20), committed; a snapshot at 20.
+    let s = store(7);
+    for epoch in 1..=2u64 {
+        let mut e = s.election();
+        while e.epoch() < Epoch(epoch - 1) {
+            let next = Epoch(e.epoch().0 + 1);
+            e.become_unattached(next).unwrap();
+        }
+        e.become_candidate().unwrap();
+        e.become_leader().unwrap();
+        drop(e);
+        for _ in 0..10 {
+            s.append_durable(Epoch(epoch), &[b"r".as_slice()]).unwrap();
+        }
+    }
+    s.set_high_watermark(Offset(20)).unwrap();
+    assert_eq!(s.last_purged(), None);
+    snapshot(&s, 20, Epoch(2));
+    // Asked to cut at the epoch boundary (10): the cut moves one entry
+    // down, so the last purged entry's epoch (1) is still known.
+    assert_eq!(s.clean_log_prefix(Offset(10)).unwrap(), Offset(9));
+    assert_eq!(s.last_purged(), Some((Offset(8), Epoch(1))));
+    assert_eq!(s.clean_log_prefix(Offset(15)).unwrap(), Offset(15));
+    assert_eq!(s.last_purged(), Some((Offset(14), Epoch(2))));
+    // At the snapshot's end (an epoch boundary or not): the snapshot's.
+    assert_eq!(s.clean_log_prefix(Offset(20)).unwrap(), Offset(20));
+    assert_eq!(s.last_purged(), Some((Offset(19), Epoch(2))));
+}

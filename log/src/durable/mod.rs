@@ -394,6 +394,12 @@ impl DurableLog {
         self.log().last_epoch()
     }
 
+    /// The epoch the log's epoch map starts with (the epoch of the record
+    /// at the log start, or of the last one when the log is empty).
+    pub fn first_epoch(&self) -> Option<Epoch> {
+        self.log().epochs().entries().first().map(|e| e.epoch)
+    }
+
     /// The epoch of the record at `offset`, if it is in the log.
     pub fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
         let log = self.log();
