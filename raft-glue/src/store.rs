@@ -166,6 +166,15 @@ impl Store {
         ))
     }
 
+    /// Closes cleanly: the log's clean-close checkpoints (the next open
+    /// verifies nothing).
+    ///
+    /// # Errors
+    /// As the log's close.
+    pub fn close(self) -> Result<()> {
+        Ok(self.log.close()?)
+    }
+
     /// The election state (transitions are durable before they return).
     pub fn election(&self) -> MutexGuard<'_, Election> {
         self.election.lock().unwrap_or_else(PoisonError::into_inner)
