@@ -9,29 +9,17 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
-use quorumlog_checkpoint::{
-    format_with, path_of, ClusterId, DataDir, DirectoryId, Epoch, Meta, NodeId, OpenOptions,
-    QuorumState, SharedFs, SmallFile,
-};
+use std::path::Path;
+
+use common::DIR;
+use quorumlog_checkpoint::{path_of, DirectoryId, Epoch, NodeId, QuorumState, SmallFile};
 use quorumlog_io::SimFs;
 use quorumlog_raft::{Election, Error, Role};
 
-const DIR: &str = "/data";
-
 fn fresh() -> (SimFs, Election) {
-    let sim = SimFs::new(1);
-    let fs: SharedFs = Arc::new(sim.clone());
-    format_with(
-        &fs,
-        Path::new(DIR),
-        Meta::new(ClusterId(1), NodeId(1), DirectoryId(11)),
-    )
-    .unwrap();
-    let dd = Arc::new(DataDir::open(fs, Path::new(DIR), &OpenOptions::default()).unwrap());
-    (sim, Election::open(dd, None).unwrap())
+    common::fresh_election()
 }
 
 /// The election state on the simulated disk's durable image (what a crash

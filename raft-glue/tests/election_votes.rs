@@ -12,29 +12,21 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
+use common::DIR;
 use quorumlog_checkpoint::{
-    format_with, path_of, ClusterId, DataDir, DirectoryId, Epoch, Meta, NodeId, Offset,
-    OpenOptions, QuorumState, SharedFs, SmallFile,
+    path_of, DataDir, DirectoryId, Epoch, NodeId, Offset, OpenOptions, QuorumState, SharedFs,
+    SmallFile,
 };
 use quorumlog_io::SimFs;
 use quorumlog_raft::{Election, Error, LogPosition, Role, VoteDecision};
 
-const DIR: &str = "/data";
-
 fn fresh() -> (SimFs, Election) {
-    let sim = SimFs::new(1);
-    let fs: SharedFs = Arc::new(sim.clone());
-    format_with(
-        &fs,
-        Path::new(DIR),
-        Meta::new(ClusterId(1), NodeId(1), DirectoryId(11)),
-    )
-    .unwrap();
-    let dd = Arc::new(DataDir::open(fs, Path::new(DIR), &OpenOptions::default()).unwrap());
-    (sim, Election::open(dd, None).unwrap())
+    common::fresh_election()
 }
 
 /// The election state on the simulated disk's durable image (what a crash

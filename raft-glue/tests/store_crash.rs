@@ -25,7 +25,6 @@ use quorumlog_checkpoint::{
     ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, QuorumState, SharedFs,
 };
 use quorumlog_io::SimFs;
-use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
 use quorumlog_raft::{Isolation, LogPosition, Store, StoreOptions};
 use quorumlog_snapshot::{SnapshotId, WriterOptions};
 use quorumlog_testkit::CRASH_PLANS;
@@ -33,16 +32,7 @@ use quorumlog_testkit::CRASH_PLANS;
 const DIR: &str = "/data";
 
 fn options() -> StoreOptions {
-    StoreOptions {
-        log: LogOptions {
-            segment_size_bytes: 16 << 10,
-            max_batch_bytes: 8 << 10,
-            segment_preparation: SegmentPreparation::Inline,
-            prefill_segments: 0,
-            ..LogOptions::default()
-        },
-        sync: SyncPolicy::GroupCommit,
-    }
+    quorumlog_testkit::store_crash::crash_store_options()
 }
 
 fn new_store(seed: u64, node: u64) -> (SimFs, Store) {

@@ -11,39 +11,12 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
-use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
-use quorumlog_io::SimFs;
-use quorumlog_log::{Error as LogError, SyncPolicy};
-use quorumlog_raft::{Error, Isolation, Store, StoreOptions};
-use quorumlog_testkit::small_log_options;
-
-fn store(node: u64, seed: u64) -> Store {
-    let fs: SharedFs = Arc::new(SimFs::new(seed));
-    let options = StoreOptions {
-        log: small_log_options(),
-        sync: SyncPolicy::GroupCommit,
-    };
-    let dir = Path::new("/data");
-    Store::format(
-        &fs,
-        dir,
-        Meta::new(ClusterId(1), NodeId(node), DirectoryId(u128::from(node))),
-        None,
-        &options,
-    )
-    .unwrap();
-    Store::open(&fs, dir, &options).unwrap().0
-}
-
-fn lead(s: &Store) -> Epoch {
-    let mut e = s.election();
-    let epoch = e.become_candidate().unwrap();
-    e.become_leader().unwrap();
-    epoch
-}
+use common::{lead, store};
+use quorumlog_checkpoint::{Epoch, NodeId, Offset};
+use quorumlog_log::Error as LogError;
+use quorumlog_raft::{Error, Isolation, Store};
 
 /// All raw batches of `leader` from `from`.
 fn raw_from(leader: &Store, from: u64) -> Vec<Vec<u8>> {

@@ -12,32 +12,14 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
-use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
-use quorumlog_io::SimFs;
-use quorumlog_log::SyncPolicy;
-use quorumlog_raft::{Error, FetchPosition, Store, StoreOptions};
+use quorumlog_checkpoint::{Epoch, NodeId, Offset};
+use quorumlog_raft::{Error, FetchPosition, Store};
 use quorumlog_snapshot::{SnapshotId, WriterOptions};
-use quorumlog_testkit::small_log_options;
 
 fn store(node: u64) -> Store {
-    let fs: SharedFs = Arc::new(SimFs::new(node));
-    let options = StoreOptions {
-        log: small_log_options(),
-        sync: SyncPolicy::GroupCommit,
-    };
-    let dir = Path::new("/data");
-    Store::format(
-        &fs,
-        dir,
-        Meta::new(ClusterId(1), NodeId(node), DirectoryId(u128::from(node))),
-        None,
-        &options,
-    )
-    .unwrap();
-    Store::open(&fs, dir, &options).unwrap().0
+    common::store(node, node)
 }
 
 /// A leader with 20 entries in its epoch, committed up to 15.

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs, SimRng};
-use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
+use quorumlog_log::SyncPolicy;
 use quorumlog_raft::compaction::LeaderCompaction;
 use quorumlog_raft::{
     CommitTracker, FetchPosition, Isolation, LogPosition, Store, StoreOptions, VoteDecision,
@@ -46,14 +46,8 @@ const NODES: u64 = 3;
 
 fn options() -> StoreOptions {
     StoreOptions {
-        log: LogOptions {
-            segment_size_bytes: 16 << 10,
-            max_batch_bytes: 8 << 10,
-            segment_preparation: SegmentPreparation::Inline,
-            prefill_segments: 0,
-            ..LogOptions::default()
-        },
         sync: SyncPolicy::Never,
+        ..quorumlog_testkit::store_crash::crash_store_options()
     }
 }
 

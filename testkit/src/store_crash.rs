@@ -28,7 +28,10 @@ use quorumlog_snapshot::WriterOptions;
 
 const DIR: &str = "/data";
 
-fn options() -> StoreOptions {
+/// Store options for crash tests: 16 KiB segments (rolls happen),
+/// deterministic I/O order (inline preparation), no prefilled pool, group
+/// commit.
+pub fn crash_store_options() -> StoreOptions {
     StoreOptions {
         log: LogOptions {
             segment_size_bytes: 16 << 10,
@@ -48,8 +51,9 @@ fn store(disk: &SimFs, node: u64) -> Result<Store, String> {
         NodeId(node),
         DirectoryId(u128::from(node) + 1),
     );
-    Store::format(&fs, Path::new(DIR), meta, None, &options()).map_err(|e| e.to_string())?;
-    Ok(Store::open(&fs, Path::new(DIR), &options())
+    Store::format(&fs, Path::new(DIR), meta, None, &crash_store_options())
+        .map_err(|e| e.to_string())?;
+    Ok(Store::open(&fs, Path::new(DIR), &crash_store_options())
         .map_err(|e| e.to_string())?
         .0)
 }
@@ -282,7 +286,7 @@ impl Run<'_> {
 /// Checks the reopened store against what was acknowledged.
 fn check(disk: &SimFs, acked: &Acked) -> Result<u64, String> {
     let fs: SharedFs = Arc::new(disk.clone());
-    let (s, _) = Store::open(&fs, Path::new(DIR), &options())
+    let (s, _) = Store::open(&fs, Path::new(DIR), &crash_store_options())
         .map_err(|e| format!("the store does not open after a crash: {e}"))?;
     let st = s.election().state().clone();
     if let Some(last) = acked.election.last() {
