@@ -104,17 +104,35 @@ impl DurableLog {
         records: &[R],
     ) -> Result<(AppendInfo, std::sync::MutexGuard<'_, SyncState>)> {
         let encoder = crate::batch::BatchEncoder::from_options(&self.options);
-        self.queue_with(encoder, epoch, records)
+        self.queue_with(encoder, None, epoch, records)
     }
 
+    /// [`DurableLog::queue`] with `encoder`, at `at` if given (which must be
+    /// the next offset).
     fn queue_with<R: AsRef<[u8]>>(
         &self,
         encoder: crate::batch::BatchEncoder,
+        at: Option<Offset>,
         epoch: Epoch,
         records: &[R],
     ) -> Result<(AppendInfo, std::sync::MutexGuard<'_, SyncState>)> {
         let unplaced = encoder.encode_unplaced(Vec::new(), epoch, records)?;
-        self.shared.enqueue(unplaced)
+        self.shared.enqueue_at(at, unplaced)
+    }
+
+    /// Queues an append and writes the queue out (buffered: it does not wait
+    /// for a sync), so the batch is readable on return.
+    fn append_written<R: AsRef<[u8]>>(
+        &self,
+        encoder: crate::batch::BatchEncoder,
+        at: Option<Offset>,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        let (info, st) = self.queue_with(encoder, at, epoch, records)?;
+        drop(st);
+        self.write_queued()?;
+        Ok(info)
     }
 
     /// Appends `records` as one **control** batch in `epoch` (leader
@@ -130,20 +148,15 @@ impl DurableLog {
         records: &[R],
     ) -> Result<AppendInfo> {
         let encoder = crate::batch::BatchEncoder::from_options(&self.options).control();
-        let (info, st) = self.queue_with(encoder, epoch, records)?;
-        drop(st);
-        self.write_queued()?;
+        let info = self.append_written(encoder, None, epoch, records)?;
         self.shared.note_written(info.next_offset, true);
         Ok(info)
     }
 
-    /// Queues a leader append, then writes the queue out (buffered: this
-    /// append does not wait for a sync), so the batch is readable on return.
+    /// A leader append written out (see [`DurableLog::append_written`]).
     fn append_queued<R: AsRef<[u8]>>(&self, epoch: Epoch, records: &[R]) -> Result<AppendInfo> {
-        let (info, st) = self.queue(epoch, records)?;
-        drop(st);
-        self.write_queued()?;
-        Ok(info)
+        let encoder = crate::batch::BatchEncoder::from_options(&self.options);
+        self.append_written(encoder, None, epoch, records)
     }
 
     /// Appends `records` as one batch in `epoch` at `base_offset`, which
@@ -160,14 +173,8 @@ impl DurableLog {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        let unplaced = crate::batch::BatchEncoder::from_options(&self.options).encode_unplaced(
-            Vec::new(),
-            epoch,
-            records,
-        )?;
-        let (info, st) = self.shared.enqueue_at(Some(base_offset), unplaced)?;
-        drop(st);
-        self.write_queued()?;
+        let encoder = crate::batch::BatchEncoder::from_options(&self.options);
+        let info = self.append_written(encoder, Some(base_offset), epoch, records)?;
         self.shared.note_written(info.next_offset, true);
         Ok(info)
     }

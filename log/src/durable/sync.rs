@@ -170,16 +170,8 @@ impl Shared {
 
     /// Queues a leader append: checks its epoch, gives it the next offsets
     /// (stamping its header: constant time), under the state lock only,
-    /// which it returns (still held).
-    pub(super) fn enqueue(
-        &self,
-        unplaced: Unplaced,
-    ) -> Result<(AppendInfo, MutexGuard<'_, SyncState>)> {
-        self.enqueue_at(None, unplaced)
-    }
-
-    /// [`Shared::enqueue`] at `at` if given, which must be the next offset
-    /// (`NonContiguous` otherwise).
+    /// which it returns (still held). At `at` if given, which must be the
+    /// next offset (`NonContiguous` otherwise).
     pub(super) fn enqueue_at(
         &self,
         at: Option<Offset>,
@@ -269,9 +261,7 @@ impl Shared {
             return Ok(());
         }
         let r = log.append_encoded(&mut batches, direct);
-        let end = log.log_end_offset();
-        let mut st = self.state();
-        st.written = st.written.max(end);
+        self.note_log_end(log);
         r
     }
 

@@ -304,20 +304,7 @@ impl Log {
             // Lossless: within a segment of at most 2 GiB.
             let len = usize::try_from(zeros_to - start).unwrap_or(0);
             let mut buf = log.take_direct_buf();
-            let skip = {
-                let window = aligned_window(&mut buf, len);
-                let mut at = 0;
-                for (_, b) in batches.iter() {
-                    if let Some(dst) = window.get_mut(at..at + b.len()) {
-                        dst.copy_from_slice(b);
-                    }
-                    at += b.len();
-                }
-                if let Some(tail) = window.get_mut(at..) {
-                    tail.fill(0);
-                }
-                window.as_ptr() as usize - buf.as_ptr() as usize
-            };
+            let skip = stage_aligned(&mut buf, batches, len);
             Ok(Some(PreparedWrite {
                 file,
                 buf,
@@ -378,20 +365,9 @@ impl Log {
             // Straight to the device, durable on return: the group and its
             // padding, staged in an aligned buffer.
             let mut buf = self.take_direct_buf();
-            let r = {
-                let window = aligned_window(&mut buf, write_len);
-                let mut at = 0;
-                for (_, b) in group.iter() {
-                    if let Some(dst) = window.get_mut(at..at + b.len()) {
-                        dst.copy_from_slice(b);
-                    }
-                    at += b.len();
-                }
-                if let Some(tail) = window.get_mut(at..) {
-                    tail.fill(0);
-                }
-                direct.write_all_at(window, start)
-            };
+            let skip = stage_aligned(&mut buf, group, write_len);
+            let window = buf.get(skip..skip + write_len).unwrap_or_default();
+            let r = direct.write_all_at(window, start);
             self.give_direct_buf(buf);
             return Ok(r?);
         }
@@ -524,15 +500,26 @@ impl Log {
     }
 }
 
-/// A `len`-byte window of `buf` whose address is aligned for direct I/O
-/// (`buf` grows as needed and is kept for the next write).
-fn aligned_window(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+/// Stages `batches`, then zeros up to `len` bytes, in a window of `buf`
+/// whose address is aligned for direct I/O (`buf` grows as needed and is
+/// kept for the next write). Returns where the window starts in `buf`.
+fn stage_aligned(buf: &mut Vec<u8>, batches: &[(BatchHeader, Vec<u8>)], len: usize) -> usize {
     // Lossless: 4 KiB.
     let align = usize::try_from(quorumlog_io::DIRECT_ALIGN).unwrap_or(4096);
     if buf.len() < len + align {
         *buf = vec![0u8; len + align];
     }
     let skip = buf.as_ptr().align_offset(align).min(align);
-    let end = skip + len;
-    buf.get_mut(skip..end).unwrap_or_default()
+    let window = buf.get_mut(skip..skip + len).unwrap_or_default();
+    let mut at = 0;
+    for (_, b) in batches {
+        if let Some(dst) = window.get_mut(at..at + b.len()) {
+            dst.copy_from_slice(b);
+        }
+        at += b.len();
+    }
+    if let Some(tail) = window.get_mut(at..) {
+        tail.fill(0);
+    }
+    skip
 }

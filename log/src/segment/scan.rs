@@ -252,14 +252,9 @@ pub(crate) fn inspect_tail(file: &dyn File, salt: Salt, at: TailAt) -> Result<Ta
         }
         chunk_start += chunk.len() as u64;
     }
-    // What was read after the data will be overwritten by small appends:
-    // drop the read-ahead's (large) pages, a hint only.
-    let _ = file.drop_cache(at.end, file_len - at.end.min(file_len));
-    let Some(nonzero_end) = nonzero_end else {
-        return Ok(tail);
-    };
     // Second pass, only over bytes that are not all zero: any batch valid
     // under this segment's salt.
+    let nonzero_end = nonzero_end.unwrap_or(at.end);
     let mut chunk_start = at.end;
     while chunk_start < nonzero_end && tail.valid_at.is_none() {
         let chunk = src.bytes(chunk_start, CHUNK_BYTES)?.to_vec();
@@ -269,6 +264,8 @@ pub(crate) fn inspect_tail(file: &dyn File, salt: Salt, at: TailAt) -> Result<Ta
         tail.valid_at = valid_batch_in(&mut src, &chunk, chunk_start, (at.end, salt))?;
         chunk_start += chunk.len() as u64;
     }
+    // What was read after the data will be overwritten by small appends:
+    // drop the read-ahead's (large) pages, a hint only.
     let _ = file.drop_cache(at.end, file_len - at.end.min(file_len));
     Ok(tail)
 }
