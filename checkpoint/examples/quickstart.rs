@@ -60,7 +60,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         position: 0,
     })?;
     dd.write_high_watermark(Offset(0))?;
-    dd.write_log_start_offset(Offset(0))?;
+    dd.write_log_start_offset(Offset(0), None)?;
     println!("wrote checkpoints: recovery point, high watermark, log start offset, epoch map");
     drop(dd);
 

@@ -34,7 +34,7 @@ use crate::meta::Meta;
 use crate::points::{HighWatermark, LogStartOffset, RecoveryPoint};
 use crate::quorum_state::QuorumState;
 use crate::small_file::{self, SmallFile, TEMP_SUFFIX};
-use crate::types::{ClusterId, DirectoryId, NodeId, Offset};
+use crate::types::{ClusterId, DirectoryId, Epoch, NodeId, Offset};
 
 /// A file system shared by every component of one data directory.
 pub type SharedFs = Arc<dyn FileSystem>;
@@ -434,6 +434,18 @@ impl DataDir {
         self.lock_state().poisoned.is_some()
     }
 
+    /// The failure that poisoned the directory, if one did.
+    pub fn poisoned(&self) -> Option<quorumlog_io::Failure> {
+        self.lock_state().poisoned
+    }
+
+    /// Poisons the directory with `failure` (a component sharing it failed:
+    /// the log, a snapshot), unless it is poisoned already; every later
+    /// write is refused. Returns the failure it is poisoned with.
+    pub fn poison(&self, failure: quorumlog_io::Failure) -> quorumlog_io::Failure {
+        *self.lock_state().poisoned.get_or_insert(failure)
+    }
+
     /// The application's metadata (`app-metadata`), if ever written.
     pub fn app_metadata(&self) -> Option<Vec<u8>> {
         self.lock_state().app_metadata.as_ref().map(|m| m.0.clone())
@@ -500,13 +512,21 @@ impl DataDir {
         Ok(())
     }
 
-    /// Durably replaces the log start offset.
+    /// Durably replaces the log start offset, with the epoch of the entry
+    /// just below it when known.
     ///
     /// # Errors
     /// `Poisoned` after an earlier failure; `Io` (which poisons).
-    pub fn write_log_start_offset(&self, offset: Offset) -> Result<()> {
+    pub fn write_log_start_offset(
+        &self,
+        offset: Offset,
+        purged_epoch: Option<Epoch>,
+    ) -> Result<()> {
         let mut st = self.lock_state();
-        let ls = LogStartOffset(offset);
+        let ls = LogStartOffset {
+            offset,
+            purged_epoch: purged_epoch.filter(|_| offset > Offset(0)),
+        };
         self.write_locked(&mut st, &ls)?;
         st.checkpoints.log_start_offset = Some(ls);
         Ok(())

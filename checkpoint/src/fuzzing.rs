@@ -75,7 +75,11 @@ mod tests {
             }
             .encode(),
             HighWatermark(Offset(8)).encode(),
-            LogStartOffset(Offset(2)).encode(),
+            LogStartOffset {
+                offset: Offset(2),
+                purged_epoch: Some(crate::types::Epoch(1)),
+            }
+            .encode(),
             em.encode(),
         ];
         let mut out = valid.clone();

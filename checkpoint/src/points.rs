@@ -5,13 +5,13 @@
 //! ```text
 //! recovery-point     offset u64 | segment base offset u64 | byte position u64
 //! high-watermark     offset u64
-//! log-start-offset   offset u64
+//! log-start-offset   offset u64 [| purged epoch u64]
 //! ```
 
 use crate::error::CorruptionKind;
 use crate::format::{magic, Reader, Writer};
 use crate::small_file::SmallFile;
-use crate::types::Offset;
+use crate::types::{Epoch, Offset};
 
 /// Everything below `offset` was durable and verified when this was written;
 /// recovery resumes scanning segment `segment` at byte `position`.
@@ -29,9 +29,18 @@ pub struct RecoveryPoint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HighWatermark(pub Offset);
 
-/// The first offset still in the log.
+/// The first offset still in the log, with the epoch of the entry just
+/// below it when it was deleted with a known epoch (so a Raft library's
+/// "last purged log id" survives any purge point).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct LogStartOffset(pub Offset);
+pub struct LogStartOffset {
+    /// The first offset in the log.
+    pub offset: Offset,
+    /// The epoch of the entry at `offset - 1`, if known (the 8-byte body
+    /// written before it existed, or a start nothing was deleted below,
+    /// carries none).
+    pub purged_epoch: Option<Epoch>,
+}
 
 impl SmallFile for RecoveryPoint {
     const MAGIC: [u8; 4] = magic::RECOVERY_POINT;
@@ -83,11 +92,30 @@ impl SmallFile for LogStartOffset {
     const NAME: &'static str = "checkpoints/log-start-offset";
 
     fn encode_body(&self) -> Vec<u8> {
-        self.0 .0.to_le_bytes().to_vec()
+        let mut w = Writer::new();
+        w.u64(self.offset.0);
+        if let Some(e) = self.purged_epoch {
+            w.u64(e.0);
+        }
+        w.finish()
     }
 
     fn decode_body(body: &[u8]) -> Result<Self, CorruptionKind> {
-        decode_offset(body).map(LogStartOffset)
+        let mut r = Reader::new(body);
+        let offset = Offset(r.u64()?);
+        let purged_epoch = if r.remaining() == 0 {
+            None
+        } else {
+            Some(Epoch(r.u64()?))
+        };
+        r.finish()?;
+        if purged_epoch.is_some() && offset == Offset(0) {
+            return Err(CorruptionKind::Malformed("a purged epoch below offset 0"));
+        }
+        Ok(LogStartOffset {
+            offset,
+            purged_epoch,
+        })
     }
 }
 
@@ -114,8 +142,13 @@ mod tests {
         assert_eq!(RecoveryPoint::decode(&rp.encode()).unwrap(), rp);
         let hw = HighWatermark(Offset(77));
         assert_eq!(HighWatermark::decode(&hw.encode()).unwrap(), hw);
-        let ls = LogStartOffset(Offset(5));
-        assert_eq!(LogStartOffset::decode(&ls.encode()).unwrap(), ls);
+        for purged_epoch in [None, Some(Epoch(3))] {
+            let ls = LogStartOffset {
+                offset: Offset(5),
+                purged_epoch,
+            };
+            assert_eq!(LogStartOffset::decode(&ls.encode()).unwrap(), ls);
+        }
     }
 
     #[test]
@@ -126,7 +159,10 @@ mod tests {
             position: 4096,
         });
         flips_detected(&HighWatermark(Offset(77)));
-        flips_detected(&LogStartOffset(Offset(5)));
+        flips_detected(&LogStartOffset {
+            offset: Offset(5),
+            purged_epoch: Some(Epoch(2)),
+        });
     }
 
     #[test]
@@ -136,6 +172,30 @@ mod tests {
             LogStartOffset::decode(&hw),
             Err(CorruptionKind::BadMagic { .. })
         ));
+    }
+
+    /// The body written before the purged epoch existed (8 bytes) is read
+    /// as a start with no known purged epoch; any other length is refused.
+    #[test]
+    fn log_start_bodies_of_both_lengths_and_no_other() {
+        let mut w = Writer::new();
+        w.u64(9);
+        assert_eq!(
+            LogStartOffset::decode_body(&w.finish()).unwrap(),
+            LogStartOffset {
+                offset: Offset(9),
+                purged_epoch: None
+            }
+        );
+        for len in [0usize, 4, 12, 20, 24] {
+            assert!(
+                LogStartOffset::decode_body(&vec![1u8; len]).is_err(),
+                "{len} bytes"
+            );
+        }
+        let mut w = Writer::new();
+        w.u64(0).u64(1);
+        assert!(LogStartOffset::decode_body(&w.finish()).is_err());
     }
 
     #[test]

@@ -229,9 +229,17 @@ fn high_watermark_write_is_old_or_new() {
 fn log_start_offset_write_is_old_or_new() {
     explore(&Workload {
         name: "log-start-offset",
-        states: vec![Offset(0), Offset(100), Offset(200)],
-        write: |dd, s| dd.write_log_start_offset(*s),
-        observe: |dd| dd.checkpoints().log_start_offset.unwrap().0,
+        states: vec![
+            (Offset(0), None),
+            (Offset(100), Some(Epoch(2))),
+            (Offset(200), None),
+            (Offset(300), Some(Epoch(4))),
+        ],
+        write: |dd, s| dd.write_log_start_offset(s.0, s.1),
+        observe: |dd| {
+            let ls = dd.checkpoints().log_start_offset.unwrap();
+            (ls.offset, ls.purged_epoch)
+        },
     });
 }
 

@@ -19,7 +19,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use quorumlog_checkpoint::{DataDir, EpochMap, Offset, RecoveryPoint, SharedFs};
+use quorumlog_checkpoint::{DataDir, Epoch, EpochMap, Offset, RecoveryPoint, SharedFs};
 use quorumlog_io::{FileSystem, OpenMode};
 
 use crate::error::Result;
@@ -435,8 +435,8 @@ impl LogDir {
     ///
     /// # Errors
     /// `Io`, `Checkpoint`.
-    pub(crate) fn redo_full(&self, start: Offset) -> Result<()> {
-        self.dd.write_log_start_offset(start)?;
+    pub(crate) fn redo_full(&self, start: Offset, purged_epoch: Option<Epoch>) -> Result<()> {
+        self.dd.write_log_start_offset(start, purged_epoch)?;
         self.dd.write_epoch_map(&EpochMap::new())?;
         for e in self.fs.list(&self.path)? {
             let ours = parse_file_name(&e.name, "log").is_some()

@@ -136,7 +136,7 @@ impl Error {
     }
 
     /// The failure to record when this error poisons the log.
-    pub(crate) fn failure(&self) -> Failure {
+    pub fn failure(&self) -> Failure {
         match self {
             Error::Io(e) => Failure::of(e),
             Error::Checkpoint(c) => c.failure(),

@@ -33,7 +33,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use quorumlog_checkpoint::Offset;
+use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::{FileSystem, OpenMode};
 
 use crate::batch::MAX_BATCH_BYTES;
@@ -84,6 +84,8 @@ pub(crate) enum Intent {
     Full {
         /// The new log start offset.
         start: Offset,
+        /// The epoch of the entry at `start - 1`, if known (a snapshot's).
+        purged_epoch: Option<Epoch>,
     },
 }
 
@@ -101,7 +103,16 @@ impl Intent {
                 bytes,
                 offset,
             } => (1, segment.0, *position, offset.0, bytes),
-            Intent::Full { start } => (2, start.0, 0, 0, &[]),
+            Intent::Full {
+                start,
+                purged_epoch,
+            } => (
+                2,
+                start.0,
+                u64::from(purged_epoch.is_some()),
+                purged_epoch.map_or(0, |e| e.0),
+                &[],
+            ),
             Intent::Zero {
                 segment,
                 position,
@@ -177,7 +188,10 @@ impl Intent {
                 bytes: carried.to_vec(),
                 offset: Offset(c),
             }),
-            2 if len == 0 && b == 0 && c == 0 => Ok(Intent::Full { start: Offset(a) }),
+            2 if len == 0 && (b == 1 || (b == 0 && c == 0)) => Ok(Intent::Full {
+                start: Offset(a),
+                purged_epoch: (b == 1).then_some(Epoch(c)),
+            }),
             3 if (len as u64) < PAGE_BYTES
                 && b % PAGE_BYTES == 0
                 && b.checked_add(len as u64).is_some_and(|e| e <= c) =>
@@ -284,14 +298,28 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        for i in [split(), Intent::Full { start: Offset(77) }, zero()] {
+        for i in [
+            split(),
+            Intent::Full {
+                start: Offset(77),
+                purged_epoch: Some(Epoch(5)),
+            },
+            zero(),
+        ] {
             assert_eq!(Intent::decode(&i.encode()).unwrap(), i);
         }
     }
 
     #[test]
     fn every_flipped_bit_is_detected() {
-        for i in [split(), Intent::Full { start: Offset(77) }, zero()] {
+        for i in [
+            split(),
+            Intent::Full {
+                start: Offset(77),
+                purged_epoch: Some(Epoch(5)),
+            },
+            zero(),
+        ] {
             let bytes = i.encode();
             for bit in 0..bytes.len() * 8 {
                 let mut bad = bytes.clone();

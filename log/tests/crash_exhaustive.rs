@@ -128,7 +128,7 @@ fn boundary_truncation_across_segments() {
 fn full_truncation() {
     explore(
         "truncate_fully_and_start_at(100)",
-        |log| log.truncate_fully_and_start_at(Offset(100)).is_ok(),
+        |log| log.truncate_fully_and_start_at(Offset(100), None).is_ok(),
         |o, acked| (o.start, o.end) == (100, 100) || (!acked && (o.start, o.end) == (0, 30)),
     );
 }

@@ -46,6 +46,8 @@ struct Model {
     flushed: u64,
     hwm: u64,
     epoch: u64,
+    /// The epoch of the entry below `start` (the last purged one).
+    purged: Option<Epoch>,
 }
 
 impl Model {
@@ -157,8 +159,16 @@ fn model_apply(m: &mut Model, op: Op, gen: u64) {
             m.flushed = m.flushed.min(x);
         }
         Op::Hwm(h) => m.hwm = h,
-        Op::Prefix(x) => m.start = m.start.max(x),
+        Op::Prefix(x) => {
+            if x > m.start {
+                m.purged = m.records[usize::try_from(x - 1).unwrap()]
+                    .as_ref()
+                    .map(|(e, _)| *e);
+                m.start = x;
+            }
+        }
         Op::Full(x) => {
+            m.purged = (x > 0).then_some(full_epoch(x));
             m.records = vec![None; usize::try_from(x).unwrap()];
             m.start = x;
             m.flushed = x;
@@ -198,7 +208,7 @@ fn log_apply(
         Op::Truncate(x) => l.truncate_to(Offset(x)),
         Op::Hwm(h) => l.set_high_watermark(Offset(h)),
         Op::Prefix(x) => l.truncate_prefix_to(Offset(x)),
-        Op::Full(x) => l.truncate_fully_and_start_at(Offset(x)),
+        Op::Full(x) => l.truncate_fully_and_start_at(Offset(x), Some(full_epoch(x))),
         Op::Reopen => {
             let old = log.take().unwrap();
             RECYCLED.fetch_add(old.segments_recycled(), Ordering::Relaxed);
@@ -218,16 +228,43 @@ fn log_apply(
     r.is_ok()
 }
 
-/// The state a reopened log shows: (start, end, records from start).
-type Seen = (u64, u64, Vec<(u64, Epoch, Vec<u8>)>);
+/// The epoch a full truncation to `x` names for the entry below it (a
+/// snapshot's), varied with `x`.
+fn full_epoch(x: u64) -> Epoch {
+    Epoch(100 + x % 7)
+}
+
+/// The state a reopened log shows: (start, end, records from start, the
+/// last purged entry).
+type Seen = (
+    u64,
+    u64,
+    Vec<(u64, Epoch, Vec<u8>)>,
+    Option<(Offset, Epoch)>,
+);
 
 fn observe(log: &Log) -> Seen {
     let start = log.log_start_offset();
-    (start.0, log.log_end_offset().0, read_all(log, start))
+    (
+        start.0,
+        log.log_end_offset().0,
+        read_all(log, start),
+        log.last_purged(),
+    )
 }
 
 fn consistent(seen: &Seen, m: &Model) -> Result<(), String> {
-    let (start, end, recs) = seen;
+    let (start, end, recs, purged) = seen;
+    // The log start keeps the id of the entry below it, at any purge
+    // point and across any crash.
+    let want = m
+        .start
+        .checked_sub(1)
+        .zip(m.purged)
+        .map(|(o, e)| (Offset(o), e));
+    if *start == m.start && *purged != want {
+        return Err(format!("last purged {purged:?}, model {want:?}"));
+    }
     if *end < m.flushed {
         return Err(format!("end {end} below the flushed offset {}", m.flushed));
     }

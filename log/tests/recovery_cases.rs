@@ -131,7 +131,7 @@ fn segments_left_below_the_log_start_are_removed() {
     // the segments below it were not deleted yet.
     let (disk, bases) = setup();
     let dd = open_dd(&shared(&disk), Path::new(DIR));
-    dd.write_log_start_offset(bases[2]).unwrap();
+    dd.write_log_start_offset(bases[2], None).unwrap();
     drop(dd);
     let log = open_log(&shared(&disk), Path::new(DIR), &opts()).unwrap();
     assert_eq!(log.log_start_offset(), bases[2]);
@@ -151,7 +151,7 @@ fn segments_left_below_the_log_start_are_removed() {
 fn log_start_past_the_data_restarts_the_log_there() {
     let (disk, _) = setup();
     let dd = open_dd(&shared(&disk), Path::new(DIR));
-    dd.write_log_start_offset(Offset(500)).unwrap();
+    dd.write_log_start_offset(Offset(500), None).unwrap();
     drop(dd);
     let log = open_log(&shared(&disk), Path::new(DIR), &opts()).unwrap();
     assert_eq!(

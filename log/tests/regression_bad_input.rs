@@ -60,7 +60,7 @@ fn one_log_per_data_directory_in_one_process() {
 fn offsets_never_wrap() {
     let (_, fs) = sim(2);
     let mut log = open_log(&fs, Path::new(DIR), &small_options()).unwrap();
-    log.truncate_fully_and_start_at(Offset(u64::MAX - 1))
+    log.truncate_fully_and_start_at(Offset(u64::MAX - 1), None)
         .unwrap();
     let a = log.append_as_leader(Epoch(1), &[b"a"]).unwrap();
     assert_eq!(a.next_offset, Offset(u64::MAX));

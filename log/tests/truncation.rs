@@ -33,7 +33,7 @@ fn suffix_truncation_at_boundaries_and_inside_batches() {
         let opts = small_options();
         for cut in [0u64, 1, 30, 31, 44, 45, 59] {
             let mut log = open_log(&fs, dir, &opts).unwrap();
-            log.truncate_fully_and_start_at(Offset(0)).unwrap();
+            log.truncate_fully_and_start_at(Offset(0), None).unwrap();
             fill(&mut log, 0);
             log.truncate_to(Offset(cut)).unwrap();
             assert_eq!(log.log_end_offset(), Offset(cut));
@@ -161,7 +161,7 @@ fn full_truncation_restarts_the_log_elsewhere() {
         let opts = small_options();
         let mut log = open_log(&fs, dir, &opts).unwrap();
         fill(&mut log, 0);
-        log.truncate_fully_and_start_at(Offset(1000)).unwrap();
+        log.truncate_fully_and_start_at(Offset(1000), None).unwrap();
         assert_eq!(log.log_start_offset(), Offset(1000));
         assert_eq!(log.log_end_offset(), Offset(1000));
         assert_eq!(log.last_epoch(), None);

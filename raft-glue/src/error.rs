@@ -90,13 +90,69 @@ pub enum Error {
         /// What is wrong.
         kind: quorumlog_log::CorruptionKind,
     },
+    /// An earlier I/O failure (a failed write or sync, a full disk) left
+    /// the store poisoned: every later call returns this, naming the
+    /// first failure. What is on disk is intact; reopen the store to
+    /// recover from it.
+    #[error("the store is poisoned by an earlier failure: {0}")]
+    Poisoned(quorumlog_io::Failure),
     /// The snapshots refused or failed.
     #[error(transparent)]
-    Snapshot(#[from] quorumlog_snapshot::Error),
+    Snapshot(quorumlog_snapshot::Error),
     /// The data directory (checkpoints, election state) refused or failed.
     #[error(transparent)]
-    Checkpoint(#[from] quorumlog_checkpoint::Error),
+    Checkpoint(quorumlog_checkpoint::Error),
     /// The log refused or failed.
     #[error(transparent)]
-    Log(#[from] quorumlog_log::Error),
+    Log(quorumlog_log::Error),
+}
+
+// Each part's own poisoned error becomes the store's one `Poisoned`.
+impl From<quorumlog_snapshot::Error> for Error {
+    fn from(e: quorumlog_snapshot::Error) -> Self {
+        match e {
+            quorumlog_snapshot::Error::Poisoned { op, kind } => {
+                Error::Poisoned(quorumlog_io::Failure { op, kind })
+            }
+            e => Error::Snapshot(e),
+        }
+    }
+}
+
+impl From<quorumlog_checkpoint::Error> for Error {
+    fn from(e: quorumlog_checkpoint::Error) -> Self {
+        match e {
+            quorumlog_checkpoint::Error::Poisoned { op, kind } => {
+                Error::Poisoned(quorumlog_io::Failure { op, kind })
+            }
+            e => Error::Checkpoint(e),
+        }
+    }
+}
+
+impl From<quorumlog_log::Error> for Error {
+    fn from(e: quorumlog_log::Error) -> Self {
+        match e {
+            quorumlog_log::Error::Poisoned { op, kind } => {
+                Error::Poisoned(quorumlog_io::Failure { op, kind })
+            }
+            quorumlog_log::Error::Checkpoint(c) => Error::from(c),
+            e => Error::Log(e),
+        }
+    }
+}
+
+impl Error {
+    /// The I/O failure this error reports, if it is one (or the poisoning
+    /// one a storage component left): the errors that poison the store.
+    /// Refusals and bad input return `None`: they change nothing.
+    pub fn failure(&self) -> Option<quorumlog_io::Failure> {
+        match self {
+            Error::Poisoned(f) => Some(*f),
+            Error::Snapshot(e) => e.is_io().then(|| e.failure()),
+            Error::Checkpoint(e) => e.is_io().then(|| e.failure()),
+            Error::Log(e) => e.is_io().then(|| e.failure()),
+            _ => None,
+        }
+    }
 }

@@ -32,4 +32,4 @@ pub use commit::{CommitTracker, Progress};
 pub use election::{Election, LogPosition, Role, VoteDecision};
 pub use error::{Error, Result};
 pub use fetch::{validate_offset_and_epoch, FetchPosition, LogView};
-pub use store::{Entry, Isolation, OpenReport, Store, StoreOptions};
+pub use store::{Entry, Isolation, OpenReport, Store, StoreInstall, StoreOptions, StoreWriter};

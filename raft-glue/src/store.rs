@@ -3,17 +3,23 @@
 //! the log together and reconciles them, holds the election state, and
 //! answers with `KRaft`'s log operations.
 //!
-//! Built so far (issue 12 in progress): format (with an initial offset),
-//! open with reconciliation, leader appends guarded by the durable
-//! election state, reads, fetch validation, suffix truncation refused below
-//! the high watermark, and snapshot-bounded prefix cleaning.
-//!
 //! Reconciliation at open, in order:
-//! - a log that ends before the latest snapshot restarts, empty, at the
-//!   snapshot's end (the snapshot holds everything below it);
+//! - a log that ends before the latest snapshot, or holds the snapshot's
+//!   last offset in another epoch (a crash between an install's publish and
+//!   its truncation), restarts, empty, at the snapshot's end (the snapshot
+//!   holds everything below it, and what followed in the log diverged);
 //! - with snapshots present, a log start above the latest snapshot's end is
 //!   refused: entries were deleted that no snapshot covers (invariant 7);
+//! - unfinished installs not newer than the latest snapshot were discarded
+//!   by the snapshots' own open (they can never finish); newer ones are
+//!   reported, resumable;
 //! - the log's own recovery already clamped a high watermark above its end.
+//!
+//! One poisoned state: the first I/O failure of any part (a log write or
+//! sync, a checkpoint or election-state replace, a snapshot) poisons the
+//! data directory, and from then on every store call, election transitions
+//! included, is refused with [`Error::Poisoned`] naming it. Refusals (bad
+//! input, a rule) poison nothing.
 //!
 //! `Store` is `Send + Sync` (asserted below): a Raft thread, an I/O thread
 //! and readers share it by `Arc`. What blocks, and for how long (measured
@@ -27,7 +33,7 @@
 //! | `truncate_to`, `truncate_to_diverging`, `truncate_to_latest_snapshot` | a sync (and an intent replace when a page or batch is cut) |
 //! | `clean_log_prefix` | a few small-file replaces and a directory sync |
 //! | `create_snapshot` + writer + `freeze` | the snapshot's writes and syncs |
-//! | snapshot install chunks | one write each; `finish` syncs and publishes |
+//! | snapshot install chunks ([`Store::install_snapshot`]) | one write and sync each; `finish` verifies, syncs, publishes, then truncates the log as `truncate_to_latest_snapshot` |
 //! | `write_app_metadata` | one atomic small-file replace |
 //! | `read`, `read_entries`, `validate_offset_and_epoch`, `epoch_at` | never a sync nor a device write: a sync round's direct write runs without the log's lock (tested with a write stopped in the middle), so a read waits at most for short in-memory sections |
 
@@ -35,8 +41,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use quorumlog_checkpoint::{format_with, DataDir, Epoch, Meta, Offset, OpenOptions, SharedFs};
-use quorumlog_log::{AppendInfo, DurableLog, LogOptions, ReadBatches, RecoveryReport, SyncPolicy};
-use quorumlog_snapshot::{Retention, SnapshotId, SnapshotStore, SnapshotWriter, WriterOptions};
+use quorumlog_io::Failure;
+use quorumlog_log::{
+    AppendInfo, Completion, DurableLog, LogOptions, ReadBatches, RecoveryReport, SyncPolicy,
+};
+use quorumlog_snapshot::{
+    Install, Retention, SnapshotId, SnapshotInfo, SnapshotStore, SnapshotWriter, WriterOptions,
+};
 
 use crate::election::Election;
 use crate::error::{Error, Result};
@@ -79,11 +90,17 @@ pub struct StoreOptions {
 pub struct OpenReport {
     /// The log's recovery report.
     pub log: RecoveryReport,
-    /// The log ended before this snapshot and was restarted at its end.
+    /// The log ended before this snapshot (or diverged from it) and was
+    /// restarted at its end.
     pub restarted_at_snapshot: Option<SnapshotId>,
-    /// Snapshot downloads found unfinished (resumable with the snapshot
-    /// store's install), with the bytes already received.
+    /// Snapshot downloads found unfinished and newer than the latest
+    /// snapshot, with their total sizes: resume with
+    /// [`Store::install_snapshot`], or [`Store::discard_install`].
     pub installs_in_progress: Vec<(SnapshotId, u64)>,
+    /// What opening the snapshots found and did: unfinished downloads not
+    /// newer than the latest snapshot discarded (they can never finish),
+    /// partial local snapshots removed, damaged ones not listed.
+    pub snapshots: quorumlog_snapshot::StoreReport,
 }
 
 /// One durable store per Raft group.
@@ -119,7 +136,7 @@ impl Store {
         let dd = Arc::new(DataDir::open(fs.clone(), dir, &OpenOptions::default())?);
         let log = DurableLog::open(Arc::clone(&dd), options.log.clone(), SyncPolicy::Never)?;
         if let Some(start) = initial_offset.filter(|o| *o > Offset(0)) {
-            log.truncate_fully_and_start_at(start)?;
+            log.truncate_fully_and_start_at(start, None)?;
         }
         log.close()?;
         Ok(())
@@ -140,16 +157,18 @@ impl Store {
             log: log.recovery_report(),
             restarted_at_snapshot: None,
             installs_in_progress: snapshots.installs()?,
+            snapshots: snapshots.report().clone(),
         };
-        if let Some(latest) = snapshots.latest() {
-            if log.log_end_offset() < latest.id.end_offset {
-                log.truncate_fully_and_start_at(latest.id.end_offset)?;
-                report.restarted_at_snapshot = Some(latest.id);
+        let latest = snapshots.latest().map(|s| s.id);
+        if let Some(latest) = latest {
+            if !continues_snapshot(&log, latest) {
+                log.truncate_fully_and_start_at(latest.end_offset, Some(latest.epoch))?;
+                report.restarted_at_snapshot = Some(latest);
             }
-            if log.log_start_offset() > latest.id.end_offset {
+            if log.log_start_offset() > latest.end_offset {
                 return Err(Error::MissingSnapshot {
                     log_start: log.log_start_offset(),
-                    latest: Some(latest.id),
+                    latest: Some(latest),
                 });
             }
         }
@@ -164,6 +183,28 @@ impl Store {
             },
             report,
         ))
+    }
+
+    /// The failure that poisoned the store, if one did (see the module
+    /// documentation): the data directory's, which a failure of the log or
+    /// of a snapshot also sets.
+    pub fn poisoned(&self) -> Option<Failure> {
+        self.dd
+            .poisoned()
+            .or_else(|| self.log.poisoned().map(|f| self.dd.poison(f)))
+    }
+
+    /// Runs `f` unless the store is poisoned; an I/O failure it returns
+    /// poisons the store.
+    fn guarded<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        if let Some(failure) = self.poisoned() {
+            return Err(Error::Poisoned(failure));
+        }
+        let r = f();
+        if let Some(failure) = r.as_ref().err().and_then(Error::failure) {
+            self.dd.poison(failure);
+        }
+        r
     }
 
     /// Closes cleanly: the log's clean-close checkpoints (the next open
@@ -206,7 +247,7 @@ impl Store {
     /// # Errors
     /// `Checkpoint(TooLarge)` above 1 MiB; I/O (which poisons).
     pub fn write_app_metadata(&self, bytes: &[u8]) -> Result<()> {
-        Ok(self.dd.write_app_metadata(bytes)?)
+        self.guarded(|| Ok(self.dd.write_app_metadata(bytes)?))
     }
 
     /// Appends `records` as the leader of `epoch`; refused unless this node
@@ -220,8 +261,10 @@ impl Store {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.election().check_leader_append(epoch)?;
-        Ok(self.log.append_as_leader(epoch, records)?)
+        self.guarded(|| {
+            self.election().check_leader_append(epoch)?;
+            Ok(self.log.append_as_leader(epoch, records)?)
+        })
     }
 
     /// As [`Store::append_as_leader`], returning once the records are
@@ -234,8 +277,10 @@ impl Store {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.election().check_leader_append(epoch)?;
-        Ok(self.log.append_durable(epoch, records)?)
+        self.guarded(|| {
+            self.election().check_leader_append(epoch)?;
+            Ok(self.log.append_durable(epoch, records)?)
+        })
     }
 
     /// Appends control records (leader change, voter set, snapshot markers)
@@ -249,8 +294,10 @@ impl Store {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.election().check_leader_append(epoch)?;
-        Ok(self.log.append_control(epoch, records)?)
+        self.guarded(|| {
+            self.election().check_leader_append(epoch)?;
+            Ok(self.log.append_control(epoch, records)?)
+        })
     }
 
     /// Appends `records` in `epoch` at `base_offset` (the log end), for
@@ -267,8 +314,10 @@ impl Store {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.election().check_leader_append(epoch)?;
-        Ok(self.log.append_at(base_offset, epoch, records)?)
+        self.guarded(|| {
+            self.election().check_leader_append(epoch)?;
+            Ok(self.log.append_at(base_offset, epoch, records)?)
+        })
     }
 
     /// Appends batches exactly as the leader's [`Store::read`] returned
@@ -278,7 +327,7 @@ impl Store {
     /// `Log(InvalidRawBatch | NonContiguous | EpochRegression)` (nothing
     /// written); I/O.
     pub fn append_as_follower(&self, raw_batches: &[&[u8]]) -> Result<AppendInfo> {
-        Ok(self.log.append_raw(raw_batches)?)
+        self.guarded(|| Ok(self.log.append_raw(raw_batches)?))
     }
 
     /// Reads whole verified batches from the one holding `from`.
@@ -286,7 +335,7 @@ impl Store {
     /// # Errors
     /// `Log(OffsetOutOfRange)` outside the log; corruption; I/O.
     pub fn read(&self, from: Offset, max_bytes: u64) -> Result<ReadBatches> {
-        Ok(self.log.read(from, max_bytes)?)
+        self.guarded(|| Ok(self.log.read(from, max_bytes)?))
     }
 
     /// The entries in `[from, to)`, up to `max_bytes` of record bytes (at
@@ -304,53 +353,55 @@ impl Store {
         max_bytes: u64,
         isolation: Isolation,
     ) -> Result<Vec<Entry>> {
-        let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
-        if from < start || from > end {
-            return Err(Error::OffsetOutOfRange {
-                offset: from,
-                start,
-                end,
-                snapshot: self.snapshots.latest().map(|s| s.id),
-            });
-        }
-        let mut limit = to.min(end);
-        if isolation == Isolation::Committed {
-            limit = limit.min(self.log.high_watermark().unwrap_or(start));
-        }
-        let mut out = Vec::new();
-        let mut bytes = 0u64;
-        let mut at = from;
-        while at < limit && (out.is_empty() || bytes < max_bytes) {
-            let batches = self.log.read(at, max_bytes.max(1))?;
-            let Some(next) = batches.next_offset() else {
-                break;
-            };
-            for b in batches.iter() {
-                let records = b.to_vecs().map_err(|kind| Error::UndecodableBatch {
-                    offset: b.base_offset(),
-                    epoch: b.epoch(),
-                    kind,
-                })?;
-                for (i, r) in records.into_iter().enumerate() {
-                    let offset = Offset(b.base_offset().0 + i as u64);
-                    if offset < at || offset >= limit {
-                        continue;
-                    }
-                    if !out.is_empty() && bytes + r.len() as u64 > max_bytes {
-                        return Ok(out);
-                    }
-                    bytes += r.len() as u64;
-                    out.push(Entry {
-                        offset,
-                        epoch: b.epoch(),
-                        control: b.is_control(),
-                        bytes: r,
-                    });
-                }
+        self.guarded(|| {
+            let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
+            if from < start || from > end {
+                return Err(Error::OffsetOutOfRange {
+                    offset: from,
+                    start,
+                    end,
+                    snapshot: self.snapshots.latest().map(|s| s.id),
+                });
             }
-            at = next;
-        }
-        Ok(out)
+            let mut limit = to.min(end);
+            if isolation == Isolation::Committed {
+                limit = limit.min(self.log.high_watermark().unwrap_or(start));
+            }
+            let mut out = Vec::new();
+            let mut bytes = 0u64;
+            let mut at = from;
+            while at < limit && (out.is_empty() || bytes < max_bytes) {
+                let batches = self.log.read(at, max_bytes.max(1))?;
+                let Some(next) = batches.next_offset() else {
+                    break;
+                };
+                for b in batches.iter() {
+                    let records = b.to_vecs().map_err(|kind| Error::UndecodableBatch {
+                        offset: b.base_offset(),
+                        epoch: b.epoch(),
+                        kind,
+                    })?;
+                    for (i, r) in records.into_iter().enumerate() {
+                        let offset = Offset(b.base_offset().0 + i as u64);
+                        if offset < at || offset >= limit {
+                            continue;
+                        }
+                        if !out.is_empty() && bytes + r.len() as u64 > max_bytes {
+                            return Ok(out);
+                        }
+                        bytes += r.len() as u64;
+                        out.push(Entry {
+                            offset,
+                            epoch: b.epoch(),
+                            control: b.is_control(),
+                            bytes: r,
+                        });
+                    }
+                }
+                at = next;
+            }
+            Ok(out)
+        })
     }
 
     /// For Raft's log matching: the largest epoch `<= epoch` in the log and
@@ -375,7 +426,7 @@ impl Store {
     /// # Errors
     /// `Snapshot` (I/O).
     pub fn retain_snapshots(&self, retention: Retention) -> Result<Vec<SnapshotId>> {
-        Ok(self.snapshots.retain(retention)?)
+        self.guarded(|| Ok(self.snapshots.retain(retention)?))
     }
 
     /// The epoch of the entry at `offset`, if it is in the log.
@@ -389,16 +440,18 @@ impl Store {
     /// # Errors
     /// `OffsetOutOfRange` below the log start with no snapshot.
     pub fn validate_offset_and_epoch(&self, offset: Offset, epoch: Epoch) -> Result<FetchPosition> {
-        let start = self.log.log_start_offset();
-        let ids = (
-            self.snapshots
-                .list()
-                .into_iter()
-                .map(|s| s.id)
-                .find(|id| id.end_offset == start),
-            self.snapshots.latest().map(|s| s.id),
-        );
-        validate_offset_and_epoch(&self.log, ids, offset, epoch)
+        self.guarded(|| {
+            let start = self.log.log_start_offset();
+            let ids = (
+                self.snapshots
+                    .list()
+                    .into_iter()
+                    .map(|s| s.id)
+                    .find(|id| id.end_offset == start),
+                self.snapshots.latest().map(|s| s.id),
+            );
+            validate_offset_and_epoch(&self.log, ids, offset, epoch)
+        })
     }
 
     /// Starts a local snapshot of the state below `end_offset`, whose last
@@ -415,34 +468,39 @@ impl Store {
         epoch: Epoch,
         metadata: &[u8],
         options: WriterOptions,
-    ) -> Result<SnapshotWriter> {
-        let id = SnapshotId { end_offset, epoch };
-        let hw = self
-            .log
-            .high_watermark()
-            .unwrap_or(self.log.log_start_offset());
-        if end_offset > hw {
-            return Err(Error::SnapshotRefused {
-                id,
-                why: "beyond the high watermark",
-            });
-        }
-        let last = end_offset.0.checked_sub(1).map(Offset);
-        let matches = match last {
-            Some(o) if o >= self.log.log_start_offset() => self.log.epoch_at(o) == Some(epoch),
-            // At or below the log start: the snapshot there must exist.
-            _ => self
-                .snapshots
-                .latest_covering(end_offset)
-                .is_some_and(|s| s.id == id),
-        };
-        if !matches {
-            return Err(Error::SnapshotRefused {
-                id,
-                why: "the epoch is not the log's at its last offset",
-            });
-        }
-        Ok(self.snapshots.create(id, metadata, options)?)
+    ) -> Result<StoreWriter<'_>> {
+        self.guarded(|| {
+            let id = SnapshotId { end_offset, epoch };
+            let hw = self
+                .log
+                .high_watermark()
+                .unwrap_or(self.log.log_start_offset());
+            if end_offset > hw {
+                return Err(Error::SnapshotRefused {
+                    id,
+                    why: "beyond the high watermark",
+                });
+            }
+            let last = end_offset.0.checked_sub(1).map(Offset);
+            let matches = match last {
+                Some(o) if o >= self.log.log_start_offset() => self.log.epoch_at(o) == Some(epoch),
+                // At or below the log start: the snapshot there must exist.
+                _ => self
+                    .snapshots
+                    .latest_covering(end_offset)
+                    .is_some_and(|s| s.id == id),
+            };
+            if !matches {
+                return Err(Error::SnapshotRefused {
+                    id,
+                    why: "the epoch is not the log's at its last offset",
+                });
+            }
+            Ok(StoreWriter {
+                store: self,
+                writer: self.snapshots.create(id, metadata, options)?,
+            })
+        })
     }
 
     /// After a snapshot was installed from the leader (its install
@@ -454,21 +512,22 @@ impl Store {
     /// # Errors
     /// `SnapshotRefused` without any snapshot; the log's errors.
     pub fn truncate_to_latest_snapshot(&self) -> Result<SnapshotId> {
-        let Some(latest) = self.snapshots.latest().map(|s| s.id) else {
-            return Err(Error::SnapshotRefused {
-                id: SnapshotId {
-                    end_offset: Offset(0),
-                    epoch: Epoch(0),
-                },
-                why: "no snapshot",
-            });
-        };
-        let last = latest.end_offset.0.checked_sub(1).map(Offset);
-        let continues = last.is_some_and(|o| self.log.epoch_at(o) == Some(latest.epoch));
-        if !continues {
-            self.log.truncate_fully_and_start_at(latest.end_offset)?;
-        }
-        Ok(latest)
+        self.guarded(|| {
+            let Some(latest) = self.snapshots.latest().map(|s| s.id) else {
+                return Err(Error::SnapshotRefused {
+                    id: SnapshotId {
+                        end_offset: Offset(0),
+                        epoch: Epoch(0),
+                    },
+                    why: "no snapshot",
+                });
+            };
+            if !continues_snapshot(&self.log, latest) {
+                self.log
+                    .truncate_fully_and_start_at(latest.end_offset, Some(latest.epoch))?;
+            }
+            Ok(latest)
+        })
     }
 
     /// Deletes the log prefix below `up_to`, never past the end of the
@@ -477,51 +536,39 @@ impl Store {
     /// # Errors
     /// The log's (an I/O error poisons it).
     ///
-    /// The log start keeps its epoch ([`Store::last_purged`]): the cut is
-    /// never placed at an epoch boundary unless a snapshot ends there (it
-    /// then moves one entry down, so the entry below the start shares the
-    /// start's epoch).
+    /// The log start keeps the epoch of the entry below it
+    /// ([`Store::last_purged`]), at any cut.
     pub fn clean_log_prefix(&self, up_to: Offset) -> Result<Offset> {
-        let Some(latest) = self.snapshots.latest() else {
-            return Ok(self.log.log_start_offset());
-        };
-        let mut bound = up_to
-            .min(latest.id.end_offset)
-            .min(self.log.log_end_offset());
-        let at_snapshot = self
-            .snapshots
-            .list()
-            .iter()
-            .any(|s| s.id.end_offset == bound);
-        if bound > Offset(0) && !at_snapshot {
-            let below = self.log.epoch_at(Offset(bound.0 - 1));
-            let at = self.log.epoch_at(bound);
-            if at.is_some() && below != at {
-                bound = Offset(bound.0 - 1);
+        self.guarded(|| {
+            let Some(latest) = self.snapshots.latest() else {
+                return Ok(self.log.log_start_offset());
+            };
+            let bound = up_to
+                .min(latest.id.end_offset)
+                .min(self.log.log_end_offset());
+            if bound > self.log.log_start_offset() {
+                self.log.truncate_prefix_to(bound)?;
             }
-        }
-        if bound > self.log.log_start_offset() {
-            self.log.truncate_prefix_to(bound)?;
-        }
-        Ok(self.log.log_start_offset())
+            Ok(self.log.log_start_offset())
+        })
     }
 
     /// The id of the last entry deleted below the log start (offset and
     /// epoch), for Raft libraries that persist a "last purged" log id:
-    /// `None` when nothing was deleted. The epoch comes from the snapshot
-    /// that ends at the log start, or from the log (cleaning keeps the entry
-    /// below the start in the start's epoch).
+    /// `None` when nothing was deleted. The log records it with its start
+    /// at every prefix deletion and restart at a snapshot; for a start
+    /// written before that record existed, the snapshot ending at the log
+    /// start answers.
     pub fn last_purged(&self) -> Option<(Offset, Epoch)> {
-        let start = self.log.log_start_offset();
-        let below = Offset(start.0.checked_sub(1)?);
-        let at_start = self
-            .snapshots
-            .list()
-            .into_iter()
-            .find(|s| s.id.end_offset == start)
-            .map(|s| s.id.epoch);
-        let epoch = at_start.or_else(|| self.log.first_epoch())?;
-        Some((below, epoch))
+        self.log.last_purged().or_else(|| {
+            let start = self.log.log_start_offset();
+            let below = Offset(start.0.checked_sub(1)?);
+            self.snapshots
+                .list()
+                .into_iter()
+                .find(|s| s.id.end_offset == start)
+                .map(|s| (below, s.id.epoch))
+        })
     }
 
     /// A follower told its log diverges (`FetchPosition::Diverging {
@@ -533,16 +580,18 @@ impl Store {
     /// # Errors
     /// As [`Store::truncate_to`] (never below the high watermark).
     pub fn truncate_to_diverging(&self, end_offset: Offset, epoch: Epoch) -> Result<Offset> {
-        let end = self.log.log_end_offset();
-        let local = self
-            .log
-            .end_offset_for_epoch(epoch)
-            .map_or(self.log.log_start_offset(), |(_, o)| o);
-        let to = local.min(end_offset).min(end);
-        if to < end {
-            self.truncate_to(to)?;
-        }
-        Ok(self.log.log_end_offset())
+        self.guarded(|| {
+            let end = self.log.log_end_offset();
+            let local = self
+                .log
+                .end_offset_for_epoch(epoch)
+                .map_or(self.log.log_start_offset(), |(_, o)| o);
+            let to = local.min(end_offset).min(end);
+            if to < end {
+                self.truncate_to(to)?;
+            }
+            Ok(self.log.log_end_offset())
+        })
     }
 
     /// Suffix truncation: the log ends at `offset`, durably. Refused below
@@ -551,15 +600,108 @@ impl Store {
     /// # Errors
     /// `BelowHighWatermark`; the log's errors.
     pub fn truncate_to(&self, offset: Offset) -> Result<()> {
-        if let Some(hw) = self.log.high_watermark() {
-            if offset < hw {
-                return Err(Error::BelowHighWatermark {
-                    offset,
-                    high_watermark: hw,
-                });
+        self.guarded(|| {
+            if let Some(hw) = self.log.high_watermark() {
+                if offset < hw {
+                    return Err(Error::BelowHighWatermark {
+                        offset,
+                        high_watermark: hw,
+                    });
+                }
             }
+            Ok(self.log.truncate_to(offset)?)
+        })
+    }
+
+    /// The offset below which every entry is durable.
+    pub fn flushed_offset(&self) -> Offset {
+        self.log.flushed_offset()
+    }
+
+    /// The first offset in the log.
+    pub fn log_start_offset(&self) -> Offset {
+        self.log.log_start_offset()
+    }
+
+    /// The next offset to be written.
+    pub fn log_end_offset(&self) -> Offset {
+        self.log.log_end_offset()
+    }
+
+    /// The high watermark (commit offset), if one was ever set.
+    pub fn high_watermark(&self) -> Option<Offset> {
+        self.log.high_watermark()
+    }
+
+    /// Blocks until every entry below `offset` is durable (at most one sync
+    /// round); returns the flushed offset.
+    ///
+    /// # Errors
+    /// `Poisoned` if a sync failed; `Log(SyncDisabled)` under
+    /// `SyncPolicy::Never` unless already durable.
+    pub fn wait_durable(&self, offset: Offset) -> Result<Offset> {
+        self.guarded(|| Ok(self.log.wait_durable(offset)?))
+    }
+
+    /// The completion-callback form of [`Store::wait_durable`]: `completion`
+    /// is called once every entry below `offset` is durable (with the
+    /// flushed offset), or with the failure if that can no longer happen;
+    /// at once if it already is. It runs on the thread that finished the
+    /// sync: keep it short (a Raft library sends a message from it).
+    pub fn on_durable(&self, offset: Offset, completion: Completion) {
+        if let Some(failure) = self.poisoned() {
+            let error = quorumlog_log::Error::Poisoned {
+                op: failure.op,
+                kind: failure.kind,
+            };
+            completion(Err(error));
+            return;
         }
-        Ok(self.log.truncate_to(offset)?)
+        self.log.on_durable(offset, completion);
+    }
+
+    /// Where a leader's fetch handling and compaction see its log
+    /// ([`crate::compaction::LeaderCompaction::safe_log_start`]).
+    pub fn log_extent(&self) -> crate::compaction::LogExtent {
+        crate::compaction::LogExtent::of(&self.log)
+    }
+
+    /// Reads up to `max_bytes` of snapshot `id` from byte `position` (the
+    /// leader's side of a chunked transfer).
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound | OutOfRange…)`; I/O.
+    pub fn read_snapshot_chunk(
+        &self,
+        id: SnapshotId,
+        position: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>> {
+        self.guarded(|| Ok(self.snapshots.read_chunk(id, position, max_bytes)?))
+    }
+
+    /// Starts, or resumes after a restart (see
+    /// [`OpenReport::installs_in_progress`]), the install of snapshot `id`
+    /// of `total_size` bytes received from the leader; its
+    /// [`StoreInstall::finish`] publishes it and makes the log continue it.
+    ///
+    /// # Errors
+    /// `Snapshot(NotNewer)` unless newer than the latest snapshot; I/O.
+    pub fn install_snapshot(&self, id: SnapshotId, total_size: u64) -> Result<StoreInstall<'_>> {
+        self.guarded(|| {
+            Ok(StoreInstall {
+                store: self,
+                install: self.snapshots.begin_install(id, total_size)?,
+            })
+        })
+    }
+
+    /// Discards the unfinished install of `id` (the leader moved on).
+    ///
+    /// # Errors
+    /// I/O.
+    pub fn discard_install(&self, id: SnapshotId) -> Result<()> {
+        self.guarded(|| Ok(self.snapshots.discard_install(id)?))
     }
 
     /// Sets the high watermark (the commit offset, from the leader's
@@ -568,6 +710,100 @@ impl Store {
     /// # Errors
     /// The log's (an offset beyond its end, a watermark moving back).
     pub fn set_high_watermark(&self, offset: Offset) -> Result<()> {
-        Ok(self.log.set_high_watermark(offset)?)
+        self.guarded(|| Ok(self.log.set_high_watermark(offset)?))
+    }
+}
+
+/// Whether `log` continues snapshot `id` (so it is kept): it holds the
+/// snapshot's last entry with the snapshot's epoch, or starts at or above
+/// the snapshot's end (nothing in it can disagree; a start above the end
+/// is a gap that open refuses). The snapshot of an empty prefix is
+/// continued by any log.
+fn continues_snapshot(log: &DurableLog, id: SnapshotId) -> bool {
+    match id.end_offset.0.checked_sub(1).map(Offset) {
+        None => true,
+        Some(last) if last < log.log_start_offset() => true,
+        Some(last) => log.epoch_at(last) == Some(id.epoch),
+    }
+}
+
+/// A snapshot download through the store ([`Store::install_snapshot`]):
+/// each chunk is durable when written, a restart resumes from the last one,
+/// and [`StoreInstall::finish`] publishes the snapshot then truncates the
+/// log to it (a crash between the two is completed at open).
+#[derive(Debug)]
+pub struct StoreInstall<'a> {
+    store: &'a Store,
+    install: Install,
+}
+
+impl StoreInstall<'_> {
+    /// The snapshot being installed.
+    pub fn id(&self) -> SnapshotId {
+        self.install.id()
+    }
+
+    /// The next byte expected (where a resumed download continues).
+    pub fn position(&self) -> u64 {
+        self.install.position()
+    }
+
+    /// The announced total size.
+    pub fn total_size(&self) -> u64 {
+        self.install.total_size()
+    }
+
+    /// Writes `bytes` at `position` (the next expected byte), durably.
+    ///
+    /// # Errors
+    /// `Snapshot(WrongPosition | Oversize)` (nothing written); I/O.
+    pub fn write_chunk(&mut self, position: u64, bytes: &[u8]) -> Result<()> {
+        let install = &mut self.install;
+        self.store
+            .guarded(|| Ok(install.write_chunk(position, bytes)?))
+    }
+
+    /// Verifies and publishes the snapshot, then makes the log continue it
+    /// ([`Store::truncate_to_latest_snapshot`]).
+    ///
+    /// # Errors
+    /// `Snapshot(Incomplete)`; `Snapshot(Corruption)` (the partial file is
+    /// removed: start over); I/O.
+    pub fn finish(self) -> Result<SnapshotInfo> {
+        let StoreInstall { store, install } = self;
+        store.guarded(|| {
+            let info = install.finish()?;
+            store.truncate_to_latest_snapshot()?;
+            Ok(info)
+        })
+    }
+}
+
+/// A local snapshot being written through the store
+/// ([`Store::create_snapshot`]): listed only once frozen; a failure of
+/// either call poisons the store.
+#[derive(Debug)]
+pub struct StoreWriter<'a> {
+    store: &'a Store,
+    writer: SnapshotWriter,
+}
+
+impl StoreWriter<'_> {
+    /// Appends `data` to the snapshot's state.
+    ///
+    /// # Errors
+    /// I/O (which poisons the store).
+    pub fn write(&mut self, data: &[u8]) -> Result<()> {
+        let writer = &mut self.writer;
+        self.store.guarded(|| Ok(writer.write(data)?))
+    }
+
+    /// Syncs and publishes the snapshot.
+    ///
+    /// # Errors
+    /// I/O (which poisons the store).
+    pub fn freeze(self) -> Result<SnapshotInfo> {
+        let StoreWriter { store, writer } = self;
+        store.guarded(|| Ok(writer.freeze()?))
     }
 }

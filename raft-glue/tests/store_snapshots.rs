@@ -14,7 +14,11 @@
 
 mod common;
 
-use quorumlog_checkpoint::{Epoch, NodeId, Offset};
+use std::path::Path;
+use std::sync::Arc;
+
+use quorumlog_checkpoint::{Epoch, NodeId, Offset, SharedFs};
+use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_raft::{Error, FetchPosition, Store};
 use quorumlog_snapshot::{SnapshotId, WriterOptions};
 
@@ -158,16 +162,23 @@ fn snapshot_ids_and_retention_through_the_store() {
     );
 }
 
-#[test]
-fn the_log_start_keeps_its_epoch_at_any_purge_point() {
-    // Epoch 1 at [0, 10), epoch 2 at [10, 20), committed; a snapshot at 20.
-    let s = store(7);
+/// A store on `sim` with epoch 1 at [0, 10) and epoch 2 at [10, 20),
+/// committed, and a snapshot at 20.
+fn two_epochs(sim: &SimFs) -> Store {
+    let fs: SharedFs = Arc::new(sim.clone());
+    Store::format(
+        &fs,
+        Path::new(common::DIR),
+        common::meta(7),
+        None,
+        &common::options(),
+    )
+    .unwrap();
+    let s = Store::open(&fs, Path::new(common::DIR), &common::options())
+        .unwrap()
+        .0;
     for epoch in 1..=2u64 {
         let mut e = s.election();
-        while e.epoch() < Epoch(epoch - 1) {
-            let next = Epoch(e.epoch().0 + 1);
-            e.become_unattached(next).unwrap();
-        }
         e.become_candidate().unwrap();
         e.become_leader().unwrap();
         drop(e);
@@ -178,13 +189,69 @@ fn the_log_start_keeps_its_epoch_at_any_purge_point() {
     s.set_high_watermark(Offset(20)).unwrap();
     assert_eq!(s.last_purged(), None);
     snapshot(&s, 20, Epoch(2));
-    // Asked to cut at the epoch boundary (10): the cut moves one entry
-    // down, so the last purged entry's epoch (1) is still known.
-    assert_eq!(s.clean_log_prefix(Offset(10)).unwrap(), Offset(9));
-    assert_eq!(s.last_purged(), Some((Offset(8), Epoch(1))));
-    assert_eq!(s.clean_log_prefix(Offset(15)).unwrap(), Offset(15));
-    assert_eq!(s.last_purged(), Some((Offset(14), Epoch(2))));
-    // At the snapshot's end (an epoch boundary or not): the snapshot's.
-    assert_eq!(s.clean_log_prefix(Offset(20)).unwrap(), Offset(20));
-    assert_eq!(s.last_purged(), Some((Offset(19), Epoch(2))));
+    s
+}
+
+/// Invariant: the id of the last deleted entry (offset, epoch) is known at
+/// every purge point, the epoch boundary included, and survives a power cut
+/// (it is written with the log start).
+#[test]
+fn the_log_start_keeps_its_epoch_at_any_purge_point() {
+    for (cut, epoch) in [(1u64, 1u64), (9, 1), (10, 1), (11, 2), (15, 2), (20, 2)] {
+        let sim = SimFs::new(cut);
+        let s = two_epochs(&sim);
+        assert_eq!(
+            s.clean_log_prefix(Offset(cut)).unwrap(),
+            Offset(cut),
+            "cut {cut}"
+        );
+        let expected = Some((Offset(cut - 1), Epoch(epoch)));
+        assert_eq!(s.last_purged(), expected, "cut {cut}");
+        drop(s);
+        let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
+        let (s, _) = Store::open(&fs, Path::new(common::DIR), &common::options()).unwrap();
+        assert_eq!(s.log_start_offset(), Offset(cut));
+        assert_eq!(s.last_purged(), expected, "cut {cut}, after a power cut");
+    }
+}
+
+/// A log restarted at a snapshot (an install) knows the snapshot's epoch
+/// for the last purged entry even once that snapshot is deleted.
+#[test]
+fn a_restart_at_a_snapshot_keeps_the_snapshots_epoch() {
+    let sim = SimFs::new(3);
+    let s = two_epochs(&sim);
+    // A follower installing the leader's snapshot at 40, epoch 5.
+    let leader = store(8);
+    let mut e = leader.election();
+    e.become_unattached(Epoch(4)).unwrap();
+    e.become_candidate().unwrap();
+    e.become_leader().unwrap();
+    drop(e);
+    for _ in 0..40 {
+        leader.append_durable(Epoch(5), &[b"x".as_slice()]).unwrap();
+    }
+    leader.set_high_watermark(Offset(40)).unwrap();
+    let id = snapshot(&leader, 40, Epoch(5));
+    let size = leader.snapshots().get(id).unwrap().size_bytes;
+    let mut install = s.install_snapshot(id, size).unwrap();
+    install
+        .write_chunk(0, &leader.read_snapshot_chunk(id, 0, usize::MAX).unwrap())
+        .unwrap();
+    install.finish().unwrap();
+    assert_eq!(
+        (s.log_start_offset(), s.log_end_offset()),
+        (Offset(40), Offset(40))
+    );
+    assert_eq!(s.last_purged(), Some((Offset(39), Epoch(5))));
+    // Only the latest snapshot kept: the log still knows.
+    s.retain_snapshots(quorumlog_snapshot::Retention {
+        keep_latest: 1,
+        max_total_bytes: None,
+    })
+    .unwrap();
+    drop(s);
+    let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
+    let (s, _) = Store::open(&fs, Path::new(common::DIR), &common::options()).unwrap();
+    assert_eq!(s.last_purged(), Some((Offset(39), Epoch(5))));
 }

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs, SimRng};
 use quorumlog_log::SyncPolicy;
-use quorumlog_raft::compaction::LeaderCompaction;
+use quorumlog_raft::compaction::{LeaderCompaction, RetentionCap};
 use quorumlog_raft::{
     CommitTracker, FetchPosition, Isolation, LogPosition, Store, StoreOptions, VoteDecision,
 };
@@ -119,6 +119,9 @@ struct Counts {
     diverging_truncations: u64,
     snapshot_installs: u64,
     restarts_of_a_leader: u64,
+    /// Advertised log starts the retention cap moved past the window's
+    /// bound, by kind (entries, bytes, age).
+    cap_passed: [u64; 3],
 }
 
 impl Counts {
@@ -129,6 +132,9 @@ impl Counts {
         self.diverging_truncations += o.diverging_truncations;
         self.snapshot_installs += o.snapshot_installs;
         self.restarts_of_a_leader += o.restarts_of_a_leader;
+        for (a, b) in self.cap_passed.iter_mut().zip(o.cap_passed) {
+            *a += b;
+        }
     }
 }
 
@@ -205,7 +211,9 @@ impl Sim {
             .map(|i| format!("e{}-n{l}-{}-{i}", epoch.0, self.written).into_bytes())
             .collect();
         self.written += 1;
-        self.r(l).store.append_as_leader(epoch, &recs).unwrap();
+        let info = self.r(l).store.append_as_leader(epoch, &recs).unwrap();
+        let now = self.tick();
+        self.compaction.record_append(info.next_offset, now);
     }
 
     /// The leader's flush (late: it is the slow disk).
@@ -332,16 +340,18 @@ impl Sim {
     fn install(&self, l: u64, f: u64, id: SnapshotId) {
         let (leader, follower) = (&self.r(l).store, &self.r(f).store);
         if follower.snapshots().get(id).is_none() {
+            // Through the store: the finish makes the log continue it.
             let size = leader.snapshots().get(id).unwrap().size_bytes;
-            let mut inst = follower.snapshots().begin_install(id, size).unwrap();
+            let mut inst = follower.install_snapshot(id, size).unwrap();
             while inst.position() < size {
                 let at = inst.position();
-                let chunk = leader.snapshots().read_chunk(id, at, 700).unwrap();
+                let chunk = leader.read_snapshot_chunk(id, at, 700).unwrap();
                 inst.write_chunk(at, &chunk).unwrap();
             }
             inst.finish().unwrap();
+        } else {
+            follower.truncate_to_latest_snapshot().unwrap();
         }
-        follower.truncate_to_latest_snapshot().unwrap();
         let end = follower.log().log_end_offset();
         if follower.log().high_watermark().unwrap_or(Offset(0)) < end {
             follower.set_high_watermark(end).unwrap();
@@ -368,13 +378,21 @@ impl Sim {
             return;
         };
         let leader = &self.r(*l).store;
-        let bound = self.compaction.safe_log_start(
+        let (snapshot_end, extent) = (
             leader.snapshots().latest().map(|s| s.id.end_offset),
-            leader.log().log_start_offset(),
-            leader.log().log_end_offset(),
-            self.clock,
+            leader.log_extent(),
         );
+        let bound = self
+            .compaction
+            .safe_log_start(snapshot_end, &extent, self.clock);
+        let mut uncapped = self.compaction.clone();
+        uncapped.cap = RetentionCap::default();
+        let passed = bound > uncapped.safe_log_start(snapshot_end, &extent, self.clock);
         store.clean_log_prefix(bound).unwrap();
+        if passed {
+            let kind = usize::try_from(self.seed % 3).unwrap();
+            self.counts.cap_passed[kind] += 1;
+        }
     }
 
     fn restart(&mut self) {
@@ -445,6 +463,25 @@ impl Sim {
     }
 }
 
+/// The retention cap a seed runs with: in entries, in bytes (smaller than
+/// two segments) or in age, so each kind passes laggards.
+fn cap_for(seed: u64) -> RetentionCap {
+    match seed % 3 {
+        0 => RetentionCap {
+            max_entries: Some(25),
+            ..RetentionCap::default()
+        },
+        1 => RetentionCap {
+            max_bytes: Some(20 << 10),
+            ..RetentionCap::default()
+        },
+        _ => RetentionCap {
+            max_age: Some(Duration::from_millis(120)),
+            ..RetentionCap::default()
+        },
+    }
+}
+
 fn run(seed: u64) -> Counts {
     let mut sim = Sim {
         rng: SimRng::new(seed),
@@ -453,7 +490,7 @@ fn run(seed: u64) -> Counts {
         leader: None,
         leaders_by_epoch: BTreeMap::new(),
         committed: BTreeMap::new(),
-        compaction: LeaderCompaction::new(Duration::from_millis(200), Some(60)),
+        compaction: LeaderCompaction::new(Duration::from_millis(200), cap_for(seed)),
         clock: Instant::now(),
         written: 0,
         counts: Counts::default(),
@@ -525,6 +562,9 @@ fn three_replicas_keep_every_committed_entry() {
         ),
         ("a snapshot installed", total.snapshot_installs),
         ("a leader restarted (resigned)", total.restarts_of_a_leader),
+        ("the entry cap passing the window", total.cap_passed[0]),
+        ("the byte cap passing the window", total.cap_passed[1]),
+        ("the age cap passing the window", total.cap_passed[2]),
     ] {
         assert!(n > 0, "the simulation never reached: {what}");
     }

@@ -91,7 +91,7 @@ impl Error {
     }
 
     /// The failure to record when this error poisons.
-    pub(crate) fn failure(&self) -> quorumlog_io::Failure {
+    pub fn failure(&self) -> quorumlog_io::Failure {
         match self {
             Error::Io(e) => quorumlog_io::Failure::of(e),
             Error::Poisoned { op, kind } => quorumlog_io::Failure { op, kind: *kind },

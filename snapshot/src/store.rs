@@ -260,6 +260,27 @@ impl SnapshotStore {
         Install::begin(Arc::clone(&self.inner), id, total_size)
     }
 
+    /// Discards the unfinished install of `id` (every partial download of
+    /// it), durably; nothing happens if there is none.
+    ///
+    /// # Errors
+    /// `Io`.
+    pub fn discard_install(&self, id: SnapshotId) -> Result<()> {
+        let mut removed = false;
+        for (found, total) in self.installs()? {
+            if found == id {
+                self.inner
+                    .fs()
+                    .remove_file(&self.inner.install_path(id, total))?;
+                removed = true;
+            }
+        }
+        if removed {
+            self.inner.fs().sync_dir(self.inner.dir())?;
+        }
+        Ok(())
+    }
+
     /// Installs in progress: (id, total size).
     ///
     /// # Errors

@@ -163,3 +163,35 @@ fn an_interrupted_install_resumes_after_a_restart() {
         }
     }
 }
+
+/// `discard_install` removes an unfinished download (durably: it is gone
+/// after a crash), leaves published snapshots alone, and is a no-op when
+/// there is nothing to discard.
+#[test]
+fn an_unfinished_install_can_be_discarded() {
+    let (l, s, _) = leader(5);
+    let sim = SimFs::new(5);
+    let fs: SharedFs = Arc::new(sim.clone());
+    let store = SnapshotStore::open(fs, Path::new(DIR)).unwrap();
+    write(&store, id(50, 3), b"older", small_chunks());
+    let mut install = store.begin_install(s.id, s.size_bytes).unwrap();
+    install
+        .write_chunk(0, &l.read_chunk(s.id, 0, 300).unwrap())
+        .unwrap();
+    drop(install);
+    assert_eq!(store.installs().unwrap(), vec![(s.id, s.size_bytes)]);
+    store.discard_install(id(999, 9)).unwrap();
+    assert_eq!(store.installs().unwrap().len(), 1, "another id: kept");
+    store.discard_install(s.id).unwrap();
+    assert!(store.installs().unwrap().is_empty());
+    let after = sim.crash_with(CrashPlan::LoseUnsynced);
+    let fs: SharedFs = Arc::new(after);
+    let store = SnapshotStore::open(fs, Path::new(DIR)).unwrap();
+    assert!(store.installs().unwrap().is_empty(), "durably discarded");
+    assert_eq!(store.list().len(), 1);
+    // Started over, it begins at byte 0.
+    assert_eq!(
+        store.begin_install(s.id, s.size_bytes).unwrap().position(),
+        0
+    );
+}

@@ -256,25 +256,22 @@ impl Run<'_> {
             .get(id)
             .ok_or("the leader lost its snapshot")?
             .size_bytes;
+        // The floor drops while the log is restarted (before the finish
+        // returns, the log may already be cut to the snapshot).
+        self.acked.floor = Some(0);
         if self.s.snapshots().get(id).is_none() {
-            let mut inst = self
-                .s
-                .snapshots()
-                .begin_install(id, size)
-                .map_err(|e| e.to_string())?;
+            // Through the store: the finish publishes, then makes the log
+            // continue the snapshot.
+            let mut inst = self.s.install_snapshot(id, size).map_err(err)?;
             while inst.position() < size {
                 let at = inst.position();
-                let chunk = self
-                    .l
-                    .snapshots()
-                    .read_chunk(id, at, 64)
-                    .map_err(|e| e.to_string())?;
-                inst.write_chunk(at, &chunk).map_err(|e| e.to_string())?;
+                let chunk = self.l.read_snapshot_chunk(id, at, 64).map_err(err)?;
+                inst.write_chunk(at, &chunk).map_err(err)?;
             }
-            inst.finish().map_err(|e| e.to_string())?;
+            inst.finish().map_err(err)?;
+        } else {
+            self.s.truncate_to_latest_snapshot().map_err(err)?;
         }
-        self.acked.floor = Some(0);
-        self.s.truncate_to_latest_snapshot().map_err(err)?;
         let start = self.s.log().log_start_offset().0;
         self.acked.bytes.retain(|&o, _| o >= start);
         self.acked.durable = self.acked.durable.max(id.end_offset.0);
@@ -312,6 +309,7 @@ fn check(disk: &SimFs, acked: &Acked) -> Result<u64, String> {
     if log.log_start_offset().0 > snapshot_end {
         return Err("entries below the log start without a snapshot".into());
     }
+    check_last_purged(&s)?;
     let (start, end) = (
         log.log_start_offset(),
         log.log_end_offset().min(Offset(floor)),
@@ -329,6 +327,37 @@ fn check(disk: &SimFs, acked: &Acked) -> Result<u64, String> {
         }
     }
     Ok(log.log_end_offset().0)
+}
+
+/// The log start keeps the id of the entry below it, after any crash: known
+/// whenever something was deleted, just below the start, and in the epoch
+/// of a snapshot that ends there.
+///
+/// # Errors
+/// What is wrong.
+pub fn check_last_purged(s: &Store) -> Result<(), String> {
+    let start = s.log_start_offset();
+    match s.log().last_purged() {
+        None if start > Offset(0) => Err(format!(
+            "the log starts at {start} but the last purged entry is unknown"
+        )),
+        Some((o, _)) if o.0 + 1 != start.0 => Err(format!(
+            "the last purged entry {o} is not just below the start {start}"
+        )),
+        Some((o, e)) => match s
+            .snapshots()
+            .list()
+            .iter()
+            .find(|x| x.id.end_offset == start)
+        {
+            Some(x) if x.id.epoch != e => Err(format!(
+                "the last purged entry {o} has epoch {e}, the snapshot ending there {}",
+                x.id.epoch
+            )),
+            _ => Ok(()),
+        },
+        None => Ok(()),
+    }
 }
 
 /// One cycle of seed `seed`: the workload, a crash at a random call with a

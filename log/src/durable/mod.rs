@@ -88,6 +88,12 @@ impl DurableLog {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The failure that poisoned the log, if one did (every later write
+    /// and sync is refused with it).
+    pub fn poisoned(&self) -> Option<quorumlog_io::Failure> {
+        self.shared.state().poisoned
+    }
+
     fn check_poisoned(&self) -> Result<()> {
         match self.shared.state().poisoned {
             Some(cause) => Err(Shared::poisoned_error(cause)),
@@ -348,6 +354,11 @@ impl DurableLog {
         self.log().segment_bases()
     }
 
+    /// See [`Log::segment_sizes`].
+    pub fn segment_sizes(&self) -> Vec<(Offset, u64)> {
+        self.log().segment_sizes()
+    }
+
     /// See [`Log::segments_recycled`].
     pub fn segments_recycled(&self) -> u64 {
         self.log().segments_recycled()
@@ -452,8 +463,18 @@ impl DurableLog {
     ///
     /// # Errors
     /// As [`Log::truncate_fully_and_start_at`].
-    pub fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<()> {
-        self.truncating(|log| log.truncate_fully_and_start_at(offset))
+    pub fn truncate_fully_and_start_at(
+        &self,
+        offset: Offset,
+        purged_epoch: Option<Epoch>,
+    ) -> Result<()> {
+        self.truncating(|log| log.truncate_fully_and_start_at(offset, purged_epoch))
+    }
+
+    /// The id of the entry just below the log start (see
+    /// [`Log::last_purged`]).
+    pub fn last_purged(&self) -> Option<(Offset, Epoch)> {
+        self.log().last_purged()
     }
 
     /// Prefix truncation (see [`Log::truncate_prefix_to`]).

@@ -306,6 +306,21 @@ impl Log {
         self.start_offset
     }
 
+    /// The offset and epoch of the entry just below the log start, when it
+    /// was deleted with a known epoch: a prefix truncation records it with
+    /// the log start (`checkpoints/log-start-offset`), at any purge point,
+    /// and a full truncation records the epoch it is given. `None` when
+    /// nothing was deleted, or the epoch was never known (a log start
+    /// written by format version 1 of that file, or rebuilt after damage).
+    pub fn last_purged(&self) -> Option<(Offset, Epoch)> {
+        let ls = self.dir.dd().checkpoints().log_start_offset?;
+        let below = Offset(self.start_offset.0.checked_sub(1)?);
+        (ls.offset == self.start_offset)
+            .then_some(ls.purged_epoch)
+            .flatten()
+            .map(|e| (below, e))
+    }
+
     /// Everything below this offset is durable (fsynced).
     pub fn flushed_offset(&self) -> Offset {
         self.flushed
@@ -347,6 +362,15 @@ impl Log {
     /// The base offsets of the segments, oldest first.
     pub fn segment_bases(&self) -> Vec<Offset> {
         self.segments.iter().map(|s| s.base).collect()
+    }
+
+    /// Each segment's base offset and the bytes it holds (its header and
+    /// batches), oldest first: what a retention cap in bytes measures.
+    pub fn segment_sizes(&self) -> Vec<(Offset, u64)> {
+        self.segments
+            .iter()
+            .map(|s| (s.base, s.end_position))
+            .collect()
     }
 
     /// Sets the high watermark (the commit offset, supplied by the Raft

@@ -12,7 +12,7 @@
 //! - full (`truncate_fully_and_start_at`): intent → `LogDir::redo_full` →
 //!   remove intent. Recovery redoes it from the intent.
 
-use quorumlog_checkpoint::{EpochMap, Offset, RecoveryPoint};
+use quorumlog_checkpoint::{Epoch, EpochMap, Offset, RecoveryPoint};
 
 use crate::batch::{BatchEncoder, BatchRef};
 use crate::dir::Cut;
@@ -156,7 +156,9 @@ impl Log {
         }
         self.guard(|log| {
             let dd = log.dir.dd();
-            dd.write_log_start_offset(offset)?;
+            // Lossless: `offset > start`, so `offset - 1` is in the log.
+            let purged = log.epochs.epoch_at(Offset(offset.0 - 1));
+            dd.write_log_start_offset(offset, purged)?;
             log.epochs.truncate_from_start(offset);
             let doomed = log
                 .segments
@@ -193,17 +195,27 @@ impl Log {
     }
 
     /// Removes every record and restarts the log, empty, at `offset` (to
-    /// install a snapshot ending there). Durable when it returns; a crash
+    /// install a snapshot ending there, whose epoch `purged_epoch` is, so
+    /// [`Log::last_purged`] knows it). Durable when it returns; a crash
     /// during it is completed by recovery.
     ///
     /// # Errors
     /// `Io`/`Checkpoint` (which poison the log); `Poisoned`.
-    pub fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<()> {
+    pub fn truncate_fully_and_start_at(
+        &mut self,
+        offset: Offset,
+        purged_epoch: Option<Epoch>,
+    ) -> Result<()> {
         self.guard(|log| {
             log.finish_preparation();
             let (fs, path) = (log.dir.fs().clone(), log.dir.path().to_path_buf());
-            intent::write(fs.as_ref(), &path, &Intent::Full { start: offset })?;
-            log.dir.redo_full(offset)?;
+            let purged_epoch = purged_epoch.filter(|_| offset > Offset(0));
+            let intent = Intent::Full {
+                start: offset,
+                purged_epoch,
+            };
+            intent::write(fs.as_ref(), &path, &intent)?;
+            log.dir.redo_full(offset, purged_epoch)?;
             intent::remove(fs.as_ref(), &path)?;
             let seg = log.dir.open_segment(offset)?;
             log.segments = vec![seg];

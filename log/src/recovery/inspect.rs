@@ -106,8 +106,11 @@ impl Recovery<'_> {
                     "suffix truncation to {offset} (segment {segment} rewritten from byte {position})"
                 )
             }
-            Ok(Intent::Full { start }) => {
-                self.dir.redo_full(start)?;
+            Ok(Intent::Full {
+                start,
+                purged_epoch,
+            }) => {
+                self.dir.redo_full(start, purged_epoch)?;
                 format!("full truncation to {start}")
             }
             Ok(Intent::Zero {
@@ -132,7 +135,7 @@ impl Recovery<'_> {
         &mut self,
         mut bases: Vec<Offset>,
     ) -> Result<(Option<Offset>, Vec<Offset>)> {
-        let log_start = self.cp.log_start_offset.map(|l| l.0);
+        let log_start = self.cp.log_start_offset.map(|l| l.offset);
         if let Some(start) = log_start {
             let doomed = bases.windows(2).take_while(|w| w[1] <= start).count();
             self.below_start = bases.drain(..doomed).collect();

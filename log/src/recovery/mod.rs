@@ -141,7 +141,13 @@ impl Recovery<'_> {
             );
             // Unflushed records were lost after the log start advanced past
             // them: a snapshot covers everything below the log start.
-            self.dir.redo_full(log_start)?;
+            let purged = self
+                .dir
+                .dd()
+                .checkpoints()
+                .log_start_offset
+                .and_then(|l| l.purged_epoch);
+            self.dir.redo_full(log_start, purged)?;
             self.segments = vec![self.dir.open_segment(log_start)?];
             self.epochs = EpochMap::new();
             self.report.intent_redone = Some(format!(
