@@ -13,7 +13,10 @@
 //! - unfinished installs not newer than the latest snapshot were discarded
 //!   by the snapshots' own open (they can never finish); newer ones are
 //!   reported, resumable;
-//! - the log's own recovery already clamped a high watermark above its end.
+//! - the high watermark is raised to the latest snapshot's end if below it
+//!   (a snapshot holds committed state; the watermark is made durable
+//!   lazily, so a crash may find it lower); the log's own recovery already
+//!   clamped one above its end.
 //!
 //! One poisoned state: the first I/O failure of any part (a log write or
 //! sync, a checkpoint or election-state replace, a snapshot) poisons the
@@ -170,6 +173,12 @@ impl Store {
                     log_start: log.log_start_offset(),
                     latest: Some(latest),
                 });
+            }
+            // A snapshot holds committed state: the high watermark (which
+            // recovery may find lower, as it is made durable lazily) is at
+            // least its end.
+            if log.high_watermark().is_none_or(|h| h < latest.end_offset) {
+                log.set_high_watermark(latest.end_offset)?;
             }
         }
         let last_epoch = log.last_epoch();
@@ -595,19 +604,24 @@ impl Store {
     }
 
     /// Suffix truncation: the log ends at `offset`, durably. Refused below
-    /// the high watermark (committed entries are never removed).
+    /// the high watermark and below the latest snapshot's end (committed
+    /// entries are never removed, and a snapshot holds committed state
+    /// only, even when the high watermark recovered after a crash is
+    /// lower).
     ///
     /// # Errors
-    /// `BelowHighWatermark`; the log's errors.
+    /// `BelowHighWatermark` (naming the higher of the two bounds); the
+    /// log's errors.
     pub fn truncate_to(&self, offset: Offset) -> Result<()> {
         self.guarded(|| {
-            if let Some(hw) = self.log.high_watermark() {
-                if offset < hw {
-                    return Err(Error::BelowHighWatermark {
-                        offset,
-                        high_watermark: hw,
-                    });
-                }
+            let hw = self.log.high_watermark().unwrap_or(Offset(0));
+            let snapshot = self.latest_snapshot().map_or(Offset(0), |s| s.end_offset);
+            let floor = hw.max(snapshot);
+            if offset < floor {
+                return Err(Error::BelowHighWatermark {
+                    offset,
+                    high_watermark: floor,
+                });
             }
             Ok(self.log.truncate_to(offset)?)
         })

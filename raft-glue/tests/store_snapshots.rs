@@ -255,3 +255,25 @@ fn a_restart_at_a_snapshot_keeps_the_snapshots_epoch() {
     let (s, _) = Store::open(&fs, Path::new(common::DIR), &common::options()).unwrap();
     assert_eq!(s.last_purged(), Some((Offset(39), Epoch(5))));
 }
+
+/// Invariant: entries a snapshot covers are committed and never truncated,
+/// even when the high watermark found after a crash is lower (it is made
+/// durable lazily): open raises it to the snapshot's end, and a truncation
+/// below the snapshot's end is refused.
+#[test]
+fn a_snapshot_bounds_truncation_even_after_a_crash() {
+    let sim = SimFs::new(11);
+    let s = two_epochs(&sim);
+    drop(s);
+    let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
+    let (s, _) = Store::open(&fs, Path::new(common::DIR), &common::options()).unwrap();
+    assert_eq!(s.high_watermark(), Some(Offset(20)));
+    assert!(matches!(
+        s.truncate_to(Offset(15)),
+        Err(Error::BelowHighWatermark {
+            high_watermark: Offset(20),
+            ..
+        })
+    ));
+    assert_eq!(s.log_end_offset(), Offset(20));
+}
