@@ -168,7 +168,7 @@ fn model_apply(m: &mut Model, op: Op, gen: u64) {
             }
         }
         Op::Full(x) => {
-            m.purged = (x > 0).then_some(full_epoch(x));
+            m.purged = (x > 0).then_some(Epoch(m.epoch));
             m.records = vec![None; usize::try_from(x).unwrap()];
             m.start = x;
             m.flushed = x;
@@ -208,7 +208,7 @@ fn log_apply(
         Op::Truncate(x) => l.truncate_to(Offset(x)),
         Op::Hwm(h) => l.set_high_watermark(Offset(h)),
         Op::Prefix(x) => l.truncate_prefix_to(Offset(x)),
-        Op::Full(x) => l.truncate_fully_and_start_at(Offset(x), Some(full_epoch(x))),
+        Op::Full(x) => l.truncate_fully_and_start_at(Offset(x), Some(Epoch(m.epoch))),
         Op::Reopen => {
             let old = log.take().unwrap();
             RECYCLED.fetch_add(old.segments_recycled(), Ordering::Relaxed);
@@ -226,12 +226,6 @@ fn log_apply(
         }
     };
     r.is_ok()
-}
-
-/// The epoch a full truncation to `x` names for the entry below it (a
-/// snapshot's), varied with `x`.
-fn full_epoch(x: u64) -> Epoch {
-    Epoch(100 + x % 7)
 }
 
 /// The state a reopened log shows: (start, end, records from start, the

@@ -729,14 +729,16 @@ impl Store {
 }
 
 /// Whether `log` continues snapshot `id` (so it is kept): it holds the
-/// snapshot's last entry with the snapshot's epoch, or starts at or above
-/// the snapshot's end (nothing in it can disagree; a start above the end
-/// is a gap that open refuses). The snapshot of an empty prefix is
-/// continued by any log.
+/// snapshot's last entry with the snapshot's epoch; or it starts at or
+/// above the snapshot's end and is empty or begins in an epoch not older
+/// than the snapshot's (epochs never decrease along a log, so an older one
+/// there diverged; a start above the end is a gap that open refuses). The
+/// snapshot of an empty prefix is continued by any log.
 fn continues_snapshot(log: &DurableLog, id: SnapshotId) -> bool {
+    let start = log.log_start_offset();
     match id.end_offset.0.checked_sub(1).map(Offset) {
         None => true,
-        Some(last) if last < log.log_start_offset() => true,
+        Some(last) if last < start => log.epoch_at(start).is_none_or(|e| e >= id.epoch),
         Some(last) => log.epoch_at(last) == Some(id.epoch),
     }
 }

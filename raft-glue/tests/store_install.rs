@@ -209,3 +209,43 @@ fn unfinished_installs_resume_or_are_discarded_at_open() {
     s.discard_install(newer).unwrap();
     assert!(s.snapshots().installs().unwrap().is_empty());
 }
+
+/// Found by the model-checked harness driving the store: a follower whose
+/// log starts exactly at its own snapshot's end installs the leader's
+/// snapshot ending at the same offset in a newer epoch. Its log's entries
+/// after that offset are in older epochs than the snapshot's last entry,
+/// so they diverged: the install restarts the log (as `KRaft` truncates
+/// fully when the snapshot's epoch is newer than the log's).
+#[test]
+fn a_log_starting_at_the_snapshot_in_an_older_epoch_is_restarted() {
+    let s = store_on(&SimFs::new(5), 1);
+    let epoch = lead(&s);
+    for _ in 0..10 {
+        s.append_durable(epoch, &[b"own".as_slice()]).unwrap();
+    }
+    s.set_high_watermark(Offset(4)).unwrap();
+    let mut w = s
+        .create_snapshot(Offset(4), epoch, b"m", WriterOptions::default())
+        .unwrap();
+    w.write(b"own state").unwrap();
+    w.freeze().unwrap();
+    assert_eq!(s.clean_log_prefix(Offset(4)).unwrap(), Offset(4));
+    // The leader's snapshot at 4, in its newer epoch.
+    let (l, _) = leader(10, 8);
+    let mut lw = l
+        .create_snapshot(Offset(4), Epoch(2), b"m", WriterOptions::default())
+        .unwrap();
+    lw.write(b"leader state").unwrap();
+    let id = lw.freeze().unwrap().id;
+    assert!(id.epoch > epoch);
+    let size = l.snapshots().get(id).unwrap().size_bytes;
+    let mut inst = s.install_snapshot(id, size).unwrap();
+    inst.write_chunk(0, &l.read_snapshot_chunk(id, 0, usize::MAX).unwrap())
+        .unwrap();
+    inst.finish().unwrap();
+    assert_eq!(
+        (s.log_start_offset(), s.log_end_offset()),
+        (Offset(4), Offset(4))
+    );
+    assert_eq!(s.last_purged(), Some((Offset(3), id.epoch)));
+}

@@ -19,7 +19,7 @@
 )]
 
 use quorumlog_testkit::fresh_seed;
-use quorumlog_testkit::harness::{run_exhaustive, run_seed, Op};
+use quorumlog_testkit::harness::{run_exhaustive, run_seed, Backend, Op};
 
 /// Seeds that found bugs, run on every run:
 /// - 0, 3, 23: a strict open refused after a plain crash ("invalid batch
@@ -33,12 +33,17 @@ use quorumlog_testkit::harness::{run_exhaustive, run_seed, Op};
 ///   open refused after a plain crash: a sealed segment's scan went on past
 ///   its complete data into a stale batch of the file's earlier life and
 ///   called it corruption.
+/// - 1783864291802860789: the first failure of the harness driving the
+///   Raft store (issue 12): a follower whose log started exactly at its own
+///   snapshot's end kept its log when it installed the leader's snapshot
+///   ending there in a newer epoch (its entries had diverged).
 const PINNED_SEEDS: &[u64] = &[
     0,
     3,
     23,
     1_769_910_629_981_938_687,
     1_792_945_832_150_392_719,
+    1_783_864_291_802_860_789,
 ];
 
 fn env(name: &str) -> Option<u64> {
@@ -55,6 +60,7 @@ fn random_crash_cycles() {
          random_crash_cycles)"
     );
     let (mut cycles, mut records, mut corruption, mut installed) = (0, 0, 0, 0);
+    let (mut store_seeds, mut store_installed) = (0u64, 0u64);
     let fresh = (0..seeds).map(|i| base.wrapping_add(i));
     let all: Vec<u64> = PINNED_SEEDS.iter().copied().chain(fresh).collect();
     for &seed in &all {
@@ -63,6 +69,10 @@ fn random_crash_cycles() {
         records += c.records;
         corruption += u64::from(c.corruption_reported);
         installed += c.installed_snapshots;
+        if Backend::of_seed(seed) == Backend::Store {
+            store_seeds += 1;
+            store_installed += c.installed_snapshots;
+        }
     }
     eprintln!(
         "harness: {} seeds, {cycles} crash/reopen cycles, {records} records verified, \
@@ -70,6 +80,14 @@ fn random_crash_cycles() {
         all.len()
     );
     assert!(cycles >= all.len() as u64);
+    eprintln!(
+        "harness: {store_seeds} seeds drove the Raft store, {store_installed} installs through it \
+         verified"
+    );
+    assert!(
+        store_seeds > 0 && store_installed > 0,
+        "the harness never drove the store through an install"
+    );
     let recycled = quorumlog_testkit::harness::recycled_rolls();
     eprintln!("harness: {recycled} rolls into recycled segment files");
     assert!(

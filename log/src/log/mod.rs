@@ -332,8 +332,15 @@ impl Log {
     }
 
     /// The epoch of the last record, if the log has any epoch.
+    ///
+    /// In an empty log restarted at a snapshot, the epoch of the entry
+    /// below its start ([`Log::last_purged`]): appends continue the
+    /// snapshot, so an older epoch is refused (`EpochRegression`).
     pub fn last_epoch(&self) -> Option<Epoch> {
-        self.epochs.latest().map(|e| e.epoch)
+        self.epochs
+            .latest()
+            .map(|e| e.epoch)
+            .or_else(|| self.last_purged().map(|(_, e)| e))
     }
 
     /// The epoch map (epoch → start offset) of the records in the log.

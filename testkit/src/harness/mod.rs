@@ -130,13 +130,15 @@ fn run(seed: u64, ops: &[Op], d: &Disturbance) -> Result<(SimFs, Model, Model, u
             let end = m.records.len() as u64;
             before.flushed = before.flushed.min(m.start + x % (end - m.start + 1));
         }
-        if !apply(
+        let ok = apply(
             &mut node,
             &sim,
             &mut m,
             *op,
             seed.wrapping_mul(1000).wrapping_add(step as u64),
-        ) {
+        );
+        trace_step(step, *op, ok, node.as_ref(), &sim, &m);
+        if !ok {
             failed = true;
             failed_op = Some(*op);
             break;
@@ -169,6 +171,30 @@ fn run(seed: u64, ops: &[Op], d: &Disturbance) -> Result<(SimFs, Model, Model, u
     }
     drop(node);
     Ok((sim.crash_with(d.plan), before, m, calls, failed))
+}
+
+/// With `QUORUMLOG_HARNESS_TRACE` set: one line per step (the node's and
+/// the model's shape), for replaying a failed seed.
+fn trace_step(step: usize, op: Op, ok: bool, node: Option<&Node>, sim: &SimFs, m: &Model) {
+    if std::env::var_os("QUORUMLOG_HARNESS_TRACE").is_none() {
+        return;
+    }
+    let shape = node.map(|n| {
+        (
+            n.log.log_start_offset().0,
+            n.log.log_end_offset().0,
+            n.dd.quorum_state().epoch.0,
+        )
+    });
+    eprintln!(
+        "{step}: {op:?} -> {ok}; calls {}; node [start, end, epoch] {shape:?}; model start {} \
+         flushed {} records {} epoch {}",
+        sim.calls(),
+        m.start,
+        m.flushed,
+        m.records.len(),
+        m.epoch
+    );
 }
 
 /// Rolls into recycled segment files in this process's workloads.
@@ -267,7 +293,15 @@ fn read_back(node: &Node, m: &Model, flipped: bool) -> Result<Checked, String> {
                             Some(Some((e, want))) if *e == b.epoch().0 && want == rec => {
                                 checked.records += 1;
                             }
-                            _ => return Err(format!("offset {o}: wrong record returned")),
+                            other => {
+                                return Err(format!(
+                                    "offset {o}: wrong record returned (epoch {}, {} bytes; the \
+                                     model has {:?})",
+                                    b.epoch().0,
+                                    rec.len(),
+                                    other.map(|r| r.as_ref().map(|(e, w)| (*e, w.len())))
+                                ))
+                            }
                         }
                     }
                 }

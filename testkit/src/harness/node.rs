@@ -18,6 +18,7 @@ use quorumlog_log::{
     TailWrites,
 };
 use quorumlog_raft::compaction::{clean_log_prefix, PrefixLog};
+use quorumlog_raft::{LogPosition, Role, Store, StoreOptions};
 use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
 
 use crate::{payload, small_log_options};
@@ -48,6 +49,13 @@ pub enum Backend {
     /// sends flushed group writes straight to the simulated device,
     /// aligned and durable on return).
     DurableBuffered,
+    /// The Raft store ([`Store`]), under its rules: leader appends only in
+    /// an epoch it durably leads (a candidacy and leadership first, each
+    /// an acknowledged election state), votes through the election state,
+    /// snapshots of committed state only (the high watermark set first),
+    /// truncation never below the high watermark or a snapshot, installs
+    /// whose finish restarts the log at the snapshot.
+    Store,
 }
 
 impl Backend {
@@ -59,16 +67,19 @@ impl Backend {
             Backend::Plain
         } else if (seed >> 6) & 1 == 0 {
             Backend::Durable
-        } else {
+        } else if (seed >> 7) & 1 == 0 {
             Backend::DurableBuffered
+        } else {
+            Backend::Store
         }
     }
 }
 
-/// `Log` or `DurableLog`, driven alike.
+/// `Log`, `DurableLog` or the `Store`'s log, driven alike.
 pub(super) enum AnyLog {
     Plain(Box<Log>),
     Durable(DurableLog),
+    Store(Box<Store>),
 }
 
 macro_rules! both {
@@ -76,6 +87,10 @@ macro_rules! both {
         match $log {
             AnyLog::Plain($l) => $e,
             AnyLog::Durable($l) => $e,
+            AnyLog::Store(s) => {
+                let $l = s.log();
+                $e
+            }
         }
     };
 }
@@ -87,11 +102,19 @@ impl AnyLog {
     pub(super) fn log_start_offset(&self) -> Offset {
         both!(self, l => l.log_start_offset())
     }
-    pub(super) fn high_watermark(&self) -> Option<Offset> {
-        both!(self, l => l.high_watermark())
+    /// The offset a suffix truncation may not go below.
+    pub(super) fn truncation_floor(&self) -> u64 {
+        let hw = both!(self, l => l.high_watermark()).map_or(0, |h| h.0);
+        match self {
+            AnyLog::Store(s) => hw.max(s.latest_snapshot().map_or(0, |x| x.end_offset.0)),
+            _ => hw,
+        }
     }
     pub(super) fn append_as_leader(&mut self, epoch: Epoch, records: &[Vec<u8>]) -> bool {
-        both!(self, l => l.append_as_leader(epoch, records).is_ok())
+        match self {
+            AnyLog::Store(s) => s.append_as_leader(epoch, records).is_ok(),
+            _ => both!(self, l => l.append_as_leader(epoch, records).is_ok()),
+        }
     }
     fn append_as_follower(&mut self, batches: &[FollowerBatch<'_, Vec<u8>>]) -> bool {
         both!(self, l => l.append_as_follower(batches).is_ok())
@@ -105,10 +128,17 @@ impl AnyLog {
         both!(self, l => l.flush().is_ok())
     }
     fn truncate_to(&mut self, offset: Offset) -> bool {
-        both!(self, l => l.truncate_to(offset).is_ok())
+        match self {
+            AnyLog::Store(s) => s.truncate_to(offset).is_ok(),
+            _ => both!(self, l => l.truncate_to(offset).is_ok()),
+        }
     }
     fn close(self) -> bool {
-        both!(self, l => l.close().is_ok())
+        match self {
+            AnyLog::Plain(l) => l.close().is_ok(),
+            AnyLog::Durable(l) => l.close().is_ok(),
+            AnyLog::Store(s) => s.close().is_ok(),
+        }
     }
     pub(super) fn read(&self, from: Offset, max_bytes: u64) -> Result<ReadBatches, LogError> {
         both!(self, l => l.read(from, max_bytes))
@@ -126,6 +156,10 @@ impl PrefixLog for AnyLog {
         match self {
             AnyLog::Plain(l) => l.truncate_prefix_to(offset),
             AnyLog::Durable(l) => l.truncate_prefix_to(offset),
+            AnyLog::Store(s) => s
+                .clean_log_prefix(offset)
+                .map(|_| ())
+                .map_err(|_| LogError::SyncDisabled),
         }
     }
 }
@@ -139,6 +173,20 @@ pub(super) struct Node {
 
 pub(super) fn open(sim: &SimFs, backend: Backend) -> Result<Node, String> {
     let fs: SharedFs = Arc::new(sim.clone());
+    if backend == Backend::Store {
+        let options = StoreOptions {
+            log: options(),
+            sync: SyncPolicy::Never,
+        };
+        let (s, _) =
+            Store::open(&fs, Path::new(DIR), &options).map_err(|e| format!("store: {e}"))?;
+        return Ok(Node {
+            dd: Arc::clone(s.data_dir()),
+            store: s.snapshots().clone(),
+            log: AnyLog::Store(Box::new(s)),
+            backend,
+        });
+    }
     let dd = Arc::new(
         DataDir::open(fs.clone(), Path::new(DIR), &OpenOptions::default())
             .map_err(|e| format!("data dir: {e}"))?,
@@ -150,7 +198,7 @@ pub(super) fn open(sim: &SimFs, backend: Backend) -> Result<Node, String> {
         Backend::Durable => {
             DurableLog::open(Arc::clone(&dd), options(), SyncPolicy::Never).map(AnyLog::Durable)
         }
-        Backend::DurableBuffered => {
+        Backend::DurableBuffered | Backend::Store => {
             let buffered = LogOptions {
                 tail_writes: TailWrites::Buffered,
                 ..options()
@@ -183,7 +231,14 @@ pub(super) fn state_below(m: &Model, end: u64) -> Vec<u8> {
 /// Leader append of `count` records of `size` bytes (in a new epoch if
 /// `bump`).
 fn leader_append(n: &mut Node, m: &mut Model, count: u8, size: u16, bump: bool, gen: u64) -> bool {
-    let epoch = m.epoch + u64::from(bump);
+    let epoch = if let AnyLog::Store(s) = &n.log {
+        match lead(s, m, bump) {
+            Some(e) => e,
+            None => return false,
+        }
+    } else {
+        m.epoch + u64::from(bump)
+    };
     let base = n.log.log_end_offset().0;
     let recs: Vec<Vec<u8>> = (0..u64::from(count))
         .map(|i| payload(base + i, gen, usize::from(size)))
@@ -192,6 +247,25 @@ fn leader_append(n: &mut Node, m: &mut Model, count: u8, size: u16, bump: bool, 
     m.records
         .extend(recs.iter().cloned().map(|r| Some((epoch, r))));
     n.log.append_as_leader(Epoch(epoch), &recs)
+}
+
+/// The store's node leads an epoch durably (a new one if `bump`, or if it
+/// does not lead its current one: after a vote, or back resigned from a
+/// restart); each transition is an acknowledged election state. Returns
+/// the epoch, or `None` if a transition failed.
+fn lead(s: &Store, m: &mut Model, bump: bool) -> Option<u64> {
+    let mut e = s.election();
+    if bump || e.role() != Role::Leader {
+        let ok = e.become_candidate().is_ok();
+        if ok {
+            m.votes.push(e.state().clone());
+        }
+        if !ok || e.become_leader().is_err() {
+            return None;
+        }
+        m.votes.push(e.state().clone());
+    }
+    Some(e.epoch().0)
 }
 
 /// Follower append: `count` records of `size` bytes arriving as
@@ -242,7 +316,7 @@ pub(super) fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op,
         }
         Op::Install { chunks, finish } => install(n, m, chunks, finish),
         Op::Truncate(x) => {
-            let lo = n.log.high_watermark().map_or(0, |h| h.0).max(m.start);
+            let lo = n.log.truncation_floor().max(m.start);
             let end = m.records.len() as u64;
             let x = lo + x % (end - lo + 1);
             m.records.truncate(usize::try_from(x).unwrap_or(0));
@@ -251,6 +325,9 @@ pub(super) fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op,
             n.log.truncate_to(Offset(x))
         }
         Op::Vote(candidate) => {
+            if let AnyLog::Store(s) = &n.log {
+                return vote(s, m, candidate);
+            }
             let current = n.dd.quorum_state();
             let next = QuorumState {
                 epoch: Epoch(current.epoch.0 + 1),
@@ -284,6 +361,30 @@ pub(super) fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op,
             }
         }
     }
+}
+
+/// A vote for `candidate` in the next epoch through the store's election
+/// state (granted: the candidate's log is as long as any).
+fn vote(s: &Store, m: &mut Model, candidate: u64) -> bool {
+    let mut e = s.election();
+    let epoch = Epoch(e.epoch().0 + 1);
+    let up_to_date = LogPosition {
+        end_offset: Offset(u64::MAX),
+        last_epoch: Some(Epoch(u64::MAX)),
+    };
+    let ours = LogPosition {
+        end_offset: s.log_end_offset(),
+        last_epoch: s.log().last_epoch(),
+    };
+    let who = (
+        NodeId(candidate),
+        Some(DirectoryId(u128::from(candidate) + 1)),
+    );
+    let granted = e.grant_vote(epoch, who, up_to_date, ours).is_ok();
+    if granted {
+        m.votes.push(e.state().clone());
+    }
+    granted
 }
 
 /// The leader's snapshot of the model's flushed state, as raw file bytes
@@ -321,6 +422,9 @@ fn install(n: &mut Node, m: &mut Model, chunks: u8, finish: bool) -> bool {
     if n.store.latest().is_some_and(|l| l.id >= id) {
         return true;
     }
+    if let AnyLog::Store(s) = &n.log {
+        return store_install(s, m, id, &bytes, chunks, finish);
+    }
     let Ok(mut install) = n.store.begin_install(id, bytes.len() as u64) else {
         return false;
     };
@@ -340,6 +444,82 @@ fn install(n: &mut Node, m: &mut Model, chunks: u8, finish: bool) -> bool {
         return install.finish().is_ok();
     }
     true
+}
+
+/// The install through the store: its finish publishes and restarts the
+/// log at the snapshot's end (the log's epochs there are not the
+/// snapshot's), dropping what was not flushed.
+fn store_install(
+    s: &Store,
+    m: &mut Model,
+    id: SnapshotId,
+    bytes: &[u8],
+    chunks: u8,
+    finish: bool,
+) -> bool {
+    // The snapshot comes from the leader of an epoch at least its own: the
+    // election state follows first (a follower learns the epoch before it
+    // fetches), and later appends continue in it.
+    {
+        let mut e = s.election();
+        if e.epoch() < id.epoch {
+            if e.become_unattached(id.epoch).is_err() {
+                return false;
+            }
+            m.votes.push(e.state().clone());
+        }
+    }
+    m.epoch = m.epoch.max(id.epoch.0);
+    let Ok(mut install) = s.install_snapshot(id, bytes.len() as u64) else {
+        return false;
+    };
+    let mut pos = usize::try_from(install.position()).unwrap_or(usize::MAX);
+    for _ in 0..chunks {
+        if pos >= bytes.len() {
+            break;
+        }
+        let end = (pos + 700).min(bytes.len());
+        if install.write_chunk(pos as u64, &bytes[pos..end]).is_err() {
+            return false;
+        }
+        pos = end;
+    }
+    if finish && pos == bytes.len() {
+        let end = id.end_offset.0;
+        m.snapshots.insert(id, state_below(m, end));
+        m.records
+            .truncate(usize::try_from(end).unwrap_or(usize::MAX));
+        m.start = end;
+        m.flushed = end;
+        return install.finish().is_ok();
+    }
+    true
+}
+
+/// The store's snapshot of its committed state: the high watermark moves
+/// to the flushed end first (only committed state is snapshotted), then
+/// the snapshot, then the store's cleaning up to it.
+fn store_snapshot_and_clean(s: &Store, m: &mut Model, id: SnapshotId, data: &[u8]) -> bool {
+    let end = id.end_offset;
+    if s.high_watermark().is_none_or(|h| h < end) && s.set_high_watermark(end).is_err() {
+        return false;
+    }
+    m.snapshots.insert(id, data.to_vec());
+    let options = WriterOptions {
+        chunk_bytes: 512,
+        zstd_level: None,
+    };
+    let frozen = s
+        .create_snapshot(end, id.epoch, b"", options)
+        .and_then(|mut w| {
+            w.write(data)?;
+            w.freeze()
+        });
+    if frozen.is_err() {
+        return false;
+    }
+    m.start = m.start.max(end.0.min(m.records.len() as u64));
+    s.clean_log_prefix(end).is_ok()
 }
 
 fn snapshot_and_clean(n: &mut Node, m: &mut Model) -> bool {
@@ -362,6 +542,9 @@ fn snapshot_and_clean(n: &mut Node, m: &mut Model) -> bool {
         return true;
     }
     let data = state_below(m, end);
+    if let AnyLog::Store(s) = &n.log {
+        return store_snapshot_and_clean(s, m, id, &data);
+    }
     m.snapshots.insert(id, data.clone());
     let frozen = (|| {
         let mut w = n.store.create(
