@@ -415,6 +415,28 @@ pub(super) fn leader_snapshot(m: &Model) -> Option<(SnapshotId, Vec<u8>)> {
     Some((id, store.read_chunk(id, 0, usize::MAX).ok()?))
 }
 
+/// Sends up to `chunks` chunks of 700 bytes of `bytes` from `from` with
+/// `write`; returns where the transfer stands, or `None` if a write failed.
+fn send_chunks(
+    from: u64,
+    bytes: &[u8],
+    chunks: u8,
+    mut write: impl FnMut(u64, &[u8]) -> bool,
+) -> Option<usize> {
+    let mut pos = usize::try_from(from).unwrap_or(usize::MAX);
+    for _ in 0..chunks {
+        if pos >= bytes.len() {
+            break;
+        }
+        let end = (pos + 700).min(bytes.len());
+        if !write(pos as u64, &bytes[pos..end]) {
+            return None;
+        }
+        pos = end;
+    }
+    Some(pos)
+}
+
 fn install(n: &mut Node, m: &mut Model, chunks: u8, finish: bool) -> bool {
     let Some((id, bytes)) = leader_snapshot(m) else {
         return true;
@@ -428,17 +450,12 @@ fn install(n: &mut Node, m: &mut Model, chunks: u8, finish: bool) -> bool {
     let Ok(mut install) = n.store.begin_install(id, bytes.len() as u64) else {
         return false;
     };
-    let mut pos = usize::try_from(install.position()).unwrap_or(usize::MAX);
-    for _ in 0..chunks {
-        if pos >= bytes.len() {
-            break;
-        }
-        let end = (pos + 700).min(bytes.len());
-        if install.write_chunk(pos as u64, &bytes[pos..end]).is_err() {
-            return false;
-        }
-        pos = end;
-    }
+    let start = install.position();
+    let Some(pos) = send_chunks(start, &bytes, chunks, |at, c| {
+        install.write_chunk(at, c).is_ok()
+    }) else {
+        return false;
+    };
     if finish && pos == bytes.len() {
         m.snapshots.insert(id, state_below(m, id.end_offset.0));
         return install.finish().is_ok();
@@ -473,17 +490,12 @@ fn store_install(
     let Ok(mut install) = s.install_snapshot(id, bytes.len() as u64) else {
         return false;
     };
-    let mut pos = usize::try_from(install.position()).unwrap_or(usize::MAX);
-    for _ in 0..chunks {
-        if pos >= bytes.len() {
-            break;
-        }
-        let end = (pos + 700).min(bytes.len());
-        if install.write_chunk(pos as u64, &bytes[pos..end]).is_err() {
-            return false;
-        }
-        pos = end;
-    }
+    let start = install.position();
+    let Some(pos) = send_chunks(start, bytes, chunks, |at, c| {
+        install.write_chunk(at, c).is_ok()
+    }) else {
+        return false;
+    };
     if finish && pos == bytes.len() {
         let end = id.end_offset.0;
         m.snapshots.insert(id, state_below(m, end));
