@@ -329,6 +329,55 @@ impl Store {
         })
     }
 
+    /// Appends `records` in `epoch` at `base_offset` (the log end) for a
+    /// Raft library that owns the election and assigns indexes and terms
+    /// itself (openraft, raft-rs): the same write-combining queue as leader
+    /// appends, without the election check (the library checked the
+    /// entries' leader). An empty log first restarts at `base_offset` if it
+    /// is beyond its end (a library whose log begins above 0). Returns
+    /// before the records are durable ([`Store::on_durable`]).
+    ///
+    /// # Errors
+    /// `Log(NonContiguous)` unless `base_offset` is the log end (or an
+    /// empty log's restart point); `Log(EpochRegression)`; I/O.
+    pub fn append_replicated<R: AsRef<[u8]>>(
+        &self,
+        base_offset: Offset,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.guarded(|| {
+            let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
+            if start == end && base_offset > end {
+                self.log.truncate_fully_and_start_at(base_offset, None)?;
+            }
+            Ok(self.log.append_at(base_offset, epoch, records)?)
+        })
+    }
+
+    /// For a Raft library that owns compaction (openraft's `purge`):
+    /// deletes every entry below `offset`, the entry at `offset - 1` being
+    /// in `epoch` ([`Store::last_purged`]); past the log end the log
+    /// restarts, empty, at `offset`. Unlike [`Store::clean_log_prefix`] it
+    /// is not bounded by a snapshot: the library guarantees its state
+    /// covers what it purges.
+    ///
+    /// # Errors
+    /// I/O.
+    pub fn purge_to(&self, offset: Offset, epoch: Epoch) -> Result<()> {
+        self.guarded(|| {
+            if offset <= self.log.log_start_offset() {
+                return Ok(());
+            }
+            if offset > self.log.log_end_offset() {
+                self.log.truncate_fully_and_start_at(offset, Some(epoch))?;
+            } else {
+                self.log.truncate_prefix_to(offset)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Appends batches exactly as the leader's [`Store::read`] returned
     /// them (`BatchRef::raw`), verified and written without re-encoding.
     ///

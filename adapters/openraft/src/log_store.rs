@@ -1,0 +1,354 @@
+//! [`LogStore`]: openraft's `RaftLogStorage` and `RaftLogReader`
+//! (`storage-v2`) over the quorumlog Raft store.
+//!
+//! What runs where:
+//!
+//! | call | how |
+//! |---|---|
+//! | `append` | on the caller's task, never blocking on the disk: the entries are encoded and queued (the store's write-combining queue), and openraft's `LogFlushed` is completed from the store's durability callback when the group's sync round ends |
+//! | `save_vote`, `truncate`, `purge` | on tokio's blocking pool (`spawn_blocking`): a small-file replace or a truncation, each durable on return (about two syncs) |
+//! | `try_get_log_entries`, `get_log_state`, `read_vote`, `read_committed` | on the caller's task: reads never wait behind a sync |
+//! | `save_committed` | on the caller's task: sets the store's high watermark (in memory; made durable lazily, so after a crash `read_committed` may return an older id, which openraft allows) |
+
+use std::fmt::Debug;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{
+    AnyError, Entry, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, RaftTypeConfig,
+    StorageError, StorageIOError, Vote,
+};
+use quorumlog_checkpoint::{Epoch, Offset};
+use quorumlog_raft::{Isolation, Store};
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::mapping::{self, AppMeta};
+
+/// openraft's storage error with node ids `u64`.
+pub type StoreError = StorageError<u64>;
+
+fn io_error(subject: ErrorSubject<u64>, verb: ErrorVerb, e: &dyn std::error::Error) -> StoreError {
+    StorageIOError::new(subject, verb, AnyError::error(e.to_string())).into()
+}
+
+fn logs_write(e: &dyn std::error::Error) -> StoreError {
+    io_error(ErrorSubject::Logs, ErrorVerb::Write, e)
+}
+
+fn logs_read(e: &dyn std::error::Error) -> StoreError {
+    io_error(ErrorSubject::Logs, ErrorVerb::Read, e)
+}
+
+/// openraft's log storage over one [`Store`] (shared by `Arc`; clones are
+/// readers of the same log).
+pub struct LogStore<C> {
+    store: Arc<Store>,
+    me: u64,
+    _config: PhantomData<fn() -> C>,
+}
+
+impl<C> Clone for LogStore<C> {
+    fn clone(&self) -> Self {
+        LogStore {
+            store: Arc::clone(&self.store),
+            me: self.me,
+            _config: PhantomData,
+        }
+    }
+}
+
+impl<C> Debug for LogStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogStore")
+            .field("me", &self.me)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> LogStore<C>
+where
+    C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
+    Entry<C>: Serialize + DeserializeOwned,
+{
+    /// The log storage of node `me` over `store` (opened with
+    /// `SyncPolicy::GroupCommit`, so appends complete from sync rounds).
+    /// Completes a purge a crash interrupted (the purged id is written
+    /// first, then the log is cut).
+    ///
+    /// # Errors
+    /// The metadata does not decode; the store fails.
+    pub fn new(store: Arc<Store>, me: u64) -> Result<Self, StoreError> {
+        let s = LogStore {
+            store,
+            me,
+            _config: PhantomData,
+        };
+        if let Some(purged) = s.meta()?.last_purged {
+            let (term, _) = mapping::term_of(&purged);
+            s.store
+                .purge_to(Offset(purged.index + 1), Epoch(term))
+                .map_err(|e| logs_write(&e))?;
+        }
+        Ok(s)
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    fn meta(&self) -> Result<AppMeta, StoreError> {
+        AppMeta::decode(self.store.app_metadata().as_deref()).map_err(|e| logs_read(&e))
+    }
+
+    /// The entry at `index`, which must be in the log.
+    fn entry_at(&self, index: u64) -> Result<Entry<C>, StoreError> {
+        let got = self
+            .store
+            .read_entries(
+                Offset(index),
+                Offset(index + 1),
+                u64::MAX,
+                Isolation::Uncommitted,
+            )
+            .map_err(|e| logs_read(&e))?;
+        let first = got.first().ok_or_else(|| {
+            StoreError::from(StorageIOError::<u64>::read_log_at_index(
+                index,
+                AnyError::error("missing"),
+            ))
+        })?;
+        mapping::decode_entry(&first.bytes).map_err(|e| logs_read(&e))
+    }
+
+    fn read_range(&self, from: u64, to: u64) -> Result<Vec<Entry<C>>, StoreError> {
+        let (start, end) = (
+            self.store.log_start_offset().0,
+            self.store.log_end_offset().0,
+        );
+        let (from, to) = (from.max(start), to.min(end));
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        self.store
+            .read_entries(Offset(from), Offset(to), u64::MAX, Isolation::Uncommitted)
+            .map_err(|e| logs_read(&e))?
+            .iter()
+            .map(|e| mapping::decode_entry(&e.bytes).map_err(|e| logs_read(&e)))
+            .collect()
+    }
+
+    /// Runs `f` on tokio's blocking pool (a call that waits for the disk).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| logs_write(&e))?
+    }
+}
+
+fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
+    let from = match range.start_bound() {
+        Bound::Included(x) => *x,
+        Bound::Excluded(x) => x.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let to = match range.end_bound() {
+        Bound::Included(x) => x.saturating_add(1),
+        Bound::Excluded(x) => *x,
+        Bound::Unbounded => u64::MAX,
+    };
+    (from, to)
+}
+
+impl<C> RaftLogReader<C> for LogStore<C>
+where
+    C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
+    Entry<C>: Serialize + DeserializeOwned,
+{
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, StoreError> {
+        let (from, to) = bounds(&range);
+        self.read_range(from, to)
+    }
+}
+
+impl<C> RaftLogStorage<C> for LogStore<C>
+where
+    C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
+    Entry<C>: Serialize + DeserializeOwned,
+{
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<C>, StoreError> {
+        let last_purged_log_id = self.meta()?.last_purged;
+        let (start, end) = (
+            self.store.log_start_offset().0,
+            self.store.log_end_offset().0,
+        );
+        let last_log_id = if end > start {
+            Some(self.entry_at(end - 1)?.log_id)
+        } else {
+            last_purged_log_id
+        };
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StoreError> {
+        let vote = *vote;
+        self.blocking(move |s| {
+            let dd = s.data_dir();
+            let next = mapping::vote_to_state(&dd.quorum_state(), &vote);
+            dd.persist_quorum_state(&next)
+                .map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, &e))
+        })
+        .await
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StoreError> {
+        Ok(mapping::state_to_vote(
+            &self.store.data_dir().quorum_state(),
+            self.me,
+        ))
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), StoreError> {
+        let Some(c) = committed else {
+            return Ok(());
+        };
+        let to = Offset(c.index + 1).min(self.store.log_end_offset());
+        if self.store.high_watermark().is_none_or(|h| h < to) {
+            self.store
+                .set_high_watermark(to)
+                .map_err(|e| logs_write(&e))?;
+        }
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StoreError> {
+        let Some(h) = self.store.high_watermark().filter(|h| h.0 > 0) else {
+            return Ok(None);
+        };
+        if h > self.store.log_start_offset() {
+            return Ok(Some(self.entry_at(h.0 - 1)?.log_id));
+        }
+        Ok(self.meta()?.last_purged.filter(|p| p.index + 1 == h.0))
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), StoreError>
+    where
+        I: IntoIterator<Item = C::Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        // One batch per run of entries in one term. Entries at or below
+        // the last purged id are purged already (openraft never reads
+        // there; its `get_initial_state` purges up to what the state
+        // machine applied): they are not written.
+        let start = self.store.log_start_offset().0;
+        let mut purged_below = None;
+        let mut run: Vec<Vec<u8>> = Vec::new();
+        let mut run_start = (0u64, 0u64);
+        let mut end = None;
+        for entry in entries {
+            let (term, _) = mapping::term_of(&entry.log_id);
+            let index = entry.log_id.index;
+            if index < start {
+                let purged = if let Some(p) = purged_below {
+                    p
+                } else {
+                    let p = self.meta()?.last_purged.map_or(0, |l| l.index + 1);
+                    purged_below = Some(p);
+                    p
+                };
+                if index < purged {
+                    continue;
+                }
+            }
+            if !run.is_empty() && term != run_start.1 {
+                self.append_run(run_start, &run)?;
+                run.clear();
+            }
+            if run.is_empty() {
+                run_start = (index, term);
+            }
+            run.push(mapping::encode_entry(&entry).map_err(|e| logs_write(&e))?);
+            end = Some(index + 1);
+        }
+        if !run.is_empty() {
+            self.append_run(run_start, &run)?;
+        }
+        let Some(end) = end else {
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        };
+        self.store.on_durable(
+            Offset(end),
+            Box::new(move |r| {
+                callback.log_io_completed(
+                    r.map(|_| ())
+                        .map_err(|e| std::io::Error::other(e.to_string())),
+                );
+            }),
+        );
+        Ok(())
+    }
+
+    async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StoreError> {
+        let at = Offset(log_id.index);
+        self.blocking(move |s| {
+            if at >= s.log_end_offset() {
+                return Ok(());
+            }
+            s.truncate_to(at.max(s.log_start_offset()))
+                .map_err(|e| logs_write(&e))
+        })
+        .await
+    }
+
+    async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StoreError> {
+        let meta = self.meta()?;
+        if meta.last_purged.is_some_and(|p| p >= log_id) {
+            return Ok(());
+        }
+        self.blocking(move |s| {
+            // The purged id first (its node id is not in the log), then the
+            // cut: a crash between the two is completed by `new`.
+            let next = AppMeta {
+                last_purged: Some(log_id),
+            };
+            let bytes = next.encode().map_err(|e| logs_write(&e))?;
+            s.write_app_metadata(&bytes).map_err(|e| logs_write(&e))?;
+            let (term, _) = mapping::term_of(&log_id);
+            s.purge_to(Offset(log_id.index + 1), Epoch(term))
+                .map_err(|e| logs_write(&e))
+        })
+        .await
+    }
+}
+
+impl<C> LogStore<C>
+where
+    C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
+    Entry<C>: Serialize + DeserializeOwned,
+{
+    fn append_run(&self, (index, term): (u64, u64), records: &[Vec<u8>]) -> Result<(), StoreError> {
+        self.store
+            .append_replicated(Offset(index), Epoch(term), records)
+            .map(|_| ())
+            .map_err(|e| logs_write(&e))
+    }
+}

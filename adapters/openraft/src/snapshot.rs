@@ -1,0 +1,109 @@
+//! [`SnapshotFiles`]: a state machine's snapshots as quorumlog snapshot
+//! files. A snapshot covering openraft's log up to `last_log_id` is the
+//! store snapshot ending at `last_log_id.index + 1` in its term, with
+//! openraft's `SnapshotMeta` as its metadata; it is written in checksummed
+//! chunks, synced and published before `save` returns, so the log openraft
+//! purges afterwards is always covered by a durable snapshot.
+
+use std::sync::Arc;
+
+use openraft::{ErrorSubject, ErrorVerb, SnapshotMeta, StorageError, StorageIOError};
+use quorumlog_checkpoint::{Epoch, Offset};
+use quorumlog_raft::Store;
+use quorumlog_snapshot::{Retention, SnapshotId, WriterOptions};
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::StoreError;
+
+fn snap_error(verb: ErrorVerb, e: &dyn std::error::Error) -> StoreError {
+    StorageError::from(StorageIOError::new(
+        ErrorSubject::Snapshot(None),
+        verb,
+        openraft::AnyError::error(e.to_string()),
+    ))
+}
+
+/// A stored snapshot: openraft's meta and the state machine's bytes.
+pub type Stored<N> = (SnapshotMeta<u64, N>, Vec<u8>);
+
+/// The snapshots of one store, for a state machine.
+#[derive(Debug, Clone)]
+pub struct SnapshotFiles {
+    store: Arc<Store>,
+    /// Snapshots kept (the latest always).
+    pub keep: usize,
+}
+
+impl SnapshotFiles {
+    /// The snapshot files of `store`; the two latest are kept.
+    pub fn new(store: Arc<Store>) -> Self {
+        SnapshotFiles { store, keep: 2 }
+    }
+
+    fn id_of<N: openraft::Node>(meta: &SnapshotMeta<u64, N>) -> SnapshotId {
+        meta.last_log_id.map_or(
+            SnapshotId {
+                end_offset: Offset(0),
+                epoch: Epoch(0),
+            },
+            |l| SnapshotId {
+                end_offset: Offset(l.index + 1),
+                epoch: Epoch(l.leader_id.term),
+            },
+        )
+    }
+
+    /// Writes `data` as the snapshot `meta` describes, durably; a snapshot
+    /// with the same last log id already there is kept (it covers the same
+    /// entries). Older snapshots beyond `keep` are deleted.
+    ///
+    /// # Errors
+    /// I/O (which poisons the store).
+    pub fn save<N>(&self, meta: &SnapshotMeta<u64, N>, data: &[u8]) -> Result<(), StoreError>
+    where
+        N: openraft::Node + Serialize,
+    {
+        let id = Self::id_of(meta);
+        let snapshots = self.store.snapshots();
+        if snapshots.get(id).is_none() {
+            let m = bincode::serialize(meta).map_err(|e| snap_error(ErrorVerb::Write, &e))?;
+            let mut w = snapshots
+                .create(id, &m, WriterOptions::default())
+                .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
+            w.write(data)
+                .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
+            w.freeze().map_err(|e| snap_error(ErrorVerb::Write, &e))?;
+        }
+        self.store
+            .retain_snapshots(Retention {
+                keep_latest: self.keep.max(1),
+                max_total_bytes: None,
+            })
+            .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
+        Ok(())
+    }
+
+    /// The latest snapshot: its meta and its data, verified.
+    ///
+    /// # Errors
+    /// A snapshot that does not verify or whose metadata does not decode.
+    pub fn latest<N>(&self) -> Result<Option<Stored<N>>, StoreError>
+    where
+        N: openraft::Node + DeserializeOwned,
+    {
+        let Some(info) = self.store.snapshots().latest() else {
+            return Ok(None);
+        };
+        let mut r = self
+            .store
+            .snapshots()
+            .reader(info.id)
+            .map_err(|e| snap_error(ErrorVerb::Read, &e))?;
+        let meta = bincode::deserialize(&r.header().metadata)
+            .map_err(|e| snap_error(ErrorVerb::Read, &e))?;
+        let data = r
+            .read_to_end()
+            .map_err(|e| snap_error(ErrorVerb::Read, &e))?;
+        Ok(Some((meta, data)))
+    }
+}
