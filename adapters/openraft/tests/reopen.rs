@@ -1,0 +1,162 @@
+//! openraft's suite never reopens a store: these close and reopen it after
+//! each kind of write (vote, append, truncate, purge, committed, snapshot)
+//! and check that openraft gets back what it saved. Invariants: a vote and
+//! the entries acknowledged through `LogFlushed` survive a reopen and a
+//! power cut; a committed vote for another node may follow an uncommitted
+//! one in the same term (openraft's order), and a vote never regresses;
+//! the last purged id (with its leader's node id) survives; a snapshot
+//! saved through `SnapshotFiles` is the state machine's after a reopen.
+#![allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{open_store, parts, Put, TypeConfig, DIR};
+use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
+use openraft::{Entry, EntryPayload, LogId, RaftLogReader, RaftSnapshotBuilder, Vote};
+use quorumlog_checkpoint::SharedFs;
+use quorumlog_io::{CrashPlan, SimFs};
+use quorumlog_openraft::mapping::log_id;
+
+fn entry(term: u64, node: u64, index: u64) -> Entry<TypeConfig> {
+    Entry {
+        log_id: log_id(term, node, index),
+        payload: EntryPayload::Normal(Put {
+            key: format!("k{index}"),
+            value: format!("v{term}-{index}"),
+        }),
+    }
+}
+
+fn ids(entries: &[Entry<TypeConfig>]) -> Vec<LogId<u64>> {
+    entries.iter().map(|e| e.log_id).collect()
+}
+
+/// Reopens node 1's store on what `sim` kept after `plan`.
+fn reopen(sim: &SimFs, plan: CrashPlan) -> (SimFs, Arc<quorumlog_raft::Store>) {
+    let after = sim.crash_with(plan);
+    let fs: SharedFs = Arc::new(after.clone());
+    (after, open_store(&fs, Path::new(DIR), 1, false))
+}
+
+fn fresh(seed: u64) -> (SimFs, Arc<quorumlog_raft::Store>) {
+    let sim = SimFs::new(seed);
+    let fs: SharedFs = Arc::new(sim.clone());
+    let store = open_store(&fs, Path::new(DIR), 1, true);
+    (sim, store)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn votes_survive_and_follow_openrafts_order() {
+    let (sim, store) = fresh(1);
+    let (mut log, _) = parts(&store, 1);
+    assert_eq!(log.read_vote().await.unwrap(), None);
+    log.save_vote(&Vote::new(3, 2)).await.unwrap();
+    drop((log, store));
+    let (sim, store) = reopen(&sim, CrashPlan::LoseUnsynced);
+    let (mut log, _) = parts(&store, 1);
+    assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(3, 2)));
+    // The leader elected in term 3 is node 5: a committed vote for another
+    // node outranks the uncommitted one.
+    log.save_vote(&Vote::new_committed(3, 5)).await.unwrap();
+    // A second uncommitted vote in term 3 for another node is refused.
+    assert!(log.save_vote(&Vote::new(3, 4)).await.is_err());
+    drop((log, store));
+    let (_, store) = reopen(&sim, CrashPlan::LoseUnsynced);
+    let (mut log, _) = parts(&store, 1);
+    assert_eq!(
+        log.read_vote().await.unwrap(),
+        Some(Vote::new_committed(3, 5))
+    );
+    // Never back to an older term.
+    assert!(log.save_vote(&Vote::new(2, 1)).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appended_truncated_and_purged_logs_survive_a_power_cut() {
+    let (sim, store) = fresh(2);
+    let (mut log, _) = parts(&store, 1);
+    // Terms 1 and 2 in one call (two batches), then more of term 2.
+    let first: Vec<_> = (1..=5)
+        .map(|i| entry(if i < 4 { 1 } else { 2 }, 7, i))
+        .collect();
+    log.blocking_append(first.clone()).await.unwrap();
+    let more: Vec<_> = (6..=10).map(|i| entry(2, 7, i)).collect();
+    log.blocking_append(more.clone()).await.unwrap();
+    drop((log, store));
+    let (sim, store) = reopen(&sim, CrashPlan::LoseUnsynced);
+    let (mut log, _) = parts(&store, 1);
+    let got = log.try_get_log_entries(0..100).await.unwrap();
+    let want: Vec<_> = first.iter().chain(&more).cloned().collect();
+    assert_eq!(ids(&got), ids(&want));
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(format!("{:?}", g.payload), format!("{:?}", w.payload));
+    }
+    // Truncate [8, ..), purge ..=3 (leader node 7 of term 1).
+    log.truncate(log_id(2, 7, 8)).await.unwrap();
+    log.purge(log_id(1, 7, 3)).await.unwrap();
+    drop((log, store));
+    let (_, store) = reopen(&sim, CrashPlan::LoseUnsynced);
+    let (mut log, _) = parts(&store, 1);
+    let state = log.get_log_state().await.unwrap();
+    assert_eq!(state.last_purged_log_id, Some(log_id(1, 7, 3)));
+    assert_eq!(state.last_log_id, Some(log_id(2, 7, 7)));
+    let got = log.try_get_log_entries(0..100).await.unwrap();
+    assert_eq!(ids(&got), ids(&want[3..7]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_past_the_end_and_the_committed_id_survive_a_clean_close() {
+    let (sim, store) = fresh(3);
+    let (mut log, _) = parts(&store, 1);
+    log.blocking_append((0..=4).map(|i| entry(1, 2, i)))
+        .await
+        .unwrap();
+    log.save_committed(Some(log_id(1, 2, 3))).await.unwrap();
+    assert_eq!(log.read_committed().await.unwrap(), Some(log_id(1, 2, 3)));
+    log.purge(log_id(1, 2, 9)).await.unwrap();
+    let state = log.get_log_state().await.unwrap();
+    assert_eq!(state.last_purged_log_id, Some(log_id(1, 2, 9)));
+    assert_eq!(state.last_log_id, Some(log_id(1, 2, 9)));
+    // The log continues after the purged id.
+    log.blocking_append([entry(2, 3, 10)]).await.unwrap();
+    log.save_committed(Some(log_id(2, 3, 10))).await.unwrap();
+    drop(log);
+    Arc::try_unwrap(store).unwrap().close().unwrap();
+    let (_, store) = reopen(&sim, CrashPlan::LoseUnsynced);
+    let (mut log, _) = parts(&store, 1);
+    assert_eq!(log.read_committed().await.unwrap(), Some(log_id(2, 3, 10)));
+    let state = log.get_log_state().await.unwrap();
+    assert_eq!(state.last_purged_log_id, Some(log_id(1, 2, 9)));
+    assert_eq!(state.last_log_id, Some(log_id(2, 3, 10)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_saved_by_the_state_machine_is_there_after_a_power_cut() {
+    let (sim, store) = fresh(4);
+    let (mut log, mut sm) = parts(&store, 1);
+    let entries: Vec<_> = (1..=20).map(|i| entry(1, 2, i)).collect();
+    log.blocking_append(entries.clone()).await.unwrap();
+    sm.apply(entries).await.unwrap();
+    let mut builder = sm.get_snapshot_builder().await;
+    let built = builder.build_snapshot().await.unwrap();
+    log.purge(log_id(1, 2, 15)).await.unwrap();
+    drop((log, sm, builder, store));
+    let (_, store) = reopen(&sim, CrashPlan::LoseUnsynced);
+    let (mut log, mut sm) = parts(&store, 1);
+    let snap = sm.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(snap.meta, built.meta);
+    assert_eq!(sm.get("k20"), Some("v1-20".to_string()));
+    assert_eq!(
+        log.get_log_state().await.unwrap().last_purged_log_id,
+        Some(log_id(1, 2, 15))
+    );
+    assert_eq!(log.try_get_log_entries(0..).await.unwrap().len(), 5);
+}
