@@ -21,7 +21,8 @@ use quorumlog_raft::{Error, Isolation};
 fn replicated_appends_need_no_leadership_and_no_gaps() {
     let s = common::store(1, 1);
     // An empty log at 0; the library's first index is 1.
-    s.append_replicated(Offset(1), Epoch(1), &[b"a", b"b"]).unwrap();
+    s.append_replicated(Offset(1), Epoch(1), &[b"a", b"b"])
+        .unwrap();
     assert_eq!(
         (s.log_start_offset(), s.log_end_offset()),
         (Offset(1), Offset(3))
@@ -48,7 +49,8 @@ fn purges_are_not_bounded_by_snapshots_and_keep_the_last_id() {
     let s = common::store(1, 2);
     s.append_replicated(Offset(0), Epoch(1), &[b"a", b"b", b"c"])
         .unwrap();
-    s.append_replicated(Offset(3), Epoch(2), &[b"d", b"e"]).unwrap();
+    s.append_replicated(Offset(3), Epoch(2), &[b"d", b"e"])
+        .unwrap();
     // No snapshot: `clean_log_prefix` deletes nothing, `purge_to` does.
     assert_eq!(s.clean_log_prefix(Offset(2)).unwrap(), Offset(0));
     s.purge_to(Offset(3), Epoch(1)).unwrap();
@@ -65,6 +67,8 @@ fn purges_are_not_bounded_by_snapshots_and_keep_the_last_id() {
         (Offset(10), Offset(10))
     );
     assert_eq!(s.last_purged(), Some((Offset(9), Epoch(4))));
-    assert!(s.append_replicated(Offset(10), Epoch(3), &[b"old"]).is_err());
+    assert!(s
+        .append_replicated(Offset(10), Epoch(3), &[b"old"])
+        .is_err());
     s.append_replicated(Offset(10), Epoch(4), &[b"f"]).unwrap();
 }

@@ -86,9 +86,9 @@ where
             _config: PhantomData,
         };
         if let Some(purged) = s.meta()?.last_purged {
-            let (term, _) = mapping::term_of(&purged);
+            let epoch = mapping::epoch_of(&purged.leader_id).map_err(|e| logs_write(&e))?;
             s.store
-                .purge_to(Offset(purged.index + 1), Epoch(term))
+                .purge_to(Offset(purged.index + 1), epoch)
                 .map_err(|e| logs_write(&e))?;
         }
         Ok(s)
@@ -212,7 +212,8 @@ where
         let vote = *vote;
         self.blocking(move |s| {
             let dd = s.data_dir();
-            let next = mapping::vote_to_state(&dd.quorum_state(), &vote);
+            let next = mapping::vote_to_state(&dd.quorum_state(), &vote)
+                .map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, &e))?;
             dd.persist_quorum_state(&next)
                 .map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, &e))
         })
@@ -222,7 +223,6 @@ where
     async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StoreError> {
         Ok(mapping::state_to_vote(
             &self.store.data_dir().quorum_state(),
-            self.me,
         ))
     }
 
@@ -254,17 +254,17 @@ where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        // One batch per run of entries in one term. Entries at or below
+        // One batch per run of entries of one leader id (one epoch). Entries at or below
         // the last purged id are purged already (openraft never reads
         // there; its `get_initial_state` purges up to what the state
         // machine applied): they are not written.
         let start = self.store.log_start_offset().0;
         let mut purged_below = None;
         let mut run: Vec<Vec<u8>> = Vec::new();
-        let mut run_start = (0u64, 0u64);
+        let mut run_start = (0u64, Epoch(0));
         let mut end = None;
         for entry in entries {
-            let (term, _) = mapping::term_of(&entry.log_id);
+            let epoch = mapping::epoch_of(&entry.log_id.leader_id).map_err(|e| logs_write(&e))?;
             let index = entry.log_id.index;
             if index < start {
                 let purged = if let Some(p) = purged_below {
@@ -278,12 +278,12 @@ where
                     continue;
                 }
             }
-            if !run.is_empty() && term != run_start.1 {
+            if !run.is_empty() && epoch != run_start.1 {
                 self.append_run(run_start, &run)?;
                 run.clear();
             }
             if run.is_empty() {
-                run_start = (index, term);
+                run_start = (index, epoch);
             }
             run.push(mapping::encode_entry(&entry).map_err(|e| logs_write(&e))?);
             end = Some(index + 1);
@@ -332,8 +332,8 @@ where
             };
             let bytes = next.encode().map_err(|e| logs_write(&e))?;
             s.write_app_metadata(&bytes).map_err(|e| logs_write(&e))?;
-            let (term, _) = mapping::term_of(&log_id);
-            s.purge_to(Offset(log_id.index + 1), Epoch(term))
+            let epoch = mapping::epoch_of(&log_id.leader_id).map_err(|e| logs_write(&e))?;
+            s.purge_to(Offset(log_id.index + 1), epoch)
                 .map_err(|e| logs_write(&e))
         })
         .await
@@ -345,9 +345,13 @@ where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
     Entry<C>: Serialize + DeserializeOwned,
 {
-    fn append_run(&self, (index, term): (u64, u64), records: &[Vec<u8>]) -> Result<(), StoreError> {
+    fn append_run(
+        &self,
+        (index, epoch): (u64, Epoch),
+        records: &[Vec<u8>],
+    ) -> Result<(), StoreError> {
         self.store
-            .append_replicated(Offset(index), Epoch(term), records)
+            .append_replicated(Offset(index), epoch, records)
             .map(|_| ())
             .map_err(|e| logs_write(&e))
     }

@@ -2,22 +2,27 @@
 //! in one place (an adapter for openraft 0.10 would change this module and
 //! the trait glue, not the store):
 //!
+//! - **epochs**: openraft's leader id is `(term, node id)`, ordered
+//!   lexicographically, and a node may vote twice in one term (for a
+//!   candidate with a greater node id: openraft's default, "advanced"
+//!   leader ids). The store's epoch is that whole leader id,
+//!   `term << 32 | node id` ([`epoch_of`]), so the store's rule of one vote
+//!   and one leader per epoch is openraft's rule of one per leader id, and
+//!   epochs order as openraft's votes and log ids do. Node ids must fit in
+//!   32 bits and terms in 32 bits ([`MappingError`] otherwise);
 //! - **entries**: one record per entry, at offset = index, in a batch whose
-//!   epoch is the entry's term; the record is the entry (log id with its
-//!   leader's node id, and payload) in `bincode`, so openraft gets back
-//!   exactly the log id it wrote;
-//! - **vote** ↔ the `quorum-state` file: the term is the epoch; an
-//!   uncommitted vote is the vote cast (`voted`), a committed one the known
-//!   leader (`leader`). openraft may replace an uncommitted vote for one
-//!   node by a committed vote for another in the same term (the leader
-//!   elected there); that keeps the vote cast and records the leader, which
-//!   the file's rules allow (one vote and one leader per epoch). openraft
-//!   has no directory ids: the vote's is `DirectoryId(node + 1)`, fixed
-//!   per node, never zero;
+//!   epoch is the entry's leader id; the record is the entry (log id and
+//!   payload) in `bincode`, so openraft gets back exactly what it wrote;
+//! - **vote** ↔ the `quorum-state` file: the epoch is the vote's leader id;
+//!   an uncommitted vote is the vote cast (`voted`), a committed one the
+//!   leader (`leader`; the vote cast, if any, stays: uncommitted then
+//!   committed for the same leader id is one epoch's vote, then its
+//!   leader). openraft has no directory ids: the vote's is
+//!   `DirectoryId(node + 1)`, fixed per node, never zero;
 //! - **last purged log id** (openraft needs the leader's node id, which the
 //!   log does not keep below its start): the application-metadata file.
 
-use openraft::{CommittedLeaderId, Entry, LogId, RaftTypeConfig, Vote};
+use openraft::{CommittedLeaderId, Entry, LeaderId, LogId, RaftTypeConfig, Vote};
 use quorumlog_checkpoint::{DirectoryId, Epoch, NodeId, QuorumState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
@@ -45,47 +50,129 @@ where
     bincode::deserialize(bytes)
 }
 
+/// A leader id openraft uses that the store's epochs cannot hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MappingError {
+    /// The term.
+    pub term: u64,
+    /// The node id.
+    pub node_id: u64,
+}
+
+impl std::fmt::Display for MappingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "leader id (term {}, node {}) does not fit an epoch: both must be below 2^32",
+            self.term, self.node_id
+        )
+    }
+}
+
+impl std::error::Error for MappingError {}
+
+/// The store epoch of openraft's leader id (`term << 32 | node id`).
+///
+/// # Errors
+/// `MappingError` if the term or the node id needs more than 32 bits.
+pub fn epoch_of(leader: &LeaderId<u64>) -> Result<Epoch, MappingError> {
+    let bad = MappingError {
+        term: leader.term,
+        node_id: leader.node_id,
+    };
+    let term = u32::try_from(leader.term).map_err(|_| bad)?;
+    let node = u32::try_from(leader.node_id).map_err(|_| bad)?;
+    Ok(Epoch((u64::from(term) << 32) | u64::from(node)))
+}
+
+/// The leader id (term, node id) an epoch holds ([`epoch_of`]).
+pub fn leader_of(epoch: Epoch) -> (u64, u64) {
+    (epoch.0 >> 32, epoch.0 & u64::from(u32::MAX))
+}
+
+/// Why a vote cannot be recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VoteRefused {
+    /// Its leader id does not fit an epoch.
+    Unmappable(MappingError),
+    /// openraft's order puts it below the vote on file (a committed vote
+    /// is never replaced by the uncommitted one for the same leader id).
+    Regression {
+        /// The vote on file.
+        current: Vote<u64>,
+        /// The vote refused.
+        proposed: Vote<u64>,
+    },
+}
+
+impl std::fmt::Display for VoteRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VoteRefused::Unmappable(e) => e.fmt(f),
+            VoteRefused::Regression { current, proposed } => {
+                write!(f, "vote {proposed} is below the vote on file {current}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for VoteRefused {}
+
 /// The quorum state that records `vote`, from the durable state `prev`.
-pub fn vote_to_state(prev: &QuorumState, vote: &Vote<u64>) -> QuorumState {
-    let term = Epoch(vote.leader_id.term);
+/// The store's own rules (one vote and one leader per epoch, no epoch
+/// regression) are checked when it is written; this checks openraft's
+/// order on top.
+///
+/// # Errors
+/// `VoteRefused`.
+pub fn vote_to_state(prev: &QuorumState, vote: &Vote<u64>) -> Result<QuorumState, VoteRefused> {
+    let epoch = epoch_of(&vote.leader_id).map_err(VoteRefused::Unmappable)?;
+    if let Some(current) = state_to_vote(prev) {
+        let at_least = matches!(
+            vote.partial_cmp(&current),
+            Some(std::cmp::Ordering::Greater | std::cmp::Ordering::Equal)
+        );
+        if !at_least {
+            return Err(VoteRefused::Regression {
+                current,
+                proposed: *vote,
+            });
+        }
+    }
     let node = NodeId(vote.leader_id.node_id);
     let cast = quorumlog_checkpoint::Vote {
         node_id: node,
         directory_id: DirectoryId(u128::from(node.0) + 1),
     };
-    let same_term = prev.epoch == term;
+    let same_term = prev.epoch == epoch;
     let (voted, leader) = if vote.committed {
         // The leader of the term: the vote cast in it (if any) stays.
         (prev.voted.filter(|_| same_term), Some(node))
     } else {
         (Some(cast), prev.leader.filter(|_| same_term))
     };
-    QuorumState {
-        epoch: term,
+    Ok(QuorumState {
+        epoch,
         leader,
         voted,
         voters: prev.voters.clone(),
-    }
+    })
 }
 
 /// The vote the quorum state records (`None` when nothing was ever saved).
 ///
 /// A state with an epoch but neither a vote nor a leader (only the store's
-/// own rules write one) reads as a vote for `me`: never a vote openraft
-/// did not cast elsewhere, so it cannot lead to two votes in a term.
-pub fn state_to_vote(state: &QuorumState, me: u64) -> Option<Vote<u64>> {
-    let term = state.epoch.0;
+/// own restart rule writes one, moving the epoch up to the log's last)
+/// reads as an uncommitted vote for the leader id the epoch holds: never
+/// below what openraft saved, never a vote for a second node.
+pub fn state_to_vote(state: &QuorumState) -> Option<Vote<u64>> {
+    let (term, node) = leader_of(state.epoch);
     match (state.leader, state.voted) {
-        (Some(leader), _) => Some(Vote::new_committed(term, leader.0)),
-        (None, Some(v)) => Some(Vote::new(term, v.node_id.0)),
-        (None, None) if term > 0 => Some(Vote::new(term, me)),
+        (Some(_), _) => Some(Vote::new_committed(term, node)),
+        (None, Some(_)) => Some(Vote::new(term, node)),
+        (None, None) if state.epoch.0 > 0 => Some(Vote::new(term, node)),
         (None, None) => None,
     }
-}
-
-/// The term and the node id of a log id.
-pub fn term_of(log_id: &LogId<u64>) -> (u64, u64) {
-    (log_id.leader_id.term, log_id.leader_id.node_id)
 }
 
 /// A log id.

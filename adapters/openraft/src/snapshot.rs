@@ -40,15 +40,20 @@ impl SnapshotFiles {
         SnapshotFiles { store, keep: 2 }
     }
 
-    fn id_of<N: openraft::Node>(meta: &SnapshotMeta<u64, N>) -> SnapshotId {
+    /// The store snapshot id of openraft's snapshot: it ends after
+    /// `last_log_id`, in that entry's epoch (its leader id, as the log's).
+    fn id_of<N: openraft::Node>(meta: &SnapshotMeta<u64, N>) -> Result<SnapshotId, StoreError> {
         meta.last_log_id.map_or(
-            SnapshotId {
+            Ok(SnapshotId {
                 end_offset: Offset(0),
                 epoch: Epoch(0),
-            },
-            |l| SnapshotId {
-                end_offset: Offset(l.index + 1),
-                epoch: Epoch(l.leader_id.term),
+            }),
+            |l| {
+                Ok(SnapshotId {
+                    end_offset: Offset(l.index + 1),
+                    epoch: crate::mapping::epoch_of(&l.leader_id)
+                        .map_err(|e| snap_error(ErrorVerb::Write, &e))?,
+                })
             },
         )
     }
@@ -63,7 +68,7 @@ impl SnapshotFiles {
     where
         N: openraft::Node + Serialize,
     {
-        let id = Self::id_of(meta);
+        let id = Self::id_of(meta)?;
         let snapshots = self.store.snapshots();
         if snapshots.get(id).is_none() {
             let m = bincode::serialize(meta).map_err(|e| snap_error(ErrorVerb::Write, &e))?;

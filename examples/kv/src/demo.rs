@@ -1,0 +1,378 @@
+//! `quorumlog-kv demo`: three node processes on loopback, each with its
+//! own data directory; many clients write through the leader; the leader
+//! is killed (SIGKILL) mid-stream, a new one is elected, writing goes on,
+//! the killed node restarts and catches up; then every acknowledged write
+//! must read back from every node.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::client::{dump, status, Writer};
+
+/// How the demo runs.
+#[derive(Debug, Clone)]
+pub struct DemoArgs {
+    /// Total seconds of writing (split around the kill and the restart).
+    pub seconds: u64,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Where the three data directories go (a fresh one is made inside).
+    pub dir: PathBuf,
+}
+
+/// What the demo measured.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Writes acknowledged.
+    pub acked: usize,
+    /// Writes per second over the whole run.
+    pub writes_per_sec: f64,
+    /// Median commit latency (ms).
+    pub p50_ms: f64,
+    /// 99th percentile commit latency (ms).
+    pub p99_ms: f64,
+    /// From the kill until a new leader was known (ms).
+    pub new_leader_ms: u64,
+    /// The restarted node: opening its store (ms), and until it had
+    /// applied everything committed when it started (ms).
+    pub restart_open_ms: u64,
+    /// See `restart_open_ms`.
+    pub restart_caught_up_ms: u64,
+    /// Acknowledged writes missing or wrong, per node.
+    pub missing: BTreeMap<u64, usize>,
+}
+
+impl Report {
+    /// Every acknowledged write read back from every node.
+    pub fn passed(&self) -> bool {
+        self.acked > 0 && self.missing.values().all(|m| *m == 0)
+    }
+
+    /// Prints the figures and the verdict; returns [`Report::passed`].
+    pub fn print(&self) -> bool {
+        println!();
+        println!("writes acknowledged     {}", self.acked);
+        println!("writes/s                {:.0}", self.writes_per_sec);
+        println!(
+            "commit latency p50/p99  {:.2} / {:.2} ms",
+            self.p50_ms, self.p99_ms
+        );
+        println!("time to a new leader    {} ms", self.new_leader_ms);
+        println!(
+            "restarted node          store opened in {} ms, caught up in {} ms",
+            self.restart_open_ms, self.restart_caught_up_ms
+        );
+        println!("missing per node        {:?}", self.missing);
+        let ok = self.passed();
+        println!(
+            "check                   {}",
+            if ok { "PASS" } else { "FAIL" }
+        );
+        ok
+    }
+}
+
+struct Cluster {
+    exe: PathBuf,
+    base: PathBuf,
+    peers: Vec<(u64, String)>,
+    children: BTreeMap<u64, Child>,
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl Cluster {
+    fn addr(&self, id: u64) -> String {
+        self.peers
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, a)| a.clone())
+            .unwrap_or_default()
+    }
+
+    fn spawn(&mut self, id: u64) -> std::io::Result<()> {
+        let peers: Vec<String> = self.peers.iter().map(|(i, a)| format!("{i}={a}")).collect();
+        let log = std::fs::File::create(self.base.join(format!("node-{id}.log")))?;
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("node")
+            .args(["--id", &id.to_string()])
+            .arg("--dir")
+            .arg(self.base.join(format!("node-{id}")))
+            .args(["--listen", &self.addr(id)])
+            .args(["--peers", &peers.join(",")])
+            .stdout(Stdio::null())
+            .stderr(log);
+        if id == 1 {
+            cmd.arg("--init");
+        }
+        self.children.insert(id, cmd.spawn()?);
+        Ok(())
+    }
+
+    fn kill(&mut self, id: u64) {
+        if let Some(mut c) = self.children.remove(&id) {
+            let _ = c.kill(); // SIGKILL
+            let _ = c.wait();
+        }
+    }
+
+    /// The leader all reachable nodes agree on (`exclude` ignored).
+    async fn leader(&self, exclude: Option<u64>) -> Option<u64> {
+        let mut seen = Vec::new();
+        for (id, addr) in &self.peers {
+            if Some(*id) == exclude {
+                continue;
+            }
+            let s = status(addr).await;
+            if std::env::var_os("QUORUMLOG_KV_DEBUG").is_some() {
+                eprintln!("node {id}: {s:?}");
+            }
+            seen.push(s.ok().and_then(|s| s.leader));
+        }
+        let first = seen.first().copied().flatten()?;
+        (seen.iter().all(|l| *l == Some(first)) && Some(first) != exclude).then_some(first)
+    }
+
+    async fn wait_leader(&self, exclude: Option<u64>, limit: Duration) -> Option<u64> {
+        let t0 = Instant::now();
+        while t0.elapsed() < limit {
+            if let Some(l) = self.leader(exclude).await {
+                return Some(l);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let ids: Vec<u64> = self.children.keys().copied().collect();
+        for id in ids {
+            self.kill(id);
+        }
+    }
+}
+
+/// Writers' shared record: acknowledged writes and their latencies.
+#[derive(Default)]
+struct Acks {
+    values: BTreeMap<String, String>,
+    latencies_us: Vec<u64>,
+}
+
+fn spawn_writers(
+    clients: usize,
+    nodes: &[String],
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+    acks: &Arc<Mutex<Acks>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..clients)
+        .map(|c| {
+            let mut w = Writer::new(nodes.to_vec());
+            let (stop, acks) = (Arc::clone(stop), Arc::clone(acks));
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (key, value) = (format!("c{c}-{n}"), format!("v{c}-{n}"));
+                    let t0 = Instant::now();
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                    if w.put(&key, &value, deadline).await.is_ok() {
+                        let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
+                        let mut a = acks.lock().unwrap_or_else(PoisonError::into_inner);
+                        a.values.insert(key, value);
+                        a.latencies_us.push(us);
+                    }
+                    n += 1;
+                }
+            })
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss,
+        reason = "an index into a non-empty list, and a latency for display"
+    )]
+    let ms = {
+        let i = (((sorted.len() - 1) as f64) * p).round() as usize;
+        sorted.get(i).copied().unwrap_or(0) as f64 / 1000.0
+    };
+    ms
+}
+
+fn say(t0: Instant, what: &str) {
+    println!("[{:5.1}s] {what}", t0.elapsed().as_secs_f64());
+}
+
+/// Runs the demo; `exe` is this program (started as `node` three times).
+///
+/// # Errors
+/// The cluster could not be started or did not elect a leader.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one story told in order: start, write, kill, restart, check"
+)]
+pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
+    let t0 = Instant::now();
+    let base = args
+        .dir
+        .join(format!("quorumlog-kv-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&base).map_err(|e| e.to_string())?;
+    let mut peers = Vec::new();
+    for id in 1..=3u64 {
+        peers.push((
+            id,
+            format!("127.0.0.1:{}", free_port().map_err(|e| e.to_string())?),
+        ));
+    }
+    let mut cluster = Cluster {
+        exe: exe.to_path_buf(),
+        base: base.clone(),
+        peers,
+        children: BTreeMap::new(),
+    };
+    for id in 1..=3 {
+        cluster.spawn(id).map_err(|e| e.to_string())?;
+    }
+    say(t0, &format!("3 nodes started, data in {}", base.display()));
+    let leader = cluster
+        .wait_leader(None, Duration::from_secs(20))
+        .await
+        .ok_or("no leader elected")?;
+    say(
+        t0,
+        &format!("node {leader} leads; {} clients writing", args.clients),
+    );
+    let nodes: Vec<String> = cluster.peers.iter().map(|(_, a)| a.clone()).collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let acks = Arc::new(Mutex::new(Acks::default()));
+    let writers = spawn_writers(args.clients, &nodes, &stop, &acks);
+    let written = |acks: &Arc<Mutex<Acks>>| {
+        acks.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values
+            .len()
+    };
+    let phase = Duration::from_secs(args.seconds.max(3) / 3);
+    let write_start = Instant::now();
+    tokio::time::sleep(phase).await;
+    say(
+        t0,
+        &format!(
+            "{} writes acknowledged; SIGKILL the leader, node {leader}",
+            written(&acks)
+        ),
+    );
+    let killed_at = Instant::now();
+    cluster.kill(leader);
+    let new_leader = cluster
+        .wait_leader(Some(leader), Duration::from_secs(20))
+        .await
+        .ok_or("no new leader elected")?;
+    let new_leader_ms = u64::try_from(killed_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+    say(
+        t0,
+        &format!("node {new_leader} leads after {new_leader_ms} ms; writing on"),
+    );
+    tokio::time::sleep(phase).await;
+    let target = status(&cluster.addr(new_leader))
+        .await
+        .ok()
+        .and_then(|s| s.applied)
+        .unwrap_or(0);
+    say(
+        t0,
+        &format!(
+            "{} writes acknowledged; restarting node {leader}",
+            written(&acks)
+        ),
+    );
+    let restarted_at = Instant::now();
+    cluster.spawn(leader).map_err(|e| e.to_string())?;
+    let addr = cluster.addr(leader);
+    let mut restart_open_ms = 0;
+    let mut restart_caught_up_ms = 0;
+    while restarted_at.elapsed() < Duration::from_secs(30) {
+        if let Ok(s) = status(&addr).await {
+            restart_open_ms = s.open_ms;
+            if s.applied.unwrap_or(0) >= target {
+                restart_caught_up_ms =
+                    u64::try_from(restarted_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    say(t0, &format!("node {leader} back: store opened in {restart_open_ms} ms, caught up in {restart_caught_up_ms} ms"));
+    tokio::time::sleep(phase).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        let _ = w.await;
+    }
+    let elapsed = write_start.elapsed();
+    let (values, mut lat) = {
+        let a = acks.lock().unwrap_or_else(PoisonError::into_inner);
+        (a.values.clone(), a.latencies_us.clone())
+    };
+    say(
+        t0,
+        &format!("{} writes acknowledged; checking every node", values.len()),
+    );
+    // Every node applies everything committed (bounded wait), then every
+    // acknowledged write must be there.
+    let final_leader = cluster
+        .wait_leader(None, Duration::from_secs(20))
+        .await
+        .ok_or("no leader at the end")?;
+    let goal = status(&cluster.addr(final_leader))
+        .await
+        .ok()
+        .and_then(|s| s.applied)
+        .unwrap_or(0);
+    let mut missing = BTreeMap::new();
+    for (id, addr) in &cluster.peers {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(20) {
+            if status(addr).await.ok().and_then(|s| s.applied).unwrap_or(0) >= goal {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let data = dump(addr).await.unwrap_or_default();
+        let bad = values
+            .iter()
+            .filter(|(k, v)| data.get(*k) != Some(*v))
+            .count();
+        missing.insert(*id, bad);
+    }
+    lat.sort_unstable();
+    #[expect(clippy::cast_precision_loss, reason = "a rate for display")]
+    let writes_per_sec = values.len() as f64 / elapsed.as_secs_f64();
+    let report = Report {
+        acked: values.len(),
+        writes_per_sec,
+        p50_ms: percentile(&lat, 0.50),
+        p99_ms: percentile(&lat, 0.99),
+        new_leader_ms,
+        restart_open_ms,
+        restart_caught_up_ms,
+        missing,
+    };
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(report)
+}

@@ -1,0 +1,166 @@
+//! The key-value state machine. It lives in memory; its snapshots are
+//! quorumlog snapshot files (`SnapshotFiles`), written and synced before
+//! openraft purges the log they cover, and it restarts from the latest
+//! one (openraft re-applies the committed entries after it).
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend,
+    RaftSnapshotBuilder, SnapshotMeta, StorageError, StorageIOError, StoredMembership,
+};
+use quorumlog_openraft::SnapshotFiles;
+use quorumlog_raft::Store;
+use serde::{Deserialize, Serialize};
+
+use crate::proto::TypeConfig;
+
+type Error = StorageError<u64>;
+
+fn sm_error(verb: ErrorVerb, e: &dyn std::error::Error) -> Error {
+    StorageIOError::new(
+        ErrorSubject::StateMachine,
+        verb,
+        openraft::AnyError::error(e.to_string()),
+    )
+    .into()
+}
+
+/// What the machine holds (and a snapshot contains).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+struct State {
+    last_applied: Option<LogId<u64>>,
+    membership: StoredMembership<u64, BasicNode>,
+    data: BTreeMap<String, String>,
+}
+
+/// The state machine (clones share it).
+#[derive(Debug, Clone)]
+pub struct KvMachine {
+    state: Arc<Mutex<State>>,
+    files: SnapshotFiles,
+}
+
+impl KvMachine {
+    /// The machine of `store`, restored from its latest snapshot.
+    ///
+    /// # Errors
+    /// A snapshot that does not verify or decode.
+    pub fn open(store: Arc<Store>) -> Result<Self, Error> {
+        let files = SnapshotFiles::new(store);
+        let state = match files.latest::<BasicNode>()? {
+            Some((_, data)) => {
+                bincode::deserialize(&data).map_err(|e| sm_error(ErrorVerb::Read, &e))?
+            }
+            None => State::default(),
+        };
+        Ok(KvMachine {
+            state: Arc::new(Mutex::new(state)),
+            files,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.lock().data.get(key).cloned()
+    }
+
+    /// Every key and value.
+    pub fn dump(&self) -> BTreeMap<String, String> {
+        self.lock().data.clone()
+    }
+
+    /// The last applied index.
+    pub fn applied(&self) -> Option<u64> {
+        self.lock().last_applied.map(|l| l.index)
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for KvMachine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, Error> {
+        let state = self.lock().clone();
+        let data = bincode::serialize(&state).map_err(|e| sm_error(ErrorVerb::Write, &e))?;
+        let meta = SnapshotMeta {
+            last_log_id: state.last_applied,
+            last_membership: state.membership.clone(),
+            snapshot_id: format!("{}", state.last_applied.map_or(0, |l| l.index + 1)),
+        };
+        self.files.save(&meta, &data)?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for KvMachine {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<u64>>, StoredMembership<u64, BasicNode>), Error> {
+        let s = self.lock();
+        Ok((s.last_applied, s.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<()>, Error>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut s = self.lock();
+        let mut out = Vec::new();
+        for e in entries {
+            s.last_applied = Some(e.log_id);
+            match e.payload {
+                EntryPayload::Blank => {}
+                EntryPayload::Normal(put) => {
+                    s.data.insert(put.key, put.value);
+                }
+                EntryPayload::Membership(m) => {
+                    s.membership = StoredMembership::new(Some(e.log_id), m);
+                }
+            }
+            out.push(());
+        }
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, Error> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<u64, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), Error> {
+        let data = snapshot.into_inner();
+        let state: State =
+            bincode::deserialize(&data).map_err(|e| sm_error(ErrorVerb::Read, &e))?;
+        self.files.save(meta, &data)?;
+        *self.lock() = state;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
+        Ok(self
+            .files
+            .latest::<BasicNode>()?
+            .map(|(meta, data)| Snapshot {
+                meta,
+                snapshot: Box::new(Cursor::new(data)),
+            }))
+    }
+}

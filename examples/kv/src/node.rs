@@ -1,0 +1,183 @@
+//! One node: its store (formatted on first start), its state machine, its
+//! Raft, and a TCP server for Raft RPCs and client requests.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, Raft};
+use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
+use quorumlog_io::RealFs;
+use quorumlog_log::{LogOptions, SyncPolicy};
+use quorumlog_openraft::LogStore;
+use quorumlog_raft::{Store, StoreOptions};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::machine::KvMachine;
+use crate::network::TcpNetwork;
+use crate::proto::{read_frame, write_frame, PutError, Request, Response, Status, TypeConfig};
+
+/// How a node runs.
+#[derive(Debug, Clone)]
+pub struct NodeArgs {
+    /// Its id.
+    pub id: u64,
+    /// Its data directory.
+    pub dir: PathBuf,
+    /// Where it listens.
+    pub listen: String,
+    /// Every member: id and address (itself included).
+    pub peers: Vec<(u64, String)>,
+    /// Initialize the cluster with `peers` on the first start.
+    pub init: bool,
+}
+
+/// The store options the nodes use.
+pub fn store_options() -> StoreOptions {
+    StoreOptions {
+        log: LogOptions::default(),
+        sync: SyncPolicy::GroupCommit,
+    }
+}
+
+/// Opens node `id`'s store in `dir` (formatting it if blank); returns it,
+/// whether it was fresh, and how long opening took.
+///
+/// # Errors
+/// The store's, as text.
+pub fn open_store(
+    fs: &SharedFs,
+    dir: &std::path::Path,
+    id: u64,
+) -> Result<(Arc<Store>, bool, u64), String> {
+    let t0 = Instant::now();
+    let fresh = !dir.join("meta").exists();
+    if fresh {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let meta = Meta::new(ClusterId(7), NodeId(id), DirectoryId(u128::from(id) + 1));
+        Store::format(fs, dir, meta, None, &store_options()).map_err(|e| e.to_string())?;
+    }
+    let (store, _) = Store::open(fs, dir, &store_options()).map_err(|e| e.to_string())?;
+    let ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok((Arc::new(store), fresh, ms))
+}
+
+/// A running node's parts.
+#[derive(Clone)]
+pub struct Running {
+    /// Its id.
+    pub id: u64,
+    /// Its Raft.
+    pub raft: Raft<TypeConfig>,
+    /// Its state machine.
+    pub machine: KvMachine,
+    /// How long opening the store took.
+    pub open_ms: u64,
+}
+
+/// Starts node `id` over `store` with `network`.
+///
+/// # Errors
+/// openraft's or the store's, as text.
+pub async fn start<N>(
+    id: u64,
+    store: Arc<Store>,
+    network: N,
+    open_ms: u64,
+) -> Result<Running, String>
+where
+    N: openraft::network::RaftNetworkFactory<TypeConfig>,
+{
+    let log = LogStore::new(Arc::clone(&store), id).map_err(|e| e.to_string())?;
+    let machine = KvMachine::open(store).map_err(|e| e.to_string())?;
+    let raft = Raft::new(id, crate::raft_config(), network, log, machine.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Running {
+        id,
+        raft,
+        machine,
+        open_ms,
+    })
+}
+
+/// Initializes a new cluster of `peers` (ignored if already initialized).
+///
+/// # Errors
+/// openraft's, as text (other than "already initialized").
+pub async fn initialize(raft: &Raft<TypeConfig>, peers: &[(u64, String)]) -> Result<(), String> {
+    let members: BTreeMap<u64, BasicNode> = peers
+        .iter()
+        .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+        .collect();
+    match raft.initialize(members).await {
+        Ok(()) | Err(RaftError::APIError(_)) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Runs a node until the process is killed.
+///
+/// # Errors
+/// Opening the store, starting Raft, binding the address.
+pub async fn run(args: NodeArgs) -> Result<(), String> {
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let (store, fresh, open_ms) = open_store(&fs, &args.dir, args.id)?;
+    let node = start(args.id, store, TcpNetwork, open_ms).await?;
+    if args.init && fresh {
+        initialize(&node.raft, &args.peers).await?;
+    }
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| format!("listen on {}: {e}", args.listen))?;
+    loop {
+        let Ok((conn, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = conn.set_nodelay(true);
+        let node = node.clone();
+        tokio::spawn(async move {
+            let _ = serve(conn, &node).await;
+        });
+    }
+}
+
+async fn serve(mut conn: TcpStream, node: &Running) -> std::io::Result<()> {
+    loop {
+        let req: Request = read_frame(&mut conn).await?;
+        let resp = answer(node, req).await;
+        write_frame(&mut conn, &resp).await?;
+    }
+}
+
+/// The node's answer to `req`.
+pub async fn answer(node: &Running, req: Request) -> Response {
+    match req {
+        Request::Append(rpc) => Response::Append(node.raft.append_entries(rpc).await),
+        Request::Vote(rpc) => Response::Vote(node.raft.vote(rpc).await),
+        Request::Snapshot(rpc) => Response::Snapshot(node.raft.install_snapshot(rpc).await),
+        Request::Put(put) => Response::Put(match node.raft.client_write(put).await {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(
+                PutError::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr))),
+            ),
+            Err(e) => Err(PutError::Failed(e.to_string())),
+        }),
+        Request::Get(key) => Response::Get(node.machine.get(&key)),
+        Request::Dump => Response::Dump(node.machine.dump()),
+        Request::Status => {
+            let m = node.raft.metrics().borrow().clone();
+            Response::Status(Status {
+                id: node.id,
+                leader: m.current_leader,
+                term: m.current_term,
+                applied: m.last_applied.map(|l| l.index),
+                last_log: m.last_log_index,
+                open_ms: node.open_ms,
+                fatal: m.running_state.as_ref().err().map(ToString::to_string),
+            })
+        }
+    }
+}
