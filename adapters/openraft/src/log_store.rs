@@ -124,20 +124,31 @@ where
     }
 
     fn read_range(&self, from: u64, to: u64) -> Result<Vec<Entry<C>>, StoreError> {
-        let (start, end) = (
-            self.store.log_start_offset().0,
-            self.store.log_end_offset().0,
-        );
-        let (from, to) = (from.max(start), to.min(end));
-        if from >= to {
-            return Ok(Vec::new());
+        loop {
+            let (start, end) = (
+                self.store.log_start_offset().0,
+                self.store.log_end_offset().0,
+            );
+            let (lo, hi) = (from.max(start), to.min(end));
+            if lo >= hi {
+                return Ok(Vec::new());
+            }
+            match self
+                .store
+                .read_entries(Offset(lo), Offset(hi), u64::MAX, Isolation::Uncommitted)
+            {
+                Ok(got) => {
+                    return got
+                        .iter()
+                        .map(|e| mapping::decode_entry(&e.bytes).map_err(|e| logs_read(&e)))
+                        .collect();
+                }
+                // A purge moved the start meanwhile: clamp again.
+                Err(quorumlog_raft::Error::OffsetOutOfRange { start: now, .. })
+                    if now.0 > start => {}
+                Err(e) => return Err(logs_read(&e)),
+            }
         }
-        self.store
-            .read_entries(Offset(from), Offset(to), u64::MAX, Isolation::Uncommitted)
-            .map_err(|e| logs_read(&e))?
-            .iter()
-            .map(|e| mapping::decode_entry(&e.bytes).map_err(|e| logs_read(&e)))
-            .collect()
     }
 
     /// Runs `f` on tokio's blocking pool (a call that waits for the disk).

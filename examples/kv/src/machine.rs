@@ -37,11 +37,17 @@ struct State {
     data: BTreeMap<String, String>,
 }
 
+/// A snapshot kept in memory.
+type Held = Option<(SnapshotMeta<u64, BasicNode>, Vec<u8>)>;
+
 /// The state machine (clones share it).
 #[derive(Debug, Clone)]
 pub struct KvMachine {
     state: Arc<Mutex<State>>,
-    files: SnapshotFiles,
+    /// Where snapshots go: quorumlog snapshot files, or (for the
+    /// benchmark's other log stores) memory.
+    files: Option<SnapshotFiles>,
+    held: Arc<Mutex<Held>>,
 }
 
 impl KvMachine {
@@ -59,8 +65,28 @@ impl KvMachine {
         };
         Ok(KvMachine {
             state: Arc::new(Mutex::new(state)),
-            files,
+            files: Some(files),
+            held: Arc::new(Mutex::new(None)),
         })
+    }
+
+    /// A machine whose snapshots stay in memory (for log stores other than
+    /// quorumlog, in the benchmark).
+    pub fn in_memory() -> Self {
+        KvMachine {
+            state: Arc::new(Mutex::new(State::default())),
+            files: None,
+            held: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn keep(&self, meta: &SnapshotMeta<u64, BasicNode>, data: &[u8]) -> Result<(), Error> {
+        if let Some(files) = &self.files {
+            return files.save(meta, data);
+        }
+        *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((meta.clone(), data.to_vec()));
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -92,7 +118,7 @@ impl RaftSnapshotBuilder<TypeConfig> for KvMachine {
             last_membership: state.membership.clone(),
             snapshot_id: format!("{}", state.last_applied.map_or(0, |l| l.index + 1)),
         };
-        self.files.save(&meta, &data)?;
+        self.keep(&meta, &data)?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -149,18 +175,23 @@ impl RaftStateMachine<TypeConfig> for KvMachine {
         let data = snapshot.into_inner();
         let state: State =
             bincode::deserialize(&data).map_err(|e| sm_error(ErrorVerb::Read, &e))?;
-        self.files.save(meta, &data)?;
+        self.keep(meta, &data)?;
         *self.lock() = state;
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
-        Ok(self
-            .files
-            .latest::<BasicNode>()?
-            .map(|(meta, data)| Snapshot {
-                meta,
-                snapshot: Box::new(Cursor::new(data)),
-            }))
+        let latest = match &self.files {
+            Some(files) => files.latest::<BasicNode>()?,
+            None => self
+                .held
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        };
+        Ok(latest.map(|(meta, data)| Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        }))
     }
 }

@@ -1,0 +1,352 @@
+//! Power loss of the whole cluster. Three nodes in one process (in-memory
+//! network), each on its own simulated disk; clients write; at a random
+//! point every disk loses power at once (unsynced writes dropped, the last
+//! write torn or not, by seed); the cluster restarts from what the disks
+//! kept and re-elects. Invariants: every write acknowledged to a client is
+//! readable on every node; no two nodes hold different entries at an index
+//! both have applied; every store reopens. Seeded (the disks are
+//! deterministic, the scheduler is not): `QUORUMLOG_CLUSTER_SEEDS=N`
+//! (default 100), `QUORUMLOG_CLUSTER_SEED=s` replays one.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::{LogId, RaftLogReader};
+use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
+use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
+use quorumlog_kv::cluster::LocalCluster;
+use quorumlog_kv::proto::PutError;
+use quorumlog_kv::{KvMachine, Put, TypeConfig};
+use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
+use quorumlog_openraft::LogStore;
+use quorumlog_raft::{Store, StoreOptions};
+
+const DIR: &str = "/node";
+
+fn options() -> StoreOptions {
+    StoreOptions {
+        log: LogOptions {
+            segment_size_bytes: 64 << 10,
+            max_batch_bytes: 32 << 10,
+            segment_preparation: SegmentPreparation::Inline,
+            prefill_segments: 0,
+            ..LogOptions::default()
+        },
+        sync: SyncPolicy::GroupCommit,
+    }
+}
+
+/// Fast timers, and snapshots (with purges) every few hundred entries.
+fn config() -> Arc<openraft::Config> {
+    Arc::new(
+        openraft::Config {
+            heartbeat_interval: 20,
+            election_timeout_min: 80,
+            election_timeout_max: 160,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(150),
+            max_in_snapshot_log_to_keep: 10,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap(),
+    )
+}
+
+fn open(disk: &SimFs, id: u64, fresh: bool) -> Result<Arc<Store>, String> {
+    let fs: SharedFs = Arc::new(disk.clone());
+    if fresh {
+        let meta = Meta::new(ClusterId(5), NodeId(id), DirectoryId(u128::from(id) + 1));
+        Store::format(&fs, Path::new(DIR), meta, None, &options()).map_err(|e| e.to_string())?;
+    }
+    Store::open(&fs, Path::new(DIR), &options())
+        .map(|(s, _)| Arc::new(s))
+        .map_err(|e| format!("node {id} does not reopen: {e}"))
+}
+
+type Parts = (
+    Vec<(u64, LogStore<TypeConfig>, KvMachine)>,
+    Vec<LogStore<TypeConfig>>,
+);
+
+fn parts(disks: &[SimFs], fresh: bool) -> Result<Parts, String> {
+    let mut parts = Vec::new();
+    let mut logs = Vec::new();
+    for (i, disk) in disks.iter().enumerate() {
+        let id = i as u64 + 1;
+        let store = open(disk, id, fresh)?;
+        let log = LogStore::new(Arc::clone(&store), id).map_err(|e| e.to_string())?;
+        let machine = KvMachine::open(store).map_err(|e| e.to_string())?;
+        logs.push(log.clone());
+        parts.push((id, log, machine));
+    }
+    Ok((parts, logs))
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    acked: u64,
+    snapshots_after_restart: u64,
+}
+
+/// Writers until `stop`: unique keys, acknowledged ones recorded.
+fn writers(
+    cluster: &Arc<LocalCluster>,
+    stop: &Arc<AtomicBool>,
+    acked: &Arc<Mutex<BTreeMap<String, String>>>,
+    count: &Arc<AtomicU64>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..4u64)
+        .map(|c| {
+            let (cluster, stop, acked, count) = (
+                Arc::clone(cluster),
+                Arc::clone(stop),
+                Arc::clone(acked),
+                Arc::clone(count),
+            );
+            tokio::spawn(async move {
+                let mut via = 1;
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let put = Put {
+                        key: format!("c{c}-{n}"),
+                        value: format!("v{n}"),
+                    };
+                    match cluster.put(via, put.clone()).await {
+                        Ok(()) => {
+                            acked.lock().unwrap().insert(put.key, put.value);
+                            count.fetch_add(1, Ordering::Relaxed);
+                            n += 1;
+                        }
+                        Err(PutError::NotLeader(Some((l, _)))) => via = l,
+                        Err(_) => {
+                            via = via % 3 + 1;
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                        }
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+fn trace(what: &str) {
+    if std::env::var_os("QUORUMLOG_CLUSTER_TRACE").is_some() {
+        eprintln!("{what}");
+    }
+}
+
+/// Phase 1: a fresh cluster takes writes until a random count, then every
+/// disk loses power at once. Returns what the disks kept and the writes
+/// acknowledged before.
+async fn write_until_power_loss(
+    seed: u64,
+) -> Result<(Vec<SimFs>, BTreeMap<String, String>), String> {
+    let mut rng = SimRng::new(seed);
+    let disks: Vec<SimFs> = (0..3)
+        .map(|i| {
+            let d = SimFs::new(seed.wrapping_mul(3).wrapping_add(i));
+            d.set_page_tearing(seed % 2 == 1);
+            d
+        })
+        .collect();
+    let (p, _) = parts(&disks, true)?;
+    let cluster = Arc::new(LocalCluster::start(p, config(), true).await?);
+    cluster
+        .leader(Duration::from_secs(10))
+        .await
+        .ok_or("no first leader")?;
+    trace("first leader elected");
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(Mutex::new(BTreeMap::new()));
+    let count = Arc::new(AtomicU64::new(0));
+    let tasks = writers(&cluster, &stop, &acked, &count);
+    let target = 20 + rng.below(600);
+    let t0 = tokio::time::Instant::now();
+    while count.load(Ordering::Relaxed) < target && t0.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    trace("writes reached the crash point");
+    // Every disk loses power at once: nothing reaches them any more.
+    for d in &disks {
+        d.crash_after(0);
+    }
+    let acked: BTreeMap<String, String> = acked.lock().unwrap().clone();
+    // Writes in flight can never be acknowledged now (nothing can be made
+    // durable): the writers are aborted, not awaited.
+    stop.store(true, Ordering::Relaxed);
+    for t in &tasks {
+        t.abort();
+    }
+    for t in tasks {
+        let _ = t.await; // cancelled: the cluster is no longer shared
+    }
+    let plan = match seed % 3 {
+        0 => CrashPlan::LoseUnsynced,
+        1 => CrashPlan::Torn(Tear::Garbage),
+        _ => CrashPlan::Random,
+    };
+    let images: Vec<SimFs> = disks.iter().map(|d| d.crash_with(plan)).collect();
+    Arc::try_unwrap(cluster)
+        .map_err(|_| "cluster still shared")?
+        .shutdown()
+        .await;
+    trace("cluster shut down");
+    Ok((images, acked))
+}
+
+/// Writes once after the restart (an entry of the new term commits
+/// everything before it); returns the leader's applied index then.
+async fn commit_after_restart(cluster: &LocalCluster) -> Result<u64, String> {
+    let leader = cluster
+        .leader(Duration::from_secs(10))
+        .await
+        .ok_or("no leader after the restart")?;
+    let barrier = Put {
+        key: "after-restart".into(),
+        value: "1".into(),
+    };
+    let mut via = leader;
+    let t0 = tokio::time::Instant::now();
+    loop {
+        match cluster.put(via, barrier.clone()).await {
+            Ok(()) => break,
+            Err(PutError::NotLeader(Some((l, _)))) => via = l,
+            Err(e) if t0.elapsed() > Duration::from_secs(10) => {
+                return Err(format!("no write after the restart: {e:?}"));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+    let raft = &cluster.nodes.get(&via).ok_or("unknown leader")?.0;
+    Ok(raft.metrics().borrow().last_applied.map_or(0, |l| l.index))
+}
+
+fn describe(cluster: &LocalCluster) -> String {
+    let states: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|(id, (r, m))| {
+            let x = r.metrics().borrow().clone();
+            format!(
+                "node {id}: applied {:?} (machine {:?}), last log {:?}, leader {:?}, purged {:?}, \
+                 snapshot {:?}, state {:?}",
+                x.last_applied,
+                m.applied(),
+                x.last_log_index,
+                x.current_leader,
+                x.purged,
+                x.snapshot,
+                x.running_state
+            )
+        })
+        .collect();
+    states.join("; ")
+}
+
+/// No contradiction: entries at one index agree on every node holding it.
+async fn check_logs(logs: Vec<LogStore<TypeConfig>>, last: u64) -> Result<(), String> {
+    let mut by_index: BTreeMap<u64, LogId<u64>> = BTreeMap::new();
+    for (i, mut log) in logs.into_iter().enumerate() {
+        let entries = log
+            .try_get_log_entries(0..=last)
+            .await
+            .map_err(|e| e.to_string())?;
+        for e in entries {
+            if let Some(other) = by_index.insert(e.log_id.index, e.log_id) {
+                if other != e.log_id {
+                    return Err(format!(
+                        "node {}: entry {} is {}, another node has {other}",
+                        i + 1,
+                        e.log_id.index,
+                        e.log_id
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn run_seed(seed: u64) -> Result<Counts, String> {
+    let (images, acked) = write_until_power_loss(seed).await?;
+    // Restart from what the disks kept.
+    let (p, logs) = parts(&images, false)?;
+    let cluster = LocalCluster::start(p, config(), false).await?;
+    let last = commit_after_restart(&cluster).await?;
+    if !cluster.applied(last, Duration::from_secs(10)).await {
+        return Err(format!(
+            "the nodes did not apply up to {last}: {}",
+            describe(&cluster)
+        ));
+    }
+    trace("applied after restart");
+    for (id, (_, machine)) in &cluster.nodes {
+        let data = machine.dump();
+        let missing = acked
+            .iter()
+            .filter(|(k, v)| data.get(*k) != Some(*v))
+            .count();
+        if missing > 0 {
+            return Err(format!(
+                "node {id}: {missing} of {} acknowledged writes missing",
+                acked.len()
+            ));
+        }
+    }
+    let snapshots = cluster
+        .nodes
+        .values()
+        .filter(|(r, _)| r.metrics().borrow().snapshot.is_some())
+        .count() as u64;
+    // Logs are compared once the nodes stopped (no purge runs meanwhile).
+    cluster.shutdown().await;
+    check_logs(logs, last).await?;
+    Ok(Counts {
+        acked: acked.len() as u64,
+        snapshots_after_restart: snapshots,
+    })
+}
+
+#[test]
+fn every_acknowledged_write_survives_a_power_loss_of_the_whole_cluster() {
+    let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let seeds: Vec<u64> = if let Some(s) = env("QUORUMLOG_CLUSTER_SEED") {
+        vec![s]
+    } else {
+        let base = quorumlog_testkit::fresh_seed();
+        let n = env("QUORUMLOG_CLUSTER_SEEDS").unwrap_or(100);
+        eprintln!("cluster power loss: base seed {base}, {n} seeds");
+        (0..n).map(|i| base.wrapping_add(i)).collect()
+    };
+    let (mut acked, mut with_snapshots) = (0, 0);
+    for &seed in &seeds {
+        let c = rt.block_on(run_seed(seed)).unwrap_or_else(|e| {
+            panic!("seed {seed}: {e} (replay: QUORUMLOG_CLUSTER_SEED={seed} cargo test -p quorumlog-kv --test power_loss)")
+        });
+        acked += c.acked;
+        with_snapshots += u64::from(c.snapshots_after_restart > 0);
+    }
+    eprintln!(
+        "cluster power loss: {} seeds, {acked} acknowledged writes checked on every node, \
+         {with_snapshots} restarts with snapshots",
+        seeds.len()
+    );
+    assert!(acked > 0);
+    if seeds.len() >= 20 {
+        assert!(with_snapshots > 0, "no seed reached a snapshot");
+    }
+}
