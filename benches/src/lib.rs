@@ -7,5 +7,6 @@
 //! the raw disk runs `pwrite` + `fdatasync` on a preallocated file.
 #![forbid(unsafe_code)]
 
+pub mod e1;
 pub mod systems;
 pub mod workloads;

@@ -41,25 +41,111 @@ fn logs_read(e: &dyn std::error::Error) -> StoreError {
     io_error(ErrorSubject::Logs, ErrorVerb::Read, e)
 }
 
+/// The most recent entries, decoded, as written: what a leader's
+/// replication reads (right after the append, before or after its sync
+/// round). Sync-round writes go to the device directly (`O_DIRECT`), so
+/// reading them back from the log would be a device read each time.
+/// Bounded by [`TAIL_ENTRIES`] and [`TAIL_BYTES`]; always a contiguous
+/// suffix of the log (cleared when it would not be).
+struct Tail<C: RaftTypeConfig> {
+    entries: std::collections::VecDeque<(Entry<C>, usize)>,
+    bytes: usize,
+}
+
+/// Entries kept in the tail cache at most.
+pub const TAIL_ENTRIES: usize = 16_384;
+/// Record bytes kept in the tail cache at most.
+pub const TAIL_BYTES: usize = 16 << 20;
+
+impl<C: RaftTypeConfig<Entry = Entry<C>>> Tail<C>
+where
+    Entry<C>: Clone,
+{
+    fn first(&self) -> Option<u64> {
+        self.entries.front().map(|(e, _)| e.log_id.index)
+    }
+
+    fn next(&self) -> Option<u64> {
+        self.entries.back().map(|(e, _)| e.log_id.index + 1)
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes = 0;
+    }
+
+    fn push(&mut self, entry: Entry<C>, size: usize) {
+        if self.next().is_some_and(|n| n != entry.log_id.index) {
+            self.clear();
+        }
+        self.bytes += size;
+        self.entries.push_back((entry, size));
+        while self.entries.len() > TAIL_ENTRIES || self.bytes > TAIL_BYTES {
+            match self.entries.pop_front() {
+                Some((_, n)) => self.bytes -= n,
+                None => break,
+            }
+        }
+    }
+
+    /// Drops the entries at `index` and after.
+    fn truncate(&mut self, index: u64) {
+        while self.next().is_some_and(|n| n > index) {
+            if let Some((_, n)) = self.entries.pop_back() {
+                self.bytes -= n;
+            }
+        }
+    }
+
+    /// Drops the entries at `index` and before.
+    fn purge(&mut self, index: u64) {
+        while self.first().is_some_and(|f| f <= index) {
+            if let Some((_, n)) = self.entries.pop_front() {
+                self.bytes -= n;
+            }
+        }
+    }
+
+    /// `[from, to)` if the cache holds all of it.
+    fn get(&self, from: u64, to: u64) -> Option<Vec<Entry<C>>> {
+        let (first, next) = (self.first()?, self.next()?);
+        if from < first || to > next || from >= to {
+            return None;
+        }
+        let skip = usize::try_from(from - first).ok()?;
+        let take = usize::try_from(to - from).ok()?;
+        Some(
+            self.entries
+                .iter()
+                .skip(skip)
+                .take(take)
+                .map(|(e, _)| e.clone())
+                .collect(),
+        )
+    }
+}
+
 /// openraft's log storage over one [`Store`] (shared by `Arc`; clones are
-/// readers of the same log).
-pub struct LogStore<C> {
+/// readers of the same log and share its tail cache).
+pub struct LogStore<C: RaftTypeConfig> {
     store: Arc<Store>,
     me: u64,
+    tail: Arc<std::sync::Mutex<Tail<C>>>,
     _config: PhantomData<fn() -> C>,
 }
 
-impl<C> Clone for LogStore<C> {
+impl<C: RaftTypeConfig> Clone for LogStore<C> {
     fn clone(&self) -> Self {
         LogStore {
             store: Arc::clone(&self.store),
             me: self.me,
+            tail: Arc::clone(&self.tail),
             _config: PhantomData,
         }
     }
 }
 
-impl<C> Debug for LogStore<C> {
+impl<C: RaftTypeConfig> Debug for LogStore<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogStore")
             .field("me", &self.me)
@@ -70,7 +156,7 @@ impl<C> Debug for LogStore<C> {
 impl<C> LogStore<C>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
-    Entry<C>: Serialize + DeserializeOwned,
+    Entry<C>: Serialize + DeserializeOwned + Clone,
 {
     /// The log storage of node `me` over `store` (opened with
     /// `SyncPolicy::GroupCommit`, so appends complete from sync rounds).
@@ -83,6 +169,10 @@ where
         let s = LogStore {
             store,
             me,
+            tail: Arc::new(std::sync::Mutex::new(Tail {
+                entries: std::collections::VecDeque::new(),
+                bytes: 0,
+            })),
             _config: PhantomData,
         };
         if let Some(purged) = s.meta()?.last_purged {
@@ -123,7 +213,17 @@ where
         mapping::decode_entry(&first.bytes).map_err(|e| logs_read(&e))
     }
 
+    fn tail(&self) -> std::sync::MutexGuard<'_, Tail<C>> {
+        self.tail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn read_range(&self, from: u64, to: u64) -> Result<Vec<Entry<C>>, StoreError> {
+        let end = self.store.log_end_offset().0;
+        if let Some(hit) = self.tail().get(from, to.min(end)) {
+            return Ok(hit);
+        }
         loop {
             let (start, end) = (
                 self.store.log_start_offset().0,
@@ -180,7 +280,7 @@ fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
 impl<C> RaftLogReader<C> for LogStore<C>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
-    Entry<C>: Serialize + DeserializeOwned,
+    Entry<C>: Serialize + DeserializeOwned + Clone,
 {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
@@ -194,7 +294,7 @@ where
 impl<C> RaftLogStorage<C> for LogStore<C>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
-    Entry<C>: Serialize + DeserializeOwned,
+    Entry<C>: Serialize + DeserializeOwned + Clone,
 {
     type LogReader = Self;
 
@@ -272,7 +372,17 @@ where
         let start = self.store.log_start_offset().0;
         let mut purged_below = None;
         let mut run: Vec<Vec<u8>> = Vec::new();
+        let mut run_entries: Vec<Entry<C>> = Vec::new();
         let mut run_start = (0u64, Epoch(0));
+        let mut run_bytes = 0u64;
+        // A batch holds a run's records up to the log's batch limit (with
+        // room for its header and each record's length).
+        let limit = self
+            .store
+            .log()
+            .options()
+            .max_batch_bytes
+            .saturating_sub(64);
         let mut end = None;
         for entry in entries {
             let epoch = mapping::epoch_of(&entry.log_id.leader_id).map_err(|e| logs_write(&e))?;
@@ -289,18 +399,22 @@ where
                     continue;
                 }
             }
-            if !run.is_empty() && epoch != run_start.1 {
-                self.append_run(run_start, &run)?;
-                run.clear();
+            let record = mapping::encode_entry(&entry).map_err(|e| logs_write(&e))?;
+            let cost = record.len() as u64 + 8;
+            if !run.is_empty() && (epoch != run_start.1 || run_bytes + cost > limit) {
+                self.append_run(run_start, &mut run, &mut run_entries)?;
+                run_bytes = 0;
             }
             if run.is_empty() {
                 run_start = (index, epoch);
             }
-            run.push(mapping::encode_entry(&entry).map_err(|e| logs_write(&e))?);
+            run_bytes += cost;
+            run.push(record);
+            run_entries.push(entry);
             end = Some(index + 1);
         }
         if !run.is_empty() {
-            self.append_run(run_start, &run)?;
+            self.append_run(run_start, &mut run, &mut run_entries)?;
         }
         let Some(end) = end else {
             callback.log_io_completed(Ok(()));
@@ -320,6 +434,7 @@ where
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StoreError> {
         let at = Offset(log_id.index);
+        self.tail().truncate(log_id.index);
         self.blocking(move |s| {
             if at >= s.log_end_offset() {
                 return Ok(());
@@ -335,6 +450,7 @@ where
         if meta.last_purged.is_some_and(|p| p >= log_id) {
             return Ok(());
         }
+        self.tail().purge(log_id.index);
         self.blocking(move |s| {
             // The purged id first (its node id is not in the log), then the
             // cut: a crash between the two is completed by `new`.
@@ -354,16 +470,23 @@ where
 impl<C> LogStore<C>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
-    Entry<C>: Serialize + DeserializeOwned,
+    Entry<C>: Serialize + DeserializeOwned + Clone,
 {
+    /// Appends one run of entries of one epoch, then keeps them in the
+    /// tail cache; leaves both lists empty.
     fn append_run(
         &self,
         (index, epoch): (u64, Epoch),
-        records: &[Vec<u8>],
+        records: &mut Vec<Vec<u8>>,
+        entries: &mut Vec<Entry<C>>,
     ) -> Result<(), StoreError> {
         self.store
             .append_replicated(Offset(index), epoch, records)
-            .map(|_| ())
-            .map_err(|e| logs_write(&e))
+            .map_err(|e| logs_write(&e))?;
+        let mut tail = self.tail();
+        for (e, r) in entries.drain(..).zip(records.drain(..)) {
+            tail.push(e, r.len());
+        }
+        Ok(())
     }
 }

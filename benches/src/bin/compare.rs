@@ -316,7 +316,99 @@ fn run() -> Result<(), BenchError> {
     if args.workloads.iter().any(|n| n == "S1") {
         run_snapshots(&args, base, &mut rows, &mut extra)?;
     }
+    if args.workloads.iter().any(|n| n == "E1") {
+        run_e1(&args, base, &mut rows, &mut extra)?;
+    }
     report(&rows, &ratios, &args, &extra, &backend);
+    Ok(())
+}
+
+/// E1: the three-node openraft cluster persisted by quorumlog,
+/// raft-engine and memory, with 1, 16 and 256 clients and 64 B and 4 KiB
+/// values; the stores' order rotates between configurations.
+#[expect(
+    clippy::cast_precision_loss,
+    clippy::too_many_lines,
+    reason = "latencies for display; one table built in order"
+)]
+fn run_e1(
+    args: &Args,
+    base: &Path,
+    rows: &mut Vec<Row>,
+    extra: &mut String,
+) -> Result<(), BenchError> {
+    use quorumlog_benches::e1::{run, E1Store, Limit};
+    use std::fmt::Write as _;
+    let stores: Vec<E1Store> = [E1Store::Quorumlog, E1Store::RaftEngine, E1Store::Memory]
+        .into_iter()
+        .filter(|s| {
+            args.systems
+                .as_ref()
+                .is_none_or(|l| l.iter().any(|n| n == s.name()))
+        })
+        .collect();
+    // `QUORUMLOG_E1=c256-64B` (for example) runs one configuration.
+    let only = std::env::var("QUORUMLOG_E1").ok();
+    let _ = writeln!(
+        extra,
+        "\nE1 (three-node openraft cluster in one process; writes/s, p50/p99 client latency):"
+    );
+    let mut k = 0;
+    for clients in [1usize, 16, 256] {
+        for size in [64usize, 4096] {
+            let name = format!("E1-c{clients}-{}", if size == 64 { "64B" } else { "4KiB" });
+            if only.as_ref().is_some_and(|o| !name.ends_with(o.as_str())) {
+                continue;
+            }
+            let mut got = Vec::new();
+            for store in stores
+                .iter()
+                .cycle()
+                .skip(k % stores.len().max(1))
+                .take(stores.len())
+            {
+                let store = *store;
+                let dir = base.join(format!("{name}-{}", store.name()));
+                let (r, took) = run(store, &dir, clients, size, Limit::Seconds(args.seconds))?;
+                let _ = std::fs::remove_dir_all(&dir);
+                rows.push(Row {
+                    workload: name.clone(),
+                    system: store.name().into(),
+                    m: Measured {
+                        entries: r.writes,
+                        bytes: r.writes * size as u64,
+                        seconds: took.as_secs_f64(),
+                    },
+                });
+                got.push((store, r));
+            }
+            k += 1;
+            let rate = |s: E1Store| {
+                got.iter()
+                    .find(|(x, _)| *x == s)
+                    .map_or(0.0, |(_, r)| r.writes_per_s)
+            };
+            let lat: Vec<String> = got
+                .iter()
+                .map(|(s, r)| {
+                    format!(
+                        "{} {:.0}/s {:.2}/{:.2} ms",
+                        s.name(),
+                        r.writes_per_s,
+                        r.p50_us as f64 / 1e3,
+                        r.p99_us as f64 / 1e3
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                extra,
+                "{name:<13} quorumlog / raft-engine = {:.2}x; quorumlog / memory = {:.2}x; {}",
+                rate(E1Store::Quorumlog) / rate(E1Store::RaftEngine),
+                rate(E1Store::Quorumlog) / rate(E1Store::Memory),
+                lat.join("; ")
+            );
+        }
+    }
     Ok(())
 }
 

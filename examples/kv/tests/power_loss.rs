@@ -69,7 +69,23 @@ fn open(disk: &SimFs, id: u64, fresh: bool) -> Result<Arc<Store>, String> {
     }
     Store::open(&fs, Path::new(DIR), &options())
         .map(|(s, _)| Arc::new(s))
-        .map_err(|e| format!("node {id} does not reopen: {e}"))
+        .map_err(|e| {
+            let listing = |d: &str| {
+                fs.list(&Path::new(DIR).join(d))
+                    .map(|l| {
+                        l.iter()
+                            .map(|x| x.name.clone())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .unwrap_or_default()
+            };
+            format!(
+                "node {id} does not reopen: {e} (snapshots: {}; log: {})",
+                listing("snapshots"),
+                listing("log")
+            )
+        })
 }
 
 type Parts = (

@@ -88,6 +88,11 @@ impl DurableLog {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The options the log was opened with.
+    pub fn options(&self) -> &LogOptions {
+        &self.options
+    }
+
     /// The failure that poisoned the log, if one did (every later write
     /// and sync is refused with it).
     pub fn poisoned(&self) -> Option<quorumlog_io::Failure> {

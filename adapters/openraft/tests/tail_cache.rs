@@ -1,0 +1,93 @@
+//! The adapter keeps recent entries decoded in memory (replication reads
+//! them right after the append; sync-round writes bypass the page cache).
+//! Invariant: whatever the sequence of appends (several leader ids per
+//! call), truncations and purges, every read returns exactly what the
+//! store holds, decoded from the log itself.
+#![allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{open_store, parts, Put, TypeConfig, DIR};
+use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
+use openraft::{Entry, EntryPayload, LogId, RaftLogReader};
+use quorumlog_checkpoint::{Offset, SharedFs};
+use quorumlog_io::{SimFs, SimRng};
+use quorumlog_openraft::mapping::{decode_entry, log_id};
+use quorumlog_raft::Isolation;
+
+fn from_store(store: &quorumlog_raft::Store, from: u64, to: u64) -> Vec<LogId<u64>> {
+    let (s, e) = (store.log_start_offset().0, store.log_end_offset().0);
+    let (lo, hi) = (from.max(s), to.min(e));
+    if lo >= hi {
+        return Vec::new();
+    }
+    store
+        .read_entries(Offset(lo), Offset(hi), u64::MAX, Isolation::Uncommitted)
+        .unwrap()
+        .iter()
+        .map(|x| decode_entry::<TypeConfig>(&x.bytes).unwrap().log_id)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_always_match_the_log() {
+    let sim = SimFs::new(9);
+    let fs: SharedFs = Arc::new(sim);
+    let store = open_store(&fs, Path::new(DIR), 1, true);
+    let (mut log, _) = parts(&store, 1);
+    let mut rng = SimRng::new(42);
+    let (mut term, mut next, mut purged) = (1u64, 0u64, 0u64);
+    for step in 0..400 {
+        match rng.below(10) {
+            0..=5 => {
+                let n = 1 + rng.below(40);
+                let entries: Vec<Entry<TypeConfig>> = (0..n)
+                    .map(|i| {
+                        if rng.below(20) == 0 {
+                            term += 1;
+                        }
+                        Entry {
+                            log_id: log_id(term, 1 + term % 3, next + i),
+                            payload: EntryPayload::Normal(Put {
+                                key: format!("k{}", next + i),
+                                value: "v".repeat(usize::try_from(rng.below(3000)).unwrap()),
+                            }),
+                        }
+                    })
+                    .collect();
+                log.blocking_append(entries).await.unwrap();
+                next += n;
+            }
+            6 | 7 if next > purged + 1 => {
+                let at = purged + 1 + rng.below(next - purged - 1);
+                log.truncate(log_id(term, 1, at)).await.unwrap();
+                next = at;
+            }
+            8 if next > purged + 1 => {
+                let at = purged + rng.below(next - purged);
+                let got = log.try_get_log_entries(at..=at).await.unwrap();
+                log.purge(got[0].log_id).await.unwrap();
+                purged = at + 1;
+            }
+            _ => {}
+        }
+        let a = rng.below(next + 5);
+        let b = a + rng.below(next + 5);
+        let got: Vec<LogId<u64>> = log
+            .try_get_log_entries(a..b)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.log_id)
+            .collect();
+        assert_eq!(got, from_store(&store, a, b), "step {step}: [{a}, {b})");
+    }
+}
