@@ -361,8 +361,8 @@ fn quorumlog_parts(dir: &Path) -> Result<Vec<(u64, LogStore<TypeConfig>, KvMachi
                 .map_err(|e| BenchError::from(e.to_string()))?
                 .0,
         );
-        let log =
-            LogStore::new(Arc::clone(&store), id).map_err(|e| BenchError::from(e.to_string()))?;
+        let log = LogStore::new_bounded(Arc::clone(&store), id)
+            .map_err(|e| BenchError::from(e.to_string()))?;
         let machine = KvMachine::open(store).map_err(|e| BenchError::from(e.to_string()))?;
         parts.push((id, log, machine));
     }

@@ -131,7 +131,47 @@ pub struct LogStore<C: RaftTypeConfig> {
     store: Arc<Store>,
     me: u64,
     tail: Arc<std::sync::Mutex<Tail<C>>>,
+    /// The first index not purged (openraft's view; the log may still hold
+    /// entries below it until a snapshot covers them).
+    purged_next: Arc<std::sync::atomic::AtomicU64>,
+    /// Physical deletion waits for a snapshot file covering it
+    /// ([`LogStore::new_bounded`]).
+    bounded: bool,
     _config: PhantomData<fn() -> C>,
+}
+
+/// Deletes the log below openraft's last purged id, as far as allowed:
+/// all of it, or (`bounded`) only what the latest snapshot file covers.
+/// Called after a purge, after a snapshot file is saved, and at open.
+pub(crate) fn physical_cut(store: &Store, bounded: bool) -> Result<(), String> {
+    let meta = AppMeta::decode(store.app_metadata().as_deref()).map_err(|e| e.to_string())?;
+    let Some(purged) = meta.last_purged else {
+        return Ok(());
+    };
+    let want = purged.index + 1;
+    let snapshot = store.latest_snapshot();
+    let cut = if bounded {
+        want.min(snapshot.map_or(0, |s| s.end_offset.0))
+    } else {
+        want
+    };
+    if cut <= store.log_start_offset().0 {
+        return Ok(());
+    }
+    let epoch = if cut == want {
+        mapping::epoch_of(&purged.leader_id).map_err(|e| e.to_string())?
+    } else {
+        match store
+            .epoch_at(Offset(cut - 1))
+            .or_else(|| snapshot.filter(|s| s.end_offset.0 == cut).map(|s| s.epoch))
+        {
+            Some(e) => e,
+            None => return Ok(()),
+        }
+    };
+    store
+        .purge_to(Offset(cut), epoch)
+        .map_err(|e| e.to_string())
 }
 
 impl<C: RaftTypeConfig> Clone for LogStore<C> {
@@ -140,6 +180,8 @@ impl<C: RaftTypeConfig> Clone for LogStore<C> {
             store: Arc::clone(&self.store),
             me: self.me,
             tail: Arc::clone(&self.tail),
+            purged_next: Arc::clone(&self.purged_next),
+            bounded: self.bounded,
             _config: PhantomData,
         }
     }
@@ -159,13 +201,32 @@ where
     Entry<C>: Serialize + DeserializeOwned + Clone,
 {
     /// The log storage of node `me` over `store` (opened with
-    /// `SyncPolicy::GroupCommit`, so appends complete from sync rounds).
-    /// Completes a purge a crash interrupted (the purged id is written
-    /// first, then the log is cut).
+    /// `SyncPolicy::GroupCommit`, so appends complete from sync rounds):
+    /// a purge deletes the log at once. Completes a purge a crash
+    /// interrupted (the purged id is written first, then the log is cut).
     ///
     /// # Errors
     /// The metadata does not decode; the store fails.
     pub fn new(store: Arc<Store>, me: u64) -> Result<Self, StoreError> {
+        Self::with_mode(store, me, false)
+    }
+
+    /// As [`LogStore::new`], for a state machine that keeps its snapshots
+    /// with [`crate::SnapshotFiles`]: a purge deletes the log only as far
+    /// as the latest snapshot file covers it, the rest once a later one
+    /// does. openraft 0.9 issues the purge that follows a snapshot install
+    /// while the state machine is still installing it; deleting at once
+    /// could leave, after a power cut, a log that starts past the last
+    /// snapshot on disk (found by the whole-cluster power-loss test). Reads
+    /// and the log state hide the entries openraft purged either way.
+    ///
+    /// # Errors
+    /// As [`LogStore::new`].
+    pub fn new_bounded(store: Arc<Store>, me: u64) -> Result<Self, StoreError> {
+        Self::with_mode(store, me, true)
+    }
+
+    fn with_mode(store: Arc<Store>, me: u64, bounded: bool) -> Result<Self, StoreError> {
         let s = LogStore {
             store,
             me,
@@ -173,15 +234,23 @@ where
                 entries: std::collections::VecDeque::new(),
                 bytes: 0,
             })),
+            purged_next: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            bounded,
             _config: PhantomData,
         };
         if let Some(purged) = s.meta()?.last_purged {
-            let epoch = mapping::epoch_of(&purged.leader_id).map_err(|e| logs_write(&e))?;
-            s.store
-                .purge_to(Offset(purged.index + 1), epoch)
-                .map_err(|e| logs_write(&e))?;
+            s.purged_next
+                .store(purged.index + 1, std::sync::atomic::Ordering::Relaxed);
         }
+        physical_cut(&s.store, bounded).map_err(|e| logs_write(&std::io::Error::other(e)))?;
         Ok(s)
+    }
+
+    /// The first index openraft did not purge, and the first the log holds.
+    fn present_start(&self) -> u64 {
+        self.purged_next
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(self.store.log_start_offset().0)
     }
 
     /// The store underneath.
@@ -225,10 +294,7 @@ where
             return Ok(hit);
         }
         loop {
-            let (start, end) = (
-                self.store.log_start_offset().0,
-                self.store.log_end_offset().0,
-            );
+            let (start, end) = (self.present_start(), self.store.log_end_offset().0);
             let (lo, hi) = (from.max(start), to.min(end));
             if lo >= hi {
                 return Ok(Vec::new());
@@ -300,10 +366,7 @@ where
 
     async fn get_log_state(&mut self) -> Result<LogState<C>, StoreError> {
         let last_purged_log_id = self.meta()?.last_purged;
-        let (start, end) = (
-            self.store.log_start_offset().0,
-            self.store.log_end_offset().0,
-        );
+        let (start, end) = (self.present_start(), self.store.log_end_offset().0);
         let last_log_id = if end > start {
             Some(self.entry_at(end - 1)?.log_id)
         } else {
@@ -369,8 +432,14 @@ where
         // the last purged id are purged already (openraft never reads
         // there; its `get_initial_state` purges up to what the state
         // machine applied): they are not written.
-        let start = self.store.log_start_offset().0;
-        let mut purged_below = None;
+        let purged_next = self.purged_next.load(std::sync::atomic::Ordering::Relaxed);
+        let entries: Vec<Entry<C>> = entries
+            .into_iter()
+            .filter(|e| e.log_id.index >= purged_next)
+            .collect();
+        if let Some(first) = entries.first() {
+            self.continue_after_purge(first.log_id.index).await?;
+        }
         let mut run: Vec<Vec<u8>> = Vec::new();
         let mut run_entries: Vec<Entry<C>> = Vec::new();
         let mut run_start = (0u64, Epoch(0));
@@ -387,18 +456,6 @@ where
         for entry in entries {
             let epoch = mapping::epoch_of(&entry.log_id.leader_id).map_err(|e| logs_write(&e))?;
             let index = entry.log_id.index;
-            if index < start {
-                let purged = if let Some(p) = purged_below {
-                    p
-                } else {
-                    let p = self.meta()?.last_purged.map_or(0, |l| l.index + 1);
-                    purged_below = Some(p);
-                    p
-                };
-                if index < purged {
-                    continue;
-                }
-            }
             let record = mapping::encode_entry(&entry).map_err(|e| logs_write(&e))?;
             let cost = record.len() as u64 + 8;
             if !run.is_empty() && (epoch != run_start.1 || run_bytes + cost > limit) {
@@ -451,17 +508,18 @@ where
             return Ok(());
         }
         self.tail().purge(log_id.index);
+        self.purged_next
+            .fetch_max(log_id.index + 1, std::sync::atomic::Ordering::Relaxed);
+        let bounded = self.bounded;
         self.blocking(move |s| {
             // The purged id first (its node id is not in the log), then the
-            // cut: a crash between the two is completed by `new`.
+            // cut: a crash between the two is completed at open.
             let next = AppMeta {
                 last_purged: Some(log_id),
             };
             let bytes = next.encode().map_err(|e| logs_write(&e))?;
             s.write_app_metadata(&bytes).map_err(|e| logs_write(&e))?;
-            let epoch = mapping::epoch_of(&log_id.leader_id).map_err(|e| logs_write(&e))?;
-            s.purge_to(Offset(log_id.index + 1), epoch)
-                .map_err(|e| logs_write(&e))
+            physical_cut(s, bounded).map_err(|e| logs_write(&std::io::Error::other(e)))
         })
         .await
     }
@@ -472,6 +530,37 @@ where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
     Entry<C>: Serialize + DeserializeOwned + Clone,
 {
+    /// Before appending at `index`: if the log ends below it only because
+    /// a purge past its end is still waiting for the snapshot file that
+    /// covers it (bounded mode, the purge that follows an install), waits
+    /// for that file, then completes the purge (the log restarts at the
+    /// snapshot's end).
+    async fn continue_after_purge(&self, index: u64) -> Result<(), StoreError> {
+        let end = self.store.log_end_offset().0;
+        if !self.bounded || index <= end {
+            return Ok(());
+        }
+        let purged_next = self.purged_next.load(std::sync::atomic::Ordering::Relaxed);
+        if index > purged_next {
+            return Ok(()); // a real gap: the append refuses it
+        }
+        let t0 = std::time::Instant::now();
+        while self
+            .store
+            .latest_snapshot()
+            .is_none_or(|s| s.end_offset.0 < index)
+        {
+            if t0.elapsed() > std::time::Duration::from_secs(60) {
+                return Err(logs_write(&std::io::Error::other(
+                    "no snapshot covers the purged log before the append",
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        self.blocking(|s| physical_cut(s, true).map_err(|e| logs_write(&std::io::Error::other(e))))
+            .await
+    }
+
     /// Appends one run of entries of one epoch, then keeps them in the
     /// tail cache; leaves both lists empty.
     fn append_run(

@@ -2,8 +2,11 @@
 //! files. A snapshot covering openraft's log up to `last_log_id` is the
 //! store snapshot ending at `last_log_id.index + 1` in its term, with
 //! openraft's `SnapshotMeta` as its metadata; it is written in checksummed
-//! chunks, synced and published before `save` returns, so the log openraft
-//! purges afterwards is always covered by a durable snapshot.
+//! chunks, synced and published before `save` returns; with
+//! `LogStore::new_bounded`, the log is deleted only as far as a snapshot
+//! file covers it, so a power cut never leaves entries below the log start
+//! without one (openraft 0.9 issues a purge while an install is still
+//! running).
 
 use std::sync::Arc;
 
@@ -79,6 +82,10 @@ impl SnapshotFiles {
                 .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
             w.freeze().map_err(|e| snap_error(ErrorVerb::Write, &e))?;
         }
+        // A purge waiting for a snapshot that covers it goes on now
+        // (`LogStore::new_bounded`).
+        crate::log_store::physical_cut(&self.store, true)
+            .map_err(|e| snap_error(ErrorVerb::Write, &std::io::Error::other(e)))?;
         self.store
             .retain_snapshots(Retention {
                 keep_latest: self.keep.max(1),

@@ -90,7 +90,7 @@ pub async fn start<N>(
 where
     N: openraft::network::RaftNetworkFactory<TypeConfig>,
 {
-    let log = LogStore::new(Arc::clone(&store), id).map_err(|e| e.to_string())?;
+    let log = LogStore::new_bounded(Arc::clone(&store), id).map_err(|e| e.to_string())?;
     let machine = KvMachine::open(store).map_err(|e| e.to_string())?;
     let raft = Raft::new(id, crate::raft_config(), network, log, machine.clone())
         .await

@@ -99,7 +99,7 @@ fn parts(disks: &[SimFs], fresh: bool) -> Result<Parts, String> {
     for (i, disk) in disks.iter().enumerate() {
         let id = i as u64 + 1;
         let store = open(disk, id, fresh)?;
-        let log = LogStore::new(Arc::clone(&store), id).map_err(|e| e.to_string())?;
+        let log = LogStore::new_bounded(Arc::clone(&store), id).map_err(|e| e.to_string())?;
         let machine = KvMachine::open(store).map_err(|e| e.to_string())?;
         logs.push(log.clone());
         parts.push((id, log, machine));
