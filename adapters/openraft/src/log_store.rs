@@ -238,12 +238,61 @@ where
             bounded,
             _config: PhantomData,
         };
+        if bounded {
+            s.undo_uncovered_purge()?;
+        }
         if let Some(purged) = s.meta()?.last_purged {
             s.purged_next
                 .store(purged.index + 1, std::sync::atomic::Ordering::Relaxed);
         }
         physical_cut(&s.store, bounded).map_err(|e| logs_write(&std::io::Error::other(e)))?;
         Ok(s)
+    }
+
+    /// Bounded mode, at open: a purge that no snapshot file covers (a power
+    /// cut came before the state machine's file) is taken back to what the
+    /// files and the log still hold, so openraft re-applies those entries
+    /// over the latest snapshot instead of skipping them. The entries are
+    /// there: the bounded cut kept them.
+    fn undo_uncovered_purge(&self) -> Result<(), StoreError> {
+        let Some(purged) = self.meta()?.last_purged else {
+            return Ok(());
+        };
+        let snapshot = self.store.latest_snapshot();
+        let covered = self
+            .store
+            .log_start_offset()
+            .0
+            .max(snapshot.map_or(0, |s| s.end_offset.0));
+        if purged.index < covered {
+            return Ok(());
+        }
+        let last_purged = match covered.checked_sub(1) {
+            None => None,
+            Some(index) => {
+                let epoch = self
+                    .store
+                    .epoch_at(Offset(index))
+                    .or_else(|| {
+                        snapshot
+                            .filter(|s| s.end_offset.0 == covered)
+                            .map(|s| s.epoch)
+                    })
+                    .ok_or_else(|| {
+                        logs_write(&std::io::Error::other(
+                            "the entry below the covered log is neither in the log nor a snapshot",
+                        ))
+                    })?;
+                let (term, node) = mapping::leader_of(epoch);
+                Some(mapping::log_id(term, node, index))
+            }
+        };
+        let bytes = AppMeta { last_purged }
+            .encode()
+            .map_err(|e| logs_write(&e))?;
+        self.store
+            .write_app_metadata(&bytes)
+            .map_err(|e| logs_write(&e))
     }
 
     /// The first index openraft did not purge, and the first the log holds.

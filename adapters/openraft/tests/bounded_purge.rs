@@ -3,10 +3,12 @@
 //! the whole-cluster power-loss test: a node restarted with a log starting
 //! past its last snapshot file, and the store rightly refused to open).
 //! Invariants: a power cut at any point between the purge and the snapshot
-//! file leaves a store that opens, with openraft's purged id and nothing
-//! below it readable; the log is deleted as far as snapshot files cover
-//! the purge, and the rest once one does; an append just past a purge
-//! beyond the log's end waits for the snapshot file, then continues there.
+//! file leaves a store that opens, with the purge taken back to what the
+//! files cover (the entries above are still there for openraft to
+//! re-apply over the latest snapshot); the log is deleted as far as
+//! snapshot files cover the purge, and the rest once one does; an append
+//! just past a purge beyond the log's end waits for the snapshot file,
+//! then continues there.
 #![allow(
     clippy::unwrap_used,
     clippy::indexing_slicing,
@@ -71,22 +73,36 @@ async fn a_purge_waits_for_the_snapshot_file_that_covers_it() {
         16,
         "purged entries hidden"
     );
-    // A power cut now: the store opens, openraft's view is the same.
+    // A power cut now, before any snapshot file: the store opens, and the
+    // purge nothing covers is taken back (the state machine restarts from
+    // no snapshot, so openraft must re-apply those entries: they are there).
     drop((log, store));
     let (sim, mut log) = reopen(&sim);
-    assert_eq!(
-        log.get_log_state().await.unwrap().last_purged_log_id,
-        Some(log_id(1, 1, 15))
-    );
-    // A snapshot file up to 10 lets the log go up to 11; one up to 18 the
-    // whole purge.
+    assert_eq!(log.get_log_state().await.unwrap().last_purged_log_id, None);
+    assert_eq!(log.try_get_log_entries(0..).await.unwrap().len(), 21);
+    // Purged again; a snapshot file up to 10 lets the log go up to 11, one
+    // up to 18 the whole purge.
+    log.purge(log_id(1, 1, 15)).await.unwrap();
     let files = SnapshotFiles::new(Arc::clone(log.store()));
     files.save(&meta(10), b"state to 10").unwrap();
     assert_eq!(log.store().log_start_offset().0, 11);
+    // A power cut here: the purge is taken back to what the file covers.
+    drop((log, files));
+    let (sim, mut log) = reopen(&sim);
+    assert_eq!(
+        log.get_log_state().await.unwrap().last_purged_log_id,
+        Some(log_id(1, 1, 10))
+    );
+    log.purge(log_id(1, 1, 15)).await.unwrap();
+    let files = SnapshotFiles::new(Arc::clone(log.store()));
     files.save(&meta(18), b"state to 18").unwrap();
     assert_eq!(log.store().log_start_offset().0, 16);
     drop((log, files));
     let (_, mut log) = reopen(&sim);
+    assert_eq!(
+        log.get_log_state().await.unwrap().last_purged_log_id,
+        Some(log_id(1, 1, 15))
+    );
     assert_eq!(log.try_get_log_entries(0..).await.unwrap().len(), 5);
 }
 
