@@ -264,17 +264,20 @@ fn read_back(node: &Node, m: &Model, flipped: bool) -> Result<Checked, String> {
     let log = &node.log;
     let mut checked = Checked::default();
     for s in node.store.list() {
-        let data = node
+        let (installed, data) = node
             .store
             .reader(s.id)
-            .and_then(|mut r| r.read_to_end())
+            .and_then(|mut r| {
+                let installed = r.header().metadata == node::LEADER_MARK;
+                Ok((installed, r.read_to_end()?))
+            })
             .map_err(|e| format!("listed snapshot {} unreadable: {e}", s.id))?;
         if let Some(want) = m.snapshots.get(&s.id) {
             if &data != want {
                 return Err(format!("snapshot {} content differs", s.id));
             }
         }
-        if s.id.epoch.0 >= 1000 {
+        if installed {
             checked.installed_snapshots += 1;
         }
     }

@@ -387,23 +387,35 @@ fn vote(s: &Store, m: &mut Model, candidate: u64) -> bool {
     granted
 }
 
+/// The metadata of a leader's snapshot (how the checks tell an installed
+/// snapshot from a local one).
+pub(super) const LEADER_MARK: &[u8] = b"leader";
+
 /// The leader's snapshot of the model's flushed state, as raw file bytes
 /// (made on a separate simulated disk, deterministic for a given state).
-pub(super) fn leader_snapshot(m: &Model) -> Option<(SnapshotId, Vec<u8>)> {
+/// Its epoch is newer than any in the log (the leader's log diverged);
+/// under the store's rules the node then moves to it, so it is kept small
+/// (one past the model's epoch) rather than the other backends' spread.
+pub(super) fn leader_snapshot(m: &Model, store_rules: bool) -> Option<(SnapshotId, Vec<u8>)> {
     let end = m.flushed;
     if end == 0 {
         return None;
     }
+    let epoch = if store_rules {
+        m.epoch + 1 + m.truncations
+    } else {
+        1000 + m.epoch * 1000 + m.truncations
+    };
     let id = SnapshotId {
         end_offset: Offset(end),
-        epoch: Epoch(1000 + m.epoch * 1000 + m.truncations),
+        epoch: Epoch(epoch),
     };
     let fs: SharedFs = Arc::new(SimFs::new(end));
     let store = SnapshotStore::open(fs, Path::new("/leader")).ok()?;
     let mut w = store
         .create(
             id,
-            b"",
+            LEADER_MARK,
             WriterOptions {
                 chunk_bytes: 512,
                 zstd_level: None,
@@ -438,7 +450,8 @@ fn send_chunks(
 }
 
 fn install(n: &mut Node, m: &mut Model, chunks: u8, finish: bool) -> bool {
-    let Some((id, bytes)) = leader_snapshot(m) else {
+    let store_rules = matches!(n.log, AnyLog::Store(_));
+    let Some((id, bytes)) = leader_snapshot(m, store_rules) else {
         return true;
     };
     if n.store.latest().is_some_and(|l| l.id >= id) {
