@@ -259,6 +259,19 @@ impl Store {
         self.guarded(|| Ok(self.dd.write_app_metadata(bytes)?))
     }
 
+    /// Runs a leader append `f` on the log, unless the store is poisoned or
+    /// this node does not durably lead `epoch`.
+    fn as_leader(
+        &self,
+        epoch: Epoch,
+        f: impl FnOnce(&DurableLog) -> quorumlog_log::Result<AppendInfo>,
+    ) -> Result<AppendInfo> {
+        self.guarded(|| {
+            self.election().check_leader_append(epoch)?;
+            Ok(f(&self.log)?)
+        })
+    }
+
     /// Appends `records` as the leader of `epoch`; refused unless this node
     /// durably leads `epoch` (and has not resigned). Returns before the
     /// records are durable.
@@ -270,10 +283,7 @@ impl Store {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.guarded(|| {
-            self.election().check_leader_append(epoch)?;
-            Ok(self.log.append_as_leader(epoch, records)?)
-        })
+        self.as_leader(epoch, |log| log.append_as_leader(epoch, records))
     }
 
     /// As [`Store::append_as_leader`], returning once the records are
@@ -286,10 +296,7 @@ impl Store {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.guarded(|| {
-            self.election().check_leader_append(epoch)?;
-            Ok(self.log.append_durable(epoch, records)?)
-        })
+        self.as_leader(epoch, |log| log.append_durable(epoch, records))
     }
 
     /// Appends control records (leader change, voter set, snapshot markers)
@@ -303,10 +310,7 @@ impl Store {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.guarded(|| {
-            self.election().check_leader_append(epoch)?;
-            Ok(self.log.append_control(epoch, records)?)
-        })
+        self.as_leader(epoch, |log| log.append_control(epoch, records))
     }
 
     /// Appends `records` in `epoch` at `base_offset` (the log end), for
@@ -323,10 +327,7 @@ impl Store {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.guarded(|| {
-            self.election().check_leader_append(epoch)?;
-            Ok(self.log.append_at(base_offset, epoch, records)?)
-        })
+        self.as_leader(epoch, |log| log.append_at(base_offset, epoch, records))
     }
 
     /// Appends `records` in `epoch` at `base_offset` (the log end) for a

@@ -130,11 +130,7 @@ impl Cluster {
             if Some(*id) == exclude {
                 continue;
             }
-            let s = status(addr).await;
-            if std::env::var_os("QUORUMLOG_KV_DEBUG").is_some() {
-                eprintln!("node {id}: {s:?}");
-            }
-            seen.push(s.ok().and_then(|s| s.leader));
+            seen.push(status(addr).await.ok().and_then(|s| s.leader));
         }
         let first = seen.first().copied().flatten()?;
         (seen.iter().all(|l| *l == Some(first)) && Some(first) != exclude).then_some(first)
