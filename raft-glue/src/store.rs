@@ -356,6 +356,35 @@ impl Store {
         })
     }
 
+    /// [`Store::append_replicated`] without the write: the batch is
+    /// queued for the next sync round, which writes it and makes it
+    /// durable in one step ([`DurableLog::append_at_queued`]); it is not
+    /// readable through the store until then (the caller serves it from
+    /// its own copy). [`Store::queued_end`] counts it.
+    ///
+    /// # Errors
+    /// As [`Store::append_replicated`].
+    pub fn append_replicated_queued<R: AsRef<[u8]>>(
+        &self,
+        base_offset: Offset,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.guarded(|| {
+            let (start, end) = (self.log.log_start_offset(), self.log.queued_end());
+            if start == end && base_offset > end {
+                self.log.truncate_fully_and_start_at(base_offset, None)?;
+            }
+            Ok(self.log.append_at_queued(base_offset, epoch, records)?)
+        })
+    }
+
+    /// Where the next append goes, appends queued for the next sync round
+    /// included ([`Store::append_replicated_queued`]).
+    pub fn queued_end(&self) -> Offset {
+        self.log.queued_end()
+    }
+
     /// For a Raft library that owns compaction (openraft's `purge`):
     /// deletes every entry below `offset`, the entry at `offset - 1` being
     /// in `epoch` ([`Store::last_purged`]); past the log end the log
@@ -370,7 +399,9 @@ impl Store {
             if offset <= self.log.log_start_offset() {
                 return Ok(());
             }
-            if offset > self.log.log_end_offset() {
+            // Appends queued for the next round count: the restart is only
+            // for a purge past everything appended.
+            if offset > self.log.queued_end() {
                 self.log.truncate_fully_and_start_at(offset, Some(epoch))?;
             } else {
                 self.log.truncate_prefix_to(offset)?;

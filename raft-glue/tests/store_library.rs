@@ -72,3 +72,40 @@ fn purges_are_not_bounded_by_snapshots_and_keep_the_last_id() {
         .is_err());
     s.append_replicated(Offset(10), Epoch(4), &[b"f"]).unwrap();
 }
+
+/// `append_replicated_queued` (the openraft adapter's append: queued for
+/// the next sync round, not written): an empty log still restarts where
+/// the library's log begins, and a purge reaching into the queue keeps the
+/// queued entries above it (it must not take them for "past the end" and
+/// restart the log there). Under `SyncPolicy::Never` no round runs, so the
+/// entries stay queued until the purge.
+#[test]
+fn purges_reaching_into_queued_appends_keep_them() {
+    let fs: quorumlog_checkpoint::SharedFs =
+        std::sync::Arc::new(quorumlog_io::SimFs::new(7));
+    let options = quorumlog_raft::StoreOptions {
+        sync: quorumlog_log::SyncPolicy::Never,
+        ..common::options()
+    };
+    let dir = std::path::Path::new(common::DIR);
+    quorumlog_raft::Store::format(&fs, dir, common::meta(1), None, &options).unwrap();
+    let s = quorumlog_raft::Store::open(&fs, dir, &options).unwrap().0;
+    s.append_replicated_queued(Offset(4), Epoch(1), &[b"a", b"b"])
+        .unwrap();
+    s.append_replicated_queued(Offset(6), Epoch(2), &[b"c", b"d"])
+        .unwrap();
+    assert_eq!(s.queued_end(), Offset(8));
+    assert_eq!(s.log_end_offset(), Offset(4), "queued, not written");
+    s.purge_to(Offset(6), Epoch(1)).unwrap();
+    assert_eq!(
+        (s.log_start_offset(), s.log_end_offset()),
+        (Offset(6), Offset(8))
+    );
+    let got = s
+        .read_entries(Offset(6), Offset(8), u64::MAX, Isolation::Uncommitted)
+        .unwrap();
+    let bytes: Vec<&[u8]> = got.iter().map(|e| e.bytes.as_slice()).collect();
+    assert_eq!(bytes, vec![b"c".as_slice(), b"d".as_slice()]);
+    s.append_replicated_queued(Offset(8), Epoch(2), &[b"e"]).unwrap();
+    assert_eq!(s.queued_end(), Offset(9));
+}

@@ -5,7 +5,7 @@
 //!
 //! | call | how |
 //! |---|---|
-//! | `append` | on the caller's task, never blocking on the disk: the entries are encoded and queued (the store's write-combining queue), and openraft's `LogFlushed` is completed from the store's durability callback when the group's sync round ends |
+//! | `append` | on the caller's task, never blocking on the disk: the entries are encoded and queued for the store's next sync round (`Store::append_replicated_queued`: not written yet; the tail cache serves them until the round writes them, straight to the device when it can, durable on return), and openraft's `LogFlushed` is completed from the store's durability callback when that round ends |
 //! | `save_vote`, `truncate`, `purge` | on tokio's blocking pool (`spawn_blocking`): a small-file replace or a truncation, each durable on return (about two syncs) |
 //! | `try_get_log_entries`, `get_log_state`, `read_vote`, `read_committed` | on the caller's task: reads never wait behind a sync |
 //! | `save_committed` | on the caller's task: sets the store's high watermark (in memory; made durable lazily, so after a crash `read_committed` may return an older id, which openraft allows) |
@@ -311,8 +311,12 @@ where
         AppMeta::decode(self.store.app_metadata().as_deref()).map_err(|e| logs_read(&e))
     }
 
-    /// The entry at `index`, which must be in the log.
+    /// The entry at `index`, which must be in the log (or queued for its
+    /// next sync round, then served from the tail cache).
     fn entry_at(&self, index: u64) -> Result<Entry<C>, StoreError> {
+        if let Some(hit) = self.tail().get(index, index + 1).and_then(|mut v| v.pop()) {
+            return Ok(hit);
+        }
         let got = self
             .store
             .read_entries(
@@ -338,7 +342,7 @@ where
     }
 
     fn read_range(&self, from: u64, to: u64) -> Result<Vec<Entry<C>>, StoreError> {
-        let end = self.store.log_end_offset().0;
+        let end = self.store.queued_end().0;
         if let Some(hit) = self.tail().get(from, to.min(end)) {
             return Ok(hit);
         }
@@ -415,7 +419,7 @@ where
 
     async fn get_log_state(&mut self) -> Result<LogState<C>, StoreError> {
         let last_purged_log_id = self.meta()?.last_purged;
-        let (start, end) = (self.present_start(), self.store.log_end_offset().0);
+        let (start, end) = (self.present_start(), self.store.queued_end().0);
         let last_log_id = if end > start {
             Some(self.entry_at(end - 1)?.log_id)
         } else {
@@ -542,7 +546,7 @@ where
         let at = Offset(log_id.index);
         self.tail().truncate(log_id.index);
         self.blocking(move |s| {
-            if at >= s.log_end_offset() {
+            if at >= s.queued_end() {
                 return Ok(());
             }
             s.truncate_to(at.max(s.log_start_offset()))
@@ -585,7 +589,7 @@ where
     /// for that file, then completes the purge (the log restarts at the
     /// snapshot's end).
     async fn continue_after_purge(&self, index: u64) -> Result<(), StoreError> {
-        let end = self.store.log_end_offset().0;
+        let end = self.store.queued_end().0;
         if !self.bounded || index <= end {
             return Ok(());
         }
@@ -619,7 +623,7 @@ where
         entries: &mut Vec<Entry<C>>,
     ) -> Result<(), StoreError> {
         self.store
-            .append_replicated(Offset(index), epoch, records)
+            .append_replicated_queued(Offset(index), epoch, records)
             .map_err(|e| logs_write(&e))?;
         let mut tail = self.tail();
         for (e, r) in entries.drain(..).zip(records.drain(..)) {

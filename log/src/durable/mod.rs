@@ -190,6 +190,36 @@ impl DurableLog {
         Ok(info)
     }
 
+    /// Queues `records` as one batch in `epoch` at `base_offset` (which
+    /// must be where the next append goes) **without writing it**: the
+    /// next sync round writes the queue and makes it durable in one step
+    /// (straight to the device when it can: `TailWrites::Direct`), and
+    /// `on_durable` completions fire after it. Until that round the batch
+    /// is not readable through the log ([`DurableLog::queued_end`] counts
+    /// it, [`DurableLog::log_end_offset`] does not): for a caller that
+    /// keeps what it appended (a Raft library's cache of its log tail).
+    ///
+    /// # Errors
+    /// As [`DurableLog::append_at`] (no I/O happens here).
+    pub fn append_at_queued<R: AsRef<[u8]>>(
+        &self,
+        base_offset: Offset,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        let encoder = crate::batch::BatchEncoder::from_options(&self.options);
+        let (info, st) = self.queue_with(encoder, Some(base_offset), epoch, records)?;
+        drop(st);
+        self.shared.note_written(info.next_offset, true);
+        Ok(info)
+    }
+
+    /// Where the next append goes: the log end plus the appends queued for
+    /// the next sync round ([`DurableLog::append_at_queued`]).
+    pub fn queued_end(&self) -> Offset {
+        self.shared.state().next_offset
+    }
+
     /// Appends batches exactly as a leader's [`DurableLog::read`] returned
     /// them ([`crate::BatchRef::raw`]): each is verified (CRC, structure),
     /// must continue the log (the first at the log end, each at the
@@ -487,7 +517,15 @@ impl DurableLog {
     /// # Errors
     /// As [`Log::truncate_prefix_to`].
     pub fn truncate_prefix_to(&self, offset: Offset) -> Result<()> {
-        let r = self.shared.log_write().truncate_prefix_to(offset);
+        let r = {
+            let _gate = self.shared.gate();
+            let mut log = self.shared.log_write();
+            // Appends queued for the next round are written first (the cut
+            // may reach into them); the round still syncs them.
+            self.shared
+                .drain(&mut log, false)
+                .and_then(|()| log.truncate_prefix_to(offset))
+        };
         self.after_log_change(&r);
         r
     }
