@@ -118,7 +118,10 @@ fn truncations_and_close_write_the_queue_first() {
     }
     // A suffix truncation inside the queue keeps what lies below it.
     log.truncate_to(Offset(6)).unwrap();
-    assert_eq!((log.log_end_offset(), log.queued_end()), (Offset(6), Offset(6)));
+    assert_eq!(
+        (log.log_end_offset(), log.queued_end()),
+        (Offset(6), Offset(6))
+    );
     for o in 6..10 {
         let _ = queue(&log, o);
     }
@@ -142,7 +145,10 @@ fn a_failed_round_fails_the_queued_completions() {
     // The next write fails: the round's direct write.
     disk.inject_fault(FaultOp::Write, 1, FaultKind::Eio);
     let done = queue(&log, 1).recv().unwrap();
-    assert!(done.is_err(), "a queued append whose round failed is not acknowledged");
+    assert!(
+        done.is_err(),
+        "a queued append whose round failed is not acknowledged"
+    );
     assert!(log.poisoned().is_some());
     assert!(log
         .append_at_queued(Offset(2), Epoch(1), &[payload(2, 0, 100)])

@@ -81,8 +81,7 @@ fn purges_are_not_bounded_by_snapshots_and_keep_the_last_id() {
 /// entries stay queued until the purge.
 #[test]
 fn purges_reaching_into_queued_appends_keep_them() {
-    let fs: quorumlog_checkpoint::SharedFs =
-        std::sync::Arc::new(quorumlog_io::SimFs::new(7));
+    let fs: quorumlog_checkpoint::SharedFs = std::sync::Arc::new(quorumlog_io::SimFs::new(7));
     let options = quorumlog_raft::StoreOptions {
         sync: quorumlog_log::SyncPolicy::Never,
         ..common::options()
@@ -106,6 +105,7 @@ fn purges_reaching_into_queued_appends_keep_them() {
         .unwrap();
     let bytes: Vec<&[u8]> = got.iter().map(|e| e.bytes.as_slice()).collect();
     assert_eq!(bytes, vec![b"c".as_slice(), b"d".as_slice()]);
-    s.append_replicated_queued(Offset(8), Epoch(2), &[b"e"]).unwrap();
+    s.append_replicated_queued(Offset(8), Epoch(2), &[b"e"])
+        .unwrap();
     assert_eq!(s.queued_end(), Offset(9));
 }
