@@ -72,7 +72,7 @@ pub struct Vote {
 }
 
 /// A voter of the quorum: a node and the directory it votes with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Voter {
     /// The voter's node id.
     pub node_id: NodeId,

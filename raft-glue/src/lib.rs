@@ -27,6 +27,7 @@ pub mod election;
 mod error;
 pub mod fetch;
 pub mod store;
+pub mod voters;
 
 pub use commit::{CommitTracker, Progress};
 pub use election::{Election, LogPosition, Role, VoteDecision};
