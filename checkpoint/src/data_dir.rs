@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use quorumlog_io::{parent_dir, FileSystem, LockGuard};
 
-use crate::app_metadata::AppMetadata;
+use crate::app_metadata::{AppMetadata, VoterHistoryFile};
 use crate::epoch_map::EpochMap;
 use crate::error::{CorruptionKind, Error, Location, NotFormattedReason, Result};
 use crate::meta::Meta;
@@ -98,6 +98,7 @@ pub struct OpenReport {
 struct State {
     election: QuorumState,
     app_metadata: Option<AppMetadata>,
+    voter_history: Option<VoterHistoryFile>,
     checkpoints: Checkpoints,
     poisoned: Option<quorumlog_io::Failure>,
 }
@@ -347,6 +348,7 @@ impl DataDir {
         let checkpoints = read_checkpoints(fs.as_ref(), dir, &mut report)?;
         // Optional, but a damaged one is never taken for absent.
         let app_metadata = small_file::read::<AppMetadata>(fs.as_ref(), dir)?;
+        let voter_history = small_file::read::<VoterHistoryFile>(fs.as_ref(), dir)?;
         Ok(DataDir {
             fs,
             dir: dir.to_path_buf(),
@@ -355,6 +357,7 @@ impl DataDir {
             state: Mutex::new(State {
                 election: quorum_state,
                 app_metadata,
+                voter_history,
                 checkpoints,
                 poisoned: None,
             }),
@@ -470,6 +473,33 @@ impl DataDir {
         let mut st = self.lock_state();
         self.write_locked(&mut st, &value)?;
         st.app_metadata = Some(value);
+        Ok(())
+    }
+
+    /// The Raft layer's voter-history cache (`voter-history`), if ever
+    /// written.
+    pub fn voter_history(&self) -> Option<Vec<u8>> {
+        self.lock_state().voter_history.as_ref().map(|m| m.0.clone())
+    }
+
+    /// Replaces the voter-history cache atomically, as
+    /// [`DataDir::write_app_metadata`].
+    ///
+    /// # Errors
+    /// `TooLarge` above 1 MiB (nothing written); `Io` (which poisons the
+    /// data directory); `Poisoned`.
+    pub fn write_voter_history(&self, bytes: &[u8]) -> Result<()> {
+        if bytes.len() > crate::format::MAX_BODY_BYTES {
+            return Err(Error::TooLarge {
+                what: "voter history",
+                bytes: bytes.len(),
+                max: crate::format::MAX_BODY_BYTES,
+            });
+        }
+        let value = VoterHistoryFile(bytes.to_vec());
+        let mut st = self.lock_state();
+        self.write_locked(&mut st, &value)?;
+        st.voter_history = Some(value);
         Ok(())
     }
 

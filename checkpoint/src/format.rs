@@ -35,6 +35,8 @@ pub(crate) mod magic {
     pub(crate) const EPOCH_MAP: [u8; 4] = *b"QLEM";
     /// `app-metadata`: the Raft library's own durable bytes.
     pub(crate) const APP_METADATA: [u8; 4] = *b"QLAM";
+    /// `voter-history`: the Raft layer's voter-set records by offset.
+    pub(crate) const VOTER_HISTORY: [u8; 4] = *b"QLVH";
 }
 
 /// The version every small file is written with, and the only one read.

@@ -57,7 +57,7 @@ mod quorum_state;
 mod small_file;
 mod types;
 
-pub use app_metadata::AppMetadata;
+pub use app_metadata::{AppMetadata, VoterHistoryFile};
 pub use data_dir::{
     format, format_with, Checkpoints, DataDir, Degraded, LogClaim, OpenOptions, OpenReport,
     SharedFs, CHECKPOINTS_DIR, LOCK_FILE, LOG_DIR, SNAPSHOTS_DIR,

@@ -105,6 +105,9 @@ pub enum Error {
     /// The log refused or failed.
     #[error(transparent)]
     Log(quorumlog_log::Error),
+    /// A voter-set change or reassignment request was refused.
+    #[error(transparent)]
+    Voters(#[from] crate::voters::VoterError),
 }
 
 // Each part's own poisoned error becomes the store's one `Poisoned`.

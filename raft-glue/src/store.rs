@@ -52,6 +52,10 @@ use quorumlog_snapshot::{
     Install, Retention, SnapshotId, SnapshotInfo, SnapshotStore, SnapshotWriter, WriterOptions,
 };
 
+mod control;
+
+pub use control::snapshot_user_metadata;
+
 use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::fetch::{validate_offset_and_epoch, FetchPosition};
@@ -113,6 +117,7 @@ pub struct Store {
     log: DurableLog,
     snapshots: SnapshotStore,
     election: Mutex<Election>,
+    control: Mutex<control::Control>,
 }
 
 const _: () = {
@@ -183,15 +188,18 @@ impl Store {
         }
         let last_epoch = log.last_epoch();
         let election = Election::open(Arc::clone(&dd), last_epoch)?;
-        Ok((
-            Store {
-                dd,
-                log,
-                snapshots,
-                election: Mutex::new(election),
-            },
-            report,
-        ))
+        let (control, scanned) = control::rebuild(dd.voter_history(), &log, &snapshots)?;
+        let store = Store {
+            dd,
+            log,
+            snapshots,
+            election: Mutex::new(election),
+            control: Mutex::new(control),
+        };
+        if scanned {
+            store.save_control()?;
+        }
+        Ok((store, report))
     }
 
     /// The failure that poisoned the store, if one did (see the module
@@ -222,6 +230,10 @@ impl Store {
     /// # Errors
     /// As the log's close.
     pub fn close(self) -> Result<()> {
+        let any = self.control().history.records().next().is_some();
+        if self.poisoned().is_none() && (any || self.dd.voter_history().is_some()) {
+            self.save_control()?;
+        }
         Ok(self.log.close()?)
     }
 
@@ -406,6 +418,7 @@ impl Store {
             } else {
                 self.log.truncate_prefix_to(offset)?;
             }
+            self.follow_log();
             Ok(())
         })
     }
@@ -417,7 +430,16 @@ impl Store {
     /// `Log(InvalidRawBatch | NonContiguous | EpochRegression)` (nothing
     /// written); I/O.
     pub fn append_as_follower(&self, raw_batches: &[&[u8]]) -> Result<AppendInfo> {
-        self.guarded(|| Ok(self.log.append_raw(raw_batches)?))
+        self.guarded(|| {
+            let info = self.log.append_raw(raw_batches)?;
+            // Verified by the append: only the headers are parsed again.
+            let batches: Vec<quorumlog_log::BatchRef<'_>> = raw_batches
+                .iter()
+                .filter_map(|b| quorumlog_log::BatchRef::from_verified_raw(b).ok())
+                .collect();
+            self.note_appended(&batches)?;
+            Ok(info)
+        })
     }
 
     /// Reads whole verified batches from the one holding `from`.
@@ -588,7 +610,11 @@ impl Store {
             }
             Ok(StoreWriter {
                 store: self,
-                writer: self.snapshots.create(id, metadata, options)?,
+                writer: self.snapshots.create(
+                    id,
+                    &control::wrap_snapshot_metadata(&self.control_state_at_end(end_offset), metadata),
+                    options,
+                )?,
             })
         })
     }
@@ -615,6 +641,7 @@ impl Store {
             if !continues_snapshot(&self.log, latest) {
                 self.log
                     .truncate_fully_and_start_at(latest.end_offset, Some(latest.epoch))?;
+                self.restart_control_at(latest);
             }
             Ok(latest)
         })
@@ -638,6 +665,7 @@ impl Store {
                 .min(self.log.log_end_offset());
             if bound > self.log.log_start_offset() {
                 self.log.truncate_prefix_to(bound)?;
+                self.follow_log();
             }
             Ok(self.log.log_start_offset())
         })
@@ -704,7 +732,9 @@ impl Store {
                     high_watermark: floor,
                 });
             }
-            Ok(self.log.truncate_to(offset)?)
+            self.log.truncate_to(offset)?;
+            self.follow_log();
+            Ok(())
         })
     }
 

@@ -440,6 +440,11 @@ impl ControlHistory {
         self.base.0
     }
 
+    /// The state in force at the base offset.
+    pub fn base_state(&self) -> &ControlState {
+        &self.base.1
+    }
+
     /// The records, in offset order.
     pub fn records(&self) -> impl Iterator<Item = (Offset, &ControlRecord)> {
         self.records.iter().map(|(o, r)| (*o, r))

@@ -1,0 +1,420 @@
+//! The store's voter-set history and reassignment ([`crate::voters`]).
+//!
+//! Kept in memory by offset ([`ControlHistory`]) and updated by every log
+//! change: control records appended by the leader or a follower are
+//! noted, a suffix truncation rolls the history back, a prefix cut folds
+//! what it deletes into the state at the new start, and a log restarted at
+//! a snapshot takes the state the snapshot carries (its metadata holds the
+//! state in force at its end, [`snapshot_user_metadata`]).
+//!
+//! Open rebuilds the history without scanning the whole log: the
+//! `voter-history` file holds the records by offset and the offset up to
+//! which they are complete (`scanned_to`); each record is checked against
+//! the log (a record the log no longer holds, truncated or lost in a
+//! crash, drops it and everything after), and only the log past
+//! `scanned_to` is scanned. The file is rewritten whenever a control record
+//! is appended and at close, so a reopen scans at most what was appended
+//! since the last of those.
+
+use std::collections::BTreeMap;
+
+use quorumlog_checkpoint::{Epoch, Offset, Voter};
+use quorumlog_log::{AppendInfo, BatchRef, DurableLog};
+use quorumlog_snapshot::SnapshotStore;
+
+use super::Store;
+use crate::error::{Error, Result};
+use crate::voters::{
+    next_step, plan_cancel, plan_reassignment, status, ControlHistory, ControlRecord,
+    ControlState, ReassignmentStatus, Step, StepInput, VoterError, VoterSet,
+};
+
+const SNAPSHOT_STATE_MAGIC: &[u8; 4] = b"QLSC";
+const FILE_VERSION: u8 = 1;
+
+/// The history and how far it is known complete.
+#[derive(Debug, Default)]
+pub(super) struct Control {
+    pub(super) history: ControlHistory,
+    /// Every control record below this offset is in `history` (those still
+    /// in the log).
+    pub(super) scanned_to: Offset,
+}
+
+/// Splits a snapshot's stored metadata into the control state it carries
+/// (voter set and reassignment at its end, written by
+/// [`Store::create_snapshot`] when there is one) and the caller's own
+/// metadata.
+pub fn snapshot_user_metadata(stored: &[u8]) -> (Option<ControlState>, &[u8]) {
+    let parsed = stored
+        .strip_prefix(SNAPSHOT_STATE_MAGIC.as_slice())
+        .and_then(|rest| {
+            let (len, rest) = rest.split_first_chunk::<4>()?;
+            let (state, user) = rest.split_at_checked(usize::try_from(u32::from_le_bytes(*len)).ok()?)?;
+            Some((ControlState::decode(state)?, user))
+        });
+    match parsed {
+        Some((state, user)) => (Some(state), user),
+        None => (None, stored),
+    }
+}
+
+/// The metadata stored for a snapshot whose end has `state` in force.
+pub(super) fn wrap_snapshot_metadata(state: &ControlState, user: &[u8]) -> Vec<u8> {
+    if *state == ControlState::default() && !user.starts_with(SNAPSHOT_STATE_MAGIC) {
+        return user.to_vec();
+    }
+    let body = state.encode();
+    let mut out = Vec::with_capacity(8 + body.len() + user.len());
+    out.extend_from_slice(SNAPSHOT_STATE_MAGIC);
+    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(user);
+    out
+}
+
+/// The control state a snapshot carries (none if it carries none, or
+/// cannot be read: its own open reports that).
+pub(super) fn snapshot_state(snapshots: &SnapshotStore, id: quorumlog_snapshot::SnapshotId) -> ControlState {
+    snapshots
+        .reader(id)
+        .ok()
+        .and_then(|r| snapshot_user_metadata(&r.header().metadata).0)
+        .unwrap_or_default()
+}
+
+/// The control records of a portable batch (none unless it is a control
+/// batch holding records of this module's kinds).
+fn batch_records(b: &BatchRef<'_>) -> Vec<(Offset, ControlRecord)> {
+    if !b.is_control() {
+        return Vec::new();
+    }
+    b.to_vecs()
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let rec = ControlRecord::decode(r)?;
+            Some((Offset(b.base_offset().0 + i as u64), rec))
+        })
+        .collect()
+}
+
+fn encode_file(c: &Control) -> Vec<u8> {
+    let mut out = vec![FILE_VERSION];
+    out.extend_from_slice(&c.history.base_offset().0.to_le_bytes());
+    out.extend_from_slice(&c.scanned_to.0.to_le_bytes());
+    let base = c.history.base_state().encode();
+    out.extend_from_slice(&u32::try_from(base.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(&base);
+    for (o, rec) in c.history.records() {
+        let bytes = rec.encode();
+        out.extend_from_slice(&o.0.to_le_bytes());
+        out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_le_bytes());
+        out.extend_from_slice(&bytes);
+    }
+    out
+}
+
+fn decode_file(bytes: &[u8]) -> Option<Control> {
+    let (&version, mut rest) = bytes.split_first()?;
+    if version != FILE_VERSION {
+        return None;
+    }
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let (h, t) = rest.split_at_checked(n)?;
+        rest = t;
+        Some(h)
+    };
+    let u64_of = |b: &[u8]| b.try_into().ok().map(u64::from_le_bytes);
+    let base_offset = Offset(u64_of(take(8)?)?);
+    let scanned_to = Offset(u64_of(take(8)?)?);
+    let len = u32::from_le_bytes(take(4)?.try_into().ok()?);
+    let base = ControlState::decode(take(usize::try_from(len).ok()?)?)?;
+    let mut history = ControlHistory::new(base_offset, base);
+    loop {
+        let Some(o) = take(8) else { break };
+        let o = Offset(u64_of(o)?);
+        let len = u32::from_le_bytes(take(4)?.try_into().ok()?);
+        history.record(o, ControlRecord::decode(take(usize::try_from(len).ok()?)?)?);
+    }
+    Some(Control {
+        history,
+        scanned_to,
+    })
+}
+
+/// Whether the log holds exactly `rec` at `o`.
+fn log_holds(log: &DurableLog, o: Offset, rec: &ControlRecord) -> bool {
+    let Ok(batches) = log.read(o, 1) else {
+        return false;
+    };
+    let found = batches
+        .iter()
+        .flat_map(|b| batch_records(&b))
+        .any(|(at, r)| at == o && r == *rec);
+    found
+}
+
+/// Rebuilds the history at open (see the module documentation); returns
+/// it and whether part of the log had to be scanned.
+pub(super) fn rebuild(
+    file: Option<Vec<u8>>,
+    log: &DurableLog,
+    snapshots: &SnapshotStore,
+) -> Result<(Control, bool)> {
+    let (start, end) = (log.log_start_offset(), log.log_end_offset());
+    let at_start = snapshots
+        .latest()
+        .filter(|s| s.id.end_offset == start)
+        .map(|s| snapshot_state(snapshots, s.id));
+    let mut c = match file.as_deref().and_then(decode_file) {
+        Some(mut c) if c.history.base_offset() <= start => {
+            c.history.cut_prefix(start);
+            c.history.truncate_to(end);
+            let first_missing = c
+                .history
+                .records()
+                .find(|(o, r)| !log_holds(log, *o, r))
+                .map(|(o, _)| o);
+            if let Some(o) = first_missing {
+                c.history.truncate_to(o);
+                c.scanned_to = c.scanned_to.min(o);
+            }
+            c.scanned_to = c.scanned_to.clamp(start, end);
+            c
+        }
+        _ => Control {
+            history: ControlHistory::new(start, ControlState::default()),
+            scanned_to: start,
+        },
+    };
+    // A snapshot ending at the log start is authoritative there (the log
+    // may have been restarted at it, past whatever the file knew).
+    if let Some(state) = at_start {
+        if c.history.state_at(start) != state || c.history.base_offset() != start {
+            let records: Vec<(Offset, ControlRecord)> = c
+                .history
+                .records()
+                .map(|(o, r)| (o, r.clone()))
+                .collect();
+            c.history.restart(start, state);
+            for (o, r) in records {
+                c.history.record(o, r);
+            }
+        }
+    }
+    let scanned = c.scanned_to < end;
+    let mut at = c.scanned_to;
+    while at < end {
+        let batches = log.read(at, 4 << 20)?;
+        let Some(next) = batches.next_offset() else {
+            break;
+        };
+        for b in batches.iter() {
+            for (o, rec) in batch_records(&b) {
+                if o >= at {
+                    c.history.record(o, rec);
+                }
+            }
+        }
+        at = next;
+    }
+    c.scanned_to = end;
+    Ok((c, scanned))
+}
+
+impl Store {
+    pub(super) fn control(&self) -> std::sync::MutexGuard<'_, Control> {
+        self.control
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Rewrites the `voter-history` file from the history (complete up to
+    /// the log end).
+    pub(super) fn save_control(&self) -> Result<()> {
+        let bytes = {
+            let mut c = self.control();
+            c.scanned_to = self.log.log_end_offset();
+            encode_file(&c)
+        };
+        Ok(self.dd.write_voter_history(&bytes)?)
+    }
+
+    /// Notes the control records of batches just appended; saves the file
+    /// if there were any.
+    pub(super) fn note_appended(&self, batches: &[BatchRef<'_>]) -> Result<()> {
+        let found: Vec<(Offset, ControlRecord)> = batches.iter().flat_map(batch_records).collect();
+        if found.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut c = self.control();
+            for (o, rec) in found {
+                c.history.record(o, rec);
+            }
+        }
+        self.save_control()
+    }
+
+    /// After any change of the log's extent: records past its end are
+    /// gone, records below its start fold into the state at the start.
+    pub(super) fn follow_log(&self) {
+        let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
+        let mut c = self.control();
+        c.history.truncate_to(end);
+        c.history.cut_prefix(start);
+        c.scanned_to = c.scanned_to.clamp(start, end);
+    }
+
+    /// After the log restarted at snapshot `id`: the history restarts in
+    /// the state the snapshot carries.
+    pub(super) fn restart_control_at(&self, id: quorumlog_snapshot::SnapshotId) {
+        let state = snapshot_state(&self.snapshots, id);
+        let mut c = self.control();
+        c.history.restart(id.end_offset, state);
+        c.scanned_to = id.end_offset;
+    }
+
+    /// The state to store with a snapshot ending at `end`.
+    pub(super) fn control_state_at_end(&self, end: Offset) -> ControlState {
+        let c = self.control();
+        match end.0.checked_sub(1) {
+            Some(last) => c.history.state_at(Offset(last)),
+            None => c.history.base_state().clone(),
+        }
+    }
+
+    /// The latest voter set and reassignment (in force from the moment
+    /// they are appended, as single-server changes are).
+    pub fn control_state(&self) -> ControlState {
+        self.control().history.latest()
+    }
+
+    /// The latest voter set (`None` before the first voter-set record).
+    pub fn voters(&self) -> Option<VoterSet> {
+        self.control_state().voters
+    }
+
+    /// The voter set committed (below the high watermark).
+    pub fn committed_voters(&self) -> Option<VoterSet> {
+        let hw = self.log.high_watermark().unwrap_or(Offset(0));
+        self.control().history.committed(hw).voters
+    }
+
+    /// The voter set in force at `offset`.
+    pub fn voters_at(&self, offset: Offset) -> Option<VoterSet> {
+        self.control().history.state_at(offset).voters
+    }
+
+    /// Refuses a control change while an earlier one is uncommitted.
+    fn check_changes_committed(&self) -> Result<()> {
+        let hw = self.log.high_watermark().unwrap_or(Offset(0));
+        match self.control().history.latest_change() {
+            Some(o) if o >= hw => Err(Error::Voters(VoterError::ChangeInFlight(o))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Appends `rec` as the leader of `epoch` and notes it.
+    fn append_control_record(&self, epoch: Epoch, rec: &ControlRecord) -> Result<AppendInfo> {
+        let info = self.append_control(epoch, &[rec.encode()])?;
+        {
+            let mut c = self.control();
+            c.history.record(info.base_offset, rec.clone());
+        }
+        self.guarded(|| self.save_control())?;
+        Ok(info)
+    }
+
+    /// Appends a complete voter set as the leader of `epoch` (used at
+    /// once). The first one bootstraps the quorum.
+    ///
+    /// # Errors
+    /// `Voters(ChangeInFlight)` while an earlier control change is
+    /// uncommitted; `WrongRole`; the log's errors.
+    pub fn append_voter_set(&self, epoch: Epoch, set: VoterSet) -> Result<AppendInfo> {
+        self.check_changes_committed()?;
+        self.append_control_record(epoch, &ControlRecord::VoterSet(set))
+    }
+
+    /// Starts a reassignment to `target`, replacing a pending one (which
+    /// is cancelled: the new one starts from the current set); `None`
+    /// cancels the pending one (a rollback to the set before it). Durable
+    /// as a control record; the leader then drives it
+    /// ([`Store::drive_reassignment`]).
+    ///
+    /// # Errors
+    /// `Voters(NoVoterSet | NoMajorityPath | Completing | NoReassignment |
+    /// ChangeInFlight)`; `WrongRole` on a non-leader.
+    pub fn alter_voters(
+        &self,
+        epoch: Epoch,
+        target: Option<VoterSet>,
+        now_ms: u64,
+    ) -> Result<AppendInfo> {
+        self.election().check_leader_append(epoch)?;
+        self.check_changes_committed()?;
+        let latest = self.control_state();
+        let r = match target {
+            Some(t) => plan_reassignment(&latest, t, now_ms)?,
+            None => plan_cancel(&latest, now_ms)?,
+        };
+        self.append_control_record(epoch, &ControlRecord::Reassignment(Some(r)))
+    }
+
+    /// Runs the reassignment's next step as the leader `leader` of `epoch`
+    /// ([`next_step`]): appends the next voter set or the reassignment's
+    /// end, or resigns; returns the step.
+    ///
+    /// # Errors
+    /// As the append; `WrongRole` if this node does not lead `epoch`.
+    pub fn drive_reassignment(
+        &self,
+        epoch: Epoch,
+        leader: Voter,
+        progress: &BTreeMap<Voter, Offset>,
+        max_lag: u64,
+    ) -> Result<Step> {
+        let hw = self.log.high_watermark().unwrap_or(Offset(0));
+        let latest = self.control_state();
+        let all_committed = self
+            .control()
+            .history
+            .latest_change()
+            .is_none_or(|o| o < hw);
+        let step = next_step(&StepInput {
+            latest: &latest,
+            all_committed,
+            leader,
+            progress,
+            high_watermark: hw,
+            max_lag,
+        });
+        match &step {
+            Step::Append(set) => {
+                self.append_control_record(epoch, &ControlRecord::VoterSet(set.clone()))?;
+            }
+            Step::Finish => {
+                self.append_control_record(epoch, &ControlRecord::Reassignment(None))?;
+            }
+            Step::Resign => {
+                self.election().check_leader_append(epoch)?;
+                self.election().resign();
+            }
+            Step::Idle | Step::WaitForCommit | Step::CatchingUp(_) => {}
+        }
+        Ok(step)
+    }
+
+    /// The reassignment in progress, with every replica's state.
+    pub fn list_reassignment(
+        &self,
+        progress: &BTreeMap<Voter, Offset>,
+        now_ms: u64,
+    ) -> Option<ReassignmentStatus> {
+        let hw = self.log.high_watermark().unwrap_or(Offset(0));
+        status(&self.control_state(), progress, hw, now_ms)
+    }
+}
