@@ -479,7 +479,10 @@ impl DataDir {
     /// The Raft layer's voter-history cache (`voter-history`), if ever
     /// written.
     pub fn voter_history(&self) -> Option<Vec<u8>> {
-        self.lock_state().voter_history.as_ref().map(|m| m.0.clone())
+        self.lock_state()
+            .voter_history
+            .as_ref()
+            .map(|m| m.0.clone())
     }
 
     /// Replaces the voter-history cache atomically, as

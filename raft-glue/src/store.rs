@@ -612,7 +612,10 @@ impl Store {
                 store: self,
                 writer: self.snapshots.create(
                     id,
-                    &control::wrap_snapshot_metadata(&self.control_state_at_end(end_offset), metadata),
+                    &control::wrap_snapshot_metadata(
+                        &self.control_state_at_end(end_offset),
+                        metadata,
+                    ),
                     options,
                 )?,
             })

@@ -25,8 +25,8 @@ use quorumlog_snapshot::SnapshotStore;
 use super::Store;
 use crate::error::{Error, Result};
 use crate::voters::{
-    next_step, plan_cancel, plan_reassignment, status, ControlHistory, ControlRecord,
-    ControlState, ReassignmentStatus, Step, StepInput, VoterError, VoterSet,
+    next_step, plan_cancel, plan_reassignment, status, ControlHistory, ControlRecord, ControlState,
+    ReassignmentStatus, Step, StepInput, VoterError, VoterSet,
 };
 
 const SNAPSHOT_STATE_MAGIC: &[u8; 4] = b"QLSC";
@@ -50,7 +50,8 @@ pub fn snapshot_user_metadata(stored: &[u8]) -> (Option<ControlState>, &[u8]) {
         .strip_prefix(SNAPSHOT_STATE_MAGIC.as_slice())
         .and_then(|rest| {
             let (len, rest) = rest.split_first_chunk::<4>()?;
-            let (state, user) = rest.split_at_checked(usize::try_from(u32::from_le_bytes(*len)).ok()?)?;
+            let (state, user) =
+                rest.split_at_checked(usize::try_from(u32::from_le_bytes(*len)).ok()?)?;
             Some((ControlState::decode(state)?, user))
         });
     match parsed {
@@ -75,7 +76,10 @@ pub(super) fn wrap_snapshot_metadata(state: &ControlState, user: &[u8]) -> Vec<u
 
 /// The control state a snapshot carries (none if it carries none, or
 /// cannot be read: its own open reports that).
-pub(super) fn snapshot_state(snapshots: &SnapshotStore, id: quorumlog_snapshot::SnapshotId) -> ControlState {
+pub(super) fn snapshot_state(
+    snapshots: &SnapshotStore,
+    id: quorumlog_snapshot::SnapshotId,
+) -> ControlState {
     snapshots
         .reader(id)
         .ok()
@@ -193,11 +197,8 @@ pub(super) fn rebuild(
     // may have been restarted at it, past whatever the file knew).
     if let Some(state) = at_start {
         if c.history.state_at(start) != state || c.history.base_offset() != start {
-            let records: Vec<(Offset, ControlRecord)> = c
-                .history
-                .records()
-                .map(|(o, r)| (o, r.clone()))
-                .collect();
+            let records: Vec<(Offset, ControlRecord)> =
+                c.history.records().map(|(o, r)| (o, r.clone())).collect();
             c.history.restart(start, state);
             for (o, r) in records {
                 c.history.record(o, r);

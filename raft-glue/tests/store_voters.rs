@@ -1,0 +1,425 @@
+//! The store's voter-set history and reassignment (issue 14). Invariants
+//! protected:
+//! - a voter set is in force from the moment it is appended (latest), and
+//!   committed once below the high watermark; a second change is refused
+//!   while one is uncommitted, and a reassignment request on a non-leader
+//!   is refused;
+//! - a follower's history follows the leader's control batches, and a
+//!   suffix truncation rolls it back;
+//! - a prefix cut and a snapshot install keep the state in force at the
+//!   log start (the snapshot carries it);
+//! - reopen rebuilds the same history from the voter-history file and the
+//!   log, whether the file is there or not, and drops a record the log
+//!   lost in a crash;
+//! - a crash at every I/O call of a reassignment (bootstrap, start, each
+//!   promotion, the end, a shrink removing the leader) leaves, after
+//!   recovery, the state after some prefix of the appended records, never
+//!   before the last one acknowledged durable: a committed set or the
+//!   uncommitted latest, never a mix.
+#![allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use quorumlog_checkpoint::{DirectoryId, Epoch, NodeId, Offset, SharedFs, Voter};
+use quorumlog_io::{FileSystem, SimFs};
+use quorumlog_raft::voters::{ControlState, Step, VoterEntry, VoterError, VoterSet};
+use quorumlog_raft::{Error, Store};
+use quorumlog_snapshot::WriterOptions;
+use quorumlog_testkit::CRASH_PLANS;
+
+fn v(node: u64) -> Voter {
+    Voter {
+        node_id: NodeId(node),
+        directory_id: DirectoryId(u128::from(node) + 1),
+    }
+}
+
+fn set(nodes: &[u64]) -> VoterSet {
+    VoterSet::new(
+        nodes
+            .iter()
+            .map(|n| VoterEntry {
+                voter: v(*n),
+                endpoint: Some(format!("node-{n}")),
+            })
+            .collect(),
+    )
+    .unwrap()
+}
+
+fn nodes(s: Option<VoterSet>) -> Vec<u64> {
+    s.map(|s| s.voters().map(|v| v.node_id.0).collect())
+        .unwrap_or_default()
+}
+
+fn new_store(seed: u64) -> (SimFs, Store) {
+    let disk = SimFs::new(seed);
+    let fs: SharedFs = Arc::new(disk.clone());
+    Store::format(
+        &fs,
+        Path::new(common::DIR),
+        common::meta(1),
+        None,
+        &common::options(),
+    )
+    .unwrap();
+    let s = Store::open(&fs, Path::new(common::DIR), &common::options())
+        .unwrap()
+        .0;
+    (disk, s)
+}
+
+fn reopen(disk: &SimFs) -> Store {
+    let fs: SharedFs = Arc::new(disk.clone());
+    Store::open(&fs, Path::new(common::DIR), &common::options())
+        .unwrap()
+        .0
+}
+
+/// Commits everything appended so far (a one-voter quorum: the leader's
+/// own flush).
+fn commit(s: &Store) {
+    let end = s.log().flush().unwrap();
+    s.set_high_watermark(end).unwrap();
+}
+
+#[test]
+fn changes_are_used_at_once_committed_later_and_one_at_a_time() {
+    let (_disk, s) = new_store(1);
+    let epoch = common::lead(&s);
+    assert_eq!(s.voters(), None);
+    s.append_voter_set(epoch, set(&[1])).unwrap();
+    assert_eq!(nodes(s.voters()), vec![1], "in force once appended");
+    assert_eq!(s.committed_voters(), None);
+    let refused = s.append_voter_set(epoch, set(&[1, 2]));
+    assert!(matches!(
+        refused,
+        Err(Error::Voters(VoterError::ChangeInFlight(_)))
+    ));
+    commit(&s);
+    assert_eq!(nodes(s.committed_voters()), vec![1]);
+    s.append_voter_set(epoch, set(&[1, 2])).unwrap();
+    assert_eq!(nodes(s.voters()), vec![1, 2]);
+    assert_eq!(nodes(s.committed_voters()), vec![1]);
+    assert_eq!(nodes(s.voters_at(Offset(0))), vec![1]);
+    // Not the leader: refused, nothing appended.
+    let (_d2, f) = new_store(2);
+    assert!(matches!(
+        f.alter_voters(Epoch(1), Some(set(&[1])), 0),
+        Err(Error::WrongRole { .. })
+    ));
+}
+
+#[test]
+fn a_follower_follows_control_batches_and_truncation_rolls_them_back() {
+    let (_dl, l) = new_store(3);
+    let epoch = common::lead(&l);
+    l.append_as_leader(epoch, &[b"a"]).unwrap();
+    l.append_voter_set(epoch, set(&[1, 2, 3])).unwrap();
+    commit(&l);
+    l.append_as_leader(epoch, &[b"b"]).unwrap();
+    l.append_voter_set(epoch, set(&[1, 2, 3, 4])).unwrap();
+    let (fdisk, f) = new_store(4);
+    let mut at = Offset(0);
+    while at < l.log_end_offset() {
+        let batches = l.read(at, 1 << 20).unwrap();
+        let raw: Vec<&[u8]> = batches.iter().map(|b| b.raw()).collect();
+        f.append_as_follower(&raw).unwrap();
+        at = batches.next_offset().unwrap();
+    }
+    assert_eq!(nodes(f.voters()), vec![1, 2, 3, 4]);
+    f.set_high_watermark(Offset(2)).unwrap();
+    assert_eq!(nodes(f.committed_voters()), vec![1, 2, 3]);
+    // The uncommitted change is truncated away (a new leader diverged).
+    f.truncate_to(Offset(3)).unwrap();
+    assert_eq!(nodes(f.voters()), vec![1, 2, 3]);
+    f.log().flush().unwrap();
+    drop(f);
+    let f = reopen(&fdisk);
+    assert_eq!(nodes(f.voters()), vec![1, 2, 3], "reopen agrees");
+}
+
+#[test]
+fn prefix_cuts_and_snapshot_installs_keep_the_set_at_the_start() {
+    let (_dl, l) = new_store(5);
+    let epoch = common::lead(&l);
+    l.append_voter_set(epoch, set(&[1, 2, 3])).unwrap();
+    for i in 0..6u8 {
+        l.append_as_leader(epoch, &[[i]]).unwrap();
+    }
+    commit(&l);
+    let mut w = l
+        .create_snapshot(Offset(5), epoch, b"user", WriterOptions::default())
+        .unwrap();
+    w.write(b"state").unwrap();
+    let info = w.freeze().unwrap();
+    // The snapshot carries the set; the user's metadata is intact.
+    let r = l.snapshots().reader(info.id).unwrap();
+    let (state, user) = quorumlog_raft::store::snapshot_user_metadata(&r.header().metadata);
+    assert_eq!(user, b"user");
+    assert_eq!(nodes(state.unwrap().voters), vec![1, 2, 3]);
+    l.clean_log_prefix(Offset(5)).unwrap();
+    assert_eq!(l.log_start_offset(), Offset(5));
+    assert_eq!(nodes(l.voters()), vec![1, 2, 3], "kept past the cut");
+    // A fresh follower installs the snapshot: the log restarts at 5 with
+    // the set the snapshot carries.
+    let (fdisk, f) = new_store(6);
+    let mut inst = f.install_snapshot(info.id, info.size_bytes).unwrap();
+    while inst.position() < info.size_bytes {
+        let at = inst.position();
+        let chunk = l.read_snapshot_chunk(info.id, at, 64).unwrap();
+        inst.write_chunk(at, &chunk).unwrap();
+    }
+    inst.finish().unwrap();
+    assert_eq!(f.log_start_offset(), Offset(5));
+    assert_eq!(nodes(f.voters()), vec![1, 2, 3]);
+    drop(f);
+    assert_eq!(nodes(reopen(&fdisk).voters()), vec![1, 2, 3]);
+}
+
+#[test]
+fn reopen_rebuilds_the_history_with_or_without_the_file() {
+    let (disk, s) = new_store(7);
+    let epoch = common::lead(&s);
+    for (i, n) in [vec![1], vec![1, 2], vec![1, 2, 3]].iter().enumerate() {
+        s.append_as_leader(epoch, &[[u8::try_from(i).unwrap()]])
+            .unwrap();
+        s.append_voter_set(epoch, set(n)).unwrap();
+        commit(&s);
+    }
+    s.append_as_leader(epoch, &[b"tail"]).unwrap();
+    commit(&s);
+    let want: Vec<Vec<u64>> = (0..7).map(|o| nodes(s.voters_at(Offset(o)))).collect();
+    s.close().unwrap();
+    let check = |s: &Store, what: &str| {
+        let got: Vec<Vec<u64>> = (0..7).map(|o| nodes(s.voters_at(Offset(o)))).collect();
+        assert_eq!(got, want, "{what}");
+    };
+    let s = reopen(&disk);
+    check(&s, "after a clean close");
+    drop(s);
+    disk.remove_file(&Path::new(common::DIR).join("voter-history"))
+        .unwrap();
+    let s = reopen(&disk);
+    check(&s, "without the file (whole-log scan)");
+    // An unflushed change is lost in a crash though the file (written
+    // durably) names it: the file's record is dropped.
+    let epoch = common::lead(&s);
+    assert!(epoch > Epoch(1));
+    s.append_voter_set(epoch, set(&[1, 2, 3, 4])).unwrap();
+    assert_eq!(nodes(s.voters()), vec![1, 2, 3, 4]);
+    drop(s);
+    let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
+    let s = reopen(&disk);
+    check(&s, "after losing an unsynced change");
+    assert_eq!(nodes(s.voters()), vec![1, 2, 3]);
+    // The file still names the lost record; user entries now fill its
+    // offset, durably, and the power goes again before any rewrite: the
+    // file's record must be checked against the log, not believed.
+    let epoch = common::lead(&s);
+    for i in 0..4u8 {
+        s.append_as_leader(epoch, &[[b'u', i]]).unwrap();
+    }
+    s.log().flush().unwrap();
+    drop(s);
+    let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
+    let s = reopen(&disk);
+    check(&s, "after the lost record's offset was reused");
+    assert_eq!(nodes(s.voters()), vec![1, 2, 3]);
+}
+
+#[test]
+fn a_reassignment_through_the_store_resumes_after_a_reopen() {
+    let (disk, s) = new_store(8);
+    let epoch = common::lead(&s);
+    s.append_voter_set(epoch, set(&[1, 2, 3])).unwrap();
+    commit(&s);
+    s.alter_voters(epoch, Some(set(&[1, 2, 3, 4])), 100)
+        .unwrap();
+    commit(&s);
+    let st = s
+        .list_reassignment(&BTreeMap::new(), 150)
+        .expect("in progress");
+    assert_eq!(st.adding.len(), 1);
+    assert!(!st.adding[0].promoted);
+    assert_eq!(st.elapsed_ms, 50);
+    let mut progress = BTreeMap::new();
+    assert_eq!(
+        s.drive_reassignment(epoch, v(1), &progress, 0).unwrap(),
+        Step::CatchingUp(v(4))
+    );
+    s.log().flush().unwrap();
+    drop(s);
+    let s = reopen(&disk);
+    // The restarted leader (resigned by the reopen) leads a new epoch and
+    // continues the reassignment from the log.
+    let epoch = common::lead(&s);
+    commit(&s); // a new leader's first commit covers its predecessor's entries
+    progress.insert(v(4), s.high_watermark().unwrap());
+    assert!(matches!(
+        s.drive_reassignment(epoch, v(1), &progress, 0).unwrap(),
+        Step::Append(_)
+    ));
+    assert_eq!(
+        s.drive_reassignment(epoch, v(1), &progress, 0).unwrap(),
+        Step::WaitForCommit
+    );
+    commit(&s);
+    assert_eq!(
+        s.drive_reassignment(epoch, v(1), &progress, 0).unwrap(),
+        Step::Finish
+    );
+    commit(&s);
+    assert!(s.list_reassignment(&progress, 0).is_none());
+    assert_eq!(nodes(s.committed_voters()), vec![1, 2, 3, 4]);
+    assert!(matches!(
+        s.alter_voters(epoch, None, 0),
+        Err(Error::Voters(VoterError::NoReassignment))
+    ));
+}
+
+/// The reassignment sequence for the crash test; `states` collects the
+/// control state after each appended record, `acked` the number of them
+/// acknowledged durable.
+fn sequence(s: &Store, states: &mut Vec<ControlState>, acked: &mut usize) -> Result<(), String> {
+    let e = |r: quorumlog_raft::Result<()>| r.map_err(|e| e.to_string());
+    let epoch = s.election().become_candidate().map_err(|e| e.to_string())?;
+    e(s.election().become_leader())?;
+    let flush = |s: &Store, states: &Vec<ControlState>, acked: &mut usize| {
+        let end = s.log().flush().map_err(|e| e.to_string())?;
+        *acked = states.len();
+        s.set_high_watermark(end).map_err(|e| e.to_string())
+    };
+    e(s.append_voter_set(epoch, set(&[1])).map(|_| ()))?;
+    states.push(s.control_state());
+    flush(s, states, acked)?;
+    e(s.alter_voters(epoch, Some(set(&[1, 2, 3])), 10).map(|_| ()))?;
+    states.push(s.control_state());
+    flush(s, states, acked)?;
+    let progress: BTreeMap<Voter, Offset> = [v(2), v(3)].map(|x| (x, Offset(u64::MAX))).into();
+    let progress: BTreeMap<Voter, Offset> = progress
+        .into_iter()
+        .map(|(k, _)| (k, s.log_end_offset()))
+        .collect();
+    for round in 0..12 {
+        let step = s
+            .drive_reassignment(epoch, v(1), &progress, 64)
+            .map_err(|e| e.to_string())?;
+        match step {
+            Step::Append(_) | Step::Finish => states.push(s.control_state()),
+            Step::Idle if round > 0 => break,
+            _ => {}
+        }
+        flush(s, states, acked)?;
+        if step == Step::Finish {
+            break;
+        }
+    }
+    // Shrink to {2, 3}: the leader removes itself, then resigns.
+    e(s.alter_voters(epoch, Some(set(&[2, 3])), 20).map(|_| ()))?;
+    states.push(s.control_state());
+    flush(s, states, acked)?;
+    for _ in 0..6 {
+        let step = s
+            .drive_reassignment(epoch, v(1), &progress, 64)
+            .map_err(|e| e.to_string())?;
+        if matches!(step, Step::Append(_) | Step::Finish) {
+            states.push(s.control_state());
+        }
+        flush(s, states, acked)?;
+        if step == Step::Resign {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_crash_at_every_call_of_a_reassignment_recovers_a_whole_state() {
+    let (total, full) = {
+        let (disk, s) = new_store(0);
+        let before = disk.calls();
+        let (mut states, mut acked) = (Vec::new(), 0);
+        sequence(&s, &mut states, &mut acked).unwrap();
+        assert_eq!(nodes(s.voters()), vec![2, 3]);
+        assert!(
+            s.election().role() != quorumlog_raft::Role::Leader,
+            "resigned"
+        );
+        (disk.calls() - before, states)
+    };
+    assert!(full.len() >= 8, "{} states", full.len());
+    let mut crashes = 0;
+    for point in 0..=total {
+        for (p, plan) in CRASH_PLANS.into_iter().enumerate() {
+            let seed = point * 10 + p as u64;
+            let (disk, s) = new_store(seed);
+            disk.set_page_tearing(seed % 2 == 1);
+            disk.crash_after(point);
+            let (mut states, mut acked) = (Vec::new(), 0);
+            let _ = sequence(&s, &mut states, &mut acked);
+            drop(s);
+            let disk = disk.crash_with(plan);
+            let what = format!("crash after {point}/{total} calls, {plan:?}");
+            let fs: SharedFs = Arc::new(disk.clone());
+            let s = Store::open(&fs, Path::new(common::DIR), &common::options())
+                .unwrap_or_else(|e| panic!("{what}: the store does not open: {e}"))
+                .0;
+            let got = s.control_state();
+            let at = if got == ControlState::default() {
+                Some(0)
+            } else {
+                full.iter().position(|x| *x == got).map(|i| i + 1)
+            };
+            let at = at.unwrap_or_else(|| panic!("{what}: a state never written: {got:?}"));
+            assert!(
+                at >= acked && at <= states.len() + 1,
+                "{what}: state {at} of {} appended (one more in flight), {acked} acknowledged",
+                states.len()
+            );
+            // User entries fill whatever offsets the crash freed (the file
+            // may name a record lost there), then another power cut: the
+            // state is unchanged.
+            let epoch = common::lead(&s);
+            for i in 0..4u8 {
+                s.append_as_leader(epoch, &[[b'u', i]]).unwrap();
+            }
+            s.log().flush().unwrap();
+            drop(s);
+            let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
+            let fs: SharedFs = Arc::new(disk.clone());
+            let s = Store::open(&fs, Path::new(common::DIR), &common::options())
+                .unwrap_or_else(|e| panic!("{what}: no second open: {e}"))
+                .0;
+            assert_eq!(
+                s.control_state(),
+                got,
+                "{what}: changed by user entries after a crash"
+            );
+            // The history without the file (a whole-log scan) agrees.
+            drop(s);
+            let _ = disk.remove_file(&Path::new(common::DIR).join("voter-history"));
+            let s = Store::open(&fs, Path::new(common::DIR), &common::options())
+                .unwrap_or_else(|e| panic!("{what}: no open without the file: {e}"))
+                .0;
+            assert_eq!(
+                s.control_state(),
+                got,
+                "{what}: the file and the log disagree"
+            );
+            crashes += 1;
+        }
+    }
+    eprintln!("reassignment crash states: {crashes}");
+    assert!(crashes > 200, "{crashes}");
+}
