@@ -80,6 +80,11 @@ pub enum VoterError {
     /// There is no voter set yet (the cluster was never bootstrapped).
     #[error("there is no voter set yet")]
     NoVoterSet,
+    /// The node (with that directory) is not a voter of the latest set:
+    /// it may not stand for election, and a node back with an empty disk
+    /// (a new directory id) is not the voter it was.
+    #[error("{0:?} is not a voter of the latest set")]
+    NotAVoter(Voter),
 }
 
 /// One voter with its endpoint.

@@ -409,6 +409,51 @@ impl Store {
         Ok(step)
     }
 
+    /// Answers a vote request of `candidate` (node and directory) for
+    /// `epoch`, whose log ends at `candidate_log`, against this store's log
+    /// (its last epoch, or its snapshot's for an empty log). Once a voter
+    /// set is known, only a voter of the latest set may be voted for, by
+    /// its exact identity; the rest is [`crate::Election::grant_vote`].
+    ///
+    /// # Errors
+    /// `Voters(NotAVoter)` (nothing changes, no epoch adopted); as
+    /// `Election::grant_vote`.
+    pub fn grant_vote_to(
+        &self,
+        epoch: Epoch,
+        candidate: Voter,
+        candidate_log: crate::LogPosition,
+    ) -> Result<crate::VoteDecision> {
+        if self.voters().is_some_and(|s| !s.contains(candidate)) {
+            return Err(Error::Voters(VoterError::NotAVoter(candidate)));
+        }
+        let ours = crate::LogPosition {
+            last_epoch: self
+                .log
+                .last_epoch()
+                .or_else(|| self.snapshots.latest().map(|s| s.id.epoch)),
+            end_offset: self.log.log_end_offset(),
+        };
+        self.election().grant_vote(
+            epoch,
+            (candidate.node_id, Some(candidate.directory_id)),
+            candidate_log,
+            ours,
+        )
+    }
+
+    /// Stands for election: refused unless `me` is a voter of the latest
+    /// set (once one is known); returns the new epoch.
+    ///
+    /// # Errors
+    /// `Voters(NotAVoter)`; as `Election::become_candidate`.
+    pub fn become_candidate(&self, me: Voter) -> Result<Epoch> {
+        if self.voters().is_some_and(|s| !s.contains(me)) {
+            return Err(Error::Voters(VoterError::NotAVoter(me)));
+        }
+        self.election().become_candidate()
+    }
+
     /// The reassignment in progress, with every replica's state.
     pub fn list_reassignment(
         &self,

@@ -1,0 +1,910 @@
+//! The replica simulation of `three_replicas.rs`, extended with voter
+//! changes (issue 14): up to five replicas, each a store on its own
+//! simulated disk; elections count only voters of the candidate's latest
+//! set, by (node id, directory id); the high watermark is a majority of the
+//! leader's latest set; the leader drives reassignments from its
+//! followers' fetch progress (`Store::drive_reassignment`), one voter
+//! change at a time, and resigns once its own removal is committed.
+//!
+//! Scenarios, each over many seeds with random appends, fetches, flushes,
+//! power cuts (of the leader too, mid-reassignment: the next leader
+//! continues from the log) and elections:
+//! - grow 3 → 5, then shrink to 3 (removing the leader when it is among
+//!   the removed);
+//! - a voter loses its disk (same node id, new directory id): its votes do
+//!   not count and it cannot stand; it is replaced by reassignment;
+//! - cancel after 0, 1 or 2 promotions: the set returns to exactly the
+//!   original;
+//! - a pending reassignment replaced by another.
+//!
+//! Checked after every step: committed entries never change and agree
+//! everywhere; at most one leader per epoch; consecutive committed voter
+//! sets differ by exactly one voter; after a power cut a replica's latest
+//! set is one some leader appended. At the end (after the cluster settles)
+//! the committed set is exactly the expected one and no reassignment is
+//! pending.
+//!
+//! `QUORUMLOG_REASSIGN_SEEDS=N` runs N seeds per scenario (default 60),
+//! `QUORUMLOG_REASSIGN_SEED=S` replays one seed of every scenario.
+#![allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs, Voter};
+use quorumlog_io::{CrashPlan, SimFs, SimRng};
+use quorumlog_log::SyncPolicy;
+use quorumlog_raft::voters::{Step, VoterEntry, VoterError, VoterSet};
+use quorumlog_raft::{
+    Error, FetchPosition, Isolation, LogPosition, Store, StoreOptions, VoteDecision,
+};
+use quorumlog_snapshot::SnapshotId;
+
+const DIR: &str = "/data";
+const MAX_LAG: u64 = 8;
+
+fn options() -> StoreOptions {
+    StoreOptions {
+        sync: SyncPolicy::Never,
+        ..quorumlog_testkit::store_crash::crash_store_options()
+    }
+}
+
+struct Replica {
+    disk: SimFs,
+    store: Store,
+    me: Voter,
+}
+
+impl Replica {
+    fn new(node: u64, dir: u128, seed: u64) -> Replica {
+        let disk = SimFs::new(seed.wrapping_mul(131).wrapping_add(node * 7 + dir as u64));
+        let fs: SharedFs = Arc::new(disk.clone());
+        let meta = Meta::new(ClusterId(7), NodeId(node), DirectoryId(dir));
+        Store::format(&fs, Path::new(DIR), meta, None, &options()).unwrap();
+        let store = Store::open(&fs, Path::new(DIR), &options()).unwrap().0;
+        Replica {
+            disk,
+            store,
+            me: Voter {
+                node_id: NodeId(node),
+                directory_id: DirectoryId(dir),
+            },
+        }
+    }
+
+    fn restart(self) -> Replica {
+        let Replica { disk, store, me } = self;
+        drop(store);
+        let disk = disk.crash_with(CrashPlan::LoseUnsynced);
+        let fs: SharedFs = Arc::new(disk.clone());
+        let store = Store::open(&fs, Path::new(DIR), &options()).unwrap().0;
+        Replica { disk, store, me }
+    }
+
+    fn last_epoch(&self) -> Epoch {
+        self.store
+            .log()
+            .last_epoch()
+            .or_else(|| self.store.snapshots().latest().map(|s| s.id.epoch))
+            .unwrap_or(Epoch(0))
+    }
+
+    fn position(&self) -> LogPosition {
+        LogPosition {
+            last_epoch: Some(self.last_epoch()),
+            end_offset: self.store.log().log_end_offset(),
+        }
+    }
+}
+
+fn voters(vs: &[Voter]) -> VoterSet {
+    VoterSet::new(
+        vs.iter()
+            .map(|v| VoterEntry {
+                voter: *v,
+                endpoint: Some(format!("node-{}", v.node_id.0)),
+            })
+            .collect(),
+    )
+    .unwrap()
+}
+
+fn diff(a: &VoterSet, b: &VoterSet) -> usize {
+    a.voters().filter(|v| !b.contains(*v)).count() + b.voters().filter(|v| !a.contains(*v)).count()
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    promotions: u64,
+    removals: u64,
+    resigned: u64,
+    catching_up: u64,
+    cancels: u64,
+    replaced_pending: u64,
+    refused_completing: u64,
+    not_a_voter: u64,
+    leader_restarts_mid_reassignment: u64,
+    elections_won: u64,
+}
+
+impl Counts {
+    fn add(&mut self, o: Counts) {
+        self.promotions += o.promotions;
+        self.removals += o.removals;
+        self.resigned += o.resigned;
+        self.catching_up += o.catching_up;
+        self.cancels += o.cancels;
+        self.replaced_pending += o.replaced_pending;
+        self.refused_completing += o.refused_completing;
+        self.not_a_voter += o.not_a_voter;
+        self.leader_restarts_mid_reassignment += o.leader_restarts_mid_reassignment;
+        self.elections_won += o.elections_won;
+    }
+}
+
+struct Sim {
+    rng: SimRng,
+    seed: u64,
+    replicas: BTreeMap<u64, Replica>,
+    /// Leader node, its epoch, and the offset of its epoch's first record.
+    leader: Option<(u64, Epoch, Offset)>,
+    leaders_by_epoch: BTreeMap<Epoch, u64>,
+    committed: BTreeMap<u64, (Epoch, Vec<u8>)>,
+    /// The leader's view of each replica's durable end.
+    progress: BTreeMap<Voter, Offset>,
+    committed_sets: Vec<VoterSet>,
+    appended_sets: Vec<VoterSet>,
+    written: u64,
+    now_ms: u64,
+    counts: Counts,
+}
+
+impl Sim {
+    fn new(seed: u64, nodes: &[u64]) -> Sim {
+        let replicas = nodes
+            .iter()
+            .map(|n| (*n, Replica::new(*n, u128::from(*n), seed)))
+            .collect();
+        Sim {
+            rng: SimRng::new(seed),
+            seed,
+            replicas,
+            leader: None,
+            leaders_by_epoch: BTreeMap::new(),
+            committed: BTreeMap::new(),
+            progress: BTreeMap::new(),
+            committed_sets: Vec::new(),
+            appended_sets: Vec::new(),
+            written: 0,
+            now_ms: 0,
+            counts: Counts::default(),
+        }
+    }
+
+    fn r(&self, n: u64) -> &Replica {
+        &self.replicas[&n]
+    }
+
+    fn ctx(&self) -> String {
+        format!("seed {}", self.seed)
+    }
+
+    /// Node 1 bootstraps the quorum {1, 2, 3} and commits it.
+    fn bootstrap(&mut self) {
+        let s = &self.replicas[&1].store;
+        let epoch = s.election().become_candidate().unwrap();
+        s.election().become_leader().unwrap();
+        self.leaders_by_epoch.insert(epoch, 1);
+        let set = voters(&[1, 2, 3].map(|n| self.replicas[&n].me));
+        let info = s.append_voter_set(epoch, set.clone()).unwrap();
+        self.appended_sets.push(set);
+        self.leader = Some((1, epoch, info.base_offset));
+        for _ in 0..4 {
+            for f in [2, 3] {
+                self.fetch_by(f, true);
+            }
+            self.leader_flush();
+        }
+        assert!(
+            self.r(1).store.committed_voters().is_some(),
+            "{}: bootstrap set not committed",
+            self.ctx()
+        );
+    }
+
+    fn elect(&mut self) {
+        let present: Vec<u64> = self.replicas.keys().copied().collect();
+        let c = present[usize::try_from(self.rng.below(present.len() as u64)).unwrap()];
+        let me = self.r(c).me;
+        if self.r(c).store.voters().is_none() {
+            return; // a replica that never learnt the voter set (a new one)
+        }
+        let epoch = match self.r(c).store.become_candidate(me) {
+            Ok(e) => e,
+            Err(Error::Voters(VoterError::NotAVoter(_))) => {
+                self.counts.not_a_voter += 1;
+                return;
+            }
+            Err(e) => panic!("{}: candidacy: {e}", self.ctx()),
+        };
+        self.leader = None;
+        let set = self.r(c).store.voters().expect("bootstrapped");
+        let pos = self.r(c).position();
+        let mut votes = 1;
+        for v in set.voters().filter(|v| v.node_id.0 != c) {
+            let Some(o) = self.replicas.get(&v.node_id.0) else {
+                continue;
+            };
+            match o.store.grant_vote_to(epoch, me, pos) {
+                // Counted only from the voter itself: a node back with a
+                // new directory is not it.
+                Ok(VoteDecision::Granted) if o.me == v => votes += 1,
+                Ok(VoteDecision::Granted) => self.counts.not_a_voter += 1,
+                Ok(_) | Err(Error::StaleEpoch { .. }) => {}
+                Err(Error::Voters(VoterError::NotAVoter(_))) => self.counts.not_a_voter += 1,
+                Err(e) => panic!("{}: vote: {e}", self.ctx()),
+            }
+        }
+        if votes * 2 > set.len() {
+            self.counts.elections_won += 1;
+            let s = &self.replicas[&c].store;
+            s.election().become_leader().unwrap();
+            assert!(
+                self.leaders_by_epoch.insert(epoch, c).is_none(),
+                "{}: two leaders in {epoch}",
+                self.ctx()
+            );
+            let info = s.append_control(epoch, &[b"leader".as_slice()]).unwrap();
+            self.leader = Some((c, epoch, info.base_offset));
+            self.progress.clear();
+        }
+    }
+
+    fn current_leader(&mut self) -> Option<(u64, Epoch)> {
+        let (l, epoch, _) = self.leader?;
+        let ok = self
+            .replicas
+            .get(&l)
+            .is_some_and(|r| r.store.election().check_leader_append(epoch).is_ok());
+        if ok {
+            Some((l, epoch))
+        } else {
+            self.leader = None;
+            None
+        }
+    }
+
+    fn append(&mut self) {
+        let Some((l, epoch)) = self.current_leader() else {
+            return;
+        };
+        let n = 1 + self.rng.below(3);
+        let recs: Vec<Vec<u8>> = (0..n)
+            .map(|i| format!("e{}-n{l}-{}-{i}", epoch.0, self.written).into_bytes())
+            .collect();
+        self.written += 1;
+        self.r(l).store.append_as_leader(epoch, &recs).unwrap();
+    }
+
+    fn leader_flush(&mut self) {
+        let Some((l, _)) = self.current_leader() else {
+            return;
+        };
+        let flushed = self.r(l).store.log().flush().unwrap();
+        let me = self.r(l).me;
+        self.progress.insert(me, flushed);
+        self.commit();
+    }
+
+    /// The high watermark: the largest offset durable on a majority of the
+    /// leader's latest voter set, once its own epoch's first record is
+    /// below it.
+    fn commit(&mut self) {
+        let Some((l, _, start)) = self.leader else {
+            return;
+        };
+        let s = &self.replicas[&l].store;
+        let Some(set) = s.voters() else {
+            return;
+        };
+        let mut ends: Vec<Offset> = set
+            .voters()
+            .map(|v| self.progress.get(&v).copied().unwrap_or(Offset(0)))
+            .collect();
+        ends.sort_unstable_by(|a, b| b.cmp(a));
+        let hw = ends[set.len() / 2].min(s.log().log_end_offset());
+        let before = s.high_watermark().unwrap_or(Offset(0));
+        if hw <= start || hw <= before {
+            return;
+        }
+        s.set_high_watermark(hw).unwrap();
+        let from = s.log().log_start_offset().max(before);
+        for e in s
+            .read_entries(from, hw, u64::MAX, Isolation::Uncommitted)
+            .unwrap()
+        {
+            if let Some(p) = self
+                .committed
+                .insert(e.offset.0, (e.epoch, e.bytes.clone()))
+            {
+                assert_eq!(
+                    p,
+                    (e.epoch, e.bytes),
+                    "seed {}: committed entry changed",
+                    self.seed
+                );
+            }
+        }
+        let now = s.committed_voters().unwrap();
+        match self.committed_sets.last() {
+            Some(last) if last.same_voters(&now) => {}
+            Some(last) => {
+                assert_eq!(
+                    diff(last, &now),
+                    1,
+                    "seed {}: committed sets {last:?} -> {now:?} differ by more than one voter",
+                    self.seed
+                );
+                self.committed_sets.push(now);
+            }
+            None => self.committed_sets.push(now),
+        }
+    }
+
+    fn fetch(&mut self) {
+        let present: Vec<u64> = self.replicas.keys().copied().collect();
+        let f = present[usize::try_from(self.rng.below(present.len() as u64)).unwrap()];
+        let flush = self.rng.below(2) == 0;
+        self.fetch_by(f, flush);
+    }
+
+    fn fetch_by(&mut self, f: u64, flush: bool) {
+        let Some((l, epoch)) = self.current_leader() else {
+            return;
+        };
+        if f == l || !self.replicas.contains_key(&f) {
+            return;
+        }
+        let theirs = self.r(f).store.election().epoch();
+        if theirs > epoch {
+            // The fetch answer names a newer epoch: the leader steps down
+            // into it (an election follows).
+            self.r(l)
+                .store
+                .election()
+                .become_unattached(theirs)
+                .unwrap();
+            self.leader = None;
+            return;
+        }
+        if self
+            .r(f)
+            .store
+            .election()
+            .become_follower(epoch, NodeId(l))
+            .is_err()
+        {
+            return;
+        }
+        let mut matched = false;
+        for _ in 0..8 {
+            let (end, last) = (
+                self.r(f).store.log().log_end_offset(),
+                self.r(f).last_epoch(),
+            );
+            match self
+                .r(l)
+                .store
+                .validate_offset_and_epoch(end, last)
+                .unwrap()
+            {
+                FetchPosition::Valid => {
+                    let leader = &self.r(l).store;
+                    if end < leader.log().log_end_offset() {
+                        let batches = leader.read(end, 4 << 10).unwrap();
+                        let raw: Vec<Vec<u8>> = batches.iter().map(|b| b.raw().to_vec()).collect();
+                        let refs: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+                        self.r(f).store.append_as_follower(&refs).unwrap();
+                    }
+                    matched = true;
+                    break;
+                }
+                FetchPosition::Diverging { end_offset, epoch } => {
+                    self.r(f)
+                        .store
+                        .truncate_to_diverging(end_offset, epoch)
+                        .unwrap_or_else(|e| panic!("{}: follower truncation: {e}", self.ctx()));
+                }
+                FetchPosition::SnapshotNeeded(id) => self.install(l, f, id),
+            }
+        }
+        if !matched {
+            return;
+        }
+        if flush {
+            self.r(f).store.log().flush().unwrap();
+        }
+        let durable = self.r(f).store.log().flushed_offset();
+        let me = self.r(f).me;
+        self.progress.insert(me, durable);
+        self.commit();
+        let hw = self.r(l).store.high_watermark().unwrap_or(Offset(0));
+        let fs = &self.r(f).store;
+        let fhw = hw.min(fs.log().log_end_offset());
+        if fs.high_watermark().unwrap_or(Offset(0)) < fhw {
+            fs.set_high_watermark(fhw).unwrap();
+        }
+    }
+
+    fn install(&self, l: u64, f: u64, id: SnapshotId) {
+        let (leader, follower) = (&self.r(l).store, &self.r(f).store);
+        let size = leader.snapshots().get(id).unwrap().size_bytes;
+        let mut inst = follower.install_snapshot(id, size).unwrap();
+        while inst.position() < size {
+            let at = inst.position();
+            let chunk = leader.read_snapshot_chunk(id, at, 700).unwrap();
+            inst.write_chunk(at, &chunk).unwrap();
+        }
+        inst.finish().unwrap();
+    }
+
+    /// The leader's reassignment step.
+    fn drive(&mut self) {
+        let Some((l, epoch)) = self.current_leader() else {
+            return;
+        };
+        let me = self.r(l).me;
+        let before = self.r(l).store.voters();
+        let step = self
+            .r(l)
+            .store
+            .drive_reassignment(epoch, me, &self.progress, MAX_LAG)
+            .unwrap();
+        match step {
+            Step::Append(next) => {
+                let before = before.unwrap();
+                if next.len() > before.len() {
+                    self.counts.promotions += 1;
+                } else {
+                    self.counts.removals += 1;
+                }
+                self.appended_sets.push(next);
+            }
+            Step::Resign => {
+                self.counts.resigned += 1;
+                self.leader = None;
+            }
+            Step::CatchingUp(_) => self.counts.catching_up += 1,
+            Step::Idle | Step::WaitForCommit | Step::Finish => {}
+        }
+    }
+
+    fn restart(&mut self, n: u64) {
+        let old = self.replicas.remove(&n).unwrap();
+        let r = old.restart();
+        let latest = r.store.voters();
+        if let Some(latest) = latest {
+            assert!(
+                self.appended_sets.iter().any(|s| s.same_voters(&latest)),
+                "{}: node {n} recovered a voter set no leader appended: {latest:?}",
+                self.ctx()
+            );
+        }
+        self.replicas.insert(n, r);
+        if self.leader.is_some_and(|(l, _, _)| l == n) {
+            if self.r(n).store.control_state().reassignment.is_some() {
+                self.counts.leader_restarts_mid_reassignment += 1;
+            }
+            self.leader = None;
+        }
+    }
+
+    /// Node `n` loses its disk: it comes back empty with a new directory.
+    fn lose_disk(&mut self, n: u64) {
+        let old = self.replicas.remove(&n).unwrap();
+        let dir = old.me.directory_id.0 + 1000;
+        self.replicas
+            .insert(n, Replica::new(n, dir, self.seed ^ 0x5eed));
+        if self.leader.is_some_and(|(l, _, _)| l == n) {
+            self.leader = None;
+        }
+    }
+
+    /// Asks the leader to reassign to `target` (`None`: cancel); returns
+    /// the request's offset and bytes once in the log.
+    fn alter(&mut self, target: Option<&[u64]>) -> Result<(Offset, Vec<u8>), Error> {
+        let Some((l, epoch)) = self.current_leader() else {
+            return Err(Error::Voters(VoterError::NoVoterSet));
+        };
+        let set = target.map(|t| voters(&t.iter().map(|n| self.r(*n).me).collect::<Vec<_>>()));
+        self.now_ms += 1;
+        let s = &self.r(l).store;
+        let info = s.alter_voters(epoch, set, self.now_ms)?;
+        let bytes = s
+            .read_entries(
+                info.base_offset,
+                info.next_offset,
+                u64::MAX,
+                Isolation::Uncommitted,
+            )?
+            .remove(0)
+            .bytes;
+        Ok((info.base_offset, bytes))
+    }
+
+    /// Whether the record `bytes` at `at` is committed (at the leader),
+    /// `Some(false)` if the leader's log lost it, `None` if not known yet.
+    fn request_committed(&mut self, at: Offset, bytes: &[u8]) -> Option<bool> {
+        let (l, _) = self.current_leader()?;
+        let s = &self.r(l).store;
+        if s.log_end_offset() <= at {
+            return Some(false);
+        }
+        if at < s.log_start_offset() {
+            return Some(true); // cut below a snapshot: committed long ago
+        }
+        let e = s
+            .read_entries(at, Offset(at.0 + 1), u64::MAX, Isolation::Uncommitted)
+            .ok()?;
+        if e.first().is_none_or(|e| e.bytes != bytes) {
+            return Some(false);
+        }
+        (s.high_watermark().unwrap_or(Offset(0)) > at).then_some(true)
+    }
+
+    /// One random step.
+    fn random_step(&mut self, restarts: bool) {
+        match self.rng.below(100) {
+            0..=7 => self.elect(),
+            8..=29 => self.append(),
+            30..=69 => self.fetch(),
+            70..=79 => self.leader_flush(),
+            80..=93 => self.drive(),
+            _ if restarts => {
+                let present: Vec<u64> = self.replicas.keys().copied().collect();
+                let n = present[usize::try_from(self.rng.below(present.len() as u64)).unwrap()];
+                self.restart(n);
+            }
+            _ => self.fetch(),
+        }
+        if self.leader.is_none() && self.rng.below(2) == 0 {
+            self.elect();
+        }
+        self.check();
+    }
+
+    /// Runs without power cuts until nothing is pending: every change
+    /// committed, no reassignment; returns the committed set.
+    fn settle(&mut self) -> VoterSet {
+        let trace = std::env::var_os("QUORUMLOG_REASSIGN_TRACE").is_some();
+        for i in 0..3000 {
+            if trace && i > 2990 {
+                let view: Vec<String> = self
+                    .replicas
+                    .iter()
+                    .map(|(n, r)| {
+                        let s = &r.store;
+                        let (epoch, role) = {
+                            let e = s.election();
+                            (e.epoch().0, e.role())
+                        };
+                        format!(
+                            "n{n}/{}:[{},{}) hw {:?} e{} {:?} voters {:?}",
+                            r.me.directory_id.0,
+                            s.log_start_offset().0,
+                            s.log_end_offset().0,
+                            s.high_watermark().map(|h| h.0),
+                            epoch,
+                            role,
+                            s.voters()
+                                .map(|v| v.voters().map(|x| x.node_id.0).collect::<Vec<_>>())
+                        )
+                    })
+                    .collect();
+                eprintln!(
+                    "settle {i}: leader {:?}\n  {}",
+                    self.leader,
+                    view.join("\n  ")
+                );
+                if let Some((l, _, _)) = self.leader {
+                    eprintln!("  state {:?}", self.r(l).store.control_state().reassignment);
+                }
+            }
+            if self.current_leader().is_none() {
+                self.elect();
+                continue;
+            }
+            let present: Vec<u64> = self.replicas.keys().copied().collect();
+            for f in present {
+                self.fetch_by(f, true);
+            }
+            self.leader_flush();
+            self.drive();
+            self.check();
+            let Some((l, _)) = self.current_leader() else {
+                continue;
+            };
+            let s = &self.r(l).store;
+            let st = s.control_state();
+            let hw = s.high_watermark().unwrap_or(Offset(0));
+            if st.reassignment.is_none()
+                && s.committed_voters()
+                    .is_some_and(|c| c.same_voters(st.voters.as_ref().unwrap()))
+                && hw == s.log_end_offset()
+            {
+                return s.committed_voters().unwrap();
+            }
+        }
+        panic!("{}: the cluster did not settle", self.ctx());
+    }
+
+    /// Random steps until `cond` holds or `limit` steps passed.
+    fn run_until(&mut self, limit: usize, restarts: bool, mut cond: impl FnMut(&mut Sim) -> bool) {
+        for _ in 0..limit {
+            if cond(self) {
+                return;
+            }
+            self.random_step(restarts);
+        }
+    }
+
+    /// Committed entries agree everywhere; the leader holds them all.
+    fn check(&self) {
+        let committed_end = self.committed.keys().next_back().map_or(0, |o| o + 1);
+        for (n, r) in &self.replicas {
+            let s = &r.store;
+            let (start, end) = (s.log().log_start_offset().0, s.log().log_end_offset().0);
+            let hw = s.high_watermark().map_or(0, |h| h.0);
+            let to = end.min(committed_end).min(hw);
+            if start >= to {
+                continue;
+            }
+            for e in s
+                .read_entries(Offset(start), Offset(to), u64::MAX, Isolation::Uncommitted)
+                .unwrap()
+            {
+                if let Some((epoch, bytes)) = self.committed.get(&e.offset.0) {
+                    assert_eq!(
+                        (e.epoch, &e.bytes),
+                        (*epoch, bytes),
+                        "{}: node {n} disagrees at committed offset {}",
+                        self.ctx(),
+                        e.offset.0
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn nodes_of(s: &VoterSet) -> Vec<(u64, u128)> {
+    s.voters()
+        .map(|v| (v.node_id.0, v.directory_id.0))
+        .collect()
+}
+
+/// Issues `target` (or a cancel) until a leader commits it (an
+/// uncommitted request may be lost with its leader, as any entry), with
+/// random steps in between; returns the refusals met on the way.
+fn issue(sim: &mut Sim, target: Option<&[u64]>) -> Vec<Error> {
+    let mut refusals = Vec::new();
+    let trace = std::env::var_os("QUORUMLOG_REASSIGN_TRACE").is_some();
+    for attempt in 0..2000 {
+        if trace {
+            eprintln!(
+                "issue {target:?} attempt {attempt}: leader {:?}",
+                sim.leader
+            );
+        }
+        match sim.alter(target) {
+            Ok((at, bytes)) => {
+                for _ in 0..400 {
+                    match sim.request_committed(at, &bytes) {
+                        Some(true) => return refusals,
+                        Some(false) => break,
+                        None => sim.random_step(true),
+                    }
+                }
+            }
+            Err(e @ Error::Voters(VoterError::Completing | VoterError::NoReassignment)) => {
+                refusals.push(e);
+                return refusals;
+            }
+            Err(e) => refusals.push(e),
+        }
+        sim.random_step(false);
+    }
+    panic!("{}: no leader committed the request", sim.ctx());
+}
+
+fn grow_and_shrink(seed: u64) -> Counts {
+    let mut sim = Sim::new(seed, &[1, 2, 3, 4, 5]);
+    sim.bootstrap();
+    sim.run_until(40, true, |_| false);
+    issue(&mut sim, Some(&[1, 2, 3, 4, 5]));
+    // A power cut of the leader mid-reassignment, once something moved.
+    sim.run_until(400, true, |s| s.counts.promotions > 0);
+    if let Some((l, _)) = sim.current_leader() {
+        sim.restart(l);
+    }
+    sim.run_until(60, true, |_| false);
+    let grown = sim.settle();
+    assert_eq!(
+        nodes_of(&grown),
+        (1..=5).map(|n| (n, u128::from(n))).collect::<Vec<_>>()
+    );
+    // Shrink to {3, 4, 5}: removes 1 and 2 (the leader, if it is one of
+    // them, last, then it resigns).
+    issue(&mut sim, Some(&[3, 4, 5]));
+    sim.run_until(60, true, |_| false);
+    let shrunk = sim.settle();
+    assert_eq!(
+        nodes_of(&shrunk),
+        vec![(3, 3), (4, 4), (5, 5)],
+        "{}",
+        sim.ctx()
+    );
+    sim.counts
+}
+
+fn lost_disk(seed: u64) -> Counts {
+    let mut sim = Sim::new(seed, &[1, 2, 3]);
+    sim.bootstrap();
+    sim.run_until(30, true, |_| false);
+    sim.lose_disk(3);
+    sim.run_until(60, true, |_| false);
+    sim.settle();
+    // Node 3 (new directory) is not a voter: it cannot stand.
+    let me = sim.r(3).me;
+    assert!(
+        matches!(
+            sim.r(3).store.become_candidate(me),
+            Err(Error::Voters(VoterError::NotAVoter(_)))
+        ) || sim.r(3).store.voters().is_none()
+    );
+    issue(&mut sim, Some(&[1, 2, 3]));
+    sim.run_until(80, true, |_| false);
+    let set = sim.settle();
+    assert_eq!(
+        nodes_of(&set),
+        vec![(1, 1), (2, 2), (3, 1003)],
+        "{}: the replaced voter",
+        sim.ctx()
+    );
+    sim.counts
+}
+
+fn cancel(seed: u64) -> Counts {
+    let mut sim = Sim::new(seed, &[1, 2, 3, 4, 5]);
+    sim.bootstrap();
+    sim.run_until(30, true, |_| false);
+    let original = sim.settle();
+    issue(&mut sim, Some(&[1, 2, 4, 5]));
+    let promoted = seed % 3;
+    sim.run_until(2000, true, |s| {
+        s.counts.promotions >= promoted
+            && s.current_leader().is_some_and(|(l, _)| {
+                let st = s.r(l).store.control_state();
+                st.reassignment
+                    .as_ref()
+                    .is_some_and(|r| !r.completing(st.voters.as_ref().unwrap()))
+            })
+    });
+    let refusals = issue(&mut sim, None);
+    // A refusal right after a cancel of ours that a leader change hid
+    // from us: the rollback is what is pending.
+    let rolling_back = sim.current_leader().is_some_and(|(l, _)| {
+        sim.r(l)
+            .store
+            .control_state()
+            .reassignment
+            .is_some_and(|r| r.rollback)
+    });
+    if !rolling_back
+        && refusals
+            .iter()
+            .any(|e| matches!(e, Error::Voters(VoterError::Completing)))
+    {
+        // The removal began first (voter 3 went): the reassignment must
+        // complete instead.
+        sim.counts.refused_completing += 1;
+        let set = sim.settle();
+        assert_eq!(
+            nodes_of(&set),
+            vec![(1, 1), (2, 2), (4, 4), (5, 5)],
+            "{}",
+            sim.ctx()
+        );
+        return sim.counts;
+    }
+    sim.counts.cancels += 1;
+    sim.run_until(60, true, |_| false);
+    let set = sim.settle();
+    assert!(
+        set.same_voters(&original),
+        "{}: cancel did not return to the original: {set:?}",
+        sim.ctx()
+    );
+    sim.counts
+}
+
+fn replace_pending(seed: u64) -> Counts {
+    let mut sim = Sim::new(seed, &[1, 2, 3, 4, 5]);
+    sim.bootstrap();
+    sim.run_until(30, true, |_| false);
+    issue(&mut sim, Some(&[1, 2, 3, 4]));
+    sim.run_until(usize::try_from(seed % 50).unwrap(), true, |_| false);
+    let refusals = issue(&mut sim, Some(&[1, 2, 3, 5]));
+    if refusals.is_empty()
+        || !refusals
+            .iter()
+            .any(|e| matches!(e, Error::Voters(VoterError::Completing)))
+    {
+        sim.counts.replaced_pending += 1;
+    }
+    sim.run_until(60, true, |_| false);
+    let set = sim.settle();
+    let got = nodes_of(&set);
+    assert!(
+        got == vec![(1, 1), (2, 2), (3, 3), (5, 5)],
+        "{}: after the replacement: {got:?}",
+        sim.ctx()
+    );
+    sim.counts
+}
+
+#[test]
+fn reassignments_keep_one_change_at_a_time_and_end_where_asked() {
+    let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
+    let scenarios: [(&str, fn(u64) -> Counts); 4] = [
+        ("grow 3 -> 5 -> 3", grow_and_shrink),
+        ("replace a lost disk", lost_disk),
+        ("cancel", cancel),
+        ("replace a pending reassignment", replace_pending),
+    ];
+    if let Some(seed) = env("QUORUMLOG_REASSIGN_SEED") {
+        for (_, f) in scenarios {
+            f(seed);
+        }
+        return;
+    }
+    let seeds = env("QUORUMLOG_REASSIGN_SEEDS").unwrap_or(60);
+    let base = quorumlog_testkit::fresh_seed();
+    eprintln!("reassignment: base seed {base} (replay: QUORUMLOG_REASSIGN_SEED=<seed>)");
+    let mut total = Counts::default();
+    for (name, f) in scenarios {
+        for i in 0..seeds {
+            let seed = base.wrapping_add(i);
+            let c = std::panic::catch_unwind(|| f(seed))
+                .unwrap_or_else(|_| panic!("scenario {name}, seed {seed}"));
+            total.add(c);
+        }
+    }
+    eprintln!("reassignment: {seeds} seeds per scenario, {total:?}");
+    for (what, n) in [
+        ("a promotion", total.promotions),
+        ("a removal", total.removals),
+        ("a removed leader resigning", total.resigned),
+        ("an adding replica catching up", total.catching_up),
+        ("a cancel rolled back", total.cancels),
+        ("a pending reassignment replaced", total.replaced_pending),
+        (
+            "a vote or candidacy refused to a non-voter",
+            total.not_a_voter,
+        ),
+        (
+            "a leader power cut mid-reassignment",
+            total.leader_restarts_mid_reassignment,
+        ),
+    ] {
+        assert!(n > 0, "the simulation never reached: {what}");
+    }
+}
