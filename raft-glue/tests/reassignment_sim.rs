@@ -65,7 +65,10 @@ struct Replica {
 
 impl Replica {
     fn new(node: u64, dir: u128, seed: u64) -> Replica {
-        let disk = SimFs::new(seed.wrapping_mul(131).wrapping_add(node * 7 + dir as u64));
+        let disk = SimFs::new(
+            seed.wrapping_mul(131)
+                .wrapping_add(node * 7 + u64::try_from(dir % 1_000_000).unwrap()),
+        );
         let fs: SharedFs = Arc::new(disk.clone());
         let meta = Meta::new(ClusterId(7), NodeId(node), DirectoryId(dir));
         Store::format(&fs, Path::new(DIR), meta, None, &options()).unwrap();
@@ -131,6 +134,7 @@ struct Counts {
     replaced_pending: u64,
     refused_completing: u64,
     not_a_voter: u64,
+    vote_to_old_directory: u64,
     leader_restarts_mid_reassignment: u64,
     elections_won: u64,
 }
@@ -145,6 +149,7 @@ impl Counts {
         self.replaced_pending += o.replaced_pending;
         self.refused_completing += o.refused_completing;
         self.not_a_voter += o.not_a_voter;
+        self.vote_to_old_directory += o.vote_to_old_directory;
         self.leader_restarts_mid_reassignment += o.leader_restarts_mid_reassignment;
         self.elections_won += o.elections_won;
     }
@@ -227,7 +232,7 @@ impl Sim {
         if self.r(c).store.voters().is_none() {
             return; // a replica that never learnt the voter set (a new one)
         }
-        let epoch = match self.r(c).store.become_candidate(me) {
+        let epoch = match self.r(c).store.become_candidate() {
             Ok(e) => e,
             Err(Error::Voters(VoterError::NotAVoter(_))) => {
                 self.counts.not_a_voter += 1;
@@ -243,13 +248,26 @@ impl Sim {
             let Some(o) = self.replicas.get(&v.node_id.0) else {
                 continue;
             };
-            match o.store.grant_vote_to(epoch, me, pos) {
-                // Counted only from the voter itself: a node back with a
-                // new directory is not it.
-                Ok(VoteDecision::Granted) if o.me == v => votes += 1,
-                Ok(VoteDecision::Granted) => self.counts.not_a_voter += 1,
+            match o.store.grant_vote_to(epoch, me, v, pos) {
+                Ok(VoteDecision::Granted) => {
+                    assert_eq!(
+                        o.me,
+                        v,
+                        "{}: a vote from a node that is not the voter",
+                        self.ctx()
+                    );
+                    votes += 1;
+                }
                 Ok(_) | Err(Error::StaleEpoch { .. }) => {}
-                Err(Error::Voters(VoterError::NotAVoter(_))) => self.counts.not_a_voter += 1,
+                Err(Error::Voters(VoterError::NotAVoter(_))) => {
+                    assert_ne!(
+                        o.me,
+                        v,
+                        "{}: the voter itself refused as not a voter",
+                        self.ctx()
+                    );
+                    self.counts.vote_to_old_directory += 1;
+                }
                 Err(e) => panic!("{}: vote: {e}", self.ctx()),
             }
         }
@@ -394,6 +412,29 @@ impl Sim {
         {
             return;
         }
+        let matched = self.catch_up(l, f);
+        if !matched {
+            return;
+        }
+        if flush {
+            self.r(f).store.log().flush().unwrap();
+        }
+        let durable = self.r(f).store.log().flushed_offset();
+        let me = self.r(f).me;
+        self.progress.insert(me, durable);
+        self.commit();
+        let hw = self.r(l).store.high_watermark().unwrap_or(Offset(0));
+        let fs = &self.r(f).store;
+        let fhw = hw.min(fs.log().log_end_offset());
+        if fs.high_watermark().unwrap_or(Offset(0)) < fhw {
+            fs.set_high_watermark(fhw).unwrap();
+        }
+    }
+
+    /// Fetches until follower `f`'s log matches leader `l`'s (truncating
+    /// a diverging suffix, installing a snapshot) and appends what it
+    /// lacks; returns whether it matched.
+    fn catch_up(&self, l: u64, f: u64) -> bool {
         let mut matched = false;
         for _ in 0..8 {
             let (end, last) = (
@@ -426,22 +467,7 @@ impl Sim {
                 FetchPosition::SnapshotNeeded(id) => self.install(l, f, id),
             }
         }
-        if !matched {
-            return;
-        }
-        if flush {
-            self.r(f).store.log().flush().unwrap();
-        }
-        let durable = self.r(f).store.log().flushed_offset();
-        let me = self.r(f).me;
-        self.progress.insert(me, durable);
-        self.commit();
-        let hw = self.r(l).store.high_watermark().unwrap_or(Offset(0));
-        let fs = &self.r(f).store;
-        let fhw = hw.min(fs.log().log_end_offset());
-        if fs.high_watermark().unwrap_or(Offset(0)) < fhw {
-            fs.set_high_watermark(fhw).unwrap();
-        }
+        matched
     }
 
     fn install(&self, l: u64, f: u64, id: SnapshotId) {
@@ -763,10 +789,9 @@ fn lost_disk(seed: u64) -> Counts {
     sim.run_until(60, true, |_| false);
     sim.settle();
     // Node 3 (new directory) is not a voter: it cannot stand.
-    let me = sim.r(3).me;
     assert!(
         matches!(
-            sim.r(3).store.become_candidate(me),
+            sim.r(3).store.become_candidate(),
             Err(Error::Voters(VoterError::NotAVoter(_)))
         ) || sim.r(3).store.voters().is_none()
     );
@@ -861,10 +886,12 @@ fn replace_pending(seed: u64) -> Counts {
     sim.counts
 }
 
+type Scenario = fn(u64) -> Counts;
+
 #[test]
 fn reassignments_keep_one_change_at_a_time_and_end_where_asked() {
     let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
-    let scenarios: [(&str, fn(u64) -> Counts); 4] = [
+    let scenarios: [(&str, Scenario); 4] = [
         ("grow 3 -> 5 -> 3", grow_and_shrink),
         ("replace a lost disk", lost_disk),
         ("cancel", cancel),

@@ -136,8 +136,7 @@ fn decode_file(bytes: &[u8]) -> Option<Control> {
     let len = u32::from_le_bytes(take(4)?.try_into().ok()?);
     let base = ControlState::decode(take(usize::try_from(len).ok()?)?)?;
     let mut history = ControlHistory::new(base_offset, base);
-    loop {
-        let Some(o) = take(8) else { break };
+    while let Some(o) = take(8) {
         let o = Offset(u64_of(o)?);
         let len = u32::from_le_bytes(take(4)?.try_into().ok()?);
         history.record(o, ControlRecord::decode(take(usize::try_from(len).ok()?)?)?);
@@ -163,7 +162,7 @@ fn log_holds(log: &DurableLog, o: Offset, rec: &ControlRecord) -> bool {
 /// Rebuilds the history at open (see the module documentation); returns
 /// it and whether part of the log had to be scanned.
 pub(super) fn rebuild(
-    file: Option<Vec<u8>>,
+    file: Option<&[u8]>,
     log: &DurableLog,
     snapshots: &SnapshotStore,
 ) -> Result<(Control, bool)> {
@@ -172,7 +171,7 @@ pub(super) fn rebuild(
         .latest()
         .filter(|s| s.id.end_offset == start)
         .map(|s| snapshot_state(snapshots, s.id));
-    let mut c = match file.as_deref().and_then(decode_file) {
+    let mut c = match file.and_then(decode_file) {
         Some(mut c) if c.history.base_offset() <= start => {
             c.history.cut_prefix(start);
             c.history.truncate_to(end);
@@ -409,11 +408,24 @@ impl Store {
         Ok(step)
     }
 
+    /// This replica as a voter: its node id and directory id.
+    pub fn me(&self) -> Voter {
+        let meta = self.dd.meta();
+        Voter {
+            node_id: meta.node_id,
+            directory_id: meta.directory_id,
+        }
+    }
+
     /// Answers a vote request of `candidate` (node and directory) for
-    /// `epoch`, whose log ends at `candidate_log`, against this store's log
-    /// (its last epoch, or its snapshot's for an empty log). Once a voter
-    /// set is known, only a voter of the latest set may be voted for, by
-    /// its exact identity; the rest is [`crate::Election::grant_vote`].
+    /// `epoch`, whose log ends at `candidate_log`, sent to `addressed_to`:
+    /// the voter the candidate's set names for this node (`KIP-853`'s voter
+    /// directory id in the request). A node back with an empty disk has a
+    /// new directory id and is not that voter: it refuses, changing
+    /// nothing. The candidate need not be in this replica's own set (its
+    /// view may be stale: the candidate counts only votes of its set's
+    /// voters). The rest is [`crate::Election::grant_vote`], against this
+    /// store's log (its last epoch, or its snapshot's for an empty log).
     ///
     /// # Errors
     /// `Voters(NotAVoter)` (nothing changes, no epoch adopted); as
@@ -422,10 +434,11 @@ impl Store {
         &self,
         epoch: Epoch,
         candidate: Voter,
+        addressed_to: Voter,
         candidate_log: crate::LogPosition,
     ) -> Result<crate::VoteDecision> {
-        if self.voters().is_some_and(|s| !s.contains(candidate)) {
-            return Err(Error::Voters(VoterError::NotAVoter(candidate)));
+        if addressed_to != self.me() {
+            return Err(Error::Voters(VoterError::NotAVoter(addressed_to)));
         }
         let ours = crate::LogPosition {
             last_epoch: self
@@ -442,12 +455,14 @@ impl Store {
         )
     }
 
-    /// Stands for election: refused unless `me` is a voter of the latest
-    /// set (once one is known); returns the new epoch.
+    /// Stands for election: refused unless this replica ([`Store::me`]) is
+    /// a voter of the latest set (once one is known); returns the new
+    /// epoch.
     ///
     /// # Errors
     /// `Voters(NotAVoter)`; as `Election::become_candidate`.
-    pub fn become_candidate(&self, me: Voter) -> Result<Epoch> {
+    pub fn become_candidate(&self) -> Result<Epoch> {
+        let me = self.me();
         if self.voters().is_some_and(|s| !s.contains(me)) {
             return Err(Error::Voters(VoterError::NotAVoter(me)));
         }
