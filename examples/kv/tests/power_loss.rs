@@ -268,6 +268,31 @@ fn describe(cluster: &LocalCluster) -> String {
     states.join("; ")
 }
 
+/// Where `keys` are in each node's log (index and log id per node).
+async fn locate(logs: &[LogStore<TypeConfig>], keys: &[String], last: u64) -> String {
+    let mut out = Vec::new();
+    for (i, log) in logs.iter().enumerate() {
+        let mut log = log.clone();
+        let entries = log.try_get_log_entries(0..=last).await.unwrap_or_default();
+        let first = entries.first().map(|e| e.log_id.index);
+        let found: Vec<String> = entries
+            .iter()
+            .filter_map(|e| match &e.payload {
+                openraft::EntryPayload::Normal(p) if keys.contains(&p.key) => {
+                    Some(format!("{}@{}", p.key, e.log_id))
+                }
+                _ => None,
+            })
+            .collect();
+        out.push(format!(
+            "node {} (log from {first:?}, {} entries): {found:?}",
+            i + 1,
+            entries.len()
+        ));
+    }
+    out.join(" | ")
+}
+
 /// No contradiction: entries at one index agree on every node holding it.
 async fn check_logs(logs: Vec<LogStore<TypeConfig>>, last: u64) -> Result<(), String> {
     let mut by_index: BTreeMap<u64, LogId<u64>> = BTreeMap::new();
@@ -305,18 +330,29 @@ async fn run_seed(seed: u64) -> Result<Counts, String> {
         ));
     }
     trace("applied after restart");
+    let mut bad = None;
     for (id, (_, machine)) in &cluster.nodes {
         let data = machine.dump();
-        let missing = acked
+        let keys: Vec<String> = acked
             .iter()
             .filter(|(k, v)| data.get(*k) != Some(*v))
-            .count();
-        if missing > 0 {
-            return Err(format!(
-                "node {id}: {missing} of {} acknowledged writes missing",
-                acked.len()
-            ));
+            .map(|(k, _)| k.clone())
+            .collect();
+        if !keys.is_empty() && bad.is_none() {
+            bad = Some((*id, keys));
         }
+    }
+    if let Some((id, keys)) = bad {
+        let described = describe(&cluster);
+        cluster.shutdown().await;
+        let logs_agree = check_logs(logs.clone(), last).await;
+        let placed = locate(&logs, &keys, last).await;
+        return Err(format!(
+            "node {id}: {} of {} acknowledged writes missing ({keys:?}); \
+             logs: {logs_agree:?}; where: {placed}; {described}",
+            keys.len(),
+            acked.len()
+        ));
     }
     let snapshots = cluster
         .nodes
