@@ -30,6 +30,36 @@ pub async fn status(addr: &str) -> std::io::Result<Status> {
     }
 }
 
+/// Sends an admin request to the leader: asks `addr` for the leader and
+/// its address, then sends `req` there (retrying while an election runs).
+///
+/// # Errors
+/// No leader within ten seconds; I/O.
+pub async fn to_leader(addr: &str, req: &Request) -> Result<Response, String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = status(addr).await.map_err(|e| format!("{addr}: {e}"))?;
+        let leader = s.leader.and_then(|l| {
+            s.nodes
+                .iter()
+                .find(|(i, _)| *i == l)
+                .map(|(_, a)| a.clone())
+        });
+        if let Some(l) = leader {
+            match request(&l, req).await {
+                Ok(Response::Reassign(Err(e)) | Response::Reassignments(Err(e)))
+                    if e == "not the leader" && tokio::time::Instant::now() < deadline => {}
+                Ok(r) => return Ok(r),
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e.to_string()),
+                Err(_) => {}
+            }
+        } else if tokio::time::Instant::now() >= deadline {
+            return Err("no leader".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Every key and value a node applied.
 ///
 /// # Errors

@@ -75,10 +75,14 @@ impl Report {
     }
 }
 
-struct Cluster {
+/// Node processes on loopback, each with its own data directory under a
+/// base directory; killed (SIGKILL) when dropped.
+pub struct Processes {
     exe: PathBuf,
     base: PathBuf,
     peers: Vec<(u64, String)>,
+    /// Nodes `1..=initial` form the cluster (node 1 initializes it).
+    initial: u64,
     children: BTreeMap<u64, Child>,
 }
 
@@ -88,8 +92,38 @@ fn free_port() -> std::io::Result<u16> {
         .port())
 }
 
-impl Cluster {
-    fn addr(&self, id: u64) -> String {
+impl Processes {
+    /// Nodes `1..=members` of a new cluster (not started), on free ports.
+    ///
+    /// # Errors
+    /// No free port.
+    pub fn new(exe: &Path, base: &Path, members: u64) -> std::io::Result<Processes> {
+        let mut peers = Vec::new();
+        for id in 1..=members {
+            peers.push((id, format!("127.0.0.1:{}", free_port()?)));
+        }
+        Ok(Processes {
+            exe: exe.to_path_buf(),
+            base: base.to_path_buf(),
+            peers,
+            initial: members,
+            children: BTreeMap::new(),
+        })
+    }
+
+    /// A node outside the initial cluster (not started); returns its
+    /// address.
+    ///
+    /// # Errors
+    /// No free port.
+    pub fn add(&mut self, id: u64) -> std::io::Result<String> {
+        let addr = format!("127.0.0.1:{}", free_port()?);
+        self.peers.push((id, addr.clone()));
+        Ok(addr)
+    }
+
+    /// Node `id`'s address.
+    pub fn addr(&self, id: u64) -> String {
         self.peers
             .iter()
             .find(|(i, _)| *i == id)
@@ -97,8 +131,17 @@ impl Cluster {
             .unwrap_or_default()
     }
 
-    fn spawn(&mut self, id: u64) -> std::io::Result<()> {
-        let peers: Vec<String> = self.peers.iter().map(|(i, a)| format!("{i}={a}")).collect();
+    /// Starts node `id`'s process (its log goes to `node-<id>.log`).
+    ///
+    /// # Errors
+    /// The process cannot start.
+    pub fn spawn(&mut self, id: u64) -> std::io::Result<()> {
+        let peers: Vec<String> = self
+            .peers
+            .iter()
+            .filter(|(i, _)| *i <= self.initial)
+            .map(|(i, a)| format!("{i}={a}"))
+            .collect();
         let log = std::fs::File::create(self.base.join(format!("node-{id}.log")))?;
         let mut cmd = Command::new(&self.exe);
         cmd.arg("node")
@@ -116,7 +159,8 @@ impl Cluster {
         Ok(())
     }
 
-    fn kill(&mut self, id: u64) {
+    /// Kills node `id`'s process (SIGKILL).
+    pub fn kill(&mut self, id: u64) {
         if let Some(mut c) = self.children.remove(&id) {
             let _ = c.kill(); // SIGKILL
             let _ = c.wait();
@@ -136,7 +180,8 @@ impl Cluster {
         (seen.iter().all(|l| *l == Some(first)) && Some(first) != exclude).then_some(first)
     }
 
-    async fn wait_leader(&self, exclude: Option<u64>, limit: Duration) -> Option<u64> {
+    /// The leader every reachable node agrees on, within `limit`.
+    pub async fn wait_leader(&self, exclude: Option<u64>, limit: Duration) -> Option<u64> {
         let t0 = Instant::now();
         while t0.elapsed() < limit {
             if let Some(l) = self.leader(exclude).await {
@@ -148,7 +193,7 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
+impl Drop for Processes {
     fn drop(&mut self) {
         let ids: Vec<u64> = self.children.keys().copied().collect();
         for id in ids {
@@ -228,19 +273,7 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
         .dir
         .join(format!("quorumlog-kv-demo-{}", std::process::id()));
     std::fs::create_dir_all(&base).map_err(|e| e.to_string())?;
-    let mut peers = Vec::new();
-    for id in 1..=3u64 {
-        peers.push((
-            id,
-            format!("127.0.0.1:{}", free_port().map_err(|e| e.to_string())?),
-        ));
-    }
-    let mut cluster = Cluster {
-        exe: exe.to_path_buf(),
-        base: base.clone(),
-        peers,
-        children: BTreeMap::new(),
-    };
+    let mut cluster = Processes::new(exe, &base, 3).map_err(|e| e.to_string())?;
     for id in 1..=3 {
         cluster.spawn(id).map_err(|e| e.to_string())?;
     }

@@ -17,6 +17,7 @@ pub mod machine;
 pub mod network;
 pub mod node;
 pub mod proto;
+pub mod reassign;
 
 pub use machine::KvMachine;
 pub use proto::{Put, TypeConfig};

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use quorumlog_kv::{client, demo, node};
+use quorumlog_kv::{client, demo, node, proto};
 
 #[derive(Parser)]
 #[command(
@@ -56,6 +56,31 @@ enum Cmd {
     /// Shows one node's Raft state.
     Status {
         /// A node's address.
+        #[arg(long)]
+        addr: String,
+    },
+    /// Reassigns the voters (KIP-455 semantics): `--target 1,2,4` starts a
+    /// reassignment (replacing a pending one), `--cancel` rolls the pending
+    /// one back. Returns once the request is committed; the leader then
+    /// drives it (`reassignments` shows the progress).
+    Reassign {
+        /// Any node's address (the request goes to the leader).
+        #[arg(long)]
+        addr: String,
+        /// The target voters' ids, separated by commas.
+        #[arg(long, conflicts_with = "cancel", required_unless_present = "cancel")]
+        target: Option<String>,
+        /// Addresses of target nodes not yet members, `id=addr` by commas.
+        #[arg(long)]
+        peers: Option<String>,
+        /// Cancel the pending reassignment.
+        #[arg(long)]
+        cancel: bool,
+    },
+    /// Lists the reassignment in progress: every replica, adding ones with
+    /// their state and lag, removing ones.
+    Reassignments {
+        /// Any node's address (the listing comes from the leader).
         #[arg(long)]
         addr: String,
     },
@@ -142,6 +167,48 @@ async fn run(command: Cmd) -> Result<bool, String> {
             let s = client::status(&addr).await.map_err(|e| e.to_string())?;
             println!("{s:?}");
             Ok(true)
+        }
+        Cmd::Reassign {
+            addr,
+            target,
+            peers,
+            cancel,
+        } => {
+            let target = if cancel {
+                None
+            } else {
+                let peers = peers
+                    .as_deref()
+                    .map(parse_peers)
+                    .transpose()?
+                    .unwrap_or_default();
+                let ids = target.unwrap_or_default();
+                let mut t = Vec::new();
+                for id in ids.split(',').filter(|x| !x.is_empty()) {
+                    let id: u64 = id.trim().parse().map_err(|_| format!("bad id {id}"))?;
+                    let addr = peers.iter().find(|(i, _)| *i == id).map(|(_, a)| a.clone());
+                    t.push((id, addr));
+                }
+                Some(t)
+            };
+            match client::to_leader(&addr, &proto::Request::Reassign(target)).await? {
+                proto::Response::Reassign(Ok(())) => {
+                    println!("accepted");
+                    Ok(true)
+                }
+                proto::Response::Reassign(Err(e)) => Err(e),
+                _ => Err("unexpected answer".into()),
+            }
+        }
+        Cmd::Reassignments { addr } => {
+            match client::to_leader(&addr, &proto::Request::Reassignments).await? {
+                proto::Response::Reassignments(Ok(text)) => {
+                    println!("{text}");
+                    Ok(true)
+                }
+                proto::Response::Reassignments(Err(e)) => Err(e),
+                _ => Err("unexpected answer".into()),
+            }
         }
         Cmd::Demo {
             seconds,

@@ -56,7 +56,9 @@ pub fn open_store(
     let fresh = !dir.join("meta").exists();
     if fresh {
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        let meta = Meta::new(ClusterId(7), NodeId(id), DirectoryId(u128::from(id) + 1));
+        // A fresh directory id at every format: a node back with an empty
+        // disk is not the voter it was.
+        let meta = Meta::new(ClusterId(7), NodeId(id), DirectoryId::random());
         Store::format(fs, dir, meta, None, &store_options()).map_err(|e| e.to_string())?;
     }
     let (store, _) = Store::open(fs, dir, &store_options()).map_err(|e| e.to_string())?;
@@ -75,6 +77,8 @@ pub struct Running {
     pub machine: KvMachine,
     /// How long opening the store took.
     pub open_ms: u64,
+    /// Its data directory's id.
+    pub directory: DirectoryId,
 }
 
 /// Starts node `id` over `store` with `network`.
@@ -90,6 +94,7 @@ pub async fn start<N>(
 where
     N: openraft::network::RaftNetworkFactory<TypeConfig>,
 {
+    let directory = store.me().directory_id;
     let log = LogStore::new_bounded(Arc::clone(&store), id).map_err(|e| e.to_string())?;
     let machine = KvMachine::open(store).map_err(|e| e.to_string())?;
     let raft = Raft::new(id, crate::raft_config(), network, log, machine.clone())
@@ -100,6 +105,7 @@ where
         raft,
         machine,
         open_ms,
+        directory,
     })
 }
 
@@ -129,6 +135,16 @@ pub async fn run(args: NodeArgs) -> Result<(), String> {
     if args.init && fresh {
         initialize(&node.raft, &args.peers).await?;
     }
+    let driver = node.clone();
+    tokio::spawn(async move {
+        // The leader drives a reassignment in progress, a step at a time.
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            if let Err(e) = crate::reassign::drive(&driver).await {
+                tracing::warn!("reassignment step: {e}");
+            }
+        }
+    });
     let listener = TcpListener::bind(&args.listen)
         .await
         .map_err(|e| format!("listen on {}: {e}", args.listen))?;
@@ -167,9 +183,22 @@ pub async fn answer(node: &Running, req: Request) -> Response {
         }),
         Request::Get(key) => Response::Get(node.machine.get(&key)),
         Request::Dump => Response::Dump(node.machine.dump()),
+        Request::Reassign(target) => Response::Reassign(reassign_request(node, target).await),
+        Request::Reassignments => Response::Reassignments(
+            crate::reassign::list(node, now_ms())
+                .await
+                .map(|s| crate::reassign::describe(s.as_ref())),
+        ),
         Request::Status => {
             let m = node.raft.metrics().borrow().clone();
+            let membership = m.membership_config.membership();
             Response::Status(Status {
+                directory: node.directory.0,
+                voters: membership.voter_ids().collect(),
+                nodes: membership
+                    .nodes()
+                    .map(|(id, n)| (*id, n.addr.clone()))
+                    .collect(),
                 id: node.id,
                 leader: m.current_leader,
                 term: m.current_term,
@@ -180,4 +209,40 @@ pub async fn answer(node: &Running, req: Request) -> Response {
             })
         }
     }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A reassignment request: addresses of members come from the membership.
+async fn reassign_request(
+    node: &Running,
+    target: Option<Vec<(u64, Option<String>)>>,
+) -> Result<(), String> {
+    let target = match target {
+        None => None,
+        Some(t) => {
+            let known: BTreeMap<u64, String> = node
+                .raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect();
+            let mut out = Vec::new();
+            for (id, addr) in t {
+                let addr = addr
+                    .or_else(|| known.get(&id).cloned())
+                    .ok_or_else(|| format!("node {id}: no address (pass --peers {id}=ADDR)"))?;
+                out.push((id, addr));
+            }
+            Some(out)
+        }
+    };
+    crate::reassign::request(node, target, now_ms()).await
 }

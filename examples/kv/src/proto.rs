@@ -53,6 +53,12 @@ pub enum Request {
     Dump,
     /// Client: this node's Raft state.
     Status,
+    /// Admin: reassign the voters to these nodes (ids, with an address for
+    /// any node not a member yet), replacing a pending reassignment;
+    /// `None` cancels the pending one. Leader only.
+    Reassign(Option<Vec<(u64, Option<String>)>>),
+    /// Admin: the reassignment in progress. Leader only.
+    Reassignments,
 }
 
 /// Why a write was not acknowledged.
@@ -81,6 +87,12 @@ pub struct Status {
     pub open_ms: u64,
     /// Why its Raft stopped, if it did (a storage failure is fatal).
     pub fatal: Option<String>,
+    /// Its data directory's id (a new one after an empty disk).
+    pub directory: u128,
+    /// The voters of the membership it knows.
+    pub voters: Vec<u64>,
+    /// Every member it knows (voters and learners), with addresses.
+    pub nodes: Vec<(u64, String)>,
 }
 
 /// A node's answer.
@@ -100,6 +112,10 @@ pub enum Response {
     Dump(BTreeMap<String, String>),
     /// To [`Request::Status`].
     Status(Status),
+    /// To [`Request::Reassign`]: accepted (committed), or why not.
+    Reassign(Result<(), String>),
+    /// To [`Request::Reassignments`]: the listing as text, or why not.
+    Reassignments(Result<String, String>),
 }
 
 /// Largest frame accepted (a snapshot chunk or a batch of entries).

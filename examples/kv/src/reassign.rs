@@ -1,0 +1,321 @@
+//! Reassignment of the cluster's voters (issue 14) over openraft's
+//! membership, driven by the same pure state machine as the store's
+//! (`quorumlog_raft::voters::next_step`).
+//!
+//! - The voters are openraft's voter ids, each with the directory id of
+//!   its data directory (asked of the node: a node back with an empty disk
+//!   has a new one) and its address.
+//! - The reassignment's durable state is replicated through Raft like any
+//!   write: a reserved key ([`REASSIGNMENT_KEY`]) of the state machine holds
+//!   its record (`ControlRecord::Reassignment`, hex), so it survives
+//!   restarts and a new leader finds it.
+//! - Each step is an openraft membership change: an adding replica joins
+//!   as a learner (the observer) and is promoted by `change_membership`
+//!   once within [`MAX_LAG`] of the commit index; removals are
+//!   `change_membership` too, the leader last (openraft's leader steps
+//!   down once a membership without it commits). One change at a time:
+//!   nothing starts while a membership change is not applied.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use openraft::BasicNode;
+use quorumlog_checkpoint::{DirectoryId, NodeId, Offset, Voter};
+use quorumlog_raft::voters::{
+    next_step, plan_cancel, plan_reassignment, status, ControlRecord, ControlState, Reassignment,
+    ReassignmentStatus, Step, StepInput, VoterEntry, VoterSet,
+};
+
+use crate::node::Running;
+use crate::proto::Put;
+
+/// The state machine key holding the reassignment in progress (a client
+/// key never starts with NUL).
+pub const REASSIGNMENT_KEY: &str = "\u{0}reassignment";
+
+/// How far behind the commit index an adding replica may be to be
+/// promoted.
+pub const MAX_LAG: u64 = 64;
+
+fn encode(r: Option<&Reassignment>) -> String {
+    ControlRecord::Reassignment(r.cloned())
+        .encode()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn decode(s: &str) -> Option<Reassignment> {
+    let bytes: Option<Vec<u8>> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect();
+    match ControlRecord::decode(&bytes?)? {
+        ControlRecord::Reassignment(r) => r,
+        ControlRecord::VoterSet(_) => None,
+    }
+}
+
+/// What the leader sees: the control state (voters with directories, the
+/// reassignment), addresses, each replica's durable end, the commit end,
+/// and whether the last membership change is applied.
+struct View {
+    state: ControlState,
+    addrs: BTreeMap<u64, String>,
+    progress: BTreeMap<Voter, Offset>,
+    committed_end: Offset,
+    settled: bool,
+}
+
+/// The directory id of node `id` at `addr` (this node's own from its
+/// store).
+async fn directory(node: &Running, id: u64, addr: &str) -> Result<DirectoryId, String> {
+    if id == node.id {
+        return Ok(node.directory);
+    }
+    let s = crate::client::status(addr)
+        .await
+        .map_err(|e| format!("node {id} at {addr}: {e}"))?;
+    if s.id != id {
+        return Err(format!("{addr} is node {}, not {id}", s.id));
+    }
+    Ok(DirectoryId(s.directory))
+}
+
+async fn view(node: &Running) -> Result<View, String> {
+    let m = node.raft.metrics().borrow().clone();
+    let membership = m.membership_config.membership().clone();
+    let addrs: BTreeMap<u64, String> = membership
+        .nodes()
+        .map(|(id, n)| (*id, n.addr.clone()))
+        .collect();
+    let mut entries = Vec::new();
+    let mut dirs = BTreeMap::new();
+    for id in membership.voter_ids() {
+        let addr = addrs.get(&id).cloned().unwrap_or_default();
+        let dir = directory(node, id, &addr).await?;
+        dirs.insert(id, dir);
+        entries.push(VoterEntry {
+            voter: Voter {
+                node_id: NodeId(id),
+                directory_id: dir,
+            },
+            endpoint: Some(addr),
+        });
+    }
+    let voters = VoterSet::new(entries).map_err(|e| e.to_string())?;
+    let reassignment = node
+        .machine
+        .get(REASSIGNMENT_KEY)
+        .as_deref()
+        .and_then(decode);
+    let applied = m.last_applied.map_or(0, |l| l.index + 1);
+    let mut progress = BTreeMap::new();
+    for (id, matched) in m.replication.clone().unwrap_or_default() {
+        let dir = match dirs.get(&id) {
+            Some(d) => *d,
+            None => {
+                let addr = addrs.get(&id).cloned().unwrap_or_default();
+                match directory(node, id, &addr).await {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                }
+            }
+        };
+        let end = matched.map_or(0, |l| l.index + 1);
+        progress.insert(
+            Voter {
+                node_id: NodeId(id),
+                directory_id: dir,
+            },
+            Offset(end),
+        );
+    }
+    let settled = m
+        .membership_config
+        .log_id()
+        .is_none_or(|l| l.index < applied);
+    Ok(View {
+        state: ControlState {
+            voters: Some(voters),
+            reassignment,
+        },
+        addrs,
+        progress,
+        committed_end: Offset(applied),
+        settled,
+    })
+}
+
+fn is_leader(node: &Running) -> bool {
+    node.raft.metrics().borrow().current_leader == Some(node.id)
+}
+
+/// Starts a reassignment to `target` (node ids with addresses), replacing
+/// a pending one, or cancels the pending one (`None`): the request is
+/// checked (typed refusals, as the store's) and written through Raft.
+///
+/// # Errors
+/// Not the leader; a membership change in flight; a refused plan; a node
+/// that cannot be asked its directory; the write.
+pub async fn request(
+    node: &Running,
+    target: Option<Vec<(u64, String)>>,
+    now_ms: u64,
+) -> Result<(), String> {
+    if !is_leader(node) {
+        return Err("not the leader".into());
+    }
+    let v = view(node).await?;
+    if !v.settled {
+        return Err("a membership change is in flight".into());
+    }
+    let r = match target {
+        Some(t) => {
+            let mut entries = Vec::new();
+            for (id, addr) in t {
+                let dir = directory(node, id, &addr).await?;
+                entries.push(VoterEntry {
+                    voter: Voter {
+                        node_id: NodeId(id),
+                        directory_id: dir,
+                    },
+                    endpoint: Some(addr),
+                });
+            }
+            let set = VoterSet::new(entries).map_err(|e| e.to_string())?;
+            plan_reassignment(&v.state, set, now_ms).map_err(|e| e.to_string())?
+        }
+        None => plan_cancel(&v.state, now_ms).map_err(|e| e.to_string())?,
+    };
+    write_state(node, Some(&r)).await
+}
+
+async fn write_state(node: &Running, r: Option<&Reassignment>) -> Result<(), String> {
+    node.raft
+        .client_write(Put {
+            key: REASSIGNMENT_KEY.into(),
+            value: encode(r),
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// The reassignment in progress, as the leader sees it.
+///
+/// # Errors
+/// Not the leader; a node that cannot be asked its directory.
+pub async fn list(node: &Running, now_ms: u64) -> Result<Option<ReassignmentStatus>, String> {
+    if !is_leader(node) {
+        return Err("not the leader".into());
+    }
+    let v = view(node).await?;
+    Ok(status(&v.state, &v.progress, v.committed_end, now_ms))
+}
+
+/// Runs the next step on the leader (nothing elsewhere); returns it.
+///
+/// # Errors
+/// openraft's membership calls or the write, as text.
+pub async fn drive(node: &Running) -> Result<Step, String> {
+    if !is_leader(node) {
+        return Ok(Step::Idle);
+    }
+    let v = view(node).await?;
+    let Some(latest) = v.state.voters.clone() else {
+        return Ok(Step::Idle);
+    };
+    let me = Voter {
+        node_id: NodeId(node.id),
+        directory_id: node.directory,
+    };
+    let step = next_step(&StepInput {
+        latest: &v.state,
+        all_committed: v.settled,
+        leader: me,
+        progress: &v.progress,
+        high_watermark: v.committed_end,
+        max_lag: MAX_LAG,
+    });
+    match &step {
+        Step::Append(next) => {
+            for a in next.entries().iter().filter(|e| !latest.contains(e.voter)) {
+                ensure_learner(node, &v, a).await?;
+            }
+            let ids: BTreeSet<u64> = next.voters().map(|x| x.node_id.0).collect();
+            node.raft
+                .change_membership(ids, false)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Step::CatchingUp(a) => {
+            let entry = v
+                .state
+                .reassignment
+                .as_ref()
+                .and_then(|r| r.target.entries().iter().find(|e| e.voter == *a).cloned());
+            if let Some(e) = entry {
+                ensure_learner(node, &v, &e).await?;
+            }
+        }
+        Step::Finish => write_state(node, None).await?,
+        Step::Idle | Step::WaitForCommit | Step::Resign => {}
+    }
+    Ok(step)
+}
+
+/// Adds `e` as a learner unless it is a member already.
+async fn ensure_learner(node: &Running, v: &View, e: &VoterEntry) -> Result<(), String> {
+    let id = e.voter.node_id.0;
+    if v.addrs.contains_key(&id) {
+        return Ok(());
+    }
+    let addr = e.endpoint.clone().unwrap_or_default();
+    node.raft
+        .add_learner(id, BasicNode { addr }, false)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// A listing as text, one line per replica.
+pub fn describe(s: Option<&ReassignmentStatus>) -> String {
+    let Some(s) = s else {
+        return "no reassignment in progress".into();
+    };
+    let mut out = vec![format!(
+        "{} for {} ms; voters {:?}",
+        if s.rollback {
+            "rolling back"
+        } else {
+            "reassigning"
+        },
+        s.elapsed_ms,
+        s.voters.voters().map(|v| v.node_id.0).collect::<Vec<_>>()
+    )];
+    for a in &s.adding {
+        out.push(format!(
+            "  adding   {} ({}): {}, lag {}",
+            a.entry.voter.node_id.0,
+            a.entry.endpoint.as_deref().unwrap_or("?"),
+            if a.promoted {
+                "promoted"
+            } else {
+                "catching up"
+            },
+            a.lag.map_or("unknown".into(), |l| l.to_string())
+        ));
+    }
+    for r in &s.removing {
+        out.push(format!(
+            "  removing {}: {}",
+            r.node_id.0,
+            if s.voters.contains(*r) {
+                "still a voter"
+            } else {
+                "removed"
+            }
+        ));
+    }
+    out.join("\n")
+}

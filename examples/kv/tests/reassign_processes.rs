@@ -1,0 +1,203 @@
+//! A running three-process cluster grows to four voters and back through
+//! the command line (`quorumlog-kv reassign --target …`), the leader
+//! driving each step with the store's reassignment state machine over
+//! openraft's membership changes. Invariants: the request is refused with
+//! a typed reason when it cannot be planned (a duplicate node, a cancel
+//! with nothing pending); each reassignment ends with exactly the target
+//! voters and nothing pending; the listing shows the adding replica; writes
+//! acknowledged before, during and after are on every voter.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use quorumlog_kv::client::{self, Writer};
+use quorumlog_kv::demo::Processes;
+use quorumlog_kv::proto::{Request, Response};
+
+const EXE: &str = env!("CARGO_BIN_EXE_quorumlog-kv");
+
+/// Runs the command line; returns its success and output.
+fn cli(args: &[&str]) -> (bool, String) {
+    let out = Command::new(EXE).args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+async fn listing(addr: &str) -> String {
+    match client::to_leader(addr, &Request::Reassignments).await {
+        Ok(Response::Reassignments(Ok(t))) => t,
+        other => format!("{other:?}"),
+    }
+}
+
+/// Waits until the leader's voters are `want` and nothing is pending;
+/// returns the listings seen on the way.
+async fn wait_voters(addr: &str, want: &[u64], limit: Duration) -> Vec<String> {
+    let t0 = Instant::now();
+    let mut seen = Vec::new();
+    while t0.elapsed() < limit {
+        let text = listing(addr).await;
+        if seen.last() != Some(&text) {
+            seen.push(text.clone());
+        }
+        if let Ok(s) = client::status(addr).await {
+            let leader_view = match s.leader.and_then(|l| {
+                s.nodes
+                    .iter()
+                    .find(|(i, _)| *i == l)
+                    .map(|(_, a)| a.clone())
+            }) {
+                Some(l) => client::status(&l).await.ok(),
+                None => None,
+            };
+            if let Some(l) = leader_view {
+                if l.voters == want && text.starts_with("no reassignment") {
+                    return seen;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("voters never became {want:?}; listings seen: {seen:#?}");
+}
+
+async fn write(w: &mut Writer, acked: &mut Vec<(String, String)>, n: usize, tag: &str) {
+    for i in 0..n {
+        let (k, v) = (format!("{tag}-{i}"), format!("v{i}"));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        w.put(&k, &v, deadline).await.unwrap();
+        acked.push((k, v));
+    }
+}
+
+async fn check_on(addr: &str, acked: &[(String, String)]) {
+    let t0 = Instant::now();
+    loop {
+        let data = client::dump(addr).await.unwrap();
+        let missing = acked.iter().filter(|(k, v)| data.get(k) != Some(v)).count();
+        if missing == 0 {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{addr}: {missing} acknowledged writes missing"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[test]
+fn a_running_cluster_grows_to_four_voters_and_back() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    rt.block_on(async {
+        let mut ps = Processes::new(Path::new(EXE), dir.path(), 3).unwrap();
+        for id in 1..=3 {
+            ps.spawn(id).unwrap();
+        }
+        ps.wait_leader(None, Duration::from_secs(20))
+            .await
+            .expect("a first leader");
+        let a1 = ps.addr(1);
+        let mut w = Writer::new((1..=3).map(|i| ps.addr(i)).collect());
+        let mut acked = Vec::new();
+        write(&mut w, &mut acked, 50, "before").await;
+
+        // Typed refusals, nothing started.
+        let (ok, out) = cli(&["reassign", "--addr", &a1, "--cancel"]);
+        assert!(!ok && out.contains("no reassignment"), "{out}");
+        let (ok, out) = cli(&["reassign", "--addr", &a1, "--target", "1,2,2"]);
+        assert!(
+            !ok && out.contains("node 2 appears more than once"),
+            "{out}"
+        );
+
+        // Grow: node 4 starts empty, joins as a learner, is promoted.
+        let a4 = ps.add(4).unwrap();
+        ps.spawn(4).unwrap();
+        let t0 = Instant::now();
+        while client::status(&a4).await.is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "node 4 never listened"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let peers = format!("4={a4}");
+        let (ok, out) = cli(&[
+            "reassign", "--addr", &a1, "--target", "1,2,3,4", "--peers", &peers,
+        ]);
+        assert!(ok, "{out}");
+        write(&mut w, &mut acked, 50, "growing").await;
+        let seen = wait_voters(&a1, &[1, 2, 3, 4], Duration::from_secs(60)).await;
+        assert!(
+            seen.iter().any(|t| t.contains("adding   4")),
+            "the listing never showed node 4 being added: {seen:#?}"
+        );
+        write(&mut w, &mut acked, 50, "grown").await;
+        for id in 1..=4 {
+            check_on(&ps.addr(id), &acked).await;
+        }
+
+        // And back: node 4 is removed.
+        let (ok, out) = cli(&["reassign", "--addr", &a1, "--target", "1,2,3"]);
+        assert!(ok, "{out}");
+        wait_voters(&a1, &[1, 2, 3], Duration::from_secs(60)).await;
+        write(&mut w, &mut acked, 50, "after").await;
+        for id in 1..=3 {
+            check_on(&ps.addr(id), &acked).await;
+        }
+        let (ok, out) = cli(&["reassignments", "--addr", &a1]);
+        assert!(ok && out.contains("no reassignment in progress"), "{out}");
+
+        // Cancel: node 5 is added, then its process dies before it can
+        // catch up; the cancel rolls back to exactly {1, 2, 3}. (If it
+        // was promoted before the kill, the reassignment ended first: the
+        // cancel finds nothing, and a reassignment back removes it.)
+        let a5 = ps.add(5).unwrap();
+        ps.spawn(5).unwrap();
+        let t0 = Instant::now();
+        while client::status(&a5).await.is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "node 5 never listened"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let peers = format!("5={a5}");
+        let (ok, out) = cli(&[
+            "reassign", "--addr", &a1, "--target", "1,2,3,5", "--peers", &peers,
+        ]);
+        assert!(ok, "{out}");
+        ps.kill(5);
+        let (ok, out) = cli(&["reassign", "--addr", &a1, "--cancel"]);
+        eprintln!("cancel: {}", if ok { "rolled back" } else { "ended first" });
+        if ok {
+            wait_voters(&a1, &[1, 2, 3], Duration::from_secs(60)).await;
+        } else {
+            assert!(out.contains("no reassignment"), "{out}");
+            let (ok, out) = cli(&["reassign", "--addr", &a1, "--target", "1,2,3"]);
+            assert!(ok, "{out}");
+            wait_voters(&a1, &[1, 2, 3], Duration::from_secs(60)).await;
+        }
+        write(&mut w, &mut acked, 20, "cancelled").await;
+        for id in 1..=3 {
+            check_on(&ps.addr(id), &acked).await;
+        }
+    });
+}
