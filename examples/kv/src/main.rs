@@ -173,43 +173,8 @@ async fn run(command: Cmd) -> Result<bool, String> {
             target,
             peers,
             cancel,
-        } => {
-            let target = if cancel {
-                None
-            } else {
-                let peers = peers
-                    .as_deref()
-                    .map(parse_peers)
-                    .transpose()?
-                    .unwrap_or_default();
-                let ids = target.unwrap_or_default();
-                let mut t = Vec::new();
-                for id in ids.split(',').filter(|x| !x.is_empty()) {
-                    let id: u64 = id.trim().parse().map_err(|_| format!("bad id {id}"))?;
-                    let addr = peers.iter().find(|(i, _)| *i == id).map(|(_, a)| a.clone());
-                    t.push((id, addr));
-                }
-                Some(t)
-            };
-            match client::to_leader(&addr, &proto::Request::Reassign(target)).await? {
-                proto::Response::Reassign(Ok(())) => {
-                    println!("accepted");
-                    Ok(true)
-                }
-                proto::Response::Reassign(Err(e)) => Err(e),
-                _ => Err("unexpected answer".into()),
-            }
-        }
-        Cmd::Reassignments { addr } => {
-            match client::to_leader(&addr, &proto::Request::Reassignments).await? {
-                proto::Response::Reassignments(Ok(text)) => {
-                    println!("{text}");
-                    Ok(true)
-                }
-                proto::Response::Reassignments(Err(e)) => Err(e),
-                _ => Err("unexpected answer".into()),
-            }
-        }
+        } => reassign(&addr, target, peers, cancel).await,
+        Cmd::Reassignments { addr } => reassignments(&addr).await,
         Cmd::Demo {
             seconds,
             clients,
@@ -223,5 +188,51 @@ async fn run(command: Cmd) -> Result<bool, String> {
             };
             Ok(demo::run(&exe, &args).await?.print())
         }
+    }
+}
+
+/// `reassign`: the request, sent to the leader.
+async fn reassign(
+    addr: &str,
+    target: Option<String>,
+    peers: Option<String>,
+    cancel: bool,
+) -> Result<bool, String> {
+    let target = if cancel {
+        None
+    } else {
+        let peers = peers
+            .as_deref()
+            .map(parse_peers)
+            .transpose()?
+            .unwrap_or_default();
+        let ids = target.unwrap_or_default();
+        let mut t = Vec::new();
+        for id in ids.split(',').filter(|x| !x.is_empty()) {
+            let id: u64 = id.trim().parse().map_err(|_| format!("bad id {id}"))?;
+            let addr = peers.iter().find(|(i, _)| *i == id).map(|(_, a)| a.clone());
+            t.push((id, addr));
+        }
+        Some(t)
+    };
+    match client::to_leader(addr, &proto::Request::Reassign(target)).await? {
+        proto::Response::Reassign(Ok(())) => {
+            println!("accepted");
+            Ok(true)
+        }
+        proto::Response::Reassign(Err(e)) => Err(e),
+        _ => Err("unexpected answer".into()),
+    }
+}
+
+/// `reassignments`: the leader's listing.
+async fn reassignments(addr: &str) -> Result<bool, String> {
+    match client::to_leader(addr, &proto::Request::Reassignments).await? {
+        proto::Response::Reassignments(Ok(text)) => {
+            println!("{text}");
+            Ok(true)
+        }
+        proto::Response::Reassignments(Err(e)) => Err(e),
+        _ => Err("unexpected answer".into()),
     }
 }

@@ -37,11 +37,14 @@ pub const REASSIGNMENT_KEY: &str = "\u{0}reassignment";
 pub const MAX_LAG: u64 = 64;
 
 fn encode(r: Option<&Reassignment>) -> String {
+    use std::fmt::Write;
     ControlRecord::Reassignment(r.cloned())
         .encode()
         .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+        .fold(String::new(), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
 }
 
 fn decode(s: &str) -> Option<Reassignment> {
@@ -111,14 +114,13 @@ async fn view(node: &Running) -> Result<View, String> {
     let applied = m.last_applied.map_or(0, |l| l.index + 1);
     let mut progress = BTreeMap::new();
     for (id, matched) in m.replication.clone().unwrap_or_default() {
-        let dir = match dirs.get(&id) {
-            Some(d) => *d,
-            None => {
-                let addr = addrs.get(&id).cloned().unwrap_or_default();
-                match directory(node, id, &addr).await {
-                    Ok(d) => d,
-                    Err(_) => continue,
-                }
+        let dir = if let Some(d) = dirs.get(&id) {
+            *d
+        } else {
+            let addr = addrs.get(&id).cloned().unwrap_or_default();
+            match directory(node, id, &addr).await {
+                Ok(d) => d,
+                Err(_) => continue,
             }
         };
         let end = matched.map_or(0, |l| l.index + 1);

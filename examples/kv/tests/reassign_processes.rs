@@ -97,6 +97,51 @@ async fn check_on(addr: &str, acked: &[(String, String)]) {
     }
 }
 
+/// Starts node `id` outside the cluster; returns its address once it
+/// listens.
+async fn start_extra(ps: &mut Processes, id: u64) -> String {
+    let addr = ps.add(id).unwrap();
+    ps.spawn(id).unwrap();
+    let t0 = Instant::now();
+    while client::status(&addr).await.is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "node {id} never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    addr
+}
+
+/// Node 5 is added, then its process dies before it can catch up; the
+/// cancel rolls back to exactly {1, 2, 3}. (If it was promoted before the
+/// kill, the reassignment ended first: the cancel finds nothing, and a
+/// reassignment back removes it.)
+async fn cancel_an_addition(ps: &mut Processes, w: &mut Writer, acked: &mut Vec<(String, String)>) {
+    let a1 = ps.addr(1);
+    let a5 = start_extra(ps, 5).await;
+    let peers = format!("5={a5}");
+    let (ok, out) = cli(&[
+        "reassign", "--addr", &a1, "--target", "1,2,3,5", "--peers", &peers,
+    ]);
+    assert!(ok, "{out}");
+    ps.kill(5);
+    let (ok, out) = cli(&["reassign", "--addr", &a1, "--cancel"]);
+    eprintln!("cancel: {}", if ok { "rolled back" } else { "ended first" });
+    if ok {
+        wait_voters(&a1, &[1, 2, 3], Duration::from_secs(60)).await;
+    } else {
+        assert!(out.contains("no reassignment"), "{out}");
+        let (ok, out) = cli(&["reassign", "--addr", &a1, "--target", "1,2,3"]);
+        assert!(ok, "{out}");
+        wait_voters(&a1, &[1, 2, 3], Duration::from_secs(60)).await;
+    }
+    write(w, acked, 20, "cancelled").await;
+    for id in 1..=3 {
+        check_on(&ps.addr(id), acked).await;
+    }
+}
+
 #[test]
 fn a_running_cluster_grows_to_four_voters_and_back() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -165,39 +210,6 @@ fn a_running_cluster_grows_to_four_voters_and_back() {
         let (ok, out) = cli(&["reassignments", "--addr", &a1]);
         assert!(ok && out.contains("no reassignment in progress"), "{out}");
 
-        // Cancel: node 5 is added, then its process dies before it can
-        // catch up; the cancel rolls back to exactly {1, 2, 3}. (If it
-        // was promoted before the kill, the reassignment ended first: the
-        // cancel finds nothing, and a reassignment back removes it.)
-        let a5 = ps.add(5).unwrap();
-        ps.spawn(5).unwrap();
-        let t0 = Instant::now();
-        while client::status(&a5).await.is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "node 5 never listened"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let peers = format!("5={a5}");
-        let (ok, out) = cli(&[
-            "reassign", "--addr", &a1, "--target", "1,2,3,5", "--peers", &peers,
-        ]);
-        assert!(ok, "{out}");
-        ps.kill(5);
-        let (ok, out) = cli(&["reassign", "--addr", &a1, "--cancel"]);
-        eprintln!("cancel: {}", if ok { "rolled back" } else { "ended first" });
-        if ok {
-            wait_voters(&a1, &[1, 2, 3], Duration::from_secs(60)).await;
-        } else {
-            assert!(out.contains("no reassignment"), "{out}");
-            let (ok, out) = cli(&["reassign", "--addr", &a1, "--target", "1,2,3"]);
-            assert!(ok, "{out}");
-            wait_voters(&a1, &[1, 2, 3], Duration::from_secs(60)).await;
-        }
-        write(&mut w, &mut acked, 20, "cancelled").await;
-        for id in 1..=3 {
-            check_on(&ps.addr(id), &acked).await;
-        }
+        cancel_an_addition(&mut ps, &mut w, &mut acked).await;
     });
 }
