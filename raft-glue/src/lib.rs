@@ -1,10 +1,9 @@
 //! `quorumlog-raft`: the Raft-facing facade over the storage crates.
 //!
-//! Built so far (issue 12 is in progress):
 //! - [`store`]: [`Store`], one durable store per Raft group: format (with
 //!   an initial offset), open with reconciliation of log, snapshots and
 //!   election state, guarded leader appends, reads, fetch validation,
-//!   truncation never below the high watermark;
+//!   truncation never below the high watermark, the voter-set history;
 //! - [`election`]: the election state, typed transitions each durable
 //!   before they return, vote rules (Raft §5.4.1) and `KRaft`'s restart
 //!   semantics;
@@ -13,12 +12,14 @@
 //! - [`fetch`]: a follower's fetch position validated with `KRaft`'s
 //!   semantics (valid, diverging, or snapshot needed);
 //! - [`compaction`]: the log prefix deleted only up to the end of a durable
-//!   snapshot (docs/design.md invariant 7).
+//!   snapshot (docs/design.md invariant 7), leader-coordinated, with
+//!   retention caps;
+//! - [`voters`]: voter sets and reassignments as control records, their
+//!   history by offset, and the leader's reassignment state machine
+//!   (`KIP-853` records, `KIP-455` semantics).
 //!
-//! Still to come: one store per Raft group opening and reconciling the data
-//! directory, the log and the snapshots, with `KRaft`-style log operations;
-//! the voter set with in-flight reassignment; adapters for openraft and
-//! tikv/raft-rs. (The crash harness lives in the `quorumlog-testkit` crate.)
+//! The openraft adapter is the `quorumlog-openraft` crate; the crash
+//! harness lives in `quorumlog-testkit`.
 #![forbid(unsafe_code)]
 
 pub mod commit;
