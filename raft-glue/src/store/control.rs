@@ -39,6 +39,9 @@ pub(super) struct Control {
     /// Every control record below this offset is in `history` (those still
     /// in the log).
     pub(super) scanned_to: Offset,
+    /// The history is complete up to the log end (the open's scan got
+    /// there), so saving may advance `scanned_to` to it.
+    pub(super) complete: bool,
 }
 
 /// Splits a snapshot's stored metadata into the control state it carries
@@ -144,6 +147,7 @@ fn decode_file(bytes: &[u8]) -> Option<Control> {
     Some(Control {
         history,
         scanned_to,
+        complete: false,
     })
 }
 
@@ -190,6 +194,7 @@ pub(super) fn rebuild(
         _ => Control {
             history: ControlHistory::new(start, ControlState::default()),
             scanned_to: start,
+            complete: false,
         },
     };
     // A snapshot ending at the log start is authoritative there (the log
@@ -204,10 +209,16 @@ pub(super) fn rebuild(
             }
         }
     }
-    let scanned = c.scanned_to < end;
-    let mut at = c.scanned_to;
+    let from = c.scanned_to;
+    let mut at = from;
     while at < end {
-        let batches = log.read(at, 4 << 20)?;
+        // A batch that does not read back (damage the log's lazy recovery
+        // has not met yet) ends the scan: the open is not refused for it
+        // (the log reports it to whoever reads there), and the next open
+        // scans from here again.
+        let Ok(batches) = log.read(at, 4 << 20) else {
+            break;
+        };
         let Some(next) = batches.next_offset() else {
             break;
         };
@@ -220,8 +231,9 @@ pub(super) fn rebuild(
         }
         at = next;
     }
-    c.scanned_to = end;
-    Ok((c, scanned))
+    c.scanned_to = at;
+    c.complete = at >= end;
+    Ok((c, at > from))
 }
 
 impl Store {
@@ -236,7 +248,9 @@ impl Store {
     pub(super) fn save_control(&self) -> Result<()> {
         let bytes = {
             let mut c = self.control();
-            c.scanned_to = self.log.log_end_offset();
+            if c.complete {
+                c.scanned_to = self.log.log_end_offset();
+            }
             encode_file(&c)
         };
         Ok(self.dd.write_voter_history(&bytes)?)
@@ -275,6 +289,7 @@ impl Store {
         let mut c = self.control();
         c.history.restart(id.end_offset, state);
         c.scanned_to = id.end_offset;
+        c.complete = true;
     }
 
     /// The state to store with a snapshot ending at `end`.
