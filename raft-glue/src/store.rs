@@ -189,7 +189,7 @@ impl Store {
         let last_epoch = log.last_epoch();
         let election = Election::open(Arc::clone(&dd), last_epoch)?;
         let file = dd.voter_history();
-        let (control, scanned) = control::rebuild(file.as_deref(), &log, &snapshots)?;
+        let (control, scanned) = control::rebuild(file.as_deref(), &log, &snapshots);
         let store = Store {
             dd,
             log,

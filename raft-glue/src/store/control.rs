@@ -164,12 +164,13 @@ fn log_holds(log: &DurableLog, o: Offset, rec: &ControlRecord) -> bool {
 }
 
 /// Rebuilds the history at open (see the module documentation); returns
-/// it and whether part of the log had to be scanned.
+/// it and whether part of the log was scanned. Never refuses the open:
+/// damage the scan meets ends it (the log reports it to its readers).
 pub(super) fn rebuild(
     file: Option<&[u8]>,
     log: &DurableLog,
     snapshots: &SnapshotStore,
-) -> Result<(Control, bool)> {
+) -> (Control, bool) {
     let (start, end) = (log.log_start_offset(), log.log_end_offset());
     let at_start = snapshots
         .latest()
@@ -233,7 +234,7 @@ pub(super) fn rebuild(
     }
     c.scanned_to = at;
     c.complete = at >= end;
-    Ok((c, at > from))
+    (c, at > from)
 }
 
 impl Store {
