@@ -360,12 +360,24 @@ impl Store {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
+        self.replicated_at_end(base_offset, self.log.log_end_offset(), || {
+            self.log.append_at(base_offset, epoch, records)
+        })
+    }
+
+    /// A replicated append at `base_offset` on a log ending at `end`: an
+    /// empty log first restarts there if `base_offset` is beyond it.
+    fn replicated_at_end(
+        &self,
+        base_offset: Offset,
+        end: Offset,
+        append: impl FnOnce() -> quorumlog_log::Result<AppendInfo>,
+    ) -> Result<AppendInfo> {
         self.guarded(|| {
-            let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
-            if start == end && base_offset > end {
+            if self.log.log_start_offset() == end && base_offset > end {
                 self.log.truncate_fully_and_start_at(base_offset, None)?;
             }
-            Ok(self.log.append_at(base_offset, epoch, records)?)
+            Ok(append()?)
         })
     }
 
@@ -383,12 +395,8 @@ impl Store {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        self.guarded(|| {
-            let (start, end) = (self.log.log_start_offset(), self.log.queued_end());
-            if start == end && base_offset > end {
-                self.log.truncate_fully_and_start_at(base_offset, None)?;
-            }
-            Ok(self.log.append_at_queued(base_offset, epoch, records)?)
+        self.replicated_at_end(base_offset, self.log.queued_end(), || {
+            self.log.append_at_queued(base_offset, epoch, records)
         })
     }
 

@@ -34,27 +34,22 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs, Voter};
-use quorumlog_io::{CrashPlan, SimFs, SimRng};
-use quorumlog_log::SyncPolicy;
+use quorumlog_io::{SimFs, SimRng};
 use quorumlog_raft::voters::{Step, VoterEntry, VoterError, VoterSet};
-use quorumlog_raft::{
-    Error, FetchPosition, Isolation, LogPosition, Store, StoreOptions, VoteDecision,
-};
-use quorumlog_snapshot::SnapshotId;
+use quorumlog_raft::{Error, Isolation, LogPosition, Store, StoreOptions, VoteDecision};
 
 const DIR: &str = "/data";
 const MAX_LAG: u64 = 8;
 
 fn options() -> StoreOptions {
-    StoreOptions {
-        sync: SyncPolicy::Never,
-        ..quorumlog_testkit::store_crash::crash_store_options()
-    }
+    common::replicas::sim_options()
 }
 
 struct Replica {
@@ -85,26 +80,12 @@ impl Replica {
 
     fn restart(self) -> Replica {
         let Replica { disk, store, me } = self;
-        drop(store);
-        let disk = disk.crash_with(CrashPlan::LoseUnsynced);
-        let fs: SharedFs = Arc::new(disk.clone());
-        let store = Store::open(&fs, Path::new(DIR), &options()).unwrap().0;
+        let (disk, store) = common::replicas::power_cut(&disk, store, DIR);
         Replica { disk, store, me }
     }
 
-    fn last_epoch(&self) -> Epoch {
-        self.store
-            .log()
-            .last_epoch()
-            .or_else(|| self.store.snapshots().latest().map(|s| s.id.epoch))
-            .unwrap_or(Epoch(0))
-    }
-
     fn position(&self) -> LogPosition {
-        LogPosition {
-            last_epoch: Some(self.last_epoch()),
-            end_offset: self.store.log().log_end_offset(),
-        }
+        common::replicas::position(&self.store)
     }
 }
 
@@ -431,55 +412,8 @@ impl Sim {
         }
     }
 
-    /// Fetches until follower `f`'s log matches leader `l`'s (truncating
-    /// a diverging suffix, installing a snapshot) and appends what it
-    /// lacks; returns whether it matched.
     fn catch_up(&self, l: u64, f: u64) -> bool {
-        let mut matched = false;
-        for _ in 0..8 {
-            let (end, last) = (
-                self.r(f).store.log().log_end_offset(),
-                self.r(f).last_epoch(),
-            );
-            match self
-                .r(l)
-                .store
-                .validate_offset_and_epoch(end, last)
-                .unwrap()
-            {
-                FetchPosition::Valid => {
-                    let leader = &self.r(l).store;
-                    if end < leader.log().log_end_offset() {
-                        let batches = leader.read(end, 4 << 10).unwrap();
-                        let raw: Vec<Vec<u8>> = batches.iter().map(|b| b.raw().to_vec()).collect();
-                        let refs: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
-                        self.r(f).store.append_as_follower(&refs).unwrap();
-                    }
-                    matched = true;
-                    break;
-                }
-                FetchPosition::Diverging { end_offset, epoch } => {
-                    self.r(f)
-                        .store
-                        .truncate_to_diverging(end_offset, epoch)
-                        .unwrap_or_else(|e| panic!("{}: follower truncation: {e}", self.ctx()));
-                }
-                FetchPosition::SnapshotNeeded(id) => self.install(l, f, id),
-            }
-        }
-        matched
-    }
-
-    fn install(&self, l: u64, f: u64, id: SnapshotId) {
-        let (leader, follower) = (&self.r(l).store, &self.r(f).store);
-        let size = leader.snapshots().get(id).unwrap().size_bytes;
-        let mut inst = follower.install_snapshot(id, size).unwrap();
-        while inst.position() < size {
-            let at = inst.position();
-            let chunk = leader.read_snapshot_chunk(id, at, 700).unwrap();
-            inst.write_chunk(at, &chunk).unwrap();
-        }
-        inst.finish().unwrap();
+        common::replicas::catch_up(&self.r(l).store, &self.r(f).store, &self.ctx()).matched
     }
 
     /// The leader's reassignment step.
@@ -682,32 +616,13 @@ impl Sim {
         }
     }
 
-    /// Committed entries agree everywhere; the leader holds them all.
+    /// Committed entries agree everywhere.
     fn check(&self) {
-        let committed_end = self.committed.keys().next_back().map_or(0, |o| o + 1);
-        for (n, r) in &self.replicas {
-            let s = &r.store;
-            let (start, end) = (s.log().log_start_offset().0, s.log().log_end_offset().0);
-            let hw = s.high_watermark().map_or(0, |h| h.0);
-            let to = end.min(committed_end).min(hw);
-            if start >= to {
-                continue;
-            }
-            for e in s
-                .read_entries(Offset(start), Offset(to), u64::MAX, Isolation::Uncommitted)
-                .unwrap()
-            {
-                if let Some((epoch, bytes)) = self.committed.get(&e.offset.0) {
-                    assert_eq!(
-                        (e.epoch, &e.bytes),
-                        (*epoch, bytes),
-                        "{}: node {n} disagrees at committed offset {}",
-                        self.ctx(),
-                        e.offset.0
-                    );
-                }
-            }
-        }
+        common::replicas::check_committed(
+            self.replicas.iter().map(|(n, r)| (*n, &r.store)),
+            &self.committed,
+            &self.ctx(),
+        );
     }
 }
 

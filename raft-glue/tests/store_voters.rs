@@ -79,6 +79,21 @@ fn new_store(seed: u64) -> (SimFs, Store) {
     (disk, s)
 }
 
+/// Leads a new epoch, appends four user entries durably (filling offsets
+/// a crash freed), and cuts the power again; returns the disk and the
+/// store reopened on it.
+fn reuse_freed_offsets(disk: &SimFs, s: Store) -> (SimFs, Store) {
+    let epoch = common::lead(&s);
+    for i in 0..4u8 {
+        s.append_as_leader(epoch, &[[b'u', i]]).unwrap();
+    }
+    s.log().flush().unwrap();
+    drop(s);
+    let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
+    let s = reopen(&disk);
+    (disk, s)
+}
+
 fn reopen(disk: &SimFs) -> Store {
     let fs: SharedFs = Arc::new(disk.clone());
     Store::open(&fs, Path::new(common::DIR), &common::options())
@@ -226,14 +241,7 @@ fn reopen_rebuilds_the_history_with_or_without_the_file() {
     // The file still names the lost record; user entries now fill its
     // offset, durably, and the power goes again before any rewrite: the
     // file's record must be checked against the log, not believed.
-    let epoch = common::lead(&s);
-    for i in 0..4u8 {
-        s.append_as_leader(epoch, &[[b'u', i]]).unwrap();
-    }
-    s.log().flush().unwrap();
-    drop(s);
-    let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
-    let s = reopen(&disk);
+    let (_disk, s) = reuse_freed_offsets(&disk, s);
     check(&s, "after the lost record's offset was reused");
     assert_eq!(nodes(s.voters()), vec![1, 2, 3]);
 }
@@ -440,17 +448,7 @@ fn check_recovered(
     // User entries fill whatever offsets the crash freed (the file
     // may name a record lost there), then another power cut: the
     // state is unchanged.
-    let epoch = common::lead(&s);
-    for i in 0..4u8 {
-        s.append_as_leader(epoch, &[[b'u', i]]).unwrap();
-    }
-    s.log().flush().unwrap();
-    drop(s);
-    let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
-    let fs: SharedFs = Arc::new(disk.clone());
-    let s = Store::open(&fs, Path::new(common::DIR), &common::options())
-        .unwrap_or_else(|e| panic!("{what}: no second open: {e}"))
-        .0;
+    let (disk, s) = reuse_freed_offsets(disk, s);
     assert_eq!(
         s.control_state(),
         got,
@@ -459,6 +457,7 @@ fn check_recovered(
     // The history without the file (a whole-log scan) agrees.
     drop(s);
     let _ = disk.remove_file(&Path::new(common::DIR).join("voter-history"));
+    let fs: SharedFs = Arc::new(disk.clone());
     let s = Store::open(&fs, Path::new(common::DIR), &common::options())
         .unwrap_or_else(|e| panic!("{what}: no open without the file: {e}"))
         .0;

@@ -27,28 +27,24 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
-use quorumlog_io::{CrashPlan, SimFs, SimRng};
-use quorumlog_log::SyncPolicy;
+use quorumlog_io::{SimFs, SimRng};
 use quorumlog_raft::compaction::{LeaderCompaction, RetentionCap};
-use quorumlog_raft::{
-    CommitTracker, FetchPosition, Isolation, LogPosition, Store, StoreOptions, VoteDecision,
-};
-use quorumlog_snapshot::{SnapshotId, WriterOptions};
+use quorumlog_raft::{CommitTracker, Isolation, LogPosition, Store, StoreOptions, VoteDecision};
+use quorumlog_snapshot::WriterOptions;
 
 const DIR: &str = "/data";
 const NODES: u64 = 3;
 
 fn options() -> StoreOptions {
-    StoreOptions {
-        sync: SyncPolicy::Never,
-        ..quorumlog_testkit::store_crash::crash_store_options()
-    }
+    common::replicas::sim_options()
 }
 
 struct Replica {
@@ -73,25 +69,12 @@ impl Replica {
     /// Power cut (unsynced writes lost), reboot, reopen.
     fn restart(self) -> Replica {
         let Replica { disk, store } = self;
-        drop(store);
-        let disk = disk.crash_with(CrashPlan::LoseUnsynced);
-        let fs: SharedFs = Arc::new(disk.clone());
-        let store = Store::open(&fs, Path::new(DIR), &options()).unwrap().0;
+        let (disk, store) = common::replicas::power_cut(&disk, store, DIR);
         Replica { disk, store }
     }
 
-    fn last_epoch(&self) -> Epoch {
-        let log = self.store.log();
-        log.last_epoch()
-            .or_else(|| self.store.snapshots().latest().map(|s| s.id.epoch))
-            .unwrap_or(Epoch(0))
-    }
-
     fn position(&self) -> LogPosition {
-        LogPosition {
-            last_epoch: Some(self.last_epoch()),
-            end_offset: self.store.log().log_end_offset(),
-        }
+        common::replicas::position(&self.store)
     }
 }
 
@@ -279,42 +262,11 @@ impl Sim {
         {
             return; // it moved to a newer epoch meanwhile
         }
-        let mut matched = false;
-        for _ in 0..8 {
-            let (end, last) = (
-                self.r(f).store.log().log_end_offset(),
-                self.r(f).last_epoch(),
-            );
-            match self
-                .r(l)
-                .store
-                .validate_offset_and_epoch(end, last)
-                .unwrap()
-            {
-                FetchPosition::Valid => {
-                    let leader = &self.r(l).store;
-                    if end < leader.log().log_end_offset() {
-                        let batches = leader.read(end, 4 << 10).unwrap();
-                        let raw: Vec<Vec<u8>> = batches.iter().map(|b| b.raw().to_vec()).collect();
-                        let refs: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
-                        self.r(f).store.append_as_follower(&refs).unwrap();
-                    }
-                    matched = true;
-                    break;
-                }
-                FetchPosition::Diverging { end_offset, epoch } => {
-                    self.counts.diverging_truncations += 1;
-                    self.r(f)
-                        .store
-                        .truncate_to_diverging(end_offset, epoch)
-                        .unwrap_or_else(|e| panic!("seed {}: follower truncation: {e}", self.seed));
-                }
-                FetchPosition::SnapshotNeeded(id) => {
-                    self.counts.snapshot_installs += 1;
-                    self.install(l, f, id);
-                }
-            }
-        }
+        let ctx = format!("seed {}", self.seed);
+        let c = common::replicas::catch_up(&self.r(l).store, &self.r(f).store, &ctx);
+        self.counts.diverging_truncations += c.truncations;
+        self.counts.snapshot_installs += c.installs;
+        let matched = c.matched;
         if !matched {
             return; // its log is not known to match the leader's yet
         }
@@ -334,27 +286,6 @@ impl Sim {
         let fhw = hw.min(self.r(f).store.log().log_end_offset());
         if self.r(f).store.log().high_watermark().unwrap_or(Offset(0)) < fhw {
             self.r(f).store.set_high_watermark(fhw).unwrap();
-        }
-    }
-
-    fn install(&self, l: u64, f: u64, id: SnapshotId) {
-        let (leader, follower) = (&self.r(l).store, &self.r(f).store);
-        if follower.snapshots().get(id).is_none() {
-            // Through the store: the finish makes the log continue it.
-            let size = leader.snapshots().get(id).unwrap().size_bytes;
-            let mut inst = follower.install_snapshot(id, size).unwrap();
-            while inst.position() < size {
-                let at = inst.position();
-                let chunk = leader.read_snapshot_chunk(id, at, 700).unwrap();
-                inst.write_chunk(at, &chunk).unwrap();
-            }
-            inst.finish().unwrap();
-        } else {
-            follower.truncate_to_latest_snapshot().unwrap();
-        }
-        let end = follower.log().log_end_offset();
-        if follower.log().high_watermark().unwrap_or(Offset(0)) < end {
-            follower.set_high_watermark(end).unwrap();
         }
     }
 
@@ -425,33 +356,11 @@ impl Sim {
     /// Committed entries agree everywhere; the leader holds them all.
     fn check(&self) {
         let committed_end = self.committed.keys().next_back().map_or(0, |o| o + 1);
-        for n in 0..NODES {
-            let s = &self.r(n).store;
-            // What this replica knows is committed (below its own high
-            // watermark) must be what was committed; above it, a replica may
-            // still hold another epoch's uncommitted entries until it
-            // catches up.
-            let (start, end) = (s.log().log_start_offset().0, s.log().log_end_offset().0);
-            let hw = s.log().high_watermark().map_or(0, |h| h.0);
-            let to = end.min(committed_end).min(hw);
-            if start >= to {
-                continue;
-            }
-            let entries = s
-                .read_entries(Offset(start), Offset(to), u64::MAX, Isolation::Uncommitted)
-                .unwrap();
-            for e in entries {
-                if let Some((epoch, bytes)) = self.committed.get(&e.offset.0) {
-                    assert_eq!(
-                        (e.epoch, &e.bytes),
-                        (*epoch, bytes),
-                        "seed {}: node {n} disagrees at committed offset {}",
-                        self.seed,
-                        e.offset.0
-                    );
-                }
-            }
-        }
+        common::replicas::check_committed(
+            (0..NODES).map(|n| (n, &self.r(n).store)),
+            &self.committed,
+            &format!("seed {}", self.seed),
+        );
         if let Some((l, _, _)) = &self.leader {
             let end = self.r(*l).store.log().log_end_offset().0;
             assert!(

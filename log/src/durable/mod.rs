@@ -184,10 +184,7 @@ impl DurableLog {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
-        let encoder = crate::batch::BatchEncoder::from_options(&self.options);
-        let info = self.append_written(encoder, Some(base_offset), epoch, records)?;
-        self.shared.note_written(info.next_offset, true);
-        Ok(info)
+        self.append_at_end(base_offset, epoch, records, true)
     }
 
     /// Queues `records` as one batch in `epoch` at `base_offset` (which
@@ -207,9 +204,25 @@ impl DurableLog {
         epoch: Epoch,
         records: &[R],
     ) -> Result<AppendInfo> {
+        self.append_at_end(base_offset, epoch, records, false)
+    }
+
+    /// [`DurableLog::append_at`] (`write_now`) or
+    /// [`DurableLog::append_at_queued`]; either way the flusher is woken.
+    fn append_at_end<R: AsRef<[u8]>>(
+        &self,
+        base_offset: Offset,
+        epoch: Epoch,
+        records: &[R],
+        write_now: bool,
+    ) -> Result<AppendInfo> {
         let encoder = crate::batch::BatchEncoder::from_options(&self.options);
-        let (info, st) = self.queue_with(encoder, Some(base_offset), epoch, records)?;
-        drop(st);
+        let info = if write_now {
+            self.append_written(encoder, Some(base_offset), epoch, records)?
+        } else {
+            self.queue_with(encoder, Some(base_offset), epoch, records)?
+                .0
+        };
         self.shared.note_written(info.next_offset, true);
         Ok(info)
     }

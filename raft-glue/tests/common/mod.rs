@@ -16,6 +16,8 @@ use quorumlog_checkpoint::{
 use quorumlog_io::SimFs;
 use quorumlog_log::SyncPolicy;
 use quorumlog_raft::{Election, Store, StoreOptions};
+
+pub(crate) mod replicas;
 use quorumlog_testkit::small_log_options;
 
 pub(crate) const DIR: &str = "/data";

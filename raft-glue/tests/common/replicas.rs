@@ -1,0 +1,147 @@
+//! What the replica simulations share (`three_replicas.rs`,
+//! `reassignment_sim.rs`): the options, a power-cut restart, a replica's
+//! log position, a follower catching up from the leader (matching,
+//! diverging truncation, snapshot install) and the committed-entry check.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use quorumlog_checkpoint::{Epoch, Offset, SharedFs};
+use quorumlog_io::{CrashPlan, SimFs};
+use quorumlog_log::SyncPolicy;
+use quorumlog_raft::{FetchPosition, Isolation, LogPosition, Store, StoreOptions};
+use quorumlog_snapshot::SnapshotId;
+
+/// The simulations' options: no background syncs (the simulation decides
+/// when each replica flushes).
+pub(crate) fn sim_options() -> StoreOptions {
+    StoreOptions {
+        sync: SyncPolicy::Never,
+        ..quorumlog_testkit::store_crash::crash_store_options()
+    }
+}
+
+/// Power cut (unsynced writes lost), reboot, reopen.
+pub(crate) fn power_cut(disk: &SimFs, store: Store, dir: &str) -> (SimFs, Store) {
+    drop(store);
+    let disk = disk.crash_with(CrashPlan::LoseUnsynced);
+    let fs: SharedFs = Arc::new(disk.clone());
+    let store = Store::open(&fs, Path::new(dir), &sim_options()).unwrap().0;
+    (disk, store)
+}
+
+/// The epoch of a replica's last entry (its snapshot's for an empty log).
+pub(crate) fn last_epoch(store: &Store) -> Epoch {
+    store
+        .log()
+        .last_epoch()
+        .or_else(|| store.snapshots().latest().map(|s| s.id.epoch))
+        .unwrap_or(Epoch(0))
+}
+
+/// A replica's log position, for votes.
+pub(crate) fn position(store: &Store) -> LogPosition {
+    LogPosition {
+        last_epoch: Some(last_epoch(store)),
+        end_offset: store.log().log_end_offset(),
+    }
+}
+
+/// What catching up did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct CatchUp {
+    /// The follower's log matches the leader's (and got what it lacked).
+    pub(crate) matched: bool,
+    /// Diverging suffixes truncated.
+    pub(crate) truncations: u64,
+    /// Snapshots installed.
+    pub(crate) installs: u64,
+}
+
+/// Fetches as a follower would, up to eight rounds: a valid position gets
+/// the leader's next batches (up to 4 KiB), a diverging one is truncated,
+/// one below the leader's log start installs the snapshot.
+pub(crate) fn catch_up(leader: &Store, follower: &Store, ctx: &str) -> CatchUp {
+    let mut out = CatchUp::default();
+    for _ in 0..8 {
+        let (end, last) = (follower.log().log_end_offset(), last_epoch(follower));
+        match leader.validate_offset_and_epoch(end, last).unwrap() {
+            FetchPosition::Valid => {
+                if end < leader.log().log_end_offset() {
+                    let batches = leader.read(end, 4 << 10).unwrap();
+                    let raw: Vec<Vec<u8>> = batches.iter().map(|b| b.raw().to_vec()).collect();
+                    let refs: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+                    follower.append_as_follower(&refs).unwrap();
+                }
+                out.matched = true;
+                return out;
+            }
+            FetchPosition::Diverging { end_offset, epoch } => {
+                out.truncations += 1;
+                follower
+                    .truncate_to_diverging(end_offset, epoch)
+                    .unwrap_or_else(|e| panic!("{ctx}: follower truncation: {e}"));
+            }
+            FetchPosition::SnapshotNeeded(id) => {
+                out.installs += 1;
+                install(leader, follower, id);
+            }
+        }
+    }
+    out
+}
+
+/// Installs the leader's snapshot `id` through the store (the finish makes
+/// the log continue it), or, if the follower has it already, makes the log
+/// continue it; the follower's high watermark is at least its end.
+pub(crate) fn install(leader: &Store, follower: &Store, id: SnapshotId) {
+    if follower.snapshots().get(id).is_none() {
+        let size = leader.snapshots().get(id).unwrap().size_bytes;
+        let mut inst = follower.install_snapshot(id, size).unwrap();
+        while inst.position() < size {
+            let at = inst.position();
+            let chunk = leader.read_snapshot_chunk(id, at, 700).unwrap();
+            inst.write_chunk(at, &chunk).unwrap();
+        }
+        inst.finish().unwrap();
+    } else {
+        follower.truncate_to_latest_snapshot().unwrap();
+    }
+    let end = follower.log().log_end_offset();
+    if follower.log().high_watermark().unwrap_or(Offset(0)) < end {
+        follower.set_high_watermark(end).unwrap();
+    }
+}
+
+/// Every entry a replica knows is committed (below its own high
+/// watermark) is the one committed; above it, a replica may still hold
+/// another epoch's uncommitted entries until it catches up.
+pub(crate) fn check_committed<'a>(
+    replicas: impl Iterator<Item = (u64, &'a Store)>,
+    committed: &BTreeMap<u64, (Epoch, Vec<u8>)>,
+    ctx: &str,
+) {
+    let committed_end = committed.keys().next_back().map_or(0, |o| o + 1);
+    for (n, s) in replicas {
+        let (start, end) = (s.log().log_start_offset().0, s.log().log_end_offset().0);
+        let hw = s.log().high_watermark().map_or(0, |h| h.0);
+        let to = end.min(committed_end).min(hw);
+        if start >= to {
+            continue;
+        }
+        let entries = s
+            .read_entries(Offset(start), Offset(to), u64::MAX, Isolation::Uncommitted)
+            .unwrap();
+        for e in entries {
+            if let Some((epoch, bytes)) = committed.get(&e.offset.0) {
+                assert_eq!(
+                    (e.epoch, &e.bytes),
+                    (*epoch, bytes),
+                    "{ctx}: node {n} disagrees at committed offset {}",
+                    e.offset.0
+                );
+            }
+        }
+    }
+}
