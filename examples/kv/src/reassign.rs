@@ -220,7 +220,14 @@ pub async fn list(node: &Running, now_ms: u64) -> Result<Option<ReassignmentStat
 /// # Errors
 /// openraft's membership calls or the write, as text.
 pub async fn drive(node: &Running) -> Result<Step, String> {
-    if !is_leader(node) {
+    // Nothing pending (the common case): no node is asked anything.
+    let pending = node
+        .machine
+        .get(REASSIGNMENT_KEY)
+        .as_deref()
+        .and_then(decode)
+        .is_some();
+    if !pending || !is_leader(node) {
         return Ok(Step::Idle);
     }
     let v = view(node).await?;
