@@ -62,6 +62,15 @@ fn nodes(s: Option<VoterSet>) -> Vec<u64> {
         .unwrap_or_default()
 }
 
+/// No background syncs: a test decides what is durable (a flusher racing
+/// the test made an "unsynced" change survive on a loaded machine).
+fn options() -> quorumlog_raft::StoreOptions {
+    quorumlog_raft::StoreOptions {
+        sync: quorumlog_log::SyncPolicy::Never,
+        ..common::options()
+    }
+}
+
 fn new_store(seed: u64) -> (SimFs, Store) {
     let disk = SimFs::new(seed);
     let fs: SharedFs = Arc::new(disk.clone());
@@ -70,10 +79,10 @@ fn new_store(seed: u64) -> (SimFs, Store) {
         Path::new(common::DIR),
         common::meta(1),
         None,
-        &common::options(),
+        &options(),
     )
     .unwrap();
-    let s = Store::open(&fs, Path::new(common::DIR), &common::options())
+    let s = Store::open(&fs, Path::new(common::DIR), &options())
         .unwrap()
         .0;
     (disk, s)
@@ -96,7 +105,7 @@ fn reuse_freed_offsets(disk: &SimFs, s: Store) -> (SimFs, Store) {
 
 fn reopen(disk: &SimFs) -> Store {
     let fs: SharedFs = Arc::new(disk.clone());
-    Store::open(&fs, Path::new(common::DIR), &common::options())
+    Store::open(&fs, Path::new(common::DIR), &options())
         .unwrap()
         .0
 }
@@ -430,7 +439,7 @@ fn check_recovered(
     what: &str,
 ) {
     let fs: SharedFs = Arc::new(disk.clone());
-    let s = Store::open(&fs, Path::new(common::DIR), &common::options())
+    let s = Store::open(&fs, Path::new(common::DIR), &options())
         .unwrap_or_else(|e| panic!("{what}: the store does not open: {e}"))
         .0;
     let got = s.control_state();
@@ -458,7 +467,7 @@ fn check_recovered(
     drop(s);
     let _ = disk.remove_file(&Path::new(common::DIR).join("voter-history"));
     let fs: SharedFs = Arc::new(disk.clone());
-    let s = Store::open(&fs, Path::new(common::DIR), &common::options())
+    let s = Store::open(&fs, Path::new(common::DIR), &options())
         .unwrap_or_else(|e| panic!("{what}: no open without the file: {e}"))
         .0;
     assert_eq!(
