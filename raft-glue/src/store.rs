@@ -54,7 +54,7 @@ use quorumlog_snapshot::{
 
 mod control;
 
-pub use control::snapshot_user_metadata;
+pub use control::{snapshot_user_metadata, VOTER_HISTORY_EVERY};
 
 use crate::election::Election;
 use crate::error::{Error, Result};
@@ -108,6 +108,9 @@ pub struct OpenReport {
     /// newer than the latest snapshot discarded (they can never finish),
     /// partial local snapshots removed, damaged ones not listed.
     pub snapshots: quorumlog_snapshot::StoreReport,
+    /// The part of the log scanned for voter records (`[from, to)`):
+    /// what the voter-history file did not cover; `None` when nothing was.
+    pub voter_scan: Option<(Offset, Offset)>,
 }
 
 /// One durable store per Raft group.
@@ -166,6 +169,7 @@ impl Store {
             restarted_at_snapshot: None,
             installs_in_progress: snapshots.installs()?,
             snapshots: snapshots.report().clone(),
+            voter_scan: None,
         };
         let latest = snapshots.latest().map(|s| s.id);
         if let Some(latest) = latest {
@@ -190,6 +194,7 @@ impl Store {
         let election = Election::open(Arc::clone(&dd), last_epoch)?;
         let file = dd.voter_history();
         let (control, scanned) = control::rebuild(file.as_deref(), &log, &snapshots);
+        report.voter_scan = scanned;
         let store = Store {
             dd,
             log,
@@ -197,7 +202,7 @@ impl Store {
             election: Mutex::new(election),
             control: Mutex::new(control),
         };
-        if scanned {
+        if scanned.is_some() {
             store.save_control()?;
         }
         Ok((store, report))
@@ -847,7 +852,10 @@ impl Store {
     /// # Errors
     /// The log's (an offset beyond its end, a watermark moving back).
     pub fn set_high_watermark(&self, offset: Offset) -> Result<()> {
-        self.guarded(|| Ok(self.log.set_high_watermark(offset)?))
+        self.guarded(|| {
+            self.log.set_high_watermark(offset)?;
+            self.advance_control_file()
+        })
     }
 }
 

@@ -476,3 +476,36 @@ fn check_recovered(
         "{what}: the file and the log disagree"
     );
 }
+
+/// Reopen after a crash scans only what the log grew since the
+/// voter-history file last advanced: it advances on a high-watermark
+/// update once the log grew `VOTER_HISTORY_EVERY` entries past it (without
+/// that, a long-running store that crashed rescanned everything since its
+/// last open).
+#[test]
+fn a_reopen_after_a_crash_scans_only_the_recent_log() {
+    let (disk, s) = new_store(10);
+    let epoch = common::lead(&s);
+    s.append_voter_set(epoch, set(&[1])).unwrap();
+    commit(&s);
+    let batch: Vec<[u8; 1]> = vec![[7]; 200];
+    for _ in 0..=quorumlog_raft::store::VOTER_HISTORY_EVERY / 200 {
+        s.append_as_leader(epoch, &batch).unwrap();
+    }
+    commit(&s); // past the threshold: the file covers the whole log now
+    for _ in 0..5 {
+        s.append_as_leader(epoch, &batch[..100]).unwrap();
+    }
+    s.log().flush().unwrap();
+    let end = s.log_end_offset();
+    drop(s);
+    let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
+    let fs: SharedFs = Arc::new(disk.clone());
+    let (s, report) = Store::open(&fs, Path::new(common::DIR), &options()).unwrap();
+    assert_eq!(
+        report.voter_scan,
+        Some((Offset(end.0 - 500), end)),
+        "only the 500 entries appended after the file advanced are scanned"
+    );
+    assert_eq!(nodes(s.voters()), vec![1]);
+}

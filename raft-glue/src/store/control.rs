@@ -30,6 +30,12 @@ use crate::voters::{
 };
 
 const SNAPSHOT_STATE_MAGIC: &[u8; 4] = b"QLSC";
+
+/// The voter-history file is rewritten (on a high-watermark update) once
+/// the log grew this many entries past the offset it covers, so a reopen
+/// after a crash scans at most about this much of the log for voter
+/// records.
+pub const VOTER_HISTORY_EVERY: u64 = 65_536;
 const FILE_VERSION: u8 = 1;
 
 /// The history and how far it is known complete.
@@ -164,13 +170,13 @@ fn log_holds(log: &DurableLog, o: Offset, rec: &ControlRecord) -> bool {
 }
 
 /// Rebuilds the history at open (see the module documentation); returns
-/// it and whether part of the log was scanned. Never refuses the open:
+/// it and the part of the log scanned, if any. Never refuses the open:
 /// damage the scan meets ends it (the log reports it to its readers).
 pub(super) fn rebuild(
     file: Option<&[u8]>,
     log: &DurableLog,
     snapshots: &SnapshotStore,
-) -> (Control, bool) {
+) -> (Control, Option<(Offset, Offset)>) {
     let (start, end) = (log.log_start_offset(), log.log_end_offset());
     let at_start = snapshots
         .latest()
@@ -234,7 +240,7 @@ pub(super) fn rebuild(
     }
     c.scanned_to = at;
     c.complete = at >= end;
-    (c, at > from)
+    (c, (at > from).then_some((from, at)))
 }
 
 impl Store {
@@ -255,6 +261,20 @@ impl Store {
             encode_file(&c)
         };
         Ok(self.dd.write_voter_history(&bytes)?)
+    }
+
+    /// Rewrites the voter-history file when the log grew
+    /// [`VOTER_HISTORY_EVERY`] entries past what it covers.
+    pub(super) fn advance_control_file(&self) -> Result<()> {
+        let due = {
+            let c = self.control();
+            c.complete
+                && self.log.log_end_offset().0.saturating_sub(c.scanned_to.0) >= VOTER_HISTORY_EVERY
+        };
+        if due {
+            self.save_control()?;
+        }
+        Ok(())
     }
 
     /// Notes the control records of batches just appended; saves the file
