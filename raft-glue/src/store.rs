@@ -446,12 +446,7 @@ impl Store {
     pub fn append_as_follower(&self, raw_batches: &[&[u8]]) -> Result<AppendInfo> {
         self.guarded(|| {
             let info = self.log.append_raw(raw_batches)?;
-            // Verified by the append: only the headers are parsed again.
-            let batches: Vec<quorumlog_log::BatchRef<'_>> = raw_batches
-                .iter()
-                .filter_map(|b| quorumlog_log::BatchRef::from_verified_raw(b).ok())
-                .collect();
-            self.note_appended(&batches)?;
+            self.note_appended(raw_batches)?;
             Ok(info)
         })
     }
@@ -854,7 +849,7 @@ impl Store {
     pub fn set_high_watermark(&self, offset: Offset) -> Result<()> {
         self.guarded(|| {
             self.log.set_high_watermark(offset)?;
-            self.advance_control_file()
+            self.advance_control_file(offset)
         })
     }
 }

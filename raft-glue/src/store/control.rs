@@ -263,13 +263,13 @@ impl Store {
         Ok(self.dd.write_voter_history(&bytes)?)
     }
 
-    /// Rewrites the voter-history file when the log grew
-    /// [`VOTER_HISTORY_EVERY`] entries past what it covers.
-    pub(super) fn advance_control_file(&self) -> Result<()> {
+    /// Rewrites the voter-history file when the high watermark (so the
+    /// log) grew [`VOTER_HISTORY_EVERY`] entries past what it covers: one
+    /// comparison under the history's lock on every other update.
+    pub(super) fn advance_control_file(&self, high_watermark: Offset) -> Result<()> {
         let due = {
             let c = self.control();
-            c.complete
-                && self.log.log_end_offset().0.saturating_sub(c.scanned_to.0) >= VOTER_HISTORY_EVERY
+            c.complete && high_watermark.0.saturating_sub(c.scanned_to.0) >= VOTER_HISTORY_EVERY
         };
         if due {
             self.save_control()?;
@@ -277,10 +277,16 @@ impl Store {
         Ok(())
     }
 
-    /// Notes the control records of batches just appended; saves the file
-    /// if there were any.
-    pub(super) fn note_appended(&self, batches: &[BatchRef<'_>]) -> Result<()> {
-        let found: Vec<(Offset, ControlRecord)> = batches.iter().flat_map(batch_records).collect();
+    /// Notes the control records of raw batches just appended (verified
+    /// by the append: only their headers are parsed again, and only
+    /// control batches decoded); saves the file if there were any. Nothing
+    /// is allocated for a follower append without control batches.
+    pub(super) fn note_appended(&self, raw_batches: &[&[u8]]) -> Result<()> {
+        let found: Vec<(Offset, ControlRecord)> = raw_batches
+            .iter()
+            .filter_map(|b| BatchRef::from_verified_raw(b).ok())
+            .flat_map(|b| batch_records(&b))
+            .collect();
         if found.is_empty() {
             return Ok(());
         }
