@@ -423,7 +423,7 @@ fn clients_writing(
                     };
                     let t0 = Instant::now();
                     match cluster.put(via, put).await {
-                        Ok(()) => {
+                        Ok(_) => {
                             lat.push(u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX));
                             acked.fetch_add(1, Ordering::Relaxed);
                             n += 1;

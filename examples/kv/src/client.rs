@@ -124,6 +124,7 @@ impl Writer {
 
     /// Writes `key = value`, acknowledged once committed and applied by
     /// the leader; retries through leader changes until `deadline`.
+    /// Returns the write's log index.
     ///
     /// # Errors
     /// `TimedOut` if no leader acknowledged it in time.
@@ -132,7 +133,7 @@ impl Writer {
         key: &str,
         value: &str,
         deadline: tokio::time::Instant,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<u64> {
         let req = Request::Put(Put {
             key: key.to_string(),
             value: value.to_string(),
@@ -145,9 +146,9 @@ impl Writer {
                 self.nodes.get(self.next).cloned().unwrap_or_default()
             };
             match self.send(&addr, &req).await {
-                Ok(Response::Put(Ok(()))) => {
+                Ok(Response::Put(Ok(index))) => {
                     self.leader = Some(addr);
-                    return Ok(());
+                    return Ok(index);
                 }
                 Ok(Response::Put(Err(PutError::NotLeader(Some((_, leader)))))) => {
                     self.leader = Some(leader);

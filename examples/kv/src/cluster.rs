@@ -191,17 +191,18 @@ impl LocalCluster {
     }
 
     /// Writes `put` through node `via` (the leader, or a node that
-    /// redirects to it).
+    /// redirects to it); returns the index of its log entry, applied on
+    /// the leader when this returns.
     ///
     /// # Errors
     /// `NotLeader` with the leader's id (its "address" is `local-<id>`);
     /// `Failed`.
-    pub async fn put(&self, via: u64, put: Put) -> Result<(), PutError> {
+    pub async fn put(&self, via: u64, put: Put) -> Result<u64, PutError> {
         let Some((raft, _)) = self.nodes.get(&via) else {
             return Err(PutError::NotLeader(None));
         };
         match raft.client_write(put).await {
-            Ok(_) => Ok(()),
+            Ok(r) => Ok(r.log_id.index),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(
                 PutError::NotLeader(f.leader_id.map(|l| (l, format!("local-{l}")))),
             ),

@@ -206,6 +206,8 @@ impl Drop for Processes {
 #[derive(Default)]
 struct Acks {
     values: BTreeMap<String, String>,
+    /// The highest log index of an acknowledged write.
+    last_index: u64,
     latencies_us: Vec<u64>,
 }
 
@@ -225,10 +227,11 @@ fn spawn_writers(
                     let (key, value) = (format!("c{c}-{n}"), format!("v{c}-{n}"));
                     let t0 = Instant::now();
                     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-                    if w.put(&key, &value, deadline).await.is_ok() {
+                    if let Ok(index) = w.put(&key, &value, deadline).await {
                         let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
                         let mut a = acks.lock().unwrap_or_else(PoisonError::into_inner);
                         a.values.insert(key, value);
+                        a.last_index = a.last_index.max(index);
                         a.latencies_us.push(us);
                     }
                     n += 1;
@@ -353,9 +356,9 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
         let _ = w.await;
     }
     let elapsed = write_start.elapsed();
-    let (values, mut lat) = {
+    let (values, mut lat, last_index) = {
         let a = acks.lock().unwrap_or_else(PoisonError::into_inner);
-        (a.values.clone(), a.latencies_us.clone())
+        (a.values.clone(), a.latencies_us.clone(), a.last_index)
     };
     say(
         t0,
@@ -367,11 +370,14 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
         .wait_leader(None, Duration::from_secs(20))
         .await
         .ok_or("no leader at the end")?;
+    // At least every acknowledged write's own index (a node's reported
+    // applied index may lag its state machine, never lead it).
     let goal = status(&cluster.addr(final_leader))
         .await
         .ok()
         .and_then(|s| s.applied)
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .max(last_index);
     let mut missing = BTreeMap::new();
     for (id, addr) in &cluster.peers {
         let t = Instant::now();

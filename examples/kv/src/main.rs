@@ -155,7 +155,7 @@ async fn run(command: Cmd) -> Result<bool, String> {
             let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
             w.put(&key, &value, deadline)
                 .await
-                .map(|()| true)
+                .map(|_| true)
                 .map_err(|e| e.to_string())
         }
         Cmd::Get { addr, key } => {

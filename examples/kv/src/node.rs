@@ -175,7 +175,7 @@ pub async fn answer(node: &Running, req: Request) -> Response {
         Request::Vote(rpc) => Response::Vote(node.raft.vote(rpc).await),
         Request::Snapshot(rpc) => Response::Snapshot(node.raft.install_snapshot(rpc).await),
         Request::Put(put) => Response::Put(match node.raft.client_write(put).await {
-            Ok(_) => Ok(()),
+            Ok(r) => Ok(r.log_id.index),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(
                 PutError::NotLeader(f.leader_id.zip(f.leader_node.map(|n| n.addr))),
             ),

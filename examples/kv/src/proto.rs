@@ -104,8 +104,8 @@ pub enum Response {
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
     /// To [`Request::Snapshot`].
     Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
-    /// To [`Request::Put`].
-    Put(Result<(), PutError>),
+    /// To [`Request::Put`]: the write's log index, applied on the leader.
+    Put(Result<u64, PutError>),
     /// To [`Request::Get`].
     Get(Option<String>),
     /// To [`Request::Dump`].
