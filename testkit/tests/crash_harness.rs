@@ -42,6 +42,13 @@ use quorumlog_testkit::harness::{run_exhaustive, run_seed, Backend, Op};
 ///   that the log's lazy recovery had not met, after recovery had already
 ///   rebuilt an index: a refused open that changed the directory. The scan
 ///   now stops at unreadable data instead of refusing the open.
+/// - 1767311051543929907: a false alarm of the harness itself (found by
+///   the `crash_recovery` fuzz target and then one CI-sized run in 70):
+///   the crash-in-recovery cycle repeats the workload on a second disk,
+///   which under a background flusher need not do the first one's I/O;
+///   the bit flip found a sealed segment only there, and the first disk's
+///   "nothing flipped" made the damage count as a recovery failure. Fails
+///   about one run in six on the old harness (the flusher decides).
 const PINNED_SEEDS: &[u64] = &[
     0,
     3,
@@ -50,6 +57,7 @@ const PINNED_SEEDS: &[u64] = &[
     1_792_945_832_150_392_719,
     1_783_864_291_802_860_789,
     1_788_097_385_809_151_734,
+    1_767_311_051_543_929_907,
 ];
 
 fn env(name: &str) -> Option<u64> {

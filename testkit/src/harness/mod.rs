@@ -377,10 +377,14 @@ pub fn run_cycle(seed: u64, ops: &[Op], d: &Disturbance) -> Result<Checked, Stri
     checked.reopens = 1;
     if let Some(r) = d.recovery_crash {
         // The same crash, recovery cut short, then recovered again.
+        // The run is repeated, and with a background flusher it need not
+        // repeat the first one's I/O: whether the bit flip found a sealed
+        // segment is this disk's own fact (the first disk's answer made a
+        // flip here look like damage from the crash).
         let (disk2, before, after, _, _) = run(seed, ops, d)?;
-        if let Some(bit) = d.flip {
-            flip_in_sealed_segment(&disk2, bit);
-        }
+        let flipped = d
+            .flip
+            .is_some_and(|bit| flip_in_sealed_segment(&disk2, bit));
         disk2.crash_after(r % (disk.calls() - base + 1));
         drop(open(&disk2, backend));
         let again = disk2.crash_with(CrashPlan::Random);
