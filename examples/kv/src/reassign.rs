@@ -84,8 +84,26 @@ async fn directory(node: &Running, id: u64, addr: &str) -> Result<DirectoryId, S
     Ok(DirectoryId(s.directory))
 }
 
+/// The leader's view: the reassignment record from the state machine, the
+/// voter set and progress from openraft's metrics. Metrics lag the state
+/// machine (a membership change can be applied, and its
+/// `change_membership` returned, before they show it), so the view waits
+/// for metrics that have applied at least what the machine had when the
+/// record was read: a cancel or a new target is never planned from the
+/// voter set before a promotion or removal that already happened.
 async fn view(node: &Running) -> Result<View, String> {
-    let m = node.raft.metrics().borrow().clone();
+    let reassignment = node
+        .machine
+        .get(REASSIGNMENT_KEY)
+        .as_deref()
+        .and_then(decode);
+    let floor = node.machine.applied();
+    let m = node
+        .raft
+        .wait(Some(std::time::Duration::from_secs(5)))
+        .applied_index_at_least(floor, "metrics catch up with the state machine")
+        .await
+        .map_err(|e| e.to_string())?;
     let membership = m.membership_config.membership().clone();
     let addrs: BTreeMap<u64, String> = membership
         .nodes()
@@ -106,11 +124,6 @@ async fn view(node: &Running) -> Result<View, String> {
         });
     }
     let voters = VoterSet::new(entries).map_err(|e| e.to_string())?;
-    let reassignment = node
-        .machine
-        .get(REASSIGNMENT_KEY)
-        .as_deref()
-        .and_then(decode);
     let applied = m.last_applied.map_or(0, |l| l.index + 1);
     let mut progress = BTreeMap::new();
     for (id, matched) in m.replication.clone().unwrap_or_default() {

@@ -112,6 +112,8 @@ fn parts(disks: &[SimFs], fresh: bool) -> Result<Parts, String> {
 #[derive(Debug, Default)]
 struct Counts {
     acked: u64,
+    /// Log entries read back and compared across the nodes.
+    compared: u64,
     snapshots_after_restart: u64,
     /// The leader's metrics showed an applied index below the write it had
     /// just acknowledged (a wait on them would have checked too early).
@@ -310,13 +312,31 @@ async fn locate(logs: &[LogStore<TypeConfig>], keys: &[String], last: u64) -> St
 }
 
 /// No contradiction: entries at one index agree on every node holding it.
-async fn check_logs(logs: Vec<LogStore<TypeConfig>>, last: u64) -> Result<(), String> {
+/// Every node must hold a contiguous run of entries ending at `last` (it
+/// applied `last`, and a purge keeps openraft's last ten applied entries),
+/// so the comparison is never made over nothing. Returns the entries read.
+async fn check_logs(logs: Vec<LogStore<TypeConfig>>, last: u64) -> Result<u64, String> {
     let mut by_index: BTreeMap<u64, LogId<u64>> = BTreeMap::new();
+    let mut read = 0u64;
     for (i, mut log) in logs.into_iter().enumerate() {
         let entries = log
             .try_get_log_entries(0..=last)
             .await
             .map_err(|e| e.to_string())?;
+        let first = entries.first().map(|e| e.log_id.index);
+        let contiguous = entries
+            .iter()
+            .zip(first.unwrap_or(0)..)
+            .all(|(e, want)| e.log_id.index == want);
+        if !contiguous || entries.last().map(|e| e.log_id.index) != Some(last) {
+            return Err(format!(
+                "node {}: entries up to {last} read as {} entries from {first:?} (contiguous: \
+                 {contiguous})",
+                i + 1,
+                entries.len()
+            ));
+        }
+        read += entries.len() as u64;
         for e in entries {
             if let Some(other) = by_index.insert(e.log_id.index, e.log_id) {
                 if other != e.log_id {
@@ -330,7 +350,7 @@ async fn check_logs(logs: Vec<LogStore<TypeConfig>>, last: u64) -> Result<(), St
             }
         }
     }
-    Ok(())
+    Ok(read)
 }
 
 async fn run_seed(seed: u64) -> Result<Counts, String> {
@@ -390,9 +410,10 @@ async fn run_seed(seed: u64) -> Result<Counts, String> {
         .count() as u64;
     // Logs are compared once the nodes stopped (no purge runs meanwhile).
     cluster.shutdown().await;
-    check_logs(logs, last).await?;
+    let compared = check_logs(logs, last).await?;
     Ok(Counts {
         acked: acked.len() as u64,
+        compared,
         snapshots_after_restart: snapshots,
         metrics_lagged,
     })
@@ -414,7 +435,7 @@ fn every_acknowledged_write_survives_a_power_loss_of_the_whole_cluster() {
         eprintln!("cluster power loss: base seed {base}, {n} seeds");
         (0..n).map(|i| base.wrapping_add(i)).collect()
     };
-    let (mut acked, mut with_snapshots, mut lagged) = (0, 0, 0);
+    let (mut acked, mut with_snapshots, mut lagged, mut compared) = (0, 0, 0, 0);
     for &seed in &seeds {
         let c = rt.block_on(run_seed(seed)).unwrap_or_else(|e| {
             panic!("seed {seed}: {e} (replay: QUORUMLOG_CLUSTER_SEED={seed} cargo test -p quorumlog-kv --test power_loss)")
@@ -422,10 +443,11 @@ fn every_acknowledged_write_survives_a_power_loss_of_the_whole_cluster() {
         acked += c.acked;
         with_snapshots += u64::from(c.snapshots_after_restart > 0);
         lagged += u64::from(c.metrics_lagged);
+        compared += c.compared;
     }
     eprintln!(
         "cluster power loss: {} seeds, {acked} acknowledged writes checked on every node, \
-         {with_snapshots} restarts with snapshots, {lagged} with the leader's metrics behind \
+         {compared} log entries compared across nodes, {with_snapshots} restarts with snapshots, {lagged} with the leader's metrics behind \
          its own acknowledged write",
         seeds.len()
     );
