@@ -462,13 +462,7 @@ impl DataDir {
     /// `TooLarge` above 1 MiB (nothing written); `Io` (which
     /// poisons the data directory); `Poisoned`.
     pub fn write_app_metadata(&self, bytes: &[u8]) -> Result<()> {
-        if bytes.len() > crate::format::MAX_BODY_BYTES {
-            return Err(Error::TooLarge {
-                what: "application metadata",
-                bytes: bytes.len(),
-                max: crate::format::MAX_BODY_BYTES,
-            });
-        }
+        check_small_body("application metadata", bytes)?;
         let value = AppMetadata(bytes.to_vec());
         let mut st = self.lock_state();
         self.write_locked(&mut st, &value)?;
@@ -492,13 +486,7 @@ impl DataDir {
     /// `TooLarge` above 1 MiB (nothing written); `Io` (which poisons the
     /// data directory); `Poisoned`.
     pub fn write_voter_history(&self, bytes: &[u8]) -> Result<()> {
-        if bytes.len() > crate::format::MAX_BODY_BYTES {
-            return Err(Error::TooLarge {
-                what: "voter history",
-                bytes: bytes.len(),
-                max: crate::format::MAX_BODY_BYTES,
-            });
-        }
+        check_small_body("voter history", bytes)?;
         let value = VoterHistoryFile(bytes.to_vec());
         let mut st = self.lock_state();
         self.write_locked(&mut st, &value)?;
@@ -611,6 +599,18 @@ fn check_identity(dir: &Path, meta: &Meta, options: &OpenOptions) -> Result<()> 
                 found: meta.node_id.to_string(),
             });
         }
+    }
+    Ok(())
+}
+
+/// Refuses a small file's body above 1 MiB (before anything is written).
+fn check_small_body(what: &'static str, bytes: &[u8]) -> Result<()> {
+    if bytes.len() > crate::format::MAX_BODY_BYTES {
+        return Err(Error::TooLarge {
+            what,
+            bytes: bytes.len(),
+            max: crate::format::MAX_BODY_BYTES,
+        });
     }
     Ok(())
 }

@@ -37,20 +37,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
 
-use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs, Voter};
+use quorumlog_checkpoint::{DirectoryId, Epoch, NodeId, Offset, Voter};
 use quorumlog_io::{SimFs, SimRng};
 use quorumlog_raft::voters::{Step, VoterEntry, VoterError, VoterSet};
-use quorumlog_raft::{Error, Isolation, LogPosition, Store, StoreOptions, VoteDecision};
+use quorumlog_raft::{Error, Isolation, LogPosition, Store, VoteDecision};
 
 const DIR: &str = "/data";
 const MAX_LAG: u64 = 8;
-
-fn options() -> StoreOptions {
-    common::replicas::sim_options()
-}
 
 struct Replica {
     disk: SimFs,
@@ -60,14 +54,13 @@ struct Replica {
 
 impl Replica {
     fn new(node: u64, dir: u128, seed: u64) -> Replica {
-        let disk = SimFs::new(
+        let (disk, store) = common::replicas::fresh_store(
             seed.wrapping_mul(131)
                 .wrapping_add(node * 7 + u64::try_from(dir % 1_000_000).unwrap()),
+            node,
+            dir,
+            DIR,
         );
-        let fs: SharedFs = Arc::new(disk.clone());
-        let meta = Meta::new(ClusterId(7), NodeId(node), DirectoryId(dir));
-        Store::format(&fs, Path::new(DIR), meta, None, &options()).unwrap();
-        let store = Store::open(&fs, Path::new(DIR), &options()).unwrap().0;
         Replica {
             disk,
             store,

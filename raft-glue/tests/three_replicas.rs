@@ -30,22 +30,16 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
+use quorumlog_checkpoint::{Epoch, NodeId, Offset};
 use quorumlog_io::{SimFs, SimRng};
 use quorumlog_raft::compaction::{LeaderCompaction, RetentionCap};
-use quorumlog_raft::{CommitTracker, Isolation, LogPosition, Store, StoreOptions, VoteDecision};
+use quorumlog_raft::{CommitTracker, Isolation, LogPosition, Store, VoteDecision};
 use quorumlog_snapshot::WriterOptions;
 
 const DIR: &str = "/data";
 const NODES: u64 = 3;
-
-fn options() -> StoreOptions {
-    common::replicas::sim_options()
-}
 
 struct Replica {
     disk: SimFs,
@@ -54,15 +48,12 @@ struct Replica {
 
 impl Replica {
     fn new(node: u64, seed: u64) -> Replica {
-        let disk = SimFs::new(seed.wrapping_mul(31).wrapping_add(node));
-        let fs: SharedFs = Arc::new(disk.clone());
-        let meta = Meta::new(
-            ClusterId(7),
-            NodeId(node),
-            DirectoryId(u128::from(node) + 1),
+        let (disk, store) = common::replicas::fresh_store(
+            seed.wrapping_mul(31).wrapping_add(node),
+            node,
+            u128::from(node) + 1,
+            DIR,
         );
-        Store::format(&fs, Path::new(DIR), meta, None, &options()).unwrap();
-        let store = Store::open(&fs, Path::new(DIR), &options()).unwrap().0;
         Replica { disk, store }
     }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use quorumlog_checkpoint::{Epoch, Offset, SharedFs};
+use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_log::SyncPolicy;
 use quorumlog_raft::{FetchPosition, Isolation, LogPosition, Store, StoreOptions};
@@ -20,6 +20,17 @@ pub(crate) fn sim_options() -> StoreOptions {
         sync: SyncPolicy::Never,
         ..quorumlog_testkit::store_crash::crash_store_options()
     }
+}
+
+/// A fresh store of node `node` with directory id `dir` on a new simulated
+/// disk drawn from `disk_seed`: formatted, then opened.
+pub(crate) fn fresh_store(disk_seed: u64, node: u64, dir: u128, at: &str) -> (SimFs, Store) {
+    let disk = SimFs::new(disk_seed);
+    let fs: SharedFs = Arc::new(disk.clone());
+    let meta = Meta::new(ClusterId(7), NodeId(node), DirectoryId(dir));
+    Store::format(&fs, Path::new(at), meta, None, &sim_options()).unwrap();
+    let store = Store::open(&fs, Path::new(at), &sim_options()).unwrap().0;
+    (disk, store)
 }
 
 /// Power cut (unsynced writes lost), reboot, reopen.
