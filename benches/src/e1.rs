@@ -357,7 +357,7 @@ fn quorumlog_parts(dir: &Path) -> Result<Vec<(u64, LogStore<TypeConfig>, KvMachi
         Store::format(&fs, &d, meta, None, &options)
             .map_err(|e| BenchError::from(e.to_string()))?;
         let store = Arc::new(
-            Store::open(&fs, &d, &options)
+            Store::open(&fs, &d, &quorumlog_raft::Identity::of(&meta), &options)
                 .map_err(|e| BenchError::from(e.to_string()))?
                 .0,
         );

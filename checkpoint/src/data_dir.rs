@@ -57,6 +57,10 @@ pub struct OpenOptions {
     /// Fail with `IdentityMismatch` unless the directory belongs to this
     /// node. Default: not checked.
     pub expected_node_id: Option<NodeId>,
+    /// Fail with `IdentityMismatch` unless the directory is this one (the
+    /// id minted when it was formatted: a replaced disk has another).
+    /// Default: not checked.
+    pub expected_directory_id: Option<DirectoryId>,
 }
 
 /// The checkpoint values found at open (and kept current by the writes).
@@ -597,6 +601,16 @@ fn check_identity(dir: &Path, meta: &Meta, options: &OpenOptions) -> Result<()> 
                 field: "node id",
                 expected: expected.to_string(),
                 found: meta.node_id.to_string(),
+            });
+        }
+    }
+    if let Some(expected) = options.expected_directory_id {
+        if expected != meta.directory_id {
+            return Err(Error::IdentityMismatch {
+                dir: dir.to_path_buf(),
+                field: "directory id",
+                expected: expected.to_string(),
+                found: meta.directory_id.to_string(),
             });
         }
     }

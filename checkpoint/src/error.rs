@@ -248,7 +248,7 @@ pub enum Error {
     IdentityMismatch {
         /// The directory.
         dir: PathBuf,
-        /// `"cluster id"` or `"node id"`.
+        /// `"cluster id"`, `"node id"` or `"directory id"`.
         field: &'static str,
         /// The expected value.
         expected: String,

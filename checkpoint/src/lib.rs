@@ -63,6 +63,9 @@ pub use data_dir::{
     SharedFs, CHECKPOINTS_DIR, LOCK_FILE, LOG_DIR, SNAPSHOTS_DIR,
 };
 pub use epoch_map::{EpochEntry, EpochMap};
+/// The largest body a small file (meta, quorum state, app metadata, voter
+/// history…) holds; a larger write is refused before anything is written.
+pub const MAX_SMALL_FILE_BYTES: usize = format::MAX_BODY_BYTES;
 pub use error::{CorruptionKind, Error, Location, NotFormattedReason, Result};
 pub use meta::Meta;
 pub use points::{HighWatermark, LogStartOffset, RecoveryPoint};

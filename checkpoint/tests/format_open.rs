@@ -160,11 +160,33 @@ fn identity_mismatch_is_refused() {
             ),
             "{e}"
         );
+        let wrong_directory = OpenOptions {
+            expected_directory_id: Some(quorumlog_checkpoint::DirectoryId(u128::MAX)),
+            ..OpenOptions::default()
+        };
+        let e = DataDir::open(fs.clone(), dir, &wrong_directory).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::IdentityMismatch {
+                    field: "directory id",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let right = OpenOptions {
             expected_cluster_id: Some(ClusterId(1)),
             expected_node_id: Some(NodeId(2)),
+            expected_directory_id: None,
         };
-        DataDir::open(fs.clone(), dir, &right).unwrap();
+        let dd = DataDir::open(fs.clone(), dir, &right).unwrap();
+        let exact = OpenOptions {
+            expected_directory_id: Some(dd.meta().directory_id),
+            ..right
+        };
+        drop(dd);
+        DataDir::open(fs.clone(), dir, &exact).unwrap();
     });
 }
 

@@ -93,6 +93,15 @@ pub enum Error {
         /// The high watermark.
         high_watermark: Offset,
     },
+    /// A high watermark lower than the current one: the commit offset
+    /// never moves back (a stale fetch response, a Raft library's bug).
+    #[error("high watermark {offset} is below the current high watermark {high_watermark}")]
+    HighWatermarkBackwards {
+        /// The offset asked for.
+        offset: Offset,
+        /// The current high watermark.
+        high_watermark: Offset,
+    },
     /// A high watermark above the log end offset.
     #[error("high watermark {offset} is beyond the log end {end}")]
     HighWatermarkBeyondEnd {

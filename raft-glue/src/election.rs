@@ -311,6 +311,19 @@ impl Election {
         }
     }
 
+    /// Replaces the durable state with `next` as a Raft library that owns
+    /// the election computed it (openraft's vote, raft-rs's hard state):
+    /// checked by the file's rules (no epoch regression, one vote and one
+    /// leader per epoch), durable on return, and this view adopts it. A
+    /// newer epoch ends a resignation.
+    ///
+    /// # Errors
+    /// `Checkpoint` (a refused transition, I/O).
+    pub fn replace(&mut self, next: QuorumState) -> Result<()> {
+        let resigned = self.resigned && next.epoch == self.state.epoch;
+        self.persist(next, resigned)
+    }
+
     /// The state in a newer `epoch`: no leader, no vote, the same voters.
     fn at_epoch(&self, epoch: Epoch) -> QuorumState {
         QuorumState {

@@ -61,6 +61,15 @@ pub enum Error {
         /// The high watermark.
         high_watermark: Offset,
     },
+    /// A high watermark lower than the current one (a stale fetch
+    /// response, a Raft library's bug): the commit offset never moves back.
+    #[error("high watermark {offset} is below the current high watermark {high_watermark}")]
+    HighWatermarkBackwards {
+        /// The offset asked for.
+        offset: Offset,
+        /// The current high watermark.
+        high_watermark: Offset,
+    },
     /// A snapshot asked for beyond what is committed, or with an epoch that
     /// is not the log's at its last covered offset.
     #[error("snapshot {id} refused: {why}")]
@@ -140,6 +149,20 @@ impl From<quorumlog_log::Error> for Error {
                 Error::Poisoned(quorumlog_io::Failure { op, kind })
             }
             quorumlog_log::Error::Checkpoint(c) => Error::from(c),
+            quorumlog_log::Error::HighWatermarkBackwards {
+                offset,
+                high_watermark,
+            } => Error::HighWatermarkBackwards {
+                offset,
+                high_watermark,
+            },
+            quorumlog_log::Error::BelowHighWatermark {
+                offset,
+                high_watermark,
+            } => Error::BelowHighWatermark {
+                offset,
+                high_watermark,
+            },
             e => Error::Log(e),
         }
     }

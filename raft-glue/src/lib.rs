@@ -34,4 +34,16 @@ pub use commit::{CommitTracker, Progress};
 pub use election::{Election, LogPosition, Role, VoteDecision};
 pub use error::{Error, Result};
 pub use fetch::{validate_offset_and_epoch, FetchPosition, LogView};
-pub use store::{Entry, Isolation, OpenReport, Store, StoreInstall, StoreOptions, StoreWriter};
+pub use store::{
+    Entry, Identity, Isolation, OnDurable, OpenReport, Store, StoreInstall, StoreOptions,
+    StoreWriter,
+};
+
+// What an embedder names, from one crate: the identities and positions,
+// the file system, the log's and snapshots' options.
+pub use quorumlog_checkpoint::{
+    ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, QuorumState, SharedFs, Vote, Voter,
+};
+pub use quorumlog_io::{Failure, RealFs};
+pub use quorumlog_log::{AppendInfo, Compression, LogOptions, SyncPolicy};
+pub use quorumlog_snapshot::{Retention, SnapshotId, SnapshotInfo, WriterOptions};

@@ -43,11 +43,12 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use quorumlog_checkpoint::{format_with, DataDir, Epoch, Meta, Offset, OpenOptions, SharedFs};
-use quorumlog_io::Failure;
-use quorumlog_log::{
-    AppendInfo, Completion, DurableLog, LogOptions, ReadBatches, RecoveryReport, SyncPolicy,
+use quorumlog_checkpoint::{
+    format_with, ClusterId, DataDir, DirectoryId, Epoch, Meta, NodeId, Offset, OpenOptions,
+    QuorumState, SharedFs,
 };
+use quorumlog_io::Failure;
+use quorumlog_log::{AppendInfo, DurableLog, LogOptions, ReadBatches, RecoveryReport, SyncPolicy};
 use quorumlog_snapshot::{
     Install, Retention, SnapshotId, SnapshotInfo, SnapshotStore, SnapshotWriter, WriterOptions,
 };
@@ -59,6 +60,10 @@ pub use control::{snapshot_user_metadata, VOTER_HISTORY_EVERY};
 use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::fetch::{validate_offset_and_epoch, FetchPosition};
+
+/// A durability completion ([`Store::on_durable`]): called once with the
+/// flushed offset, or with the failure that means it can no longer be.
+pub type OnDurable = Box<dyn FnOnce(Result<Offset>) + Send>;
 
 /// Which entries a read may return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +86,48 @@ pub struct Entry {
     pub control: bool,
     /// Its bytes.
     pub bytes: Vec<u8>,
+}
+
+/// The identity a caller expects of the directory it opens
+/// ([`Store::open`]): a mismatch is refused before anything on disk
+/// changes, with both values in the error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    /// The cluster the directory must belong to.
+    pub cluster_id: ClusterId,
+    /// The node that must own it.
+    pub node_id: NodeId,
+    /// The directory id minted at format, where the caller knows it (a
+    /// replaced disk has another).
+    pub directory_id: Option<DirectoryId>,
+}
+
+impl Identity {
+    /// Cluster and node, any directory id.
+    pub fn node(cluster_id: ClusterId, node_id: NodeId) -> Identity {
+        Identity {
+            cluster_id,
+            node_id,
+            directory_id: None,
+        }
+    }
+
+    /// Exactly the directory `meta` describes.
+    pub fn of(meta: &Meta) -> Identity {
+        Identity {
+            cluster_id: meta.cluster_id,
+            node_id: meta.node_id,
+            directory_id: Some(meta.directory_id),
+        }
+    }
+
+    fn open_options(self) -> OpenOptions {
+        OpenOptions {
+            expected_cluster_id: Some(self.cluster_id),
+            expected_node_id: Some(self.node_id),
+            expected_directory_id: self.directory_id,
+        }
+    }
 }
 
 /// How a store is opened.
@@ -153,15 +200,23 @@ impl Store {
         Ok(())
     }
 
-    /// Opens the store of `dir` and reconciles its parts (see the module
-    /// documentation).
+    /// Opens the store of `dir`, which must be `expect`'s, and reconciles
+    /// its parts (see the module documentation). The identity is checked
+    /// first: a foreign directory (another cluster, node or directory id)
+    /// is refused before a byte of it changes.
     ///
     /// # Errors
-    /// `Checkpoint` (not formatted, locked, damaged election state…);
-    /// `Log` (recovery refused, I/O); `Snapshot`; `MissingSnapshot` when
-    /// entries below the log start have no snapshot (invariant 7).
-    pub fn open(fs: &SharedFs, dir: &Path, options: &StoreOptions) -> Result<(Store, OpenReport)> {
-        let dd = Arc::new(DataDir::open(fs.clone(), dir, &OpenOptions::default())?);
+    /// `Checkpoint(IdentityMismatch)` naming both values; `Checkpoint`
+    /// (not formatted, locked, damaged election state…); `Log` (recovery
+    /// refused, I/O); `Snapshot`; `MissingSnapshot` when entries below the
+    /// log start have no snapshot (invariant 7).
+    pub fn open(
+        fs: &SharedFs,
+        dir: &Path,
+        expect: &Identity,
+        options: &StoreOptions,
+    ) -> Result<(Store, OpenReport)> {
+        let dd = Arc::new(DataDir::open(fs.clone(), dir, &expect.open_options())?);
         let snapshots = SnapshotStore::open(fs.clone(), &dd.snapshots_dir())?;
         let log = DurableLog::open(Arc::clone(&dd), options.log.clone(), options.sync)?;
         let mut report = OpenReport {
@@ -209,12 +264,11 @@ impl Store {
     }
 
     /// The failure that poisoned the store, if one did (see the module
-    /// documentation): the data directory's, which a failure of the log or
-    /// of a snapshot also sets.
+    /// documentation): the data directory's, which the log sets the
+    /// moment its own write or sync fails and the store sets on any
+    /// other part's I/O failure. A read: it changes nothing.
     pub fn poisoned(&self) -> Option<Failure> {
-        self.dd
-            .poisoned()
-            .or_else(|| self.log.poisoned().map(|f| self.dd.poison(f)))
+        self.dd.poisoned()
     }
 
     /// Runs `f` unless the store is poisoned; an I/O failure it returns
@@ -261,6 +315,35 @@ impl Store {
     /// The data directory.
     pub fn data_dir(&self) -> &Arc<DataDir> {
         &self.dd
+    }
+
+    /// This directory's identity, exactly (what a reopen of it expects).
+    pub fn identity(&self) -> Identity {
+        Identity::of(&self.dd.meta())
+    }
+
+    /// The durable election state (epoch, vote, leader).
+    pub fn quorum_state(&self) -> QuorumState {
+        self.election().state().clone()
+    }
+
+    /// Replaces the election state with `next`, computed by a Raft library
+    /// that owns the election (openraft's `save_vote`, raft-rs's hard
+    /// state): checked by the file's rules (the epoch never regresses, one
+    /// vote and one leader per epoch), durable when it returns, and seen
+    /// at once by this store's own election view.
+    ///
+    /// # Errors
+    /// `Checkpoint(StateRegression…)` for a refused transition (nothing
+    /// changes); `Poisoned`; I/O (which poisons).
+    pub fn persist_quorum_state(&self, next: &QuorumState) -> Result<()> {
+        self.guarded(|| self.election().replace(next.clone()))
+    }
+
+    /// The largest batch the log accepts, in bytes (what one append of
+    /// many entries may hold).
+    pub fn max_batch_bytes(&self) -> u64 {
+        self.log.options().max_batch_bytes
     }
 
     /// The Raft library's own metadata (openraft's last purged id and
@@ -536,6 +619,45 @@ impl Store {
         self.snapshots.latest().map(|s| s.id)
     }
 
+    /// Whether snapshot `id` is durable here.
+    pub fn has_snapshot(&self, id: SnapshotId) -> bool {
+        self.snapshots.get(id).is_some()
+    }
+
+    /// Snapshot `id`, verified whole: the caller's metadata (as given to
+    /// [`Store::create_snapshot`]) and its state.
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound | Corruption…)`; I/O.
+    pub fn read_snapshot(&self, id: SnapshotId) -> Result<(Vec<u8>, Vec<u8>)> {
+        self.guarded(|| {
+            let mut r = self.snapshots.reader(id)?;
+            let metadata = control::snapshot_user_metadata(&r.header().metadata)
+                .1
+                .to_vec();
+            Ok((metadata, r.read_to_end()?))
+        })
+    }
+
+    /// Snapshot `id`'s file as it is on disk: what a follower's
+    /// [`Store::install_snapshot`] takes, in chunks or whole (verified
+    /// there before it is published).
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound)`; I/O.
+    pub fn snapshot_file(&self, id: SnapshotId) -> Result<Vec<u8>> {
+        self.guarded(|| {
+            let mut out = Vec::new();
+            loop {
+                let chunk = self.snapshots.read_chunk(id, out.len() as u64, 1 << 20)?;
+                if chunk.is_empty() {
+                    return Ok(out);
+                }
+                out.extend_from_slice(&chunk);
+            }
+        })
+    }
+
     /// The earliest durable snapshot's id.
     pub fn earliest_snapshot(&self) -> Option<SnapshotId> {
         self.snapshots.earliest().map(|s| s.id)
@@ -604,6 +726,9 @@ impl Store {
             }
             let last = end_offset.0.checked_sub(1).map(Offset);
             let matches = match last {
+                // The snapshot of nothing (a state machine that applied
+                // nothing yet).
+                None => epoch == Epoch(0) || self.snapshots.get(id).is_some(),
                 Some(o) if o >= self.log.log_start_offset() => self.log.epoch_at(o) == Some(epoch),
                 // At or below the log start: the snapshot there must exist.
                 _ => self
@@ -678,6 +803,9 @@ impl Store {
             if bound > self.log.log_start_offset() {
                 self.log.truncate_prefix_to(bound)?;
                 self.follow_log();
+                // What a snapshot holds is committed: the start never
+                // passes the watermark.
+                self.raise_high_watermark(bound)?;
             }
             Ok(self.log.log_start_offset())
         })
@@ -785,18 +913,16 @@ impl Store {
     /// flushed offset), or with the failure if that can no longer happen;
     /// at once if it already is. It runs on the thread that finished the
     /// sync: keep it short (a Raft library sends a message from it).
-    pub fn on_durable(&self, offset: Offset, completion: Completion) {
+    pub fn on_durable(&self, offset: Offset, completion: OnDurable) {
         if let Some(failure) = self.poisoned() {
-            let error = quorumlog_log::Error::Poisoned {
-                op: failure.op,
-                kind: failure.kind,
-            };
-            completion(Err(error));
+            completion(Err(Error::Poisoned(failure)));
             return;
         }
-        self.log.on_durable(offset, completion);
+        self.log.on_durable(
+            offset,
+            Box::new(move |r| completion(r.map_err(Error::from))),
+        );
     }
-
     /// Where a leader's fetch handling and compaction see its log
     /// ([`crate::compaction::LeaderCompaction::safe_log_start`]).
     pub fn log_extent(&self) -> crate::compaction::LogExtent {
@@ -841,11 +967,22 @@ impl Store {
         self.guarded(|| Ok(self.snapshots.discard_install(id)?))
     }
 
+    /// Raises the high watermark to `offset` if it is lower (a snapshot's
+    /// end: a snapshot holds committed state only).
+    fn raise_high_watermark(&self, offset: Offset) -> Result<()> {
+        if self.log.high_watermark().is_none_or(|h| h < offset) {
+            self.log.set_high_watermark(offset)?;
+        }
+        Ok(())
+    }
+
     /// Sets the high watermark (the commit offset, from the leader's
-    /// [`crate::CommitTracker`] or a fetch response).
+    /// [`crate::CommitTracker`] or a fetch response). It never moves back;
+    /// below the log start it is raised to it.
     ///
     /// # Errors
-    /// The log's (an offset beyond its end, a watermark moving back).
+    /// `HighWatermarkBackwards` below the current one, naming both
+    /// (nothing changes); `Log(HighWatermarkBeyondEnd)`; `Poisoned`.
     pub fn set_high_watermark(&self, offset: Offset) -> Result<()> {
         self.guarded(|| {
             self.log.set_high_watermark(offset)?;
@@ -914,8 +1051,19 @@ impl StoreInstall<'_> {
     pub fn finish(self) -> Result<SnapshotInfo> {
         let StoreInstall { store, install } = self;
         store.guarded(|| {
+            let id = install.id();
+            // A snapshot the log does not continue restarts the log at its
+            // end: never below what is committed.
+            let hw = store.log.high_watermark().unwrap_or(Offset(0));
+            if !continues_snapshot(&store.log, id) && hw > id.end_offset {
+                return Err(Error::BelowHighWatermark {
+                    offset: id.end_offset,
+                    high_watermark: hw,
+                });
+            }
             let info = install.finish()?;
             store.truncate_to_latest_snapshot()?;
+            store.raise_high_watermark(info.id.end_offset)?;
             Ok(info)
         })
     }

@@ -31,6 +31,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use quorumlog_checkpoint::{DirectoryId, NodeId, Offset, Voter};
+use quorumlog_io::codec::{u32_len, Reader};
 
 const VOTER_SET_MAGIC: &[u8; 4] = b"QLCV";
 const REASSIGNMENT_MAGIC: &[u8; 4] = b"QLCR";
@@ -39,6 +40,13 @@ const VERSION: u8 = 1;
 pub const MAX_VOTERS: usize = 1024;
 /// The longest endpoint, in bytes.
 pub const MAX_ENDPOINT_BYTES: usize = 1024;
+/// The largest encoded voter set, in bytes (what binds first for sets
+/// with endpoints). It is chosen so that everything a set reaches holds
+/// it with room to spare: a control record in one log batch, a
+/// [`ControlState`] (a set and a reassignment's two) in a snapshot's
+/// metadata, and the voter-history file (1 MiB), which the store checks
+/// again, whole, before each control record is written.
+pub const MAX_VOTER_SET_BYTES: usize = 16 * 1024;
 
 /// Why a voter set or a reassignment request is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,10 +58,21 @@ pub enum VoterError {
     /// replaces its old voter; it does not join beside it).
     #[error("node {0} appears more than once")]
     DuplicateNode(NodeId),
-    /// More than [`MAX_VOTERS`] voters, or an endpoint longer than
-    /// [`MAX_ENDPOINT_BYTES`].
+    /// More than [`MAX_VOTERS`] voters, an endpoint longer than
+    /// [`MAX_ENDPOINT_BYTES`], or more than [`MAX_VOTER_SET_BYTES`]
+    /// encoded.
     #[error("the voter set is too large")]
     TooLarge,
+    /// The record would not fit in the voter-history file with the
+    /// records already there (nothing was written): take a snapshot and
+    /// clean the log prefix, which folds old records into one state.
+    #[error("the voter history would hold {bytes} bytes, over its {max}-byte limit")]
+    HistoryFull {
+        /// The file's size with the record.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The target replaces (same node id, new directory id) so many voters
     /// that, once they are removed (which must come first), the voters
     /// left are not a majority of the current set: no sequence of
@@ -109,6 +128,14 @@ impl VoterEntry {
     }
 }
 
+/// The size of a set's encoded body (`encode_body`).
+fn encoded_set_bytes(entries: &[VoterEntry]) -> usize {
+    4 + entries
+        .iter()
+        .map(|e| 8 + 16 + 2 + e.endpoint.as_ref().map_or(0, String::len))
+        .sum::<usize>()
+}
+
 /// A complete voter set: non-empty, each node once, ordered by node id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VoterSet(Vec<VoterEntry>);
@@ -129,6 +156,9 @@ impl VoterSet {
                     .is_some_and(|p| p.len() > MAX_ENDPOINT_BYTES)
             })
         {
+            return Err(VoterError::TooLarge);
+        }
+        if encoded_set_bytes(&entries) > MAX_VOTER_SET_BYTES {
             return Err(VoterError::TooLarge);
         }
         entries.sort_by_key(|e| e.voter.node_id);
@@ -193,31 +223,30 @@ impl VoterSet {
     }
 
     fn encode_body(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(
-            &u32::try_from(self.0.len())
-                .unwrap_or(u32::MAX)
-                .to_le_bytes(),
-        );
+        out.extend_from_slice(&u32_len(self.0.len()).to_le_bytes());
         for e in &self.0 {
             out.extend_from_slice(&e.voter.node_id.0.to_le_bytes());
             out.extend_from_slice(&e.voter.directory_id.0.to_le_bytes());
             let ep = e.endpoint.as_deref().unwrap_or("").as_bytes();
-            out.extend_from_slice(&u16::try_from(ep.len()).unwrap_or(0).to_le_bytes());
+            // `VoterSet::new` bounds endpoints to `MAX_ENDPOINT_BYTES`.
+            let len = u16::try_from(ep.len());
+            assert!(len.is_ok(), "an endpoint is bounded by MAX_ENDPOINT_BYTES");
+            out.extend_from_slice(&len.unwrap_or(u16::MAX).to_le_bytes());
             out.extend_from_slice(ep);
         }
     }
 
     fn decode_body(r: &mut Reader<'_>) -> Option<VoterSet> {
-        let count = usize::try_from(r.u32()?).ok()?;
+        let count = usize::try_from(r.u32().ok()?).ok()?;
         if count == 0 || count > MAX_VOTERS {
             return None;
         }
         let mut v = Vec::with_capacity(count);
         for _ in 0..count {
-            let node = r.u64()?;
-            let dir = r.u128()?;
-            let len = usize::from(r.u16()?);
-            let ep = std::str::from_utf8(r.take(len)?).ok()?;
+            let node = r.u64().ok()?;
+            let dir = r.u128().ok()?;
+            let len = usize::from(r.u16().ok()?);
+            let ep = std::str::from_utf8(r.bytes(len).ok()?).ok()?;
             v.push(VoterEntry {
                 voter: Voter {
                     node_id: NodeId(node),
@@ -314,23 +343,23 @@ impl ControlRecord {
     /// other kinds (and for malformed ones, which the batch checksum makes
     /// a bug, not damage).
     pub fn decode(bytes: &[u8]) -> Option<ControlRecord> {
-        let mut r = Reader(bytes);
-        let magic = r.take(4)?;
-        if r.u8()? != VERSION {
+        let mut r = Reader::new(bytes);
+        let magic = r.bytes(4).ok()?;
+        if r.u8().ok()? != VERSION {
             return None;
         }
         let rec = if magic == VOTER_SET_MAGIC {
             ControlRecord::VoterSet(VoterSet::decode_body(&mut r)?)
         } else if magic == REASSIGNMENT_MAGIC {
-            match r.u8()? {
+            match r.u8().ok()? {
                 0 => ControlRecord::Reassignment(None),
                 1 => {
-                    let rollback = match r.u8()? {
+                    let rollback = match r.u8().ok()? {
                         0 => false,
                         1 => true,
                         _ => return None,
                     };
-                    let started_ms = r.u64()?;
+                    let started_ms = r.u64().ok()?;
                     let original = VoterSet::decode_body(&mut r)?;
                     let target = VoterSet::decode_body(&mut r)?;
                     ControlRecord::Reassignment(Some(Reassignment {
@@ -345,32 +374,7 @@ impl ControlRecord {
         } else {
             return None;
         };
-        r.0.is_empty().then_some(rec)
-    }
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
-        Some(head)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        self.take(1)?.first().copied()
-    }
-    fn u16(&mut self) -> Option<u16> {
-        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
-    }
-    fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
-    }
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-    fn u128(&mut self) -> Option<u128> {
-        Some(u128::from_le_bytes(self.take(16)?.try_into().ok()?))
+        (r.remaining() == 0).then_some(rec)
     }
 }
 
@@ -403,7 +407,7 @@ impl ControlState {
         .flatten()
         {
             let bytes = rec.encode();
-            out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(0).to_le_bytes());
+            out.extend_from_slice(&u32_len(bytes.len()).to_le_bytes());
             out.extend_from_slice(&bytes);
         }
         out
@@ -411,11 +415,11 @@ impl ControlState {
 
     /// Decodes [`ControlState::encode`]'s bytes.
     pub fn decode(bytes: &[u8]) -> Option<ControlState> {
-        let mut r = Reader(bytes);
+        let mut r = Reader::new(bytes);
         let mut st = ControlState::default();
-        while !r.0.is_empty() {
-            let len = usize::try_from(r.u32()?).ok()?;
-            st.apply(&ControlRecord::decode(r.take(len)?)?);
+        while r.remaining() > 0 {
+            let len = usize::try_from(r.u32().ok()?).ok()?;
+            st.apply(&ControlRecord::decode(r.bytes(len).ok()?)?);
         }
         Some(st)
     }

@@ -44,7 +44,14 @@ fn new_store(seed: u64, node: u64) -> (SimFs, Store) {
         DirectoryId(u128::from(node) + 100),
     );
     Store::format(&fs, Path::new(DIR), meta, None, &options()).unwrap();
-    let store = Store::open(&fs, Path::new(DIR), &options()).unwrap().0;
+    let store = Store::open(
+        &fs,
+        Path::new(DIR),
+        &quorumlog_raft::Identity::of(&meta),
+        &options(),
+    )
+    .unwrap()
+    .0;
     (disk, store)
 }
 
@@ -156,9 +163,9 @@ fn sequence(s: &Store, l: &Store, acked: &mut Acked) -> Result<(), String> {
     Ok(())
 }
 
-fn check(disk: &SimFs, acked: &Acked, what: &str) {
+fn check(disk: &SimFs, expect: &quorumlog_raft::Identity, acked: &Acked, what: &str) {
     let fs: SharedFs = Arc::new(disk.clone());
-    let (s, _) = Store::open(&fs, Path::new(DIR), &options())
+    let (s, _) = Store::open(&fs, Path::new(DIR), expect, &options())
         .unwrap_or_else(|e| panic!("{what}: the store does not open: {e}"));
     // Election: the last acknowledged state, or a later one (in flight).
     let st = s.election().state().clone();
@@ -227,10 +234,12 @@ fn a_crash_at_every_call_of_a_mixed_sequence_keeps_the_contract() {
             disk.crash_after(point);
             let mut acked = Acked::default();
             let _ = sequence(&s, &l, &mut acked);
+            let expect = s.identity();
             drop(s);
             let disk = disk.crash_with(plan);
             check(
                 &disk,
+                &expect,
                 &acked,
                 &format!("crash after {point}/{total} calls, {plan:?}"),
             );

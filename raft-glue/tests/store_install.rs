@@ -26,12 +26,21 @@ use quorumlog_snapshot::{SnapshotId, WriterOptions};
 fn store_on(sim: &SimFs, node: u64) -> Store {
     let fs: SharedFs = Arc::new(sim.clone());
     Store::format(&fs, Path::new(DIR), meta(node), None, &options()).unwrap();
-    Store::open(&fs, Path::new(DIR), &options()).unwrap().0
+    Store::open(
+        &fs,
+        Path::new(DIR),
+        &quorumlog_raft::Identity::of(&meta(node)),
+        &options(),
+    )
+    .unwrap()
+    .0
 }
 
 fn reopen(sim: &SimFs) -> (Store, quorumlog_raft::OpenReport) {
     let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-    Store::open(&fs, Path::new(DIR), &options()).unwrap()
+    // Node 1 is the follower these tests reopen.
+    let expect = quorumlog_raft::Identity::of(&meta(1));
+    Store::open(&fs, Path::new(DIR), &expect, &options()).unwrap()
 }
 
 /// A leader (node 9) whose log holds `n` committed entries in its second

@@ -45,8 +45,15 @@ fn formatted(initial: Option<Offset>) -> SharedFs {
     fs
 }
 
+/// The identity `formatted` gives the directory.
+fn expect() -> quorumlog_raft::Identity {
+    quorumlog_raft::Identity::of(&Meta::new(ClusterId(1), NodeId(1), DirectoryId(11)))
+}
+
 fn open(fs: &SharedFs) -> Store {
-    Store::open(fs, Path::new(DIR), &options()).unwrap().0
+    Store::open(fs, Path::new(DIR), &expect(), &options())
+        .unwrap()
+        .0
 }
 
 /// Makes this node leader of a new epoch; returns the epoch.
@@ -105,7 +112,7 @@ fn a_log_behind_the_latest_snapshot_restarts_at_its_end() {
     w.write(b"state").unwrap();
     w.freeze().unwrap();
     drop(store);
-    let (store, report) = Store::open(&fs, Path::new(DIR), &options()).unwrap();
+    let (store, report) = Store::open(&fs, Path::new(DIR), &expect(), &options()).unwrap();
     assert_eq!(report.restarted_at_snapshot, Some(id));
     assert_eq!(store.log().log_start_offset(), Offset(50));
     assert_eq!(store.log().log_end_offset(), Offset(50));
@@ -153,7 +160,7 @@ fn entries_deleted_without_a_snapshot_are_refused_at_open() {
         log.close().unwrap();
     }
     assert!(matches!(
-        Store::open(&fs, Path::new(DIR), &options()),
+        Store::open(&fs, Path::new(DIR), &expect(), &options()),
         Err(Error::MissingSnapshot { latest: Some(s), .. }) if s == id
     ));
 }

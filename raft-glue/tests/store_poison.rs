@@ -28,7 +28,14 @@ use quorumlog_snapshot::WriterOptions;
 fn store_on(sim: &SimFs) -> Store {
     let fs: SharedFs = Arc::new(sim.clone());
     Store::format(&fs, Path::new(DIR), meta(1), None, &options()).unwrap();
-    Store::open(&fs, Path::new(DIR), &options()).unwrap().0
+    Store::open(
+        &fs,
+        Path::new(DIR),
+        &quorumlog_raft::Identity::of(&meta(1)),
+        &options(),
+    )
+    .unwrap()
+    .0
 }
 
 /// Every kind of call is refused with `Poisoned`.
@@ -117,7 +124,13 @@ fn a_failed_log_sync_poisons_the_whole_store() {
     // A reopen recovers, with the acknowledged entries.
     drop(s);
     let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-    let (s, _) = Store::open(&fs, Path::new(DIR), &options()).unwrap();
+    let (s, _) = Store::open(
+        &fs,
+        Path::new(DIR),
+        &quorumlog_raft::Identity::of(&meta(1)),
+        &options(),
+    )
+    .unwrap();
     assert!(s.poisoned().is_none());
     let got = s
         .read_entries(Offset(0), Offset(3), u64::MAX, Isolation::Uncommitted)

@@ -43,7 +43,10 @@ fn store() -> Store {
         &options,
     )
     .unwrap();
-    let store = Store::open(&fs, Path::new(DIR), &options).unwrap().0;
+    let expect = quorumlog_raft::Identity::of(&Meta::new(ClusterId(1), NodeId(1), DirectoryId(11)));
+    let store = Store::open(&fs, Path::new(DIR), &expect, &options)
+        .unwrap()
+        .0;
     for epoch in 1..=2 {
         let mut e = store.election();
         let got = e.become_candidate().unwrap();

@@ -174,9 +174,14 @@ fn two_epochs(sim: &SimFs) -> Store {
         &common::options(),
     )
     .unwrap();
-    let s = Store::open(&fs, Path::new(common::DIR), &common::options())
-        .unwrap()
-        .0;
+    let s = Store::open(
+        &fs,
+        Path::new(common::DIR),
+        &quorumlog_raft::Identity::of(&common::meta(7)),
+        &common::options(),
+    )
+    .unwrap()
+    .0;
     for epoch in 1..=2u64 {
         let mut e = s.election();
         e.become_candidate().unwrap();
@@ -209,7 +214,13 @@ fn the_log_start_keeps_its_epoch_at_any_purge_point() {
         assert_eq!(s.last_purged(), expected, "cut {cut}");
         drop(s);
         let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-        let (s, _) = Store::open(&fs, Path::new(common::DIR), &common::options()).unwrap();
+        let (s, _) = Store::open(
+            &fs,
+            Path::new(common::DIR),
+            &quorumlog_raft::Identity::of(&common::meta(7)),
+            &common::options(),
+        )
+        .unwrap();
         assert_eq!(s.log_start_offset(), Offset(cut));
         assert_eq!(s.last_purged(), expected, "cut {cut}, after a power cut");
     }
@@ -252,7 +263,13 @@ fn a_restart_at_a_snapshot_keeps_the_snapshots_epoch() {
     .unwrap();
     drop(s);
     let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-    let (s, _) = Store::open(&fs, Path::new(common::DIR), &common::options()).unwrap();
+    let (s, _) = Store::open(
+        &fs,
+        Path::new(common::DIR),
+        &quorumlog_raft::Identity::of(&common::meta(7)),
+        &common::options(),
+    )
+    .unwrap();
     assert_eq!(s.last_purged(), Some((Offset(39), Epoch(5))));
 }
 
@@ -266,7 +283,13 @@ fn a_snapshot_bounds_truncation_even_after_a_crash() {
     let s = two_epochs(&sim);
     drop(s);
     let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-    let (s, _) = Store::open(&fs, Path::new(common::DIR), &common::options()).unwrap();
+    let (s, _) = Store::open(
+        &fs,
+        Path::new(common::DIR),
+        &quorumlog_raft::Identity::of(&common::meta(7)),
+        &common::options(),
+    )
+    .unwrap();
     assert_eq!(s.high_watermark(), Some(Offset(20)));
     assert!(matches!(
         s.truncate_to(Offset(15)),

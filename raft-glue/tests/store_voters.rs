@@ -82,9 +82,14 @@ fn new_store(seed: u64) -> (SimFs, Store) {
         &options(),
     )
     .unwrap();
-    let s = Store::open(&fs, Path::new(common::DIR), &options())
-        .unwrap()
-        .0;
+    let s = Store::open(
+        &fs,
+        Path::new(common::DIR),
+        &quorumlog_raft::Identity::of(&common::meta(1)),
+        &options(),
+    )
+    .unwrap()
+    .0;
     (disk, s)
 }
 
@@ -105,9 +110,14 @@ fn reuse_freed_offsets(disk: &SimFs, s: Store) -> (SimFs, Store) {
 
 fn reopen(disk: &SimFs) -> Store {
     let fs: SharedFs = Arc::new(disk.clone());
-    Store::open(&fs, Path::new(common::DIR), &options())
-        .unwrap()
-        .0
+    Store::open(
+        &fs,
+        Path::new(common::DIR),
+        &quorumlog_raft::Identity::of(&common::meta(1)),
+        &options(),
+    )
+    .unwrap()
+    .0
 }
 
 /// Commits everything appended so far (a one-voter quorum: the leader's
@@ -439,9 +449,14 @@ fn check_recovered(
     what: &str,
 ) {
     let fs: SharedFs = Arc::new(disk.clone());
-    let s = Store::open(&fs, Path::new(common::DIR), &options())
-        .unwrap_or_else(|e| panic!("{what}: the store does not open: {e}"))
-        .0;
+    let s = Store::open(
+        &fs,
+        Path::new(common::DIR),
+        &quorumlog_raft::Identity::of(&common::meta(1)),
+        &options(),
+    )
+    .unwrap_or_else(|e| panic!("{what}: the store does not open: {e}"))
+    .0;
     let got = s.control_state();
     let at = if got == ControlState::default() {
         Some(0)
@@ -467,9 +482,14 @@ fn check_recovered(
     drop(s);
     let _ = disk.remove_file(&Path::new(common::DIR).join("voter-history"));
     let fs: SharedFs = Arc::new(disk.clone());
-    let s = Store::open(&fs, Path::new(common::DIR), &options())
-        .unwrap_or_else(|e| panic!("{what}: no open without the file: {e}"))
-        .0;
+    let s = Store::open(
+        &fs,
+        Path::new(common::DIR),
+        &quorumlog_raft::Identity::of(&common::meta(1)),
+        &options(),
+    )
+    .unwrap_or_else(|e| panic!("{what}: no open without the file: {e}"))
+    .0;
     assert_eq!(
         s.control_state(),
         got,
@@ -501,7 +521,13 @@ fn a_reopen_after_a_crash_scans_only_the_recent_log() {
     drop(s);
     let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
     let fs: SharedFs = Arc::new(disk.clone());
-    let (s, report) = Store::open(&fs, Path::new(common::DIR), &options()).unwrap();
+    let (s, report) = Store::open(
+        &fs,
+        Path::new(common::DIR),
+        &quorumlog_raft::Identity::of(&common::meta(1)),
+        &options(),
+    )
+    .unwrap();
     assert_eq!(
         report.voter_scan,
         Some((Offset(end.0 - 500), end)),

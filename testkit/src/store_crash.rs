@@ -23,7 +23,7 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
-use quorumlog_raft::{FetchPosition, Isolation, LogPosition, Store, StoreOptions};
+use quorumlog_raft::{FetchPosition, Identity, Isolation, LogPosition, Store, StoreOptions};
 use quorumlog_snapshot::WriterOptions;
 
 const DIR: &str = "/data";
@@ -53,9 +53,14 @@ fn store(disk: &SimFs, node: u64) -> Result<Store, String> {
     );
     Store::format(&fs, Path::new(DIR), meta, None, &crash_store_options())
         .map_err(|e| e.to_string())?;
-    Ok(Store::open(&fs, Path::new(DIR), &crash_store_options())
-        .map_err(|e| e.to_string())?
-        .0)
+    Ok(Store::open(
+        &fs,
+        Path::new(DIR),
+        &Identity::of(&meta),
+        &crash_store_options(),
+    )
+    .map_err(|e| e.to_string())?
+    .0)
 }
 
 /// The leader: 40 committed entries of epoch 2 and a snapshot at 24.
@@ -281,9 +286,9 @@ impl Run<'_> {
 }
 
 /// Checks the reopened store against what was acknowledged.
-fn check(disk: &SimFs, acked: &Acked) -> Result<u64, String> {
+fn check(disk: &SimFs, expect: &Identity, acked: &Acked) -> Result<u64, String> {
     let fs: SharedFs = Arc::new(disk.clone());
-    let (s, _) = Store::open(&fs, Path::new(DIR), &crash_store_options())
+    let (s, _) = Store::open(&fs, Path::new(DIR), expect, &crash_store_options())
         .map_err(|e| format!("the store does not open after a crash: {e}"))?;
     let st = s.election().state().clone();
     if let Some(last) = acked.election.last() {
@@ -425,9 +430,10 @@ pub fn run_store_case(seed: u64) -> Result<u64, String> {
         }
     }
     let acked = run.acked;
+    let expect = s.identity();
     drop(s);
     let rebooted = disk.crash_with(plan);
-    check(&rebooted, &acked).map_err(|e| {
+    check(&rebooted, &expect, &acked).map_err(|e| {
         format!(
             "store seed {seed}: crash after {point}/{total} calls, {plan:?}, ops {ops:?}: {e} \\
              (replay: QUORUMLOG_STORE_SEED={seed} cargo test -p quorumlog-testkit --test store_crash_cycles)"

@@ -20,8 +20,7 @@ use openraft::{
     AnyError, Entry, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, RaftTypeConfig,
     StorageError, StorageIOError, Vote,
 };
-use quorumlog_checkpoint::{Epoch, Offset};
-use quorumlog_raft::{Isolation, Store};
+use quorumlog_raft::{Epoch, Isolation, Offset, Store};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::mapping::{self, AppMeta};
@@ -29,15 +28,21 @@ use crate::mapping::{self, AppMeta};
 /// openraft's storage error with node ids `u64`.
 pub type StoreError = StorageError<u64>;
 
-fn io_error(subject: ErrorSubject<u64>, verb: ErrorVerb, e: &dyn std::error::Error) -> StoreError {
-    StorageIOError::new(subject, verb, AnyError::error(e.to_string())).into()
+// Errors keep their source (the store's typed error, matchable through
+// `std::error::Error::source`), never a string of it.
+fn io_error(
+    subject: ErrorSubject<u64>,
+    verb: ErrorVerb,
+    e: &(dyn std::error::Error + 'static),
+) -> StoreError {
+    StorageIOError::new(subject, verb, AnyError::from_dyn(e, None)).into()
 }
 
-fn logs_write(e: &dyn std::error::Error) -> StoreError {
+fn logs_write(e: &(dyn std::error::Error + 'static)) -> StoreError {
     io_error(ErrorSubject::Logs, ErrorVerb::Write, e)
 }
 
-fn logs_read(e: &dyn std::error::Error) -> StoreError {
+fn logs_read(e: &(dyn std::error::Error + 'static)) -> StoreError {
     io_error(ErrorSubject::Logs, ErrorVerb::Read, e)
 }
 
@@ -143,8 +148,8 @@ pub struct LogStore<C: RaftTypeConfig> {
 /// Deletes the log below openraft's last purged id, as far as allowed:
 /// all of it, or (`bounded`) only what the latest snapshot file covers.
 /// Called after a purge, after a snapshot file is saved, and at open.
-pub(crate) fn physical_cut(store: &Store, bounded: bool) -> Result<(), String> {
-    let meta = AppMeta::decode(store.app_metadata().as_deref()).map_err(|e| e.to_string())?;
+pub(crate) fn physical_cut(store: &Store, bounded: bool) -> Result<(), CutError> {
+    let meta = AppMeta::decode(store.app_metadata().as_deref())?;
     let Some(purged) = meta.last_purged else {
         return Ok(());
     };
@@ -159,7 +164,7 @@ pub(crate) fn physical_cut(store: &Store, bounded: bool) -> Result<(), String> {
         return Ok(());
     }
     let epoch = if cut == want {
-        mapping::epoch_of(&purged.leader_id).map_err(|e| e.to_string())?
+        mapping::epoch_of(&purged.leader_id)?
     } else {
         match store
             .epoch_at(Offset(cut - 1))
@@ -169,10 +174,11 @@ pub(crate) fn physical_cut(store: &Store, bounded: bool) -> Result<(), String> {
             None => return Ok(()),
         }
     };
-    store
-        .purge_to(Offset(cut), epoch)
-        .map_err(|e| e.to_string())
+    Ok(store.purge_to(Offset(cut), epoch)?)
 }
+
+/// Why a physical cut failed, its source kept.
+pub(crate) type CutError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 impl<C: RaftTypeConfig> Clone for LogStore<C> {
     fn clone(&self) -> Self {
@@ -245,7 +251,7 @@ where
             s.purged_next
                 .store(purged.index + 1, std::sync::atomic::Ordering::Relaxed);
         }
-        physical_cut(&s.store, bounded).map_err(|e| logs_write(&std::io::Error::other(e)))?;
+        physical_cut(&s.store, bounded).map_err(|e| logs_write(&*e))?;
         Ok(s)
     }
 
@@ -438,19 +444,16 @@ where
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StoreError> {
         let vote = *vote;
         self.blocking(move |s| {
-            let dd = s.data_dir();
-            let next = mapping::vote_to_state(&dd.quorum_state(), &vote)
+            let next = mapping::vote_to_state(&s.quorum_state(), &vote)
                 .map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, &e))?;
-            dd.persist_quorum_state(&next)
+            s.persist_quorum_state(&next)
                 .map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, &e))
         })
         .await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StoreError> {
-        Ok(mapping::state_to_vote(
-            &self.store.data_dir().quorum_state(),
-        ))
+        Ok(mapping::state_to_vote(&self.store.quorum_state()))
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), StoreError> {
@@ -499,12 +502,7 @@ where
         let mut run_bytes = 0u64;
         // A batch holds a run's records up to the log's batch limit (with
         // room for its header and each record's length).
-        let limit = self
-            .store
-            .log()
-            .options()
-            .max_batch_bytes
-            .saturating_sub(64);
+        let limit = self.store.max_batch_bytes().saturating_sub(64);
         let mut end = None;
         for entry in entries {
             let epoch = mapping::epoch_of(&entry.log_id.leader_id).map_err(|e| logs_write(&e))?;
@@ -533,10 +531,7 @@ where
         self.store.on_durable(
             Offset(end),
             Box::new(move |r| {
-                callback.log_io_completed(
-                    r.map(|_| ())
-                        .map_err(|e| std::io::Error::other(e.to_string())),
-                );
+                callback.log_io_completed(r.map(|_| ()).map_err(std::io::Error::other));
             }),
         );
         Ok(())
@@ -572,7 +567,7 @@ where
             };
             let bytes = next.encode().map_err(|e| logs_write(&e))?;
             s.write_app_metadata(&bytes).map_err(|e| logs_write(&e))?;
-            physical_cut(s, bounded).map_err(|e| logs_write(&std::io::Error::other(e)))
+            physical_cut(s, bounded).map_err(|e| logs_write(&*e))
         })
         .await
     }
@@ -610,7 +605,7 @@ where
             }
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
-        self.blocking(|s| physical_cut(s, true).map_err(|e| logs_write(&std::io::Error::other(e))))
+        self.blocking(|s| physical_cut(s, true).map_err(|e| logs_write(&*e)))
             .await
     }
 

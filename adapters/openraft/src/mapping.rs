@@ -23,7 +23,7 @@
 //!   log does not keep below its start): the application-metadata file.
 
 use openraft::{CommittedLeaderId, Entry, LeaderId, LogId, RaftTypeConfig, Vote};
-use quorumlog_checkpoint::{DirectoryId, Epoch, NodeId, QuorumState};
+use quorumlog_raft::{DirectoryId, Epoch, NodeId, QuorumState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// The record bytes of `entry`.
@@ -140,7 +140,7 @@ pub fn vote_to_state(prev: &QuorumState, vote: &Vote<u64>) -> Result<QuorumState
         }
     }
     let node = NodeId(vote.leader_id.node_id);
-    let cast = quorumlog_checkpoint::Vote {
+    let cast = quorumlog_raft::Vote {
         node_id: node,
         directory_id: DirectoryId(u128::from(node.0) + 1),
     };

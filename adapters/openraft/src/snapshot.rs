@@ -11,18 +11,17 @@
 use std::sync::Arc;
 
 use openraft::{ErrorSubject, ErrorVerb, SnapshotMeta, StorageError, StorageIOError};
-use quorumlog_checkpoint::{Epoch, Offset};
-use quorumlog_raft::Store;
-use quorumlog_snapshot::{Retention, SnapshotId, WriterOptions};
+use quorumlog_raft::{Epoch, Offset, Store};
+use quorumlog_raft::{Retention, SnapshotId, WriterOptions};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::StoreError;
 
-fn snap_error(verb: ErrorVerb, e: &dyn std::error::Error) -> StoreError {
+fn snap_error(verb: ErrorVerb, e: &(dyn std::error::Error + 'static)) -> StoreError {
     StorageError::from(StorageIOError::new(
         ErrorSubject::Snapshot(None),
         verb,
-        openraft::AnyError::error(e.to_string()),
+        openraft::AnyError::from_dyn(e, None),
     ))
 }
 
@@ -61,31 +60,74 @@ impl SnapshotFiles {
         )
     }
 
-    /// Writes `data` as the snapshot `meta` describes, durably; a snapshot
-    /// with the same last log id already there is kept (it covers the same
-    /// entries). Older snapshots beyond `keep` are deleted.
+    /// Writes `data`, the state machine's own snapshot (built from applied,
+    /// so committed, entries), through the store's checked creation: it is
+    /// refused beyond the high watermark and unless the log holds its last
+    /// entry in its term. Durable on return; a snapshot with the same last
+    /// log id already there is kept (it covers the same entries). Older
+    /// snapshots beyond `keep` are deleted.
     ///
     /// # Errors
-    /// I/O (which poisons the store).
-    pub fn save<N>(&self, meta: &SnapshotMeta<u64, N>, data: &[u8]) -> Result<(), StoreError>
+    /// The store's refusal (`SnapshotRefused`); I/O (which poisons the
+    /// store).
+    pub fn save_built<N>(&self, meta: &SnapshotMeta<u64, N>, data: &[u8]) -> Result<(), StoreError>
     where
         N: openraft::Node + Serialize,
     {
         let id = Self::id_of(meta)?;
-        let snapshots = self.store.snapshots();
-        if snapshots.get(id).is_none() {
+        if !self.store.has_snapshot(id) {
             let m = bincode::serialize(meta).map_err(|e| snap_error(ErrorVerb::Write, &e))?;
-            let mut w = snapshots
-                .create(id, &m, WriterOptions::default())
+            let mut w = self
+                .store
+                .create_snapshot(id.end_offset, id.epoch, &m, WriterOptions::default())
                 .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
             w.write(data)
                 .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
             w.freeze().map_err(|e| snap_error(ErrorVerb::Write, &e))?;
         }
-        // A purge waiting for a snapshot that covers it goes on now
-        // (`LogStore::new_bounded`).
+        self.after_save()
+    }
+
+    /// Installs `file`, a snapshot file received from the leader (its
+    /// [`SnapshotFiles::file`]), through the store's install: verified
+    /// whole before it is published, then the log made to continue it.
+    ///
+    /// # Errors
+    /// A file that does not verify (nothing is published); I/O.
+    pub fn save_received<N>(
+        &self,
+        meta: &SnapshotMeta<u64, N>,
+        file: &[u8],
+    ) -> Result<(), StoreError>
+    where
+        N: openraft::Node,
+    {
+        let id = Self::id_of(meta)?;
+        if !self.store.has_snapshot(id) {
+            let mut install = self
+                .store
+                .install_snapshot(id, file.len() as u64)
+                .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
+            let from = usize::try_from(install.position()).unwrap_or(usize::MAX);
+            if let Some(rest) = file.get(from..) {
+                if !rest.is_empty() {
+                    install
+                        .write_chunk(install.position(), rest)
+                        .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
+                }
+            }
+            install
+                .finish()
+                .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
+        }
+        self.after_save()
+    }
+
+    /// A purge waiting for a snapshot that covers it goes on now
+    /// (`LogStore::new_bounded`); old snapshots go.
+    fn after_save(&self) -> Result<(), StoreError> {
         crate::log_store::physical_cut(&self.store, true)
-            .map_err(|e| snap_error(ErrorVerb::Write, &std::io::Error::other(e)))?;
+            .map_err(|e| snap_error(ErrorVerb::Write, &*e))?;
         self.store
             .retain_snapshots(Retention {
                 keep_latest: self.keep.max(1),
@@ -93,6 +135,21 @@ impl SnapshotFiles {
             })
             .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
         Ok(())
+    }
+
+    /// The snapshot file `meta` names, as on disk: what a follower's
+    /// [`SnapshotFiles::save_received`] takes.
+    ///
+    /// # Errors
+    /// It is not here; I/O.
+    pub fn file<N: openraft::Node>(
+        &self,
+        meta: &SnapshotMeta<u64, N>,
+    ) -> Result<Vec<u8>, StoreError> {
+        let id = Self::id_of(meta)?;
+        self.store
+            .snapshot_file(id)
+            .map_err(|e| snap_error(ErrorVerb::Read, &e))
     }
 
     /// The latest snapshot: its meta and its data, verified.
@@ -103,19 +160,14 @@ impl SnapshotFiles {
     where
         N: openraft::Node + DeserializeOwned,
     {
-        let Some(info) = self.store.snapshots().latest() else {
+        let Some(id) = self.store.latest_snapshot() else {
             return Ok(None);
         };
-        let mut r = self
+        let (m, data) = self
             .store
-            .snapshots()
-            .reader(info.id)
+            .read_snapshot(id)
             .map_err(|e| snap_error(ErrorVerb::Read, &e))?;
-        let meta = bincode::deserialize(&r.header().metadata)
-            .map_err(|e| snap_error(ErrorVerb::Read, &e))?;
-        let data = r
-            .read_to_end()
-            .map_err(|e| snap_error(ErrorVerb::Read, &e))?;
+        let meta = bincode::deserialize(&m).map_err(|e| snap_error(ErrorVerb::Read, &e))?;
         Ok(Some((meta, data)))
     }
 }

@@ -25,10 +25,10 @@ use std::time::Duration;
 use common::{open_store, Put, TypeConfig, DIR};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{Entry, EntryPayload, RaftLogReader, SnapshotMeta, StoredMembership};
-use quorumlog_checkpoint::SharedFs;
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_openraft::mapping::log_id;
 use quorumlog_openraft::{LogStore, SnapshotFiles};
+use quorumlog_raft::SharedFs;
 
 fn entry(index: u64) -> Entry<TypeConfig> {
     Entry {
@@ -83,8 +83,10 @@ async fn a_purge_waits_for_the_snapshot_file_that_covers_it() {
     // Purged again; a snapshot file up to 10 lets the log go up to 11, one
     // up to 18 the whole purge.
     log.purge(log_id(1, 1, 15)).await.unwrap();
+    // The state machine builds from applied, so committed, entries.
+    log.save_committed(Some(log_id(1, 1, 20))).await.unwrap();
     let files = SnapshotFiles::new(Arc::clone(log.store()));
-    files.save(&meta(10), b"state to 10").unwrap();
+    files.save_built(&meta(10), b"state to 10").unwrap();
     assert_eq!(log.store().log_start_offset().0, 11);
     // A power cut here: the purge is taken back to what the file covers.
     drop((log, files));
@@ -94,8 +96,9 @@ async fn a_purge_waits_for_the_snapshot_file_that_covers_it() {
         Some(log_id(1, 1, 10))
     );
     log.purge(log_id(1, 1, 15)).await.unwrap();
+    log.save_committed(Some(log_id(1, 1, 20))).await.unwrap();
     let files = SnapshotFiles::new(Arc::clone(log.store()));
-    files.save(&meta(18), b"state to 18").unwrap();
+    files.save_built(&meta(18), b"state to 18").unwrap();
     assert_eq!(log.store().log_start_offset().0, 16);
     drop((log, files));
     let (_, mut log) = reopen(&sim);
@@ -104,6 +107,19 @@ async fn a_purge_waits_for_the_snapshot_file_that_covers_it() {
         Some(log_id(1, 1, 15))
     );
     assert_eq!(log.try_get_log_entries(0..).await.unwrap().len(), 5);
+}
+
+/// The snapshot file a leader whose log holds `[0, last]` in term 1 sends
+/// for its state up to `last`.
+async fn leader_snapshot_file(last: u64) -> Vec<u8> {
+    let fs: SharedFs = Arc::new(SimFs::new(99));
+    let store = open_store(&fs, Path::new(DIR), 2, true);
+    let mut log = LogStore::<TypeConfig>::new_bounded(Arc::clone(&store), 2).unwrap();
+    log.blocking_append((0..=last).map(entry)).await.unwrap();
+    log.save_committed(Some(log_id(1, 1, last))).await.unwrap();
+    let files = SnapshotFiles::new(store);
+    files.save_built(&meta(last), b"leader state").unwrap();
+    files.file(&meta(last)).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,9 +134,10 @@ async fn an_append_past_a_purge_beyond_the_end_waits_for_the_install() {
     log.purge(log_id(1, 1, 49)).await.unwrap();
     assert_eq!(store.log_end_offset().0, 21, "kept until a file covers it");
     let files = SnapshotFiles::new(Arc::clone(&store));
+    let file = leader_snapshot_file(49).await;
     let saver = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        files.save(&meta(49), b"leader state").unwrap();
+        files.save_received(&meta(49), &file).unwrap();
     });
     // The leader's next entries follow the snapshot.
     log.blocking_append((50..=55).map(entry)).await.unwrap();

@@ -22,9 +22,9 @@ use std::sync::Arc;
 use common::{open_store, parts, Put, TypeConfig, DIR};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{Entry, EntryPayload, LogId, RaftLogReader, Vote};
-use quorumlog_checkpoint::SharedFs;
 use quorumlog_io::{CrashPlan, SimFs, Tear};
 use quorumlog_openraft::{mapping::log_id, LogStore};
+use quorumlog_raft::SharedFs;
 
 fn entry(term: u64, index: u64) -> Entry<TypeConfig> {
     Entry {

@@ -10,8 +10,8 @@
 )]
 
 use openraft::{LeaderId, Vote};
-use quorumlog_checkpoint::QuorumState;
 use quorumlog_openraft::mapping::{epoch_of, leader_of, state_to_vote, vote_to_state};
+use quorumlog_raft::QuorumState;
 
 fn votes() -> Vec<Vote<u64>> {
     let mut out = Vec::new();

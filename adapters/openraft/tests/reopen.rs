@@ -21,9 +21,9 @@ use std::sync::Arc;
 use common::{open_store, parts, Put, TypeConfig, DIR};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
 use openraft::{Entry, EntryPayload, LogId, RaftLogReader, RaftSnapshotBuilder, Vote};
-use quorumlog_checkpoint::SharedFs;
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_openraft::mapping::log_id;
+use quorumlog_raft::SharedFs;
 
 fn entry(term: u64, node: u64, index: u64) -> Entry<TypeConfig> {
     Entry {
@@ -144,6 +144,8 @@ async fn a_snapshot_saved_by_the_state_machine_is_there_after_a_power_cut() {
     let (mut log, mut sm) = parts(&store, 1);
     let entries: Vec<_> = (1..=20).map(|i| entry(1, 2, i)).collect();
     log.blocking_append(entries.clone()).await.unwrap();
+    // As openraft does: committed, then applied.
+    log.save_committed(Some(log_id(1, 2, 20))).await.unwrap();
     sm.apply(entries).await.unwrap();
     let mut builder = sm.get_snapshot_builder().await;
     let built = builder.build_snapshot().await.unwrap();

@@ -18,10 +18,10 @@ use std::sync::Arc;
 use common::{open_store, parts, Put, TypeConfig, DIR};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{Entry, EntryPayload, LogId, RaftLogReader};
-use quorumlog_checkpoint::{Offset, SharedFs};
 use quorumlog_io::{SimFs, SimRng};
 use quorumlog_openraft::mapping::{decode_entry, log_id};
 use quorumlog_raft::Isolation;
+use quorumlog_raft::{Offset, SharedFs};
 
 fn from_store(store: &quorumlog_raft::Store, from: u64, to: u64) -> Vec<LogId<u64>> {
     let (s, e) = (store.log_start_offset().0, store.log_end_offset().0);

@@ -80,13 +80,43 @@ impl KvMachine {
         }
     }
 
-    fn keep(&self, meta: &SnapshotMeta<u64, BasicNode>, data: &[u8]) -> Result<(), Error> {
+    /// Keeps the snapshot this machine built of its state `data`; returns
+    /// what a follower receives for it: the snapshot file (verified by
+    /// the follower's install), or in memory the state itself.
+    fn keep_built(
+        &self,
+        meta: &SnapshotMeta<u64, BasicNode>,
+        data: Vec<u8>,
+    ) -> Result<Vec<u8>, Error> {
         if let Some(files) = &self.files {
-            return files.save(meta, data);
+            files.save_built(meta, &data)?;
+            return files.file(meta);
         }
         *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((meta.clone(), data.to_vec()));
-        Ok(())
+            Some((meta.clone(), data.clone()));
+        Ok(data)
+    }
+
+    /// Keeps a snapshot received from the leader (what its `keep_built`
+    /// returned); returns its state.
+    fn keep_received(
+        &self,
+        meta: &SnapshotMeta<u64, BasicNode>,
+        received: Vec<u8>,
+    ) -> Result<Vec<u8>, Error> {
+        if let Some(files) = &self.files {
+            files.save_received(meta, &received)?;
+            return match files.latest::<BasicNode>()? {
+                Some((m, data)) if m.last_log_id == meta.last_log_id => Ok(data),
+                _ => Err(sm_error(
+                    ErrorVerb::Read,
+                    &std::io::Error::other("the installed snapshot is not the latest"),
+                )),
+            };
+        }
+        *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((meta.clone(), received.clone()));
+        Ok(received)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -118,10 +148,10 @@ impl RaftSnapshotBuilder<TypeConfig> for KvMachine {
             last_membership: state.membership.clone(),
             snapshot_id: format!("{}", state.last_applied.map_or(0, |l| l.index + 1)),
         };
-        self.keep(&meta, &data)?;
+        let sent = self.keep_built(&meta, data)?;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(Cursor::new(sent)),
         })
     }
 }
@@ -172,17 +202,22 @@ impl RaftStateMachine<TypeConfig> for KvMachine {
         meta: &SnapshotMeta<u64, BasicNode>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), Error> {
-        let data = snapshot.into_inner();
+        let data = self.keep_received(meta, snapshot.into_inner())?;
         let state: State =
             bincode::deserialize(&data).map_err(|e| sm_error(ErrorVerb::Read, &e))?;
-        self.keep(meta, &data)?;
         *self.lock() = state;
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
         let latest = match &self.files {
-            Some(files) => files.latest::<BasicNode>()?,
+            Some(files) => match files.latest::<BasicNode>()? {
+                Some((meta, _)) => {
+                    let file = files.file(&meta)?;
+                    Some((meta, file))
+                }
+                None => None,
+            },
             None => self
                 .held
                 .lock()

@@ -12,7 +12,7 @@ use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
 use quorumlog_io::RealFs;
 use quorumlog_log::{LogOptions, SyncPolicy};
 use quorumlog_openraft::LogStore;
-use quorumlog_raft::{Store, StoreOptions};
+use quorumlog_raft::{Identity, Store, StoreOptions};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::machine::KvMachine;
@@ -61,7 +61,10 @@ pub fn open_store(
         let meta = Meta::new(ClusterId(7), NodeId(id), DirectoryId::random());
         Store::format(fs, dir, meta, None, &store_options()).map_err(|e| e.to_string())?;
     }
-    let (store, _) = Store::open(fs, dir, &store_options()).map_err(|e| e.to_string())?;
+    // The directory must be this node's of this cluster: another node's,
+    // or another cluster's, is refused before anything in it changes.
+    let expect = Identity::node(ClusterId(7), NodeId(id));
+    let (store, _) = Store::open(fs, dir, &expect, &store_options()).map_err(|e| e.to_string())?;
     let ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
     Ok((Arc::new(store), fresh, ms))
 }

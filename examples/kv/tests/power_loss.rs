@@ -30,7 +30,7 @@ use quorumlog_kv::proto::PutError;
 use quorumlog_kv::{KvMachine, Put, TypeConfig};
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
 use quorumlog_openraft::LogStore;
-use quorumlog_raft::{Store, StoreOptions};
+use quorumlog_raft::{Identity, Store, StoreOptions};
 
 const DIR: &str = "/node";
 
@@ -69,7 +69,8 @@ fn open(disk: &SimFs, id: u64, fresh: bool) -> Result<Arc<Store>, String> {
         let meta = Meta::new(ClusterId(5), NodeId(id), DirectoryId(u128::from(id) + 1));
         Store::format(&fs, Path::new(DIR), meta, None, &options()).map_err(|e| e.to_string())?;
     }
-    Store::open(&fs, Path::new(DIR), &options())
+    let expect = Identity::node(ClusterId(5), NodeId(id));
+    Store::open(&fs, Path::new(DIR), &expect, &options())
         .map(|(s, _)| Arc::new(s))
         .map_err(|e| {
             let listing = |d: &str| {

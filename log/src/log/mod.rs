@@ -253,9 +253,11 @@ impl Log {
     }
 
     /// Refuses everything from now on (a sync failed elsewhere).
+    /// The data directory is poisoned with it at once, so every other
+    /// part of the store refuses from the same moment (one poisoned state).
     pub(crate) fn poison(&mut self, failure: Failure) {
         if self.poisoned.is_none() {
-            self.poisoned = Some(failure);
+            self.poisoned = Some(self.dir.dd().poison(failure));
         }
     }
 
@@ -264,8 +266,8 @@ impl Log {
         self.check_poisoned()?;
         let r = f(self);
         if let Err(e) = &r {
-            if e.is_io() && self.poisoned.is_none() {
-                self.poisoned = Some(e.failure());
+            if e.is_io() {
+                self.poison(e.failure());
             }
         }
         r
@@ -383,16 +385,30 @@ impl Log {
     /// Sets the high watermark (the commit offset, supplied by the Raft
     /// layer). It is kept in memory and made durable at the next roll or
     /// clean close; after a crash the durable value is a lower bound.
+    /// It never moves back (committed entries stay committed); a value
+    /// below the log start is raised to it (everything below is covered
+    /// by a snapshot, so committed).
     ///
     /// # Errors
-    /// `HighWatermarkBeyondEnd` if `offset` is past the log end; `Poisoned`.
+    /// `HighWatermarkBeyondEnd` if `offset` is past the log end;
+    /// `HighWatermarkBackwards` below the current one (nothing changes);
+    /// `Poisoned`.
     pub fn set_high_watermark(&mut self, offset: Offset) -> Result<()> {
         self.check_poisoned()?;
         let end = self.log_end_offset();
         if offset > end {
             return Err(Error::HighWatermarkBeyondEnd { offset, end });
         }
-        self.high_watermark = Some(offset);
+        if let Some(current) = self.high_watermark {
+            if offset < current {
+                return Err(Error::HighWatermarkBackwards {
+                    offset,
+                    high_watermark: current,
+                });
+            }
+        }
+        // Everything below the log start is committed (a snapshot holds it).
+        self.high_watermark = Some(offset.max(self.start_offset));
         Ok(())
     }
 

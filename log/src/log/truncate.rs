@@ -52,6 +52,11 @@ impl Log {
             }
         }
         if offset == end {
+            // Nothing to remove, but the caller is told the log ends here
+            // durably: what it holds must be synced before that is said.
+            if self.flushed < end {
+                self.flush()?;
+            }
             return Ok(());
         }
         self.guard(|log| log.truncate_suffix(offset))
@@ -200,12 +205,21 @@ impl Log {
     /// during it is completed by recovery.
     ///
     /// # Errors
-    /// `Io`/`Checkpoint` (which poison the log); `Poisoned`.
+    /// `BelowHighWatermark` when `offset` is below the high watermark
+    /// (committed entries would go; nothing changed); `Io`/`Checkpoint`
+    /// (which poison the log); `Poisoned`.
     pub fn truncate_fully_and_start_at(
         &mut self,
         offset: Offset,
         purged_epoch: Option<Epoch>,
     ) -> Result<()> {
+        self.check_poisoned()?;
+        if let Some(hw) = self.high_watermark.filter(|h| *h > offset) {
+            return Err(Error::BelowHighWatermark {
+                offset,
+                high_watermark: hw,
+            });
+        }
         self.guard(|log| {
             log.finish_preparation();
             let (fs, path) = (log.dir.fs().clone(), log.dir.path().to_path_buf());

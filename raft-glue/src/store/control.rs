@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 
 use quorumlog_checkpoint::{Epoch, Offset, Voter};
+use quorumlog_io::codec::{u32_len, Reader};
 use quorumlog_log::{AppendInfo, BatchRef, DurableLog};
 use quorumlog_snapshot::SnapshotStore;
 
@@ -37,6 +38,8 @@ const SNAPSHOT_STATE_MAGIC: &[u8; 4] = b"QLSC";
 /// records.
 pub const VOTER_HISTORY_EVERY: u64 = 65_536;
 const FILE_VERSION: u8 = 1;
+/// The voter-history file's limit: the data directory's small-file limit.
+const MAX_VOTER_HISTORY_BYTES: usize = quorumlog_checkpoint::MAX_SMALL_FILE_BYTES;
 
 /// The history and how far it is known complete.
 #[derive(Debug, Default)]
@@ -77,7 +80,7 @@ pub(super) fn wrap_snapshot_metadata(state: &ControlState, user: &[u8]) -> Vec<u
     let body = state.encode();
     let mut out = Vec::with_capacity(8 + body.len() + user.len());
     out.extend_from_slice(SNAPSHOT_STATE_MAGIC);
-    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(&u32_len(body.len()).to_le_bytes());
     out.extend_from_slice(&body);
     out.extend_from_slice(user);
     out
@@ -118,37 +121,31 @@ fn encode_file(c: &Control) -> Vec<u8> {
     out.extend_from_slice(&c.history.base_offset().0.to_le_bytes());
     out.extend_from_slice(&c.scanned_to.0.to_le_bytes());
     let base = c.history.base_state().encode();
-    out.extend_from_slice(&u32::try_from(base.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(&u32_len(base.len()).to_le_bytes());
     out.extend_from_slice(&base);
     for (o, rec) in c.history.records() {
         let bytes = rec.encode();
         out.extend_from_slice(&o.0.to_le_bytes());
-        out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_le_bytes());
+        out.extend_from_slice(&u32_len(bytes.len()).to_le_bytes());
         out.extend_from_slice(&bytes);
     }
     out
 }
 
 fn decode_file(bytes: &[u8]) -> Option<Control> {
-    let (&version, mut rest) = bytes.split_first()?;
-    if version != FILE_VERSION {
+    let mut r = Reader::new(bytes);
+    if r.u8().ok()? != FILE_VERSION {
         return None;
     }
-    let mut take = |n: usize| -> Option<&[u8]> {
-        let (h, t) = rest.split_at_checked(n)?;
-        rest = t;
-        Some(h)
-    };
-    let u64_of = |b: &[u8]| b.try_into().ok().map(u64::from_le_bytes);
-    let base_offset = Offset(u64_of(take(8)?)?);
-    let scanned_to = Offset(u64_of(take(8)?)?);
-    let len = u32::from_le_bytes(take(4)?.try_into().ok()?);
-    let base = ControlState::decode(take(usize::try_from(len).ok()?)?)?;
+    let base_offset = Offset(r.u64().ok()?);
+    let scanned_to = Offset(r.u64().ok()?);
+    let len = usize::try_from(r.u32().ok()?).ok()?;
+    let base = ControlState::decode(r.bytes(len).ok()?)?;
     let mut history = ControlHistory::new(base_offset, base);
-    while let Some(o) = take(8) {
-        let o = Offset(u64_of(o)?);
-        let len = u32::from_le_bytes(take(4)?.try_into().ok()?);
-        history.record(o, ControlRecord::decode(take(usize::try_from(len).ok()?)?)?);
+    while r.remaining() > 0 {
+        let o = Offset(r.u64().ok()?);
+        let len = usize::try_from(r.u32().ok()?).ok()?;
+        history.record(o, ControlRecord::decode(r.bytes(len).ok()?)?);
     }
     Some(Control {
         history,
@@ -359,8 +356,22 @@ impl Store {
         }
     }
 
-    /// Appends `rec` as the leader of `epoch` and notes it.
+    /// Appends `rec` as the leader of `epoch` and notes it. Refused before
+    /// anything is written when the voter-history file (which must hold
+    /// every record still in the log) would outgrow its limit: a directory
+    /// must never reach a state its own open cannot read back.
     fn append_control_record(&self, epoch: Epoch, rec: &ControlRecord) -> Result<AppendInfo> {
+        let bytes = {
+            let c = self.control();
+            let record = rec.encode();
+            encode_file(&c).len() + 8 + 4 + record.len()
+        };
+        if bytes > MAX_VOTER_HISTORY_BYTES {
+            return Err(Error::Voters(VoterError::HistoryFull {
+                bytes,
+                max: MAX_VOTER_HISTORY_BYTES,
+            }));
+        }
         let info = self.append_control(epoch, &[rec.encode()])?;
         {
             let mut c = self.control();

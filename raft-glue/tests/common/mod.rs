@@ -15,7 +15,7 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::SimFs;
 use quorumlog_log::SyncPolicy;
-use quorumlog_raft::{Election, Store, StoreOptions};
+use quorumlog_raft::{Election, Identity, Store, StoreOptions};
 
 pub(crate) mod replicas;
 use quorumlog_testkit::small_log_options;
@@ -43,7 +43,9 @@ pub(crate) fn meta(node: u64) -> Meta {
 pub(crate) fn store(node: u64, seed: u64) -> Store {
     let fs: SharedFs = Arc::new(SimFs::new(seed));
     Store::format(&fs, Path::new(DIR), meta(node), None, &options()).unwrap();
-    Store::open(&fs, Path::new(DIR), &options()).unwrap().0
+    Store::open(&fs, Path::new(DIR), &Identity::of(&meta(node)), &options())
+        .unwrap()
+        .0
 }
 
 /// Makes the store's node leader of a new epoch; returns the epoch.

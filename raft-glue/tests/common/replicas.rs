@@ -10,7 +10,7 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_log::SyncPolicy;
-use quorumlog_raft::{FetchPosition, Isolation, LogPosition, Store, StoreOptions};
+use quorumlog_raft::{FetchPosition, Identity, Isolation, LogPosition, Store, StoreOptions};
 use quorumlog_snapshot::SnapshotId;
 
 /// The simulations' options: no background syncs (the simulation decides
@@ -29,16 +29,21 @@ pub(crate) fn fresh_store(disk_seed: u64, node: u64, dir: u128, at: &str) -> (Si
     let fs: SharedFs = Arc::new(disk.clone());
     let meta = Meta::new(ClusterId(7), NodeId(node), DirectoryId(dir));
     Store::format(&fs, Path::new(at), meta, None, &sim_options()).unwrap();
-    let store = Store::open(&fs, Path::new(at), &sim_options()).unwrap().0;
+    let store = Store::open(&fs, Path::new(at), &Identity::of(&meta), &sim_options())
+        .unwrap()
+        .0;
     (disk, store)
 }
 
 /// Power cut (unsynced writes lost), reboot, reopen.
 pub(crate) fn power_cut(disk: &SimFs, store: Store, dir: &str) -> (SimFs, Store) {
+    let expect = store.identity();
     drop(store);
     let disk = disk.crash_with(CrashPlan::LoseUnsynced);
     let fs: SharedFs = Arc::new(disk.clone());
-    let store = Store::open(&fs, Path::new(dir), &sim_options()).unwrap().0;
+    let store = Store::open(&fs, Path::new(dir), &expect, &sim_options())
+        .unwrap()
+        .0;
     (disk, store)
 }
 

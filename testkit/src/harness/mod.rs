@@ -42,6 +42,11 @@ use quorumlog_io::{CrashPlan, FaultKind, FaultOp, SimFs, SimRng, Tear};
 use quorumlog_log::Error as LogError;
 use quorumlog_snapshot::SnapshotId;
 
+/// The identity of the harness's directory.
+fn harness_meta() -> Meta {
+    Meta::new(ClusterId(1), NodeId(1), DirectoryId(9))
+}
+
 pub use node::Backend;
 use node::{apply, open, Node};
 use workload::DIR;
@@ -101,12 +106,7 @@ fn run(seed: u64, ops: &[Op], d: &Disturbance) -> Result<(SimFs, Model, Model, u
     let sim = SimFs::new(seed);
     sim.set_page_tearing(seed % 2 == 0);
     let fs: SharedFs = Arc::new(sim.clone());
-    format_with(
-        &fs,
-        Path::new(DIR),
-        Meta::new(ClusterId(1), NodeId(1), DirectoryId(9)),
-    )
-    .map_err(|e| e.to_string())?;
+    format_with(&fs, Path::new(DIR), harness_meta()).map_err(|e| e.to_string())?;
     let mut node = Some(open(&sim, backend)?);
     let start = sim.calls();
     if let Some(n) = d.crash_after {

@@ -18,7 +18,7 @@ use quorumlog_log::{
     TailWrites,
 };
 use quorumlog_raft::compaction::{clean_log_prefix, PrefixLog};
-use quorumlog_raft::{LogPosition, Role, Store, StoreOptions};
+use quorumlog_raft::{Identity, LogPosition, Role, Store, StoreOptions};
 use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
 
 use crate::{payload, small_log_options};
@@ -178,8 +178,13 @@ pub(super) fn open(sim: &SimFs, backend: Backend) -> Result<Node, String> {
             log: options(),
             sync: SyncPolicy::Never,
         };
-        let (s, _) =
-            Store::open(&fs, Path::new(DIR), &options).map_err(|e| format!("store: {e}"))?;
+        let (s, _) = Store::open(
+            &fs,
+            Path::new(DIR),
+            &Identity::of(&super::harness_meta()),
+            &options,
+        )
+        .map_err(|e| format!("store: {e}"))?;
         return Ok(Node {
             dd: Arc::clone(s.data_dir()),
             store: s.snapshots().clone(),

@@ -13,9 +13,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
-use quorumlog_log::{LogOptions, SyncPolicy};
 use quorumlog_openraft::LogStore;
+use quorumlog_raft::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
+use quorumlog_raft::{LogOptions, SyncPolicy};
 use quorumlog_raft::{Store, StoreOptions};
 
 // The service's types and state machine (`quorumlog-kv`, a dev-dependency:
@@ -49,7 +49,16 @@ pub fn open_store(fs: &SharedFs, dir: &Path, node: u64, fresh: bool) -> Arc<Stor
     if fresh {
         Store::format(fs, dir, meta(node), None, &options()).unwrap();
     }
-    Arc::new(Store::open(fs, dir, &options()).unwrap().0)
+    Arc::new(
+        Store::open(
+            fs,
+            dir,
+            &quorumlog_raft::Identity::of(&meta(node)),
+            &options(),
+        )
+        .unwrap()
+        .0,
+    )
 }
 
 /// A log store and state machine for node `node` over `store`.

@@ -1,0 +1,110 @@
+//! The adapter goes through the store's one door. Invariants protected:
+//! - a vote saved through the adapter is the store's own election state
+//!   (one writer of the quorum-state file, one view of it), and a vote
+//!   that would move it back is refused;
+//! - a snapshot the state machine builds takes the store's checked
+//!   creation: refused beyond the high watermark (committed state only),
+//!   accepted at it;
+//! - a snapshot received from the leader is installed through the store's
+//!   verified install: a damaged file is refused and nothing is published;
+//! - the adapter's errors keep their source: the store's typed error is
+//!   reachable from openraft's.
+#![allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+mod common;
+
+use std::error::Error as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{open_store, Put, TypeConfig, DIR};
+use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
+use openraft::{Entry, EntryPayload, SnapshotMeta, StoredMembership, Vote};
+use quorumlog_io::SimFs;
+use quorumlog_openraft::mapping::log_id;
+use quorumlog_openraft::{LogStore, SnapshotFiles};
+use quorumlog_raft::{Epoch, SharedFs};
+
+fn entry(index: u64) -> Entry<TypeConfig> {
+    Entry {
+        log_id: log_id(1, 1, index),
+        payload: EntryPayload::Normal(Put {
+            key: format!("k{index}"),
+            value: "v".into(),
+        }),
+    }
+}
+
+fn meta(last: u64) -> SnapshotMeta<u64, openraft::BasicNode> {
+    SnapshotMeta {
+        last_log_id: Some(log_id(1, 1, last)),
+        last_membership: StoredMembership::default(),
+        snapshot_id: format!("s{last}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vote_saved_through_the_adapter_is_the_stores_election_state() {
+    let fs: SharedFs = Arc::new(SimFs::new(1));
+    let store = open_store(&fs, Path::new(DIR), 1, true);
+    let mut log = LogStore::<TypeConfig>::new(Arc::clone(&store), 1).unwrap();
+    log.save_vote(&Vote::new(3, 2)).await.unwrap();
+    let state = store.quorum_state();
+    assert!(state.epoch >= Epoch(3), "{state:?}");
+    assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(3, 2)));
+    // The store's own election view saw it: its candidacy starts above.
+    let next = store.election().become_candidate().unwrap();
+    assert!(next > state.epoch, "{next} after {}", state.epoch);
+    // A vote from an older term would move the state back: refused, and
+    // the error's source is the store's typed refusal.
+    let e = log.save_vote(&Vote::new(1, 3)).await.unwrap_err();
+    let source = e.source().map(ToString::to_string).unwrap_or_default();
+    assert!(!source.is_empty(), "{e}");
+    assert!(store.quorum_state().epoch >= next);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_built_beyond_the_high_watermark_is_refused() {
+    let fs: SharedFs = Arc::new(SimFs::new(2));
+    let store = open_store(&fs, Path::new(DIR), 1, true);
+    let mut log = LogStore::<TypeConfig>::new(Arc::clone(&store), 1).unwrap();
+    log.blocking_append((0..=20).map(entry)).await.unwrap();
+    log.save_committed(Some(log_id(1, 1, 5))).await.unwrap();
+    let files = SnapshotFiles::new(Arc::clone(&store));
+    assert!(files.save_built(&meta(10), b"state to 10").is_err());
+    assert_eq!(store.latest_snapshot(), None, "nothing was published");
+    files.save_built(&meta(5), b"state to 5").unwrap();
+    assert_eq!(store.latest_snapshot().map(|s| s.end_offset.0), Some(6));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_received_snapshot_is_verified_before_it_is_published() {
+    // The leader's snapshot file.
+    let lfs: SharedFs = Arc::new(SimFs::new(3));
+    let leader = open_store(&lfs, Path::new(DIR), 2, true);
+    let mut llog = LogStore::<TypeConfig>::new(Arc::clone(&leader), 2).unwrap();
+    llog.blocking_append((0..=30).map(entry)).await.unwrap();
+    llog.save_committed(Some(log_id(1, 1, 30))).await.unwrap();
+    let lfiles = SnapshotFiles::new(Arc::clone(&leader));
+    lfiles.save_built(&meta(30), b"leader state").unwrap();
+    let file = lfiles.file(&meta(30)).unwrap();
+
+    let fs: SharedFs = Arc::new(SimFs::new(4));
+    let store = open_store(&fs, Path::new(DIR), 1, true);
+    let files = SnapshotFiles::new(Arc::clone(&store));
+    let mut damaged = file.clone();
+    let mid = damaged.len() / 2;
+    damaged[mid] ^= 0x40;
+    assert!(files.save_received(&meta(30), &damaged).is_err());
+    assert_eq!(store.latest_snapshot(), None);
+    files.save_received(&meta(30), &file).unwrap();
+    let (m, data) = files.latest::<openraft::BasicNode>().unwrap().unwrap();
+    assert_eq!(m.last_log_id, meta(30).last_log_id);
+    assert_eq!(data, b"leader state");
+    assert_eq!(store.high_watermark().map(|h| h.0), Some(31));
+}
