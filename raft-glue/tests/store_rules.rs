@@ -345,13 +345,33 @@ fn voter_sets_are_bounded_by_every_file_they_reach() {
 
 #[test]
 fn an_election_transition_after_a_failed_log_sync_is_refused_at_once() {
+    // The sync fails on the background flusher's round: no store call
+    // returns the failure (only the completion hears of it).
     let sim = SimFs::new(9);
-    let s = store_on(&sim, 1);
+    let fs: SharedFs = Arc::new(sim.clone());
+    let interval = quorumlog_raft::StoreOptions {
+        sync: quorumlog_raft::SyncPolicy::Interval { interval_us: 200 },
+        ..options()
+    };
+    Store::format(&fs, Path::new(DIR), meta(1), None, &interval).unwrap();
+    let s = Store::open(&fs, Path::new(DIR), &Identity::of(&meta(1)), &interval)
+        .unwrap()
+        .0;
     let epoch = lead(&s);
     s.append_durable(epoch, &[b"acked"]).unwrap();
+    let info = s.append_as_leader(epoch, &[b"lost"]).unwrap();
     sim.inject_fault(FaultOp::Sync, 1, FaultKind::Eio);
-    sim.inject_fault(FaultOp::Write, 1, FaultKind::Eio);
-    assert!(s.append_durable(epoch, &[b"lost"]).is_err());
+    // The flusher's next round meets the fault (a round that synced before
+    // the fault was armed succeeds: append again until one fails).
+    let mut end = info.next_offset;
+    loop {
+        let (tx, rx) = std::sync::mpsc::channel();
+        s.on_durable(end, Box::new(move |r| tx.send(r.is_err()).unwrap()));
+        if rx.recv().unwrap() {
+            break;
+        }
+        end = s.append_as_leader(epoch, &[b"lost"]).unwrap().next_offset;
+    }
     // No `poisoned()` call first.
     let r = s.election().become_candidate();
     assert!(matches!(r, Err(Error::Poisoned(_))), "{r:?}");
