@@ -575,7 +575,8 @@ impl Store {
             let mut bytes = 0u64;
             let mut at = from;
             while at < limit && (out.is_empty() || bytes < max_bytes) {
-                let batches = self.log.read(at, max_bytes.max(1))?;
+                // Bounded by the range: nothing past `limit` is read.
+                let batches = self.log.read_range(at, limit, max_bytes.max(1))?;
                 let Some(next) = batches.next_offset() else {
                     break;
                 };

@@ -70,8 +70,15 @@ fn open(disk: &SimFs) -> Store {
 fn check(s: &Store, m: &Model, what: &str) {
     assert_eq!(s.log_start_offset().0, m.start, "{what}: log start");
     assert_eq!(s.log_end_offset().0, m.end(), "{what}: log end");
-    assert_eq!(s.high_watermark().map(|h| h.0), m.hw, "{what}: high watermark");
-    assert!(s.flushed_offset().0 <= m.end(), "{what}: flushed past the end");
+    assert_eq!(
+        s.high_watermark().map(|h| h.0),
+        m.hw,
+        "{what}: high watermark"
+    );
+    assert!(
+        s.flushed_offset().0 <= m.end(),
+        "{what}: flushed past the end"
+    );
     let got = s
         .read_entries(
             Offset(m.start),
@@ -124,7 +131,7 @@ fn step(rng: &mut SimRng, s: &Store, m: &mut Model) -> String {
             }
             format!("become_candidate -> {r:?}")
         }
-        1 | 2 | 3 => {
+        1..=3 => {
             // A leader append, sometimes in an epoch not led (a mistake).
             let epoch = match (m.leading, rng.below(5)) {
                 (Some(e), 0) => e + 1,
@@ -190,13 +197,20 @@ fn step(rng: &mut SimRng, s: &Store, m: &mut Model) -> String {
             let floor = m.hw.unwrap_or(0).max(snap).max(m.start);
             let r = s.truncate_to(Offset(x));
             if x < floor || x > end {
-                assert!(r.is_err(), "truncation to {x} (floor {floor}, end {end}) accepted");
+                assert!(
+                    r.is_err(),
+                    "truncation to {x} (floor {floor}, end {end}) accepted"
+                );
             } else {
                 r.as_ref().unwrap();
                 m.entries.truncate(usize::try_from(x - m.start).unwrap());
                 // It returns durably: everything kept is durable.
                 m.durable = m.end();
-                assert_eq!(s.flushed_offset().0, m.end(), "truncation left unsynced data");
+                assert_eq!(
+                    s.flushed_offset().0,
+                    m.end(),
+                    "truncation left unsynced data"
+                );
             }
             format!("truncate_to {x} -> {}", r.is_ok())
         }
@@ -261,7 +275,10 @@ fn step(rng: &mut SimRng, s: &Store, m: &mut Model) -> String {
             let r = s.create_snapshot(Offset(at), Epoch(epoch), b"", WriterOptions::default());
             let ok = r.is_ok();
             if ok {
-                assert!(at <= m.hw.unwrap_or(m.start), "snapshot {at} beyond the watermark");
+                assert!(
+                    at <= m.hw.unwrap_or(m.start),
+                    "snapshot {at} beyond the watermark"
+                );
                 if at > m.start {
                     assert_eq!(Some(epoch), right, "snapshot in the wrong epoch");
                 }
@@ -276,7 +293,8 @@ fn step(rng: &mut SimRng, s: &Store, m: &mut Model) -> String {
             let new_start = s.clean_log_prefix(Offset(x)).unwrap().0;
             assert!(new_start <= snap.max(m.start), "cleaned past the snapshot");
             if new_start > m.start {
-                m.entries.drain(..usize::try_from(new_start - m.start).unwrap());
+                m.entries
+                    .drain(..usize::try_from(new_start - m.start).unwrap());
                 m.start = new_start;
                 m.hw = Some(m.hw.unwrap_or(0).max(new_start));
             }
@@ -285,7 +303,9 @@ fn step(rng: &mut SimRng, s: &Store, m: &mut Model) -> String {
         12 => {
             // Step down to follow another node in a newer epoch.
             let epoch = m.epoch + 1;
-            s.election().become_follower(Epoch(epoch), NodeId(2)).unwrap();
+            s.election()
+                .become_follower(Epoch(epoch), NodeId(2))
+                .unwrap();
             m.epoch = epoch;
             m.leading = None;
             format!("become_follower {epoch}")
@@ -303,7 +323,11 @@ fn step(rng: &mut SimRng, s: &Store, m: &mut Model) -> String {
 /// the model takes what survived.
 fn after_power_cut(s: &Store, m: &mut Model, seed: u64) {
     let end = s.log_end_offset().0;
-    assert_eq!(s.log_start_offset().0, m.start, "seed {seed}: log start after a crash");
+    assert_eq!(
+        s.log_start_offset().0,
+        m.start,
+        "seed {seed}: log start after a crash"
+    );
     assert!(
         end >= m.durable.max(m.start),
         "seed {seed}: lost durable entries: end {end} < {}",
@@ -314,9 +338,11 @@ fn after_power_cut(s: &Store, m: &mut Model, seed: u64) {
     // The recovered watermark is a lower bound of the one set.
     let hw = s.high_watermark().map(|h| h.0);
     assert!(
-        hw.unwrap_or(0) <= m.hw.unwrap_or(0).max(m.start).max(
-            s.latest_snapshot().map_or(0, |i| i.end_offset.0)
-        ),
+        hw.unwrap_or(0)
+            <= m.hw
+                .unwrap_or(0)
+                .max(m.start)
+                .max(s.latest_snapshot().map_or(0, |i| i.end_offset.0)),
         "seed {seed}: a watermark from nowhere"
     );
     m.hw = hw;
@@ -355,16 +381,17 @@ fn run(seed: u64, steps: usize) {
 
 #[test]
 fn random_store_calls_keep_the_rules() {
-    let seeds: Vec<u64> = match std::env::var("QUORUMLOG_MODEL_SEED") {
-        Ok(s) => vec![s.parse().unwrap()],
-        Err(_) => {
-            let fresh = std::env::var("QUORUMLOG_MODEL_SEEDS")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(4u64);
-            let base = quorumlog_testkit::fresh_seed();
-            (1..=40).chain((0..fresh).map(|i| base.wrapping_add(i))).collect()
-        }
+    let seeds: Vec<u64> = if let Ok(s) = std::env::var("QUORUMLOG_MODEL_SEED") {
+        vec![s.parse().unwrap()]
+    } else {
+        let fresh = std::env::var("QUORUMLOG_MODEL_SEEDS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(4u64);
+        let base = quorumlog_testkit::fresh_seed();
+        (1..=40)
+            .chain((0..fresh).map(|i| base.wrapping_add(i)))
+            .collect()
     };
     for seed in seeds {
         run(seed, 300);

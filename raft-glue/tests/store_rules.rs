@@ -31,7 +31,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use common::{lead, meta, options, DIR};
-use quorumlog_checkpoint::{ClusterId, Epoch, NodeId, Offset, SharedFs};
+use quorumlog_checkpoint::{ClusterId, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, FaultKind, FaultOp, SimFs};
 use quorumlog_raft::voters::{VoterEntry, VoterError, VoterSet, MAX_VOTER_SET_BYTES};
 use quorumlog_raft::{Error, Identity, Isolation, Store};
@@ -376,4 +376,57 @@ fn an_election_transition_after_a_failed_log_sync_is_refused_at_once() {
     let r = s.election().become_candidate();
     assert!(matches!(r, Err(Error::Poisoned(_))), "{r:?}");
     assert_eq!(s.quorum_state().epoch, epoch, "no vote was written");
+}
+
+#[test]
+fn a_read_of_a_range_reads_nothing_beyond_it() {
+    // Invariant: `read_entries` over [from, to) answers from the batches
+    // holding that range (read through `read_range`, which stops after the
+    // batch holding `to - 1`); damage beyond the range does not reach it,
+    // and a read that reaches the damage reports it, never returns it.
+    let sim = SimFs::new(10);
+    let s = store_on(&sim, 1);
+    let epoch = lead(&s);
+    // Incompressible records, so the last one is found on disk as is.
+    let mut rng = quorumlog_io::SimRng::new(10);
+    let records: Vec<Vec<u8>> = (0..3)
+        .map(|_| {
+            let mut r = vec![0u8; 100];
+            rng.fill(&mut r);
+            r
+        })
+        .collect();
+    for r in &records {
+        s.append_durable(epoch, &[r]).unwrap();
+    }
+    s.close().unwrap();
+    let fs: SharedFs = Arc::new(sim.clone());
+    let logs = Path::new(DIR).join("log");
+    let (path, at) = fs
+        .list(&logs)
+        .unwrap()
+        .into_iter()
+        .find_map(|e| {
+            let path = logs.join(&e.name);
+            let bytes = sim.durable_contents(&path)?;
+            let at = bytes
+                .windows(100)
+                .position(|w| w == records[2].as_slice())?;
+            Some((path, at))
+        })
+        .unwrap();
+    sim.corrupt_durable(&path, at as u64 + 50, &[!records[2][50]])
+        .unwrap();
+    let s = reopen_on(&sim, 1);
+    let got = s
+        .read_entries(Offset(0), Offset(2), u64::MAX, Isolation::Uncommitted)
+        .unwrap();
+    assert_eq!(got.len(), 2);
+    let e = s
+        .read_entries(Offset(0), Offset(3), u64::MAX, Isolation::Uncommitted)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("corrupt") || e.to_string().contains("checksum"),
+        "{e}"
+    );
 }

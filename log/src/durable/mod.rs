@@ -482,6 +482,14 @@ impl DurableLog {
         self.log().read(from, max_bytes)
     }
 
+    /// See [`Log::read_range`].
+    ///
+    /// # Errors
+    /// As [`Log::read_range`].
+    pub fn read_range(&self, from: Offset, to: Offset, max_bytes: u64) -> Result<ReadBatches> {
+        self.log().read_range(from, to, max_bytes)
+    }
+
     /// The next offset to be written.
     pub fn log_end_offset(&self) -> Offset {
         self.log().log_end_offset()

@@ -459,6 +459,19 @@ impl Log {
     /// naming segment, position and offset (the data is never returned);
     /// `Io`; `Poisoned`.
     pub fn read(&self, from: Offset, max_bytes: u64) -> Result<ReadBatches> {
+        self.read_range(from, Offset(u64::MAX), max_bytes)
+    }
+
+    /// As [`Log::read`], stopping after the batch holding `to - 1`: a read
+    /// of a range never reads, verifies or decodes the segment beyond it.
+    ///
+    /// # Errors
+    /// As [`Log::read`].
+    ///
+    /// # Panics
+    /// If the segment's sparse index places a batch outside the segment
+    /// (a bug).
+    pub fn read_range(&self, from: Offset, to: Offset, max_bytes: u64) -> Result<ReadBatches> {
         self.check_poisoned()?;
         let end = self.log_end_offset();
         if from < self.start_offset || from > end {
@@ -488,7 +501,20 @@ impl Log {
             _ => seg.locate(from)?,
         };
         let want = max_bytes.max(u64::from(first.batch_len));
-        let len = want.min(seg.end_position - pos);
+        let mut stop = seg.end_position;
+        if to > first.next_offset() && to < seg.end_offset {
+            // The batch holding `to - 1` ends the read (`to - 1` is in
+            // this segment, past the first batch).
+            let (p, h) = seg.locate(Offset(to.0 - 1))?;
+            stop = p + u64::from(h.batch_len);
+        } else if to <= first.next_offset() {
+            stop = pos + u64::from(first.batch_len);
+        }
+        assert!(
+            stop > pos && stop <= seg.end_position,
+            "a read ends within its segment"
+        );
+        let len = want.min(stop - pos);
         // Lossless: bounded by max_bytes or one batch, which fit in memory.
         let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
         seg.file.read_exact_at(&mut buf, pos)?;
