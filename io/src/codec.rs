@@ -129,6 +129,31 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The bytes `range` of `buf`, asserted to be inside it: for the write
+/// path, where a wrong length is a bug and a panic the safe failure (a
+/// silent skip would write a wrong batch).
+///
+/// # Panics
+/// If `range` is not inside `buf`.
+pub fn slice_mut(buf: &mut [u8], range: std::ops::Range<usize>) -> &mut [u8] {
+    let len = buf.len();
+    let (start, end) = (range.start, range.end);
+    let window = buf.get_mut(range);
+    assert!(
+        window.is_some(),
+        "bytes {start}..{end} outside a {len}-byte buffer"
+    );
+    window.unwrap_or_default()
+}
+
+/// Copies `src` into `dst` at `at`, asserted to fit ([`slice_mut`]).
+///
+/// # Panics
+/// If `src` does not fit in `dst` at `at`.
+pub fn copy_into(dst: &mut [u8], at: usize, src: &[u8]) {
+    slice_mut(dst, at..at.saturating_add(src.len())).copy_from_slice(src);
+}
+
 /// Writes little-endian fields to a growing buffer.
 #[derive(Debug, Default)]
 pub struct Writer {

@@ -200,9 +200,7 @@ impl Unplaced {
         // The CRC covers the payload, then the header's bytes [8, 40): the
         // header goes last so that placing a batch costs 32 bytes of CRC.
         header.crc = crc32c::crc32c_append(payload_crc, head.get(8..).unwrap_or_default());
-        if let Some(h) = bytes.get_mut(..BATCH_HEADER_BYTES) {
-            h.copy_from_slice(&header.to_bytes());
-        }
+        quorumlog_io::codec::copy_into(&mut bytes, 0, &header.to_bytes());
         debug_assert!(header.verify(&bytes, Salt::NONE).is_ok());
         Ok((header, bytes))
     }

@@ -134,9 +134,7 @@ impl Salt {
     /// CRC (bytes 4..8) and the header's copy.
     pub(crate) fn restamp(self, from: Salt, header: &mut BatchHeader, bytes: &mut [u8]) {
         header.crc ^= from.mask() ^ self.mask();
-        if let Some(crc) = bytes.get_mut(4..8) {
-            crc.copy_from_slice(&header.crc.to_le_bytes());
-        }
+        quorumlog_io::codec::copy_into(bytes, 4, &header.crc.to_le_bytes());
     }
 }
 

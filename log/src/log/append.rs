@@ -510,16 +510,13 @@ fn stage_aligned(buf: &mut Vec<u8>, batches: &[(BatchHeader, Vec<u8>)], len: usi
         *buf = vec![0u8; len + align];
     }
     let skip = buf.as_ptr().align_offset(align).min(align);
-    let window = buf.get_mut(skip..skip + len).unwrap_or_default();
+    let window = quorumlog_io::codec::slice_mut(buf, skip..skip + len);
     let mut at = 0;
     for (_, b) in batches {
-        if let Some(dst) = window.get_mut(at..at + b.len()) {
-            dst.copy_from_slice(b);
-        }
+        quorumlog_io::codec::copy_into(window, at, b);
         at += b.len();
     }
-    if let Some(tail) = window.get_mut(at..) {
-        tail.fill(0);
-    }
+    let rest = window.len();
+    quorumlog_io::codec::slice_mut(window, at..rest).fill(0);
     skip
 }

@@ -74,9 +74,7 @@ impl Segment {
         preallocate(file, size_bytes, prealloc)?;
         let mut page = vec![0u8; usize::try_from(PAGE_BYTES.min(size_bytes)).unwrap_or(0)];
         let header = encode_segment_header(base, Salt::fresh());
-        if let Some(h) = page.get_mut(..SEGMENT_HEADER_BYTES) {
-            h.copy_from_slice(&header);
-        }
+        quorumlog_io::codec::copy_into(&mut page, 0, &header);
         file.write_all_and_sync_at(&page, 0)?;
         Ok(())
     }
