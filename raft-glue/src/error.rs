@@ -79,6 +79,9 @@ pub enum Error {
         /// Why.
         why: &'static str,
     },
+    /// An operation that needs a snapshot found none.
+    #[error("there is no snapshot")]
+    NoSnapshot,
     /// Entries below the log start have no snapshot covering them
     /// (invariant 7): found at open.
     #[error("the log starts at {log_start} but the latest snapshot ends at {latest:?}")]
@@ -116,7 +119,7 @@ pub enum Error {
     Log(quorumlog_log::Error),
     /// A voter-set change or reassignment request was refused.
     #[error(transparent)]
-    Voters(#[from] crate::voters::VoterError),
+    Voters(#[from] crate::kraft::voters::VoterError),
 }
 
 // Each part's own poisoned error becomes the store's one `Poisoned`.

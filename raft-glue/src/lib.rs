@@ -1,39 +1,59 @@
 //! `quorumlog-raft`: the Raft-facing facade over the storage crates.
 //!
-//! - [`store`]: [`Store`], one durable store per Raft group: format (with
-//!   an initial offset), open with reconciliation of log, snapshots and
-//!   election state, guarded leader appends, reads, fetch validation,
-//!   truncation never below the high watermark, the voter-set history;
-//! - [`election`]: the election state, typed transitions each durable
-//!   before they return, vote rules (Raft §5.4.1) and `KRaft`'s restart
-//!   semantics;
-//! - [`commit`]: the leader's progress tracker, committing from the
-//!   voters' durable offsets (the leader's own sync off the commit path);
-//! - [`fetch`]: a follower's fetch position validated with `KRaft`'s
-//!   semantics (valid, diverging, or snapshot needed);
-//! - [`compaction`]: the log prefix deleted only up to the end of a durable
-//!   snapshot (docs/design.md invariant 7), leader-coordinated, with
-//!   retention caps;
-//! - [`voters`]: voter sets and reassignments as control records, their
-//!   history by offset, and the leader's reassignment state machine
-//!   (`KIP-853` records, `KIP-455` semantics).
+//! - [`Store`]: one durable store per Raft group, the one door a Raft
+//!   library's storage talks to: format (with an initial offset), open
+//!   with the expected [`Identity`] checked first and the parts
+//!   reconciled, appends at the library's offsets, reads of exactly a
+//!   range, truncation never below the commit point, a high watermark
+//!   that never moves back, the election state, snapshots of committed
+//!   state and verified installs, application metadata, durability waits
+//!   and completions; one poisoned state, one error type ([`Error`]).
+//! - [`KraftReplica`] ([`kraft`]): a `KRaft`-style replica over one store:
+//!   elections with typed transitions and restart rules, leader appends
+//!   only in the epoch it leads, raw-batch follower appends, fetch
+//!   validation, commit tracking, leader-coordinated cleaning, and the
+//!   voter-set history with `KIP-455` reassignment. A store it does not
+//!   own pays nothing for it.
 //!
-//! The openraft adapter is the `quorumlog-openraft` crate; the crash
-//! harness lives in `quorumlog-testkit`.
+//! Every name an embedder needs is re-exported here. The openraft adapter
+//! is the `quorumlog-openraft` crate; the crash harness lives in
+//! `quorumlog-testkit`.
+//!
+//! ```
+//! use std::path::Path;
+//! use std::sync::Arc;
+//!
+//! use quorumlog_io::SimFs; // `quorumlog_raft::RealFs::new()` on a real disk
+//! use quorumlog_raft::{
+//!     ClusterId, DirectoryId, Epoch, Identity, Isolation, Meta, NodeId, Offset, SharedFs,
+//!     Store, StoreOptions,
+//! };
+//!
+//! let fs: SharedFs = Arc::new(SimFs::new(1));
+//! let dir = Path::new("/var/lib/group-1");
+//! let meta = Meta::new(ClusterId(7), NodeId(1), DirectoryId(11));
+//! Store::format(&fs, dir, meta, Some(Offset(1)), &StoreOptions::default()).unwrap();
+//! let (store, _report) = Store::open(&fs, dir, &Identity::of(&meta), &StoreOptions::default()).unwrap();
+//! // A Raft library appends at the index it assigned, in its term.
+//! store.append_replicated(Offset(1), Epoch(1), &[b"set x=1"]).unwrap();
+//! store.wait_durable(Offset(2)).unwrap();
+//! store.set_high_watermark(Offset(2)).unwrap();
+//! let e = store.read_entries(Offset(1), Offset(9), 1 << 20, Isolation::Committed).unwrap();
+//! assert_eq!(e[0].bytes, b"set x=1");
+//! // The commit point never moves back.
+//! assert!(store.set_high_watermark(Offset(1)).is_err());
+//! ```
 #![forbid(unsafe_code)]
 
-pub mod commit;
-pub mod compaction;
-pub mod election;
 mod error;
-pub mod fetch;
-pub mod store;
-pub mod voters;
+pub mod kraft;
+mod store;
 
-pub use commit::{CommitTracker, Progress};
-pub use election::{Election, LogPosition, Role, VoteDecision};
 pub use error::{Error, Result};
-pub use fetch::{validate_offset_and_epoch, FetchPosition, LogView};
+pub use kraft::commit::{CommitTracker, Progress};
+pub use kraft::election::{Election, LogPosition, Role, VoteDecision};
+pub use kraft::fetch::{validate_offset_and_epoch, FetchPosition, LogView};
+pub use kraft::{voters, KraftReplica};
 pub use store::{
     Entry, Identity, Isolation, OnDurable, OpenReport, Store, StoreInstall, StoreOptions,
     StoreWriter,

@@ -1,8 +1,9 @@
 //! Invariant 7: no log entry is deleted before a durable snapshot covers it.
-//! The cleaning path is bounded by the latest published snapshot, and a
-//! crash at any I/O call between freezing the snapshot and deleting the log
-//! prefix loses nothing: every offset is in the log or covered by a listed,
-//! verifiable snapshot.
+//! The store's cleaning path (`Store::clean_log_prefix`, the only one) is
+//! bounded by the latest published snapshot, and a crash at any I/O call
+//! between freezing the snapshot and deleting the log prefix loses
+//! nothing: every offset is in the log or covered by a listed, verifiable
+//! snapshot.
 #![allow(
     clippy::unwrap_used,
     clippy::indexing_slicing,
@@ -14,53 +15,55 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use quorumlog_checkpoint::{
-    format_with, ClusterId, DataDir, DirectoryId, Epoch, Meta, NodeId, Offset, OpenOptions,
-    SharedFs,
-};
+use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
-use quorumlog_log::{Log, LogOptions, SegmentPreparation};
-use quorumlog_raft::compaction::clean_log_prefix;
-use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
-use quorumlog_testkit::{read_records, CRASH_PLANS};
+use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
+use quorumlog_raft::{Identity, Isolation, Store, StoreOptions};
+use quorumlog_snapshot::WriterOptions;
+use quorumlog_testkit::CRASH_PLANS;
 
 const DIR: &str = "/data";
 
-fn options() -> LogOptions {
-    LogOptions {
-        segment_size_bytes: 8192,
-        max_batch_bytes: 2048,
-        segment_preparation: SegmentPreparation::Inline,
-        ..LogOptions::default()
+fn options() -> StoreOptions {
+    StoreOptions {
+        log: LogOptions {
+            segment_size_bytes: 8192,
+            max_batch_bytes: 2048,
+            segment_preparation: SegmentPreparation::Inline,
+            ..LogOptions::default()
+        },
+        sync: SyncPolicy::GroupCommit,
     }
+}
+
+fn meta() -> Meta {
+    Meta::new(ClusterId(1), NodeId(1), DirectoryId(7))
 }
 
 fn record(o: u64) -> Vec<u8> {
     format!("record {o:05}").into_bytes()
 }
 
-fn open(sim: &SimFs) -> (Log, SnapshotStore) {
+fn open(sim: &SimFs) -> Store {
     let fs: SharedFs = Arc::new(sim.clone());
-    let dd = Arc::new(DataDir::open(fs.clone(), Path::new(DIR), &OpenOptions::default()).unwrap());
-    let store = SnapshotStore::open(fs, &dd.snapshots_dir()).unwrap();
-    (Log::open(dd, options()).unwrap(), store)
+    Store::open(&fs, Path::new(DIR), &Identity::of(&meta()), &options())
+        .unwrap()
+        .0
 }
 
-/// 100 records (several segments), flushed.
+/// 100 records (several segments), committed and flushed.
 fn setup(seed: u64) -> SimFs {
     let sim = SimFs::new(seed);
     let fs: SharedFs = Arc::new(sim.clone());
-    format_with(
-        &fs,
-        Path::new(DIR),
-        Meta::new(ClusterId(1), NodeId(1), DirectoryId(7)),
-    )
-    .unwrap();
-    let (mut log, _) = open(&sim);
+    Store::format(&fs, Path::new(DIR), meta(), None, &options()).unwrap();
+    let s = open(&sim);
     for o in 0..100u64 {
-        log.append_as_leader(Epoch(1), &[record(o)]).unwrap();
+        s.append_replicated(Offset(o), Epoch(1), &[record(o)])
+            .unwrap();
     }
-    log.close().unwrap();
+    s.wait_durable(Offset(100)).unwrap();
+    s.set_high_watermark(Offset(100)).unwrap();
+    s.close().unwrap();
     sim
 }
 
@@ -69,40 +72,29 @@ fn state_below(end: u64) -> Vec<u8> {
     (0..end).flat_map(record).collect()
 }
 
-fn snapshot(store: &SnapshotStore, end: u64) -> quorumlog_snapshot::Result<()> {
-    let id = SnapshotId {
-        end_offset: Offset(end),
-        epoch: Epoch(1),
-    };
-    let mut w = store.create(id, b"", WriterOptions::default())?;
+fn snapshot(s: &Store, end: u64) -> quorumlog_raft::Result<()> {
+    let mut w = s.create_snapshot(Offset(end), Epoch(1), b"", WriterOptions::default())?;
     w.write(&state_below(end))?;
     w.freeze().map(|_| ())
+}
+
+fn clean(s: &Store, up_to: u64) -> quorumlog_raft::Result<Offset> {
+    s.clean_log_prefix(Offset(up_to))
 }
 
 #[test]
 fn cleaning_is_bounded_by_the_latest_snapshot() {
     let sim = setup(1);
-    let (mut log, store) = open(&sim);
-    assert_eq!(
-        clean_log_prefix(&store, &mut log, Offset(90)).unwrap(),
-        Offset(0),
-        "no snapshot"
-    );
-    snapshot(&store, 40).unwrap();
-    assert_eq!(
-        clean_log_prefix(&store, &mut log, Offset(90)).unwrap(),
-        Offset(40)
-    );
-    assert_eq!(
-        clean_log_prefix(&store, &mut log, Offset(20)).unwrap(),
-        Offset(40),
-        "never backwards"
-    );
-    snapshot(&store, 200).unwrap(); // beyond the log end
-    assert_eq!(
-        clean_log_prefix(&store, &mut log, Offset(500)).unwrap(),
-        Offset(100)
-    );
+    let s = open(&sim);
+    assert_eq!(clean(&s, 90).unwrap(), Offset(0), "no snapshot");
+    snapshot(&s, 40).unwrap();
+    assert_eq!(clean(&s, 90).unwrap(), Offset(40));
+    assert_eq!(clean(&s, 20).unwrap(), Offset(40), "never backwards");
+    // A snapshot beyond the commit point is refused; one at the log end
+    // lets everything go.
+    assert!(snapshot(&s, 200).is_err());
+    snapshot(&s, 100).unwrap();
+    assert_eq!(clean(&s, 500).unwrap(), Offset(100));
 }
 
 #[test]
@@ -110,51 +102,52 @@ fn a_crash_between_snapshot_and_truncation_loses_nothing() {
     // Count the calls of the whole path.
     let total = {
         let sim = setup(0);
-        let (mut log, store) = open(&sim);
+        let s = open(&sim);
         let before = sim.calls();
-        snapshot(&store, 60).unwrap();
-        clean_log_prefix(&store, &mut log, Offset(60)).unwrap();
+        snapshot(&s, 60).unwrap();
+        clean(&s, 60).unwrap();
         sim.calls() - before
     };
     let mut states = 0;
     for point in 0..=total {
         for plan in CRASH_PLANS.into_iter().chain([CrashPlan::Random]) {
             let sim = setup(point + 1);
-            let (mut log, store) = open(&sim);
+            let s = open(&sim);
             sim.crash_after(point);
-            let frozen = snapshot(&store, 60).is_ok();
-            let cleaned = frozen && clean_log_prefix(&store, &mut log, Offset(60)).is_ok();
-            drop((log, store));
+            let frozen = snapshot(&s, 60).is_ok();
+            let cleaned = frozen && clean(&s, 60).is_ok();
+            drop(s);
             let disk = sim.crash_with(plan);
-            let (log, store) = open(&disk);
+            let s = open(&disk);
             let what = format!("crash after {point}/{total} {plan:?}");
-            let start = log.log_start_offset().0;
+            let start = s.log_start_offset().0;
             assert!(start == 0 || start == 60, "{what}: start {start}");
             if cleaned {
                 assert_eq!(start, 60, "{what}: acknowledged cleaning undone");
             }
             if frozen {
                 assert!(
-                    store.latest().is_some(),
+                    s.latest_snapshot().is_some(),
                     "{what}: acknowledged snapshot lost"
                 );
             }
             // Every offset below 100 is in the log or in a verified snapshot.
-            let covered = store.latest().map_or(0, |s| {
-                let data = store.reader(s.id).unwrap().read_to_end().unwrap();
-                assert_eq!(data, state_below(s.id.end_offset.0), "{what}");
-                s.id.end_offset.0
+            let covered = s.latest_snapshot().map_or(0, |id| {
+                let (_, data) = s.read_snapshot(id).unwrap();
+                assert_eq!(data, state_below(id.end_offset.0), "{what}");
+                id.end_offset.0
             });
             assert!(
                 covered >= start,
                 "{what}: offsets {covered}..{start} have no copy"
             );
-            assert_eq!(log.log_end_offset(), Offset(100), "{what}");
-            let records =
-                read_records(&log, Offset(start)).unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_eq!(records.len() as u64, 100 - start, "{what}");
-            for (o, _, rec) in records {
-                assert_eq!(rec, record(o), "{what}");
+            assert_eq!(s.log_end_offset(), Offset(100), "{what}");
+            let entries = s
+                .read_entries(Offset(start), Offset(100), u64::MAX, Isolation::Uncommitted)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(entries.len() as u64, 100 - start, "{what}");
+            for e in entries {
+                assert_eq!(e.bytes, record(e.offset.0), "{what}");
             }
             states += 1;
         }

@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use quorumlog_checkpoint::{NodeId, Offset};
-use quorumlog_raft::compaction::{LeaderCompaction, LogExtent, RetentionCap};
+use quorumlog_raft::kraft::compaction::{LeaderCompaction, LogExtent, RetentionCap};
 
 /// A log `[start, end)` in one segment.
 fn extent(start: u64, end: u64) -> LogExtent {

@@ -3,7 +3,7 @@
 //! simulated disk; elections count only voters of the candidate's latest
 //! set, by (node id, directory id); the high watermark is a majority of the
 //! leader's latest set; the leader drives reassignments from its
-//! followers' fetch progress (`Store::drive_reassignment`), one voter
+//! followers' fetch progress (`KraftReplica::drive_reassignment`), one voter
 //! change at a time, and resigns once its own removal is committed.
 //!
 //! Scenarios, each over many seeds with random appends, fetches, flushes,
@@ -41,14 +41,14 @@ use std::collections::BTreeMap;
 use quorumlog_checkpoint::{DirectoryId, Epoch, NodeId, Offset, Voter};
 use quorumlog_io::{SimFs, SimRng};
 use quorumlog_raft::voters::{Step, VoterEntry, VoterError, VoterSet};
-use quorumlog_raft::{Error, Isolation, LogPosition, Store, VoteDecision};
+use quorumlog_raft::{Error, Isolation, KraftReplica, LogPosition, VoteDecision};
 
 const DIR: &str = "/data";
 const MAX_LAG: u64 = 8;
 
 struct Replica {
     disk: SimFs,
-    store: Store,
+    store: KraftReplica,
     me: Voter,
 }
 

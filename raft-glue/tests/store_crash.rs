@@ -25,7 +25,7 @@ use quorumlog_checkpoint::{
     ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, QuorumState, SharedFs,
 };
 use quorumlog_io::SimFs;
-use quorumlog_raft::{Isolation, LogPosition, Store, StoreOptions};
+use quorumlog_raft::{Isolation, KraftReplica, LogPosition, StoreOptions};
 use quorumlog_snapshot::{SnapshotId, WriterOptions};
 use quorumlog_testkit::CRASH_PLANS;
 
@@ -35,7 +35,7 @@ fn options() -> StoreOptions {
     quorumlog_testkit::store_crash::crash_store_options()
 }
 
-fn new_store(seed: u64, node: u64) -> (SimFs, Store) {
+fn new_store(seed: u64, node: u64) -> (SimFs, KraftReplica) {
     let disk = SimFs::new(seed);
     let fs: SharedFs = Arc::new(disk.clone());
     let meta = Meta::new(
@@ -43,8 +43,8 @@ fn new_store(seed: u64, node: u64) -> (SimFs, Store) {
         NodeId(node),
         DirectoryId(u128::from(node) + 100),
     );
-    Store::format(&fs, Path::new(DIR), meta, None, &options()).unwrap();
-    let store = Store::open(
+    quorumlog_raft::Store::format(&fs, Path::new(DIR), meta, None, &options()).unwrap();
+    let store = KraftReplica::open(
         &fs,
         Path::new(DIR),
         &quorumlog_raft::Identity::of(&meta),
@@ -61,7 +61,7 @@ fn record(epoch: u64, o: u64) -> Vec<u8> {
 
 /// The leader (never crashed): 30 entries of epoch 2, committed, and a
 /// snapshot at 20.
-fn leader() -> Store {
+fn leader() -> KraftReplica {
     let (_, l) = new_store(99, 2);
     let mut e = l.election();
     e.become_unattached(Epoch(1)).unwrap();
@@ -80,7 +80,7 @@ fn leader() -> Store {
     l
 }
 
-fn raw(l: &Store, from: u64, to: u64) -> Vec<Vec<u8>> {
+fn raw(l: &KraftReplica, from: u64, to: u64) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut at = Offset(from);
     while at < Offset(to) {
@@ -101,7 +101,7 @@ struct Acked {
 }
 
 /// Runs the sequence on `s`; stops at the first failure (the crash).
-fn sequence(s: &Store, l: &Store, acked: &mut Acked) -> Result<(), String> {
+fn sequence(s: &KraftReplica, l: &KraftReplica, acked: &mut Acked) -> Result<(), String> {
     let e = |r: quorumlog_raft::Result<()>| r.map_err(|e| e.to_string());
     let any = LogPosition {
         last_epoch: Some(Epoch(2)),
@@ -165,7 +165,7 @@ fn sequence(s: &Store, l: &Store, acked: &mut Acked) -> Result<(), String> {
 
 fn check(disk: &SimFs, expect: &quorumlog_raft::Identity, acked: &Acked, what: &str) {
     let fs: SharedFs = Arc::new(disk.clone());
-    let (s, _) = Store::open(&fs, Path::new(DIR), expect, &options())
+    let (s, _) = KraftReplica::open(&fs, Path::new(DIR), expect, &options())
         .unwrap_or_else(|e| panic!("{what}: the store does not open: {e}"));
     // Election: the last acknowledged state, or a later one (in flight).
     let st = s.election().state().clone();

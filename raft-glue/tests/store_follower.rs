@@ -16,10 +16,10 @@ mod common;
 use common::{lead, store};
 use quorumlog_checkpoint::{Epoch, NodeId, Offset};
 use quorumlog_log::Error as LogError;
-use quorumlog_raft::{Error, Isolation, Store};
+use quorumlog_raft::{Error, Isolation, KraftReplica};
 
 /// All raw batches of `leader` from `from`.
-fn raw_from(leader: &Store, from: u64) -> Vec<Vec<u8>> {
+fn raw_from(leader: &KraftReplica, from: u64) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut at = Offset(from);
     while at < leader.log().log_end_offset() {

@@ -20,13 +20,13 @@ use std::sync::Arc;
 use common::{lead, meta, options, DIR};
 use quorumlog_checkpoint::{Epoch, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
-use quorumlog_raft::{Isolation, Store};
+use quorumlog_raft::{Isolation, KraftReplica};
 use quorumlog_snapshot::{SnapshotId, WriterOptions};
 
-fn store_on(sim: &SimFs, node: u64) -> Store {
+fn store_on(sim: &SimFs, node: u64) -> KraftReplica {
     let fs: SharedFs = Arc::new(sim.clone());
-    Store::format(&fs, Path::new(DIR), meta(node), None, &options()).unwrap();
-    Store::open(
+    quorumlog_raft::Store::format(&fs, Path::new(DIR), meta(node), None, &options()).unwrap();
+    KraftReplica::open(
         &fs,
         Path::new(DIR),
         &quorumlog_raft::Identity::of(&meta(node)),
@@ -36,16 +36,16 @@ fn store_on(sim: &SimFs, node: u64) -> Store {
     .0
 }
 
-fn reopen(sim: &SimFs) -> (Store, quorumlog_raft::OpenReport) {
+fn reopen(sim: &SimFs) -> (KraftReplica, quorumlog_raft::OpenReport) {
     let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
     // Node 1 is the follower these tests reopen.
     let expect = quorumlog_raft::Identity::of(&meta(1));
-    Store::open(&fs, Path::new(DIR), &expect, &options()).unwrap()
+    KraftReplica::open(&fs, Path::new(DIR), &expect, &options()).unwrap()
 }
 
 /// A leader (node 9) whose log holds `n` committed entries in its second
 /// epoch, with a snapshot at `at`.
-fn leader(n: u64, at: u64) -> (Store, SnapshotId) {
+fn leader(n: u64, at: u64) -> (KraftReplica, SnapshotId) {
     let l = store_on(&SimFs::new(99), 9);
     lead(&l);
     let epoch = lead(&l);
@@ -63,7 +63,7 @@ fn leader(n: u64, at: u64) -> (Store, SnapshotId) {
 
 /// Publishes `id` from `l` on `s` with the snapshot store alone: what a
 /// crash right after an install's publish leaves (the log not yet cut).
-fn publish_only(s: &Store, l: &Store, id: SnapshotId) {
+fn publish_only(s: &KraftReplica, l: &KraftReplica, id: SnapshotId) {
     let size = l.snapshots().get(id).unwrap().size_bytes;
     let mut inst = s.snapshots().begin_install(id, size).unwrap();
     inst.write_chunk(0, &l.read_snapshot_chunk(id, 0, usize::MAX).unwrap())
@@ -73,7 +73,7 @@ fn publish_only(s: &Store, l: &Store, id: SnapshotId) {
 
 /// Copies the leader's batches in `[from, to)` to the follower, as fetches
 /// would.
-fn replicate(l: &Store, s: &Store, from: Offset, to: Offset) {
+fn replicate(l: &KraftReplica, s: &KraftReplica, from: Offset, to: Offset) {
     let mut at = from;
     while at < to {
         let batches = l.read(at, u64::MAX).unwrap();

@@ -89,7 +89,7 @@ fn purges_reaching_into_queued_appends_keep_them() {
     let dir = std::path::Path::new(common::DIR);
     quorumlog_raft::Store::format(&fs, dir, common::meta(1), None, &options).unwrap();
     let expect = quorumlog_raft::Identity::of(&common::meta(1));
-    let s = quorumlog_raft::Store::open(&fs, dir, &expect, &options)
+    let s = quorumlog_raft::KraftReplica::open(&fs, dir, &expect, &options)
         .unwrap()
         .0;
     s.append_replicated_queued(Offset(4), Epoch(1), &[b"a", b"b"])

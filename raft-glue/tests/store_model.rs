@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use common::{meta, options, DIR};
 use quorumlog_checkpoint::{Epoch, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs, SimRng};
-use quorumlog_raft::{Error, Identity, Isolation, LogPosition, Store};
+use quorumlog_raft::{Error, Identity, Isolation, KraftReplica, LogPosition};
 use quorumlog_snapshot::WriterOptions;
 
 /// What the rules say the store holds.
@@ -60,14 +60,14 @@ impl Model {
     }
 }
 
-fn open(disk: &SimFs) -> Store {
+fn open(disk: &SimFs) -> KraftReplica {
     let fs: SharedFs = Arc::new(disk.clone());
-    Store::open(&fs, Path::new(DIR), &Identity::of(&meta(1)), &options())
+    KraftReplica::open(&fs, Path::new(DIR), &Identity::of(&meta(1)), &options())
         .unwrap()
         .0
 }
 
-fn check(s: &Store, m: &Model, what: &str) {
+fn check(s: &KraftReplica, m: &Model, what: &str) {
     assert_eq!(s.log_start_offset().0, m.start, "{what}: log start");
     assert_eq!(s.log_end_offset().0, m.end(), "{what}: log end");
     assert_eq!(
@@ -113,7 +113,7 @@ fn record(rng: &mut SimRng, at: u64) -> Vec<u8> {
 
 /// One random call (mistakes included), applied to the store and checked
 /// against the model; returns what it was.
-fn step(rng: &mut SimRng, s: &Store, m: &mut Model) -> String {
+fn step(rng: &mut SimRng, s: &KraftReplica, m: &mut Model) -> String {
     let end = m.end();
     match rng.below(14) {
         0 => {
@@ -321,7 +321,7 @@ fn step(rng: &mut SimRng, s: &Store, m: &mut Model) -> String {
 
 /// After a power cut: what was reported durable is there, unchanged;
 /// the model takes what survived.
-fn after_power_cut(s: &Store, m: &mut Model, seed: u64) {
+fn after_power_cut(s: &KraftReplica, m: &mut Model, seed: u64) {
     let end = s.log_end_offset().0;
     assert_eq!(
         s.log_start_offset().0,
@@ -356,7 +356,7 @@ fn run(seed: u64, steps: usize) {
     let mut rng = SimRng::new(seed);
     let mut disk = SimFs::new(seed);
     let fs: SharedFs = Arc::new(disk.clone());
-    Store::format(&fs, Path::new(DIR), meta(1), None, &options()).unwrap();
+    quorumlog_raft::Store::format(&fs, Path::new(DIR), meta(1), None, &options()).unwrap();
     let mut s = open(&disk);
     let mut m = Model {
         hw: s.high_watermark().map(|h| h.0),

@@ -19,7 +19,7 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::SimFs;
 use quorumlog_log::{Log, SyncPolicy};
-use quorumlog_raft::{Error, FetchPosition, Store, StoreOptions};
+use quorumlog_raft::{Error, FetchPosition, KraftReplica, StoreOptions};
 use quorumlog_snapshot::{SnapshotId, WriterOptions};
 use quorumlog_testkit::{read_records, small_log_options};
 
@@ -34,7 +34,7 @@ fn options() -> StoreOptions {
 
 fn formatted(initial: Option<Offset>) -> SharedFs {
     let fs: SharedFs = Arc::new(SimFs::new(1));
-    Store::format(
+    quorumlog_raft::Store::format(
         &fs,
         Path::new(DIR),
         Meta::new(ClusterId(1), NodeId(1), DirectoryId(11)),
@@ -50,14 +50,14 @@ fn expect() -> quorumlog_raft::Identity {
     quorumlog_raft::Identity::of(&Meta::new(ClusterId(1), NodeId(1), DirectoryId(11)))
 }
 
-fn open(fs: &SharedFs) -> Store {
-    Store::open(fs, Path::new(DIR), &expect(), &options())
+fn open(fs: &SharedFs) -> KraftReplica {
+    KraftReplica::open(fs, Path::new(DIR), &expect(), &options())
         .unwrap()
         .0
 }
 
 /// Makes this node leader of a new epoch; returns the epoch.
-fn lead(store: &Store) -> Epoch {
+fn lead(store: &KraftReplica) -> Epoch {
     let mut e = store.election();
     let epoch = e.become_candidate().unwrap();
     e.become_leader().unwrap();
@@ -112,7 +112,7 @@ fn a_log_behind_the_latest_snapshot_restarts_at_its_end() {
     w.write(b"state").unwrap();
     w.freeze().unwrap();
     drop(store);
-    let (store, report) = Store::open(&fs, Path::new(DIR), &expect(), &options()).unwrap();
+    let (store, report) = KraftReplica::open(&fs, Path::new(DIR), &expect(), &options()).unwrap();
     assert_eq!(report.restarted_at_snapshot, Some(id));
     assert_eq!(store.log().log_start_offset(), Offset(50));
     assert_eq!(store.log().log_end_offset(), Offset(50));
@@ -160,7 +160,7 @@ fn entries_deleted_without_a_snapshot_are_refused_at_open() {
         log.close().unwrap();
     }
     assert!(matches!(
-        Store::open(&fs, Path::new(DIR), &expect(), &options()),
+        KraftReplica::open(&fs, Path::new(DIR), &expect(), &options()),
         Err(Error::MissingSnapshot { latest: Some(s), .. }) if s == id
     ));
 }
@@ -184,4 +184,43 @@ fn truncation_never_goes_below_the_high_watermark() {
     assert_eq!(store.log().log_end_offset(), Offset(10));
     store.truncate_to(Offset(6)).unwrap();
     assert_eq!(store.log().log_end_offset(), Offset(6));
+}
+
+/// Invariant: a store no `KRaft` wing owns (openraft's, raft-rs's) pays
+/// nothing for `KRaft`: an open and a close of an unchanged directory
+/// write nothing that differs (the log's clean-close checkpoints are
+/// rewritten with the same bytes), no election state is moved up to the
+/// log's epoch, and no voter-history file appears. The wing's open does
+/// both (its restart rule), which is what the store's no longer does.
+#[test]
+fn a_plain_store_open_and_close_write_nothing_for_kraft() {
+    let fs = formatted(None);
+    let dir = Path::new(DIR);
+    let (s, _) = quorumlog_raft::Store::open(&fs, dir, &expect(), &options()).unwrap();
+    let records: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 50]).collect();
+    s.append_replicated(Offset(0), Epoch(5), &records).unwrap();
+    s.wait_durable(Offset(10)).unwrap();
+    s.set_high_watermark(Offset(10)).unwrap();
+    s.close().unwrap();
+    let before = quorumlog_testkit::dir_image(fs.as_ref(), dir).unwrap();
+    let (s, _) = quorumlog_raft::Store::open(&fs, dir, &expect(), &options()).unwrap();
+    assert_eq!(s.quorum_state().epoch, Epoch(0), "no election write-back");
+    s.close().unwrap();
+    let after = quorumlog_testkit::dir_image(fs.as_ref(), dir).unwrap();
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    for (path, bytes) in &before {
+        assert_eq!(Some(bytes), after.get(path), "{} changed", path.display());
+    }
+    assert!(
+        !after
+            .keys()
+            .any(|p| p.to_string_lossy().contains("voter-history")),
+        "no voter history"
+    );
+    // The wing's open applies `KRaft`'s restart rule.
+    let (r, _) = KraftReplica::open(&fs, dir, &expect(), &options()).unwrap();
+    assert_eq!(r.quorum_state().epoch, Epoch(5));
 }

@@ -22,13 +22,13 @@ use std::sync::{Arc, Mutex};
 use common::{lead, meta, options, DIR};
 use quorumlog_checkpoint::{Epoch, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, FaultKind, FaultOp, SimFs};
-use quorumlog_raft::{Error, Isolation, Store};
+use quorumlog_raft::{Error, Isolation, KraftReplica};
 use quorumlog_snapshot::WriterOptions;
 
-fn store_on(sim: &SimFs) -> Store {
+fn store_on(sim: &SimFs) -> KraftReplica {
     let fs: SharedFs = Arc::new(sim.clone());
-    Store::format(&fs, Path::new(DIR), meta(1), None, &options()).unwrap();
-    Store::open(
+    quorumlog_raft::Store::format(&fs, Path::new(DIR), meta(1), None, &options()).unwrap();
+    KraftReplica::open(
         &fs,
         Path::new(DIR),
         &quorumlog_raft::Identity::of(&meta(1)),
@@ -39,7 +39,7 @@ fn store_on(sim: &SimFs) -> Store {
 }
 
 /// Every kind of call is refused with `Poisoned`.
-fn assert_all_refused(s: &Store, epoch: Epoch) {
+fn assert_all_refused(s: &KraftReplica, epoch: Epoch) {
     let poisoned = |r: Result<(), Error>, what: &str| {
         assert!(
             matches!(r, Err(Error::Poisoned(_))),
@@ -124,7 +124,7 @@ fn a_failed_log_sync_poisons_the_whole_store() {
     // A reopen recovers, with the acknowledged entries.
     drop(s);
     let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-    let (s, _) = Store::open(
+    let (s, _) = KraftReplica::open(
         &fs,
         Path::new(DIR),
         &quorumlog_raft::Identity::of(&meta(1)),

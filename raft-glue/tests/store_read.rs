@@ -17,7 +17,7 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::SimFs;
 use quorumlog_log::SyncPolicy;
-use quorumlog_raft::{Error, Isolation, Store, StoreOptions};
+use quorumlog_raft::{Error, Isolation, KraftReplica, StoreOptions};
 use quorumlog_snapshot::{SnapshotId, WriterOptions};
 use quorumlog_testkit::small_log_options;
 
@@ -29,13 +29,13 @@ fn record(o: u64) -> Vec<u8> {
 
 /// A store with 30 entries: offsets 0–9 in epoch 1 (one batch of 10),
 /// 10–29 in epoch 2 (batches of 4); high watermark 17.
-fn store() -> Store {
+fn store() -> KraftReplica {
     let fs: SharedFs = Arc::new(SimFs::new(1));
     let options = StoreOptions {
         log: small_log_options(),
         sync: SyncPolicy::GroupCommit,
     };
-    Store::format(
+    quorumlog_raft::Store::format(
         &fs,
         Path::new(DIR),
         Meta::new(ClusterId(1), NodeId(1), DirectoryId(11)),
@@ -44,7 +44,7 @@ fn store() -> Store {
     )
     .unwrap();
     let expect = quorumlog_raft::Identity::of(&Meta::new(ClusterId(1), NodeId(1), DirectoryId(11)));
-    let store = Store::open(&fs, Path::new(DIR), &expect, &options)
+    let store = KraftReplica::open(&fs, Path::new(DIR), &expect, &options)
         .unwrap()
         .0;
     for epoch in 1..=2 {

@@ -34,23 +34,23 @@ use common::{lead, meta, options, DIR};
 use quorumlog_checkpoint::{ClusterId, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, FaultKind, FaultOp, SimFs};
 use quorumlog_raft::voters::{VoterEntry, VoterError, VoterSet, MAX_VOTER_SET_BYTES};
-use quorumlog_raft::{Error, Identity, Isolation, Store};
+use quorumlog_raft::{Error, Identity, Isolation, KraftReplica};
 use quorumlog_snapshot::WriterOptions;
 
-fn store_on(sim: &SimFs, node: u64) -> Store {
+fn store_on(sim: &SimFs, node: u64) -> KraftReplica {
     let fs: SharedFs = Arc::new(sim.clone());
-    Store::format(&fs, Path::new(DIR), meta(node), None, &options()).unwrap();
+    quorumlog_raft::Store::format(&fs, Path::new(DIR), meta(node), None, &options()).unwrap();
     reopen_on(sim, node)
 }
 
-fn reopen_on(sim: &SimFs, node: u64) -> Store {
+fn reopen_on(sim: &SimFs, node: u64) -> KraftReplica {
     let fs: SharedFs = Arc::new(sim.clone());
-    Store::open(&fs, Path::new(DIR), &Identity::of(&meta(node)), &options())
+    KraftReplica::open(&fs, Path::new(DIR), &Identity::of(&meta(node)), &options())
         .unwrap()
         .0
 }
 
-fn entries(s: &Store, from: u64, to: u64) -> Vec<(u64, Vec<u8>)> {
+fn entries(s: &KraftReplica, from: u64, to: u64) -> Vec<(u64, Vec<u8>)> {
     s.read_entries(Offset(from), Offset(to), u64::MAX, Isolation::Uncommitted)
         .unwrap()
         .into_iter()
@@ -120,7 +120,7 @@ fn the_high_watermark_never_moves_back_and_committed_entries_stay() {
 
 /// Copies snapshot `id` from `leader` to `follower` through the chunked
 /// install, 7 bytes a chunk.
-fn transfer(leader: &Store, follower: &Store, id: quorumlog_snapshot::SnapshotId) {
+fn transfer(leader: &KraftReplica, follower: &KraftReplica, id: quorumlog_snapshot::SnapshotId) {
     let file = leader.snapshot_file(id).unwrap();
     let mut install = follower.install_snapshot(id, file.len() as u64).unwrap();
     for (i, chunk) in file.chunks(7).enumerate() {
@@ -221,7 +221,7 @@ fn a_foreign_directory_is_refused_and_left_unchanged() {
         ),
     ];
     for (expect, what) in foreign {
-        let e = Store::open(&fs, Path::new(DIR), &expect, &options()).unwrap_err();
+        let e = KraftReplica::open(&fs, Path::new(DIR), &expect, &options()).unwrap_err();
         match &e {
             Error::Checkpoint(quorumlog_checkpoint::Error::IdentityMismatch {
                 field,
@@ -249,15 +249,15 @@ fn default_options() -> quorumlog_raft::StoreOptions {
     }
 }
 
-fn default_store_on(sim: &SimFs) -> Store {
+fn default_store_on(sim: &SimFs) -> KraftReplica {
     let fs: SharedFs = Arc::new(sim.clone());
-    Store::format(&fs, Path::new(DIR), meta(1), None, &default_options()).unwrap();
+    quorumlog_raft::Store::format(&fs, Path::new(DIR), meta(1), None, &default_options()).unwrap();
     default_reopen_on(sim)
 }
 
-fn default_reopen_on(sim: &SimFs) -> Store {
+fn default_reopen_on(sim: &SimFs) -> KraftReplica {
     let fs: SharedFs = Arc::new(sim.clone());
-    Store::open(
+    KraftReplica::open(
         &fs,
         Path::new(DIR),
         &Identity::of(&meta(1)),
@@ -353,8 +353,8 @@ fn an_election_transition_after_a_failed_log_sync_is_refused_at_once() {
         sync: quorumlog_raft::SyncPolicy::Interval { interval_us: 200 },
         ..options()
     };
-    Store::format(&fs, Path::new(DIR), meta(1), None, &interval).unwrap();
-    let s = Store::open(&fs, Path::new(DIR), &Identity::of(&meta(1)), &interval)
+    quorumlog_raft::Store::format(&fs, Path::new(DIR), meta(1), None, &interval).unwrap();
+    let s = KraftReplica::open(&fs, Path::new(DIR), &Identity::of(&meta(1)), &interval)
         .unwrap()
         .0;
     let epoch = lead(&s);

@@ -19,15 +19,15 @@ use std::sync::Arc;
 
 use quorumlog_checkpoint::{Epoch, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
-use quorumlog_raft::{Error, FetchPosition, Store};
+use quorumlog_raft::{Error, FetchPosition, KraftReplica};
 use quorumlog_snapshot::{SnapshotId, WriterOptions};
 
-fn store(node: u64) -> Store {
+fn store(node: u64) -> KraftReplica {
     common::store(node, node)
 }
 
 /// A leader with 20 entries in its epoch, committed up to 15.
-fn leader() -> (Store, Epoch) {
+fn leader() -> (KraftReplica, Epoch) {
     let s = store(1);
     let epoch = {
         let mut e = s.election();
@@ -42,7 +42,7 @@ fn leader() -> (Store, Epoch) {
     (s, epoch)
 }
 
-fn snapshot(s: &Store, end: u64, epoch: Epoch) -> SnapshotId {
+fn snapshot(s: &KraftReplica, end: u64, epoch: Epoch) -> SnapshotId {
     let mut w = s
         .create_snapshot(Offset(end), epoch, b"meta", WriterOptions::default())
         .unwrap();
@@ -82,7 +82,7 @@ fn only_committed_state_with_the_logs_epoch_is_snapshotted() {
 }
 
 /// Installs `id` from `leader` into `follower` in 1 KiB chunks.
-fn install(leader: &Store, follower: &Store, id: SnapshotId) {
+fn install(leader: &KraftReplica, follower: &KraftReplica, id: SnapshotId) {
     let size = leader.snapshots().get(id).unwrap().size_bytes;
     let mut inst = follower.snapshots().begin_install(id, size).unwrap();
     while inst.position() < size {
@@ -164,9 +164,9 @@ fn snapshot_ids_and_retention_through_the_store() {
 
 /// A store on `sim` with epoch 1 at [0, 10) and epoch 2 at [10, 20),
 /// committed, and a snapshot at 20.
-fn two_epochs(sim: &SimFs) -> Store {
+fn two_epochs(sim: &SimFs) -> KraftReplica {
     let fs: SharedFs = Arc::new(sim.clone());
-    Store::format(
+    quorumlog_raft::Store::format(
         &fs,
         Path::new(common::DIR),
         common::meta(7),
@@ -174,7 +174,7 @@ fn two_epochs(sim: &SimFs) -> Store {
         &common::options(),
     )
     .unwrap();
-    let s = Store::open(
+    let s = KraftReplica::open(
         &fs,
         Path::new(common::DIR),
         &quorumlog_raft::Identity::of(&common::meta(7)),
@@ -214,7 +214,7 @@ fn the_log_start_keeps_its_epoch_at_any_purge_point() {
         assert_eq!(s.last_purged(), expected, "cut {cut}");
         drop(s);
         let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-        let (s, _) = Store::open(
+        let (s, _) = KraftReplica::open(
             &fs,
             Path::new(common::DIR),
             &quorumlog_raft::Identity::of(&common::meta(7)),
@@ -263,7 +263,7 @@ fn a_restart_at_a_snapshot_keeps_the_snapshots_epoch() {
     .unwrap();
     drop(s);
     let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-    let (s, _) = Store::open(
+    let (s, _) = KraftReplica::open(
         &fs,
         Path::new(common::DIR),
         &quorumlog_raft::Identity::of(&common::meta(7)),
@@ -283,7 +283,7 @@ fn a_snapshot_bounds_truncation_even_after_a_crash() {
     let s = two_epochs(&sim);
     drop(s);
     let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-    let (s, _) = Store::open(
+    let (s, _) = KraftReplica::open(
         &fs,
         Path::new(common::DIR),
         &quorumlog_raft::Identity::of(&common::meta(7)),

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{DirectoryId, Epoch, NodeId, Offset, SharedFs, Voter};
 use quorumlog_io::{FileSystem, SimFs};
 use quorumlog_raft::voters::{ControlState, Step, VoterEntry, VoterError, VoterSet};
-use quorumlog_raft::{Error, Store};
+use quorumlog_raft::{Error, KraftReplica};
 use quorumlog_snapshot::WriterOptions;
 use quorumlog_testkit::CRASH_PLANS;
 
@@ -71,10 +71,10 @@ fn options() -> quorumlog_raft::StoreOptions {
     }
 }
 
-fn new_store(seed: u64) -> (SimFs, Store) {
+fn new_store(seed: u64) -> (SimFs, KraftReplica) {
     let disk = SimFs::new(seed);
     let fs: SharedFs = Arc::new(disk.clone());
-    Store::format(
+    quorumlog_raft::Store::format(
         &fs,
         Path::new(common::DIR),
         common::meta(1),
@@ -82,7 +82,7 @@ fn new_store(seed: u64) -> (SimFs, Store) {
         &options(),
     )
     .unwrap();
-    let s = Store::open(
+    let s = KraftReplica::open(
         &fs,
         Path::new(common::DIR),
         &quorumlog_raft::Identity::of(&common::meta(1)),
@@ -96,7 +96,7 @@ fn new_store(seed: u64) -> (SimFs, Store) {
 /// Leads a new epoch, appends four user entries durably (filling offsets
 /// a crash freed), and cuts the power again; returns the disk and the
 /// store reopened on it.
-fn reuse_freed_offsets(disk: &SimFs, s: Store) -> (SimFs, Store) {
+fn reuse_freed_offsets(disk: &SimFs, s: KraftReplica) -> (SimFs, KraftReplica) {
     let epoch = common::lead(&s);
     for i in 0..4u8 {
         s.append_as_leader(epoch, &[[b'u', i]]).unwrap();
@@ -108,9 +108,9 @@ fn reuse_freed_offsets(disk: &SimFs, s: Store) -> (SimFs, Store) {
     (disk, s)
 }
 
-fn reopen(disk: &SimFs) -> Store {
+fn reopen(disk: &SimFs) -> KraftReplica {
     let fs: SharedFs = Arc::new(disk.clone());
-    Store::open(
+    KraftReplica::open(
         &fs,
         Path::new(common::DIR),
         &quorumlog_raft::Identity::of(&common::meta(1)),
@@ -122,7 +122,7 @@ fn reopen(disk: &SimFs) -> Store {
 
 /// Commits everything appended so far (a one-voter quorum: the leader's
 /// own flush).
-fn commit(s: &Store) {
+fn commit(s: &KraftReplica) {
     let end = s.log().flush().unwrap();
     s.set_high_watermark(end).unwrap();
 }
@@ -199,7 +199,7 @@ fn prefix_cuts_and_snapshot_installs_keep_the_set_at_the_start() {
     let info = w.freeze().unwrap();
     // The snapshot carries the set; the user's metadata is intact.
     let r = l.snapshots().reader(info.id).unwrap();
-    let (state, user) = quorumlog_raft::store::snapshot_user_metadata(&r.header().metadata);
+    let (state, user) = quorumlog_raft::kraft::snapshot_user_metadata(&r.header().metadata);
     assert_eq!(user, b"user");
     assert_eq!(nodes(state.unwrap().voters), vec![1, 2, 3]);
     l.clean_log_prefix(Offset(5)).unwrap();
@@ -235,7 +235,7 @@ fn reopen_rebuilds_the_history_with_or_without_the_file() {
     commit(&s);
     let want: Vec<Vec<u64>> = (0..7).map(|o| nodes(s.voters_at(Offset(o)))).collect();
     s.close().unwrap();
-    let check = |s: &Store, what: &str| {
+    let check = |s: &KraftReplica, what: &str| {
         let got: Vec<Vec<u64>> = (0..7).map(|o| nodes(s.voters_at(Offset(o)))).collect();
         assert_eq!(got, want, "{what}");
     };
@@ -318,11 +318,15 @@ fn a_reassignment_through_the_store_resumes_after_a_reopen() {
 /// The reassignment sequence for the crash test; `states` collects the
 /// control state after each appended record, `acked` the number of them
 /// acknowledged durable.
-fn sequence(s: &Store, states: &mut Vec<ControlState>, acked: &mut usize) -> Result<(), String> {
+fn sequence(
+    s: &KraftReplica,
+    states: &mut Vec<ControlState>,
+    acked: &mut usize,
+) -> Result<(), String> {
     let e = |r: quorumlog_raft::Result<()>| r.map_err(|e| e.to_string());
     let epoch = s.election().become_candidate().map_err(|e| e.to_string())?;
     e(s.election().become_leader())?;
-    let flush = |s: &Store, states: &Vec<ControlState>, acked: &mut usize| {
+    let flush = |s: &KraftReplica, states: &Vec<ControlState>, acked: &mut usize| {
         let end = s.log().flush().map_err(|e| e.to_string())?;
         *acked = states.len();
         s.set_high_watermark(end).map_err(|e| e.to_string())
@@ -449,7 +453,7 @@ fn check_recovered(
     what: &str,
 ) {
     let fs: SharedFs = Arc::new(disk.clone());
-    let s = Store::open(
+    let s = KraftReplica::open(
         &fs,
         Path::new(common::DIR),
         &quorumlog_raft::Identity::of(&common::meta(1)),
@@ -482,7 +486,7 @@ fn check_recovered(
     drop(s);
     let _ = disk.remove_file(&Path::new(common::DIR).join("voter-history"));
     let fs: SharedFs = Arc::new(disk.clone());
-    let s = Store::open(
+    let s = KraftReplica::open(
         &fs,
         Path::new(common::DIR),
         &quorumlog_raft::Identity::of(&common::meta(1)),
@@ -509,7 +513,7 @@ fn a_reopen_after_a_crash_scans_only_the_recent_log() {
     s.append_voter_set(epoch, set(&[1])).unwrap();
     commit(&s);
     let batch: Vec<[u8; 1]> = vec![[7]; 200];
-    for _ in 0..=quorumlog_raft::store::VOTER_HISTORY_EVERY / 200 {
+    for _ in 0..=quorumlog_raft::kraft::VOTER_HISTORY_EVERY / 200 {
         s.append_as_leader(epoch, &batch).unwrap();
     }
     commit(&s); // past the threshold: the file covers the whole log now
@@ -521,7 +525,7 @@ fn a_reopen_after_a_crash_scans_only_the_recent_log() {
     drop(s);
     let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
     let fs: SharedFs = Arc::new(disk.clone());
-    let (s, report) = Store::open(
+    let (s, report) = KraftReplica::open(
         &fs,
         Path::new(common::DIR),
         &quorumlog_raft::Identity::of(&common::meta(1)),

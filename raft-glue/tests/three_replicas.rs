@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use quorumlog_checkpoint::{Epoch, NodeId, Offset};
 use quorumlog_io::{SimFs, SimRng};
-use quorumlog_raft::compaction::{LeaderCompaction, RetentionCap};
-use quorumlog_raft::{CommitTracker, Isolation, LogPosition, Store, VoteDecision};
+use quorumlog_raft::kraft::compaction::{LeaderCompaction, RetentionCap};
+use quorumlog_raft::{CommitTracker, Isolation, KraftReplica, LogPosition, VoteDecision};
 use quorumlog_snapshot::WriterOptions;
 
 const DIR: &str = "/data";
@@ -43,7 +43,7 @@ const NODES: u64 = 3;
 
 struct Replica {
     disk: SimFs,
-    store: Store,
+    store: KraftReplica,
 }
 
 impl Replica {

@@ -1,4 +1,4 @@
-//! Random crash cycles of the Raft store ([`quorumlog_raft::Store`]): a
+//! Random crash cycles of the Raft store ([`quorumlog_raft::KraftReplica`]): a
 //! seed draws a sequence of store operations on one replica (votes,
 //! following, fetches from a leader — valid, diverging or snapshot needed —,
 //! flushes, high watermarks, prefix cleaning, candidacy and leader appends),
@@ -23,7 +23,7 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
-use quorumlog_raft::{FetchPosition, Identity, Isolation, LogPosition, Store, StoreOptions};
+use quorumlog_raft::{FetchPosition, Identity, Isolation, KraftReplica, LogPosition, StoreOptions};
 use quorumlog_snapshot::WriterOptions;
 
 const DIR: &str = "/data";
@@ -44,16 +44,16 @@ pub fn crash_store_options() -> StoreOptions {
     }
 }
 
-fn store(disk: &SimFs, node: u64) -> Result<Store, String> {
+fn store(disk: &SimFs, node: u64) -> Result<KraftReplica, String> {
     let fs: SharedFs = Arc::new(disk.clone());
     let meta = Meta::new(
         ClusterId(3),
         NodeId(node),
         DirectoryId(u128::from(node) + 1),
     );
-    Store::format(&fs, Path::new(DIR), meta, None, &crash_store_options())
+    quorumlog_raft::Store::format(&fs, Path::new(DIR), meta, None, &crash_store_options())
         .map_err(|e| e.to_string())?;
-    Ok(Store::open(
+    Ok(KraftReplica::open(
         &fs,
         Path::new(DIR),
         &Identity::of(&meta),
@@ -64,7 +64,7 @@ fn store(disk: &SimFs, node: u64) -> Result<Store, String> {
 }
 
 /// The leader: 40 committed entries of epoch 2 and a snapshot at 24.
-fn leader() -> Result<Store, String> {
+fn leader() -> Result<KraftReplica, String> {
     let l = store(&SimFs::new(7), 2)?;
     let e = |r: quorumlog_raft::Result<()>| r.map_err(|e| e.to_string());
     {
@@ -124,8 +124,8 @@ struct Acked {
 }
 
 struct Run<'a> {
-    s: &'a Store,
-    l: &'a Store,
+    s: &'a KraftReplica,
+    l: &'a KraftReplica,
     acked: Acked,
 }
 
@@ -288,7 +288,7 @@ impl Run<'_> {
 /// Checks the reopened store against what was acknowledged.
 fn check(disk: &SimFs, expect: &Identity, acked: &Acked) -> Result<u64, String> {
     let fs: SharedFs = Arc::new(disk.clone());
-    let (s, _) = Store::open(&fs, Path::new(DIR), expect, &crash_store_options())
+    let (s, _) = KraftReplica::open(&fs, Path::new(DIR), expect, &crash_store_options())
         .map_err(|e| format!("the store does not open after a crash: {e}"))?;
     let st = s.election().state().clone();
     if let Some(last) = acked.election.last() {
@@ -340,7 +340,7 @@ fn check(disk: &SimFs, expect: &Identity, acked: &Acked) -> Result<u64, String> 
 ///
 /// # Errors
 /// What is wrong.
-pub fn check_last_purged(s: &Store) -> Result<(), String> {
+pub fn check_last_purged(s: &KraftReplica) -> Result<(), String> {
     let start = s.log_start_offset();
     match s.log().last_purged() {
         None if start > Offset(0) => Err(format!(

@@ -1,7 +1,11 @@
-//! [`Store`]: one durable store per Raft group, the object a consensus
-//! implementation talks to. It opens the data directory, the snapshots and
-//! the log together and reconciles them, holds the election state, and
-//! answers with `KRaft`'s log operations.
+//! [`Store`]: one durable store per Raft group, the one door a Raft
+//! library's storage adapter talks to (openraft, raft-rs, or the `KRaft`
+//! wing, [`crate::KraftReplica`], which owns one). It opens the data
+//! directory, the snapshots and the log together, reconciles them, and
+//! enforces the rules of docs/design.md §8 whoever calls it: identity
+//! checked at open, a high watermark that never moves back, committed
+//! entries never truncated, durable means durable, snapshots of committed
+//! state only.
 //!
 //! Reconciliation at open, in order:
 //! - a log that ends before the latest snapshot, or holds the snapshot's
@@ -18,11 +22,16 @@
 //!   lazily, so a crash may find it lower); the log's own recovery already
 //!   clamped one above its end.
 //!
+//! What open and close write, for a store no `KRaft` wing owns: open
+//! writes only what recovery repairs and the restart at a snapshot above;
+//! close writes the log's clean-close checkpoints. No election state and
+//! no voter history (tested: `raft-glue/tests/store_open.rs`).
+//!
 //! One poisoned state: the first I/O failure of any part (a log write or
 //! sync, a checkpoint or election-state replace, a snapshot) poisons the
-//! data directory, and from then on every store call, election transitions
-//! included, is refused with [`Error::Poisoned`] naming it. Refusals (bad
-//! input, a rule) poison nothing.
+//! data directory, and from then on every store call is refused with
+//! [`Error::Poisoned`] naming it. Refusals (bad input, a rule) poison
+//! nothing.
 //!
 //! `Store` is `Send + Sync` (asserted below): a Raft thread, an I/O thread
 //! and readers share it by `Arc`. What blocks, and for how long (measured
@@ -30,48 +39,47 @@
 //!
 //! | call | blocks for |
 //! |---|---|
-//! | election transitions (`become_candidate`, `grant_vote` when it writes, `become_leader`, `become_follower`, `become_unattached`) | one atomic small-file replace: two file syncs and a directory sync |
-//! | `append_as_leader`, `append_at`, `append_control`, `append_as_follower` | one buffered write (no sync) |
-//! | `append_durable` | until its group's sync round (one device write) |
-//! | `truncate_to`, `truncate_to_diverging`, `truncate_to_latest_snapshot` | a sync (and an intent replace when a page or batch is cut) |
-//! | `clean_log_prefix` | a few small-file replaces and a directory sync |
+//! | `persist_quorum_state`, `write_app_metadata` | one atomic small-file replace: two file syncs and a directory sync |
+//! | `append_replicated` | one buffered write (no sync) |
+//! | `append_replicated_queued` | nothing: queued for the next sync round |
+//! | `truncate_to`, `truncate_to_latest_snapshot` | a sync (and an intent replace when a page or batch is cut) |
+//! | `clean_log_prefix`, `purge_to` | a few small-file replaces and a directory sync |
 //! | `create_snapshot` + writer + `freeze` | the snapshot's writes and syncs |
 //! | snapshot install chunks ([`Store::install_snapshot`]) | one write and sync each; `finish` verifies, syncs, publishes, then truncates the log as `truncate_to_latest_snapshot` |
-//! | `write_app_metadata` | one atomic small-file replace |
-//! | `read`, `read_entries`, `validate_offset_and_epoch`, `epoch_at` | never a sync nor a device write: a sync round's direct write runs without the log's lock (tested with a write stopped in the middle), so a read waits at most for short in-memory sections |
+//! | `read_entries`, `epoch_at` | never a sync nor a device write: a sync round's direct write runs without the log's lock (tested with a write stopped in the middle), so a read waits at most for short in-memory sections |
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use quorumlog_checkpoint::{
-    format_with, DataDir, Epoch, Meta, Offset, OpenOptions, QuorumState, SharedFs,
+    format_with, DataDir, Epoch, Meta, Offset, OpenOptions, QuorumState, SharedFs, Voter,
 };
 use quorumlog_io::Failure;
 use quorumlog_log::{AppendInfo, DurableLog, SyncPolicy};
 use quorumlog_snapshot::SnapshotStore;
 
-mod control;
+mod listener;
 mod read;
 mod snapshots;
 mod types;
 
+pub(crate) use listener::LogListener;
 use snapshots::continues_snapshot;
+pub(crate) use snapshots::{envelope, split_envelope, ENVELOPE_MAGIC};
 pub use snapshots::{StoreInstall, StoreWriter};
 pub use types::{Entry, Identity, Isolation, OnDurable, OpenReport, StoreOptions};
 
-pub use control::{snapshot_user_metadata, VOTER_HISTORY_EVERY};
-
-use crate::election::Election;
 use crate::error::{Error, Result};
 
 /// One durable store per Raft group.
 #[derive(Debug)]
 pub struct Store {
-    dd: Arc<DataDir>,
-    log: DurableLog,
-    snapshots: SnapshotStore,
-    election: Mutex<Election>,
-    control: Mutex<control::Control>,
+    pub(crate) dd: Arc<DataDir>,
+    pub(crate) log: DurableLog,
+    pub(crate) snapshots: SnapshotStore,
+    /// Told of every change of the log's extent (the `KRaft` wing's voter
+    /// history follows the log through it); none for a plain store.
+    listener: Option<Arc<dyn LogListener>>,
 }
 
 const _: () = {
@@ -149,21 +157,12 @@ impl Store {
                 log.set_high_watermark(latest.end_offset)?;
             }
         }
-        let last_epoch = log.last_epoch();
-        let election = Election::open(Arc::clone(&dd), last_epoch)?;
-        let file = dd.voter_history();
-        let (control, scanned) = control::rebuild(file.as_deref(), &log, &snapshots);
-        report.voter_scan = scanned;
         let store = Store {
             dd,
             log,
             snapshots,
-            election: Mutex::new(election),
-            control: Mutex::new(control),
+            listener: None,
         };
-        if scanned.is_some() {
-            store.save_control()?;
-        }
         Ok((store, report))
     }
 
@@ -177,7 +176,7 @@ impl Store {
 
     /// Runs `f` unless the store is poisoned; an I/O failure it returns
     /// poisons the store.
-    fn guarded<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    pub(crate) fn guarded<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
         if let Some(failure) = self.poisoned() {
             return Err(Error::Poisoned(failure));
         }
@@ -194,31 +193,51 @@ impl Store {
     /// # Errors
     /// As the log's close.
     pub fn close(self) -> Result<()> {
-        let any = self.control().history.records().next().is_some();
-        if self.poisoned().is_none() && (any || self.dd.voter_history().is_some()) {
-            self.save_control()?;
-        }
         Ok(self.log.close()?)
     }
 
-    /// The election state (transitions are durable before they return).
-    pub fn election(&self) -> MutexGuard<'_, Election> {
-        self.election.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Sets the listener told of every change of the log's extent (the
+    /// `KRaft` wing's, at its open).
+    pub(crate) fn set_listener(&mut self, listener: Arc<dyn LogListener>) {
+        self.listener = Some(listener);
     }
 
-    /// The log.
+    /// Tells the listener the log's extent changed.
+    fn after_extent(&self) {
+        if let Some(l) = &self.listener {
+            l.after_extent(self);
+        }
+    }
+
+    /// The log, for whitebox tests and the crash harness only (feature
+    /// `testing`): the rules of the store are not in force behind it.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
     pub fn log(&self) -> &DurableLog {
         &self.log
     }
 
-    /// The snapshots.
+    /// The snapshots, for whitebox tests only (feature `testing`).
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
     pub fn snapshots(&self) -> &SnapshotStore {
         &self.snapshots
     }
 
-    /// The data directory.
+    /// The data directory, for whitebox tests only (feature `testing`).
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
     pub fn data_dir(&self) -> &Arc<DataDir> {
         &self.dd
+    }
+
+    /// This replica as a voter: its node id and directory id.
+    pub fn me(&self) -> Voter {
+        let meta = self.dd.meta();
+        Voter {
+            node_id: meta.node_id,
+            directory_id: meta.directory_id,
+        }
     }
 
     /// This directory's identity, exactly (what a reopen of it expects).
@@ -228,20 +247,20 @@ impl Store {
 
     /// The durable election state (epoch, vote, leader).
     pub fn quorum_state(&self) -> QuorumState {
-        self.election().state().clone()
+        self.dd.quorum_state()
     }
 
     /// Replaces the election state with `next`, computed by a Raft library
     /// that owns the election (openraft's `save_vote`, raft-rs's hard
     /// state): checked by the file's rules (the epoch never regresses, one
-    /// vote and one leader per epoch), durable when it returns, and seen
-    /// at once by this store's own election view.
+    /// vote and one leader per epoch), durable when it returns; the
+    /// `KRaft` wing's election reads the same state.
     ///
     /// # Errors
     /// `Checkpoint(StateRegression…)` for a refused transition (nothing
     /// changes); `Poisoned`; I/O (which poisons).
     pub fn persist_quorum_state(&self, next: &QuorumState) -> Result<()> {
-        self.guarded(|| self.election().replace(next.clone()))
+        self.guarded(|| Ok(self.dd.persist_quorum_state(next)?))
     }
 
     /// The largest batch the log accepts, in bytes (what one append of
@@ -262,77 +281,6 @@ impl Store {
     /// `Checkpoint(TooLarge)` above 1 MiB; I/O (which poisons).
     pub fn write_app_metadata(&self, bytes: &[u8]) -> Result<()> {
         self.guarded(|| Ok(self.dd.write_app_metadata(bytes)?))
-    }
-
-    /// Runs a leader append `f` on the log, unless the store is poisoned or
-    /// this node does not durably lead `epoch`.
-    fn as_leader(
-        &self,
-        epoch: Epoch,
-        f: impl FnOnce(&DurableLog) -> quorumlog_log::Result<AppendInfo>,
-    ) -> Result<AppendInfo> {
-        self.guarded(|| {
-            self.election().check_leader_append(epoch)?;
-            Ok(f(&self.log)?)
-        })
-    }
-
-    /// Appends `records` as the leader of `epoch`; refused unless this node
-    /// durably leads `epoch` (and has not resigned). Returns before the
-    /// records are durable.
-    ///
-    /// # Errors
-    /// `WrongRole`; the log's refusals and failures.
-    pub fn append_as_leader<R: AsRef<[u8]>>(
-        &self,
-        epoch: Epoch,
-        records: &[R],
-    ) -> Result<AppendInfo> {
-        self.as_leader(epoch, |log| log.append_as_leader(epoch, records))
-    }
-
-    /// As [`Store::append_as_leader`], returning once the records are
-    /// durable (group commit).
-    ///
-    /// # Errors
-    /// As [`Store::append_as_leader`]; `Poisoned` after a failed sync.
-    pub fn append_durable<R: AsRef<[u8]>>(
-        &self,
-        epoch: Epoch,
-        records: &[R],
-    ) -> Result<AppendInfo> {
-        self.as_leader(epoch, |log| log.append_durable(epoch, records))
-    }
-
-    /// Appends control records (leader change, voter set, snapshot markers)
-    /// as the leader of `epoch`, in a batch flagged so they can never be
-    /// confused with user records.
-    ///
-    /// # Errors
-    /// As [`Store::append_as_leader`].
-    pub fn append_control<R: AsRef<[u8]>>(
-        &self,
-        epoch: Epoch,
-        records: &[R],
-    ) -> Result<AppendInfo> {
-        self.as_leader(epoch, |log| log.append_control(epoch, records))
-    }
-
-    /// Appends `records` in `epoch` at `base_offset` (the log end), for
-    /// Raft libraries that assign indexes themselves; through the same
-    /// write-combining queue as leader appends. The epoch must be one this
-    /// node leads durably.
-    ///
-    /// # Errors
-    /// `WrongRole`; `Log(NonContiguous)` unless `base_offset` is the log
-    /// end; the log's refusals and failures.
-    pub fn append_at<R: AsRef<[u8]>>(
-        &self,
-        base_offset: Offset,
-        epoch: Epoch,
-        records: &[R],
-    ) -> Result<AppendInfo> {
-        self.as_leader(epoch, |log| log.append_at(base_offset, epoch, records))
     }
 
     /// Appends `records` in `epoch` at `base_offset` (the log end) for a
@@ -419,45 +367,8 @@ impl Store {
             } else {
                 self.log.truncate_prefix_to(offset)?;
             }
-            self.follow_log();
+            self.after_extent();
             Ok(())
-        })
-    }
-
-    /// Appends batches exactly as the leader's [`Store::read`] returned
-    /// them (`BatchRef::raw`), verified and written without re-encoding.
-    ///
-    /// # Errors
-    /// `Log(InvalidRawBatch | NonContiguous | EpochRegression)` (nothing
-    /// written); I/O.
-    pub fn append_as_follower(&self, raw_batches: &[&[u8]]) -> Result<AppendInfo> {
-        self.guarded(|| {
-            let info = self.log.append_raw(raw_batches)?;
-            self.note_appended(raw_batches)?;
-            Ok(info)
-        })
-    }
-
-    /// A follower told its log diverges (`FetchPosition::Diverging {
-    /// end_offset, epoch }`): truncates to where its own log and the
-    /// leader's agree, as `KRaft` does: the end of this log's largest epoch
-    /// not newer than `epoch`, and never past the leader's `end_offset`
-    /// nor this log's end. Returns the new log end.
-    ///
-    /// # Errors
-    /// As [`Store::truncate_to`] (never below the high watermark).
-    pub fn truncate_to_diverging(&self, end_offset: Offset, epoch: Epoch) -> Result<Offset> {
-        self.guarded(|| {
-            let end = self.log.log_end_offset();
-            let local = self
-                .log
-                .end_offset_for_epoch(epoch)
-                .map_or(self.log.log_start_offset(), |(_, o)| o);
-            let to = local.min(end_offset).min(end);
-            if to < end {
-                self.truncate_to(to)?;
-            }
-            Ok(self.log.log_end_offset())
         })
     }
 
@@ -482,7 +393,7 @@ impl Store {
                 });
             }
             self.log.truncate_to(offset)?;
-            self.follow_log();
+            self.after_extent();
             Ok(())
         })
     }
@@ -532,15 +443,10 @@ impl Store {
             Box::new(move |r| completion(r.map_err(Error::from))),
         );
     }
-    /// Where a leader's fetch handling and compaction see its log
-    /// ([`crate::compaction::LeaderCompaction::safe_log_start`]).
-    pub fn log_extent(&self) -> crate::compaction::LogExtent {
-        crate::compaction::LogExtent::of(&self.log)
-    }
 
     /// Raises the high watermark to `offset` if it is lower (a snapshot's
     /// end: a snapshot holds committed state only).
-    fn raise_high_watermark(&self, offset: Offset) -> Result<()> {
+    pub(crate) fn raise_high_watermark(&self, offset: Offset) -> Result<()> {
         if self.log.high_watermark().is_none_or(|h| h < offset) {
             self.log.set_high_watermark(offset)?;
         }
@@ -548,7 +454,7 @@ impl Store {
     }
 
     /// Sets the high watermark (the commit offset, from the leader's
-    /// [`crate::CommitTracker`] or a fetch response). It never moves back;
+    /// `KRaft`'s `CommitTracker` or a fetch response). It never moves back;
     /// below the log start it is raised to it.
     ///
     /// # Errors
@@ -557,7 +463,10 @@ impl Store {
     pub fn set_high_watermark(&self, offset: Offset) -> Result<()> {
         self.guarded(|| {
             self.log.set_high_watermark(offset)?;
-            self.advance_control_file(offset)
+            match &self.listener {
+                Some(l) => l.after_high_watermark(self, offset),
+                None => Ok(()),
+            }
         })
     }
 }

@@ -1,22 +1,11 @@
-//! The store's reads: whole verified batches for followers, entries of
-//! exactly a range for Raft libraries, epochs, and fetch validation.
+//! The store's reads: the entries of exactly a range, and epochs.
 
 use quorumlog_checkpoint::{Epoch, Offset};
-use quorumlog_log::ReadBatches;
 
 use super::{Entry, Isolation, Store};
 use crate::error::{Error, Result};
-use crate::fetch::{validate_offset_and_epoch, FetchPosition};
 
 impl Store {
-    /// Reads whole verified batches from the one holding `from`.
-    ///
-    /// # Errors
-    /// `Log(OffsetOutOfRange)` outside the log; corruption; I/O.
-    pub fn read(&self, from: Offset, max_bytes: u64) -> Result<ReadBatches> {
-        self.guarded(|| Ok(self.log.read(from, max_bytes)?))
-    }
-
     /// The entries in `[from, to)`, up to `max_bytes` of record bytes (at
     /// least one entry when any is in range), within `isolation`: exactly
     /// those offsets, each with its epoch.
@@ -84,34 +73,8 @@ impl Store {
         })
     }
 
-    /// For Raft's log matching: the largest epoch `<= epoch` in the log and
-    /// the offset where it ends; `None` if every epoch in the log is newer.
-    pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
-        self.log.end_offset_for_epoch(epoch)
-    }
-
     /// The epoch of the entry at `offset`, if it is in the log.
     pub fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
         self.log.epoch_at(offset)
-    }
-
-    /// Validates a follower's fetch position against this log and its
-    /// snapshots ([`validate_offset_and_epoch`]).
-    ///
-    /// # Errors
-    /// `OffsetOutOfRange` below the log start with no snapshot.
-    pub fn validate_offset_and_epoch(&self, offset: Offset, epoch: Epoch) -> Result<FetchPosition> {
-        self.guarded(|| {
-            let start = self.log.log_start_offset();
-            let ids = (
-                self.snapshots
-                    .list()
-                    .into_iter()
-                    .map(|s| s.id)
-                    .find(|id| id.end_offset == start),
-                self.snapshots.latest().map(|s| s.id),
-            );
-            validate_offset_and_epoch(&self.log, ids, offset, epoch)
-        })
     }
 }

@@ -8,8 +8,43 @@ use quorumlog_snapshot::{
     Install, Retention, SnapshotId, SnapshotInfo, SnapshotWriter, WriterOptions,
 };
 
-use super::{control, Store};
+use super::Store;
 use crate::error::{Error, Result};
+
+/// The magic of the envelope a snapshot's stored metadata may have: the
+/// magic, a `u32` length, that many bytes of the store's own state (the
+/// `KRaft` wing's voter set), then the caller's metadata.
+pub(crate) const ENVELOPE_MAGIC: &[u8; 4] = b"QLSC";
+
+/// The stored metadata holding `state` (the store's part) and `user`.
+pub(crate) fn envelope(state: &[u8], user: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + state.len() + user.len());
+    out.extend_from_slice(ENVELOPE_MAGIC);
+    out.extend_from_slice(&quorumlog_io::codec::u32_len(state.len()).to_le_bytes());
+    out.extend_from_slice(state);
+    out.extend_from_slice(user);
+    out
+}
+
+/// Splits stored metadata into the store's part (if it has an envelope)
+/// and the caller's.
+pub(crate) fn split_envelope(stored: &[u8]) -> (Option<&[u8]>, &[u8]) {
+    let parsed = stored
+        .strip_prefix(ENVELOPE_MAGIC.as_slice())
+        .and_then(|rest| {
+            let (len, rest) = rest.split_first_chunk::<4>()?;
+            rest.split_at_checked(usize::try_from(u32::from_le_bytes(*len)).ok()?)
+        });
+    match parsed {
+        Some((state, user)) => (Some(state), user),
+        None => (None, stored),
+    }
+}
+
+/// The caller's part of stored metadata.
+fn user_metadata(stored: &[u8]) -> &[u8] {
+    split_envelope(stored).1
+}
 
 impl Store {
     /// Starts a local snapshot of the state below `end_offset`, whose last
@@ -25,6 +60,25 @@ impl Store {
         end_offset: Offset,
         epoch: Epoch,
         metadata: &[u8],
+        options: WriterOptions,
+    ) -> Result<StoreWriter<'_>> {
+        // A caller's metadata that happens to begin like the envelope is
+        // wrapped, so it reads back as it was given.
+        let stored = if metadata.starts_with(ENVELOPE_MAGIC) {
+            envelope(&[], metadata)
+        } else {
+            metadata.to_vec()
+        };
+        self.create_snapshot_stored(end_offset, epoch, &stored, options)
+    }
+
+    /// [`Store::create_snapshot`] with `stored` written as the snapshot's
+    /// metadata as it is (the `KRaft` wing's envelope around the caller's).
+    pub(crate) fn create_snapshot_stored(
+        &self,
+        end_offset: Offset,
+        epoch: Epoch,
+        stored: &[u8],
         options: WriterOptions,
     ) -> Result<StoreWriter<'_>> {
         self.guarded(|| {
@@ -59,14 +113,7 @@ impl Store {
             }
             Ok(StoreWriter {
                 store: self,
-                writer: self.snapshots.create(
-                    id,
-                    &control::wrap_snapshot_metadata(
-                        &self.control_state_at_end(end_offset),
-                        metadata,
-                    ),
-                    options,
-                )?,
+                writer: self.snapshots.create(id, stored, options)?,
             })
         })
     }
@@ -78,22 +125,18 @@ impl Store {
     /// at the snapshot's end. Returns the snapshot.
     ///
     /// # Errors
-    /// `SnapshotRefused` without any snapshot; the log's errors.
+    /// `NoSnapshot`; the log's errors.
     pub fn truncate_to_latest_snapshot(&self) -> Result<SnapshotId> {
         self.guarded(|| {
             let Some(latest) = self.snapshots.latest().map(|s| s.id) else {
-                return Err(Error::SnapshotRefused {
-                    id: SnapshotId {
-                        end_offset: Offset(0),
-                        epoch: Epoch(0),
-                    },
-                    why: "no snapshot",
-                });
+                return Err(Error::NoSnapshot);
             };
             if !continues_snapshot(&self.log, latest) {
                 self.log
                     .truncate_fully_and_start_at(latest.end_offset, Some(latest.epoch))?;
-                self.restart_control_at(latest);
+                if let Some(l) = &self.listener {
+                    l.after_restart_at(self, latest);
+                }
             }
             Ok(latest)
         })
@@ -150,9 +193,7 @@ impl Store {
     pub fn read_snapshot(&self, id: SnapshotId) -> Result<(Vec<u8>, Vec<u8>)> {
         self.guarded(|| {
             let mut r = self.snapshots.reader(id)?;
-            let metadata = control::snapshot_user_metadata(&r.header().metadata)
-                .1
-                .to_vec();
+            let metadata = user_metadata(&r.header().metadata).to_vec();
             Ok((metadata, r.read_to_end()?))
         })
     }
@@ -213,7 +254,7 @@ impl Store {
                 .min(self.log.log_end_offset());
             if bound > self.log.log_start_offset() {
                 self.log.truncate_prefix_to(bound)?;
-                self.follow_log();
+                self.after_extent();
                 // What a snapshot holds is committed: the start never
                 // passes the watermark.
                 self.raise_high_watermark(bound)?;

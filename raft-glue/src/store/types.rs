@@ -101,7 +101,8 @@ pub struct OpenReport {
     /// newer than the latest snapshot discarded (they can never finish),
     /// partial local snapshots removed, damaged ones not listed.
     pub snapshots: quorumlog_snapshot::StoreReport,
-    /// The part of the log scanned for voter records (`[from, to)`):
-    /// what the voter-history file did not cover; `None` when nothing was.
+    /// The part of the log scanned for voter records (`[from, to)`) by
+    /// [`crate::KraftReplica::open`]: what the voter-history file did not
+    /// cover; `None` when nothing was, and always for a plain store.
     pub voter_scan: Option<(Offset, Offset)>,
 }

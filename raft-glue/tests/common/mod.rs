@@ -15,7 +15,7 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::SimFs;
 use quorumlog_log::SyncPolicy;
-use quorumlog_raft::{Election, Identity, Store, StoreOptions};
+use quorumlog_raft::{Election, Identity, KraftReplica, StoreOptions};
 
 pub(crate) mod replicas;
 use quorumlog_testkit::small_log_options;
@@ -40,16 +40,16 @@ pub(crate) fn meta(node: u64) -> Meta {
 }
 
 /// A formatted and opened store of node `node` on a fresh simulated disk.
-pub(crate) fn store(node: u64, seed: u64) -> Store {
+pub(crate) fn store(node: u64, seed: u64) -> KraftReplica {
     let fs: SharedFs = Arc::new(SimFs::new(seed));
-    Store::format(&fs, Path::new(DIR), meta(node), None, &options()).unwrap();
-    Store::open(&fs, Path::new(DIR), &Identity::of(&meta(node)), &options())
+    quorumlog_raft::Store::format(&fs, Path::new(DIR), meta(node), None, &options()).unwrap();
+    KraftReplica::open(&fs, Path::new(DIR), &Identity::of(&meta(node)), &options())
         .unwrap()
         .0
 }
 
 /// Makes the store's node leader of a new epoch; returns the epoch.
-pub(crate) fn lead(s: &Store) -> Epoch {
+pub(crate) fn lead(s: &KraftReplica) -> Epoch {
     let mut e = s.election();
     let epoch = e.become_candidate().unwrap();
     e.become_leader().unwrap();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_log::SyncPolicy;
-use quorumlog_raft::{FetchPosition, Identity, Isolation, LogPosition, Store, StoreOptions};
+use quorumlog_raft::{FetchPosition, Identity, Isolation, KraftReplica, LogPosition, StoreOptions};
 use quorumlog_snapshot::SnapshotId;
 
 /// The simulations' options: no background syncs (the simulation decides
@@ -24,31 +24,31 @@ pub(crate) fn sim_options() -> StoreOptions {
 
 /// A fresh store of node `node` with directory id `dir` on a new simulated
 /// disk drawn from `disk_seed`: formatted, then opened.
-pub(crate) fn fresh_store(disk_seed: u64, node: u64, dir: u128, at: &str) -> (SimFs, Store) {
+pub(crate) fn fresh_store(disk_seed: u64, node: u64, dir: u128, at: &str) -> (SimFs, KraftReplica) {
     let disk = SimFs::new(disk_seed);
     let fs: SharedFs = Arc::new(disk.clone());
     let meta = Meta::new(ClusterId(7), NodeId(node), DirectoryId(dir));
-    Store::format(&fs, Path::new(at), meta, None, &sim_options()).unwrap();
-    let store = Store::open(&fs, Path::new(at), &Identity::of(&meta), &sim_options())
+    quorumlog_raft::Store::format(&fs, Path::new(at), meta, None, &sim_options()).unwrap();
+    let store = KraftReplica::open(&fs, Path::new(at), &Identity::of(&meta), &sim_options())
         .unwrap()
         .0;
     (disk, store)
 }
 
 /// Power cut (unsynced writes lost), reboot, reopen.
-pub(crate) fn power_cut(disk: &SimFs, store: Store, dir: &str) -> (SimFs, Store) {
+pub(crate) fn power_cut(disk: &SimFs, store: KraftReplica, dir: &str) -> (SimFs, KraftReplica) {
     let expect = store.identity();
     drop(store);
     let disk = disk.crash_with(CrashPlan::LoseUnsynced);
     let fs: SharedFs = Arc::new(disk.clone());
-    let store = Store::open(&fs, Path::new(dir), &expect, &sim_options())
+    let store = KraftReplica::open(&fs, Path::new(dir), &expect, &sim_options())
         .unwrap()
         .0;
     (disk, store)
 }
 
 /// The epoch of a replica's last entry (its snapshot's for an empty log).
-pub(crate) fn last_epoch(store: &Store) -> Epoch {
+pub(crate) fn last_epoch(store: &KraftReplica) -> Epoch {
     store
         .log()
         .last_epoch()
@@ -57,7 +57,7 @@ pub(crate) fn last_epoch(store: &Store) -> Epoch {
 }
 
 /// A replica's log position, for votes.
-pub(crate) fn position(store: &Store) -> LogPosition {
+pub(crate) fn position(store: &KraftReplica) -> LogPosition {
     LogPosition {
         last_epoch: Some(last_epoch(store)),
         end_offset: store.log().log_end_offset(),
@@ -78,7 +78,7 @@ pub(crate) struct CatchUp {
 /// Fetches as a follower would, up to eight rounds: a valid position gets
 /// the leader's next batches (up to 4 KiB), a diverging one is truncated,
 /// one below the leader's log start installs the snapshot.
-pub(crate) fn catch_up(leader: &Store, follower: &Store, ctx: &str) -> CatchUp {
+pub(crate) fn catch_up(leader: &KraftReplica, follower: &KraftReplica, ctx: &str) -> CatchUp {
     let mut out = CatchUp::default();
     for _ in 0..8 {
         let (end, last) = (follower.log().log_end_offset(), last_epoch(follower));
@@ -111,7 +111,7 @@ pub(crate) fn catch_up(leader: &Store, follower: &Store, ctx: &str) -> CatchUp {
 /// Installs the leader's snapshot `id` through the store (the finish makes
 /// the log continue it), or, if the follower has it already, makes the log
 /// continue it; the follower's high watermark is at least its end.
-pub(crate) fn install(leader: &Store, follower: &Store, id: SnapshotId) {
+pub(crate) fn install(leader: &KraftReplica, follower: &KraftReplica, id: SnapshotId) {
     if follower.snapshots().get(id).is_none() {
         let size = leader.snapshots().get(id).unwrap().size_bytes;
         let mut inst = follower.install_snapshot(id, size).unwrap();
@@ -134,7 +134,7 @@ pub(crate) fn install(leader: &Store, follower: &Store, id: SnapshotId) {
 /// watermark) is the one committed; above it, a replica may still hold
 /// another epoch's uncommitted entries until it catches up.
 pub(crate) fn check_committed<'a>(
-    replicas: impl Iterator<Item = (u64, &'a Store)>,
+    replicas: impl Iterator<Item = (u64, &'a KraftReplica)>,
     committed: &BTreeMap<u64, (Epoch, Vec<u8>)>,
     ctx: &str,
 ) {

@@ -17,8 +17,7 @@ use quorumlog_log::{
     DurableLog, Error as LogError, FollowerBatch, Log, LogOptions, ReadBatches, SyncPolicy,
     TailWrites,
 };
-use quorumlog_raft::compaction::{clean_log_prefix, PrefixLog};
-use quorumlog_raft::{Identity, LogPosition, Role, Store, StoreOptions};
+use quorumlog_raft::{Identity, KraftReplica, LogPosition, Role, StoreOptions};
 use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
 
 use crate::{payload, small_log_options};
@@ -49,7 +48,7 @@ pub enum Backend {
     /// sends flushed group writes straight to the simulated device,
     /// aligned and durable on return).
     DurableBuffered,
-    /// The Raft store ([`Store`]), under its rules: leader appends only in
+    /// The Raft store ([`KraftReplica`]), under its rules: leader appends only in
     /// an epoch it durably leads (a candidacy and leadership first, each
     /// an acknowledged election state), votes through the election state,
     /// snapshots of committed state only (the high watermark set first),
@@ -75,11 +74,11 @@ impl Backend {
     }
 }
 
-/// `Log`, `DurableLog` or the `Store`'s log, driven alike.
+/// `Log`, `DurableLog` or the `KraftReplica`'s log, driven alike.
 pub(super) enum AnyLog {
     Plain(Box<Log>),
     Durable(DurableLog),
-    Store(Box<Store>),
+    Store(Box<KraftReplica>),
 }
 
 macro_rules! both {
@@ -145,21 +144,28 @@ impl AnyLog {
     }
 }
 
-impl PrefixLog for AnyLog {
-    fn log_start_offset(&self) -> Offset {
-        AnyLog::log_start_offset(self)
-    }
-    fn log_end_offset(&self) -> Offset {
-        AnyLog::log_end_offset(self)
-    }
-    fn truncate_prefix_to(&mut self, offset: Offset) -> Result<(), LogError> {
+impl AnyLog {
+    /// Deletes the log prefix below `up_to`, never past the latest durable
+    /// snapshot nor the log end (invariant 7): the store's own
+    /// `clean_log_prefix` for the store backend, the same bound over the
+    /// bare logs for the others.
+    fn clean_prefix(&mut self, snapshots: &SnapshotStore, up_to: Offset) -> bool {
+        if let AnyLog::Store(s) = self {
+            return s.clean_log_prefix(up_to).is_ok();
+        }
+        let Some(latest) = snapshots.latest() else {
+            return true;
+        };
+        let bound = up_to
+            .min(latest.id.end_offset)
+            .min(AnyLog::log_end_offset(self));
+        if bound <= AnyLog::log_start_offset(self) {
+            return true;
+        }
         match self {
-            AnyLog::Plain(l) => l.truncate_prefix_to(offset),
-            AnyLog::Durable(l) => l.truncate_prefix_to(offset),
-            AnyLog::Store(s) => s
-                .clean_log_prefix(offset)
-                .map(|_| ())
-                .map_err(|_| LogError::SyncDisabled),
+            AnyLog::Plain(l) => l.truncate_prefix_to(bound).is_ok(),
+            AnyLog::Durable(l) => l.truncate_prefix_to(bound).is_ok(),
+            AnyLog::Store(_) => true,
         }
     }
 }
@@ -178,7 +184,7 @@ pub(super) fn open(sim: &SimFs, backend: Backend) -> Result<Node, String> {
             log: options(),
             sync: SyncPolicy::Never,
         };
-        let (s, _) = Store::open(
+        let (s, _) = KraftReplica::open(
             &fs,
             Path::new(DIR),
             &Identity::of(&super::harness_meta()),
@@ -258,7 +264,7 @@ fn leader_append(n: &mut Node, m: &mut Model, count: u8, size: u16, bump: bool, 
 /// does not lead its current one: after a vote, or back resigned from a
 /// restart); each transition is an acknowledged election state. Returns
 /// the epoch, or `None` if a transition failed.
-fn lead(s: &Store, m: &mut Model, bump: bool) -> Option<u64> {
+fn lead(s: &KraftReplica, m: &mut Model, bump: bool) -> Option<u64> {
     let mut e = s.election();
     if bump || e.role() != Role::Leader {
         let ok = e.become_candidate().is_ok();
@@ -370,7 +376,7 @@ pub(super) fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op,
 
 /// A vote for `candidate` in the next epoch through the store's election
 /// state (granted: the candidate's log is as long as any).
-fn vote(s: &Store, m: &mut Model, candidate: u64) -> bool {
+fn vote(s: &KraftReplica, m: &mut Model, candidate: u64) -> bool {
     let mut e = s.election();
     let epoch = Epoch(e.epoch().0 + 1);
     let up_to_date = LogPosition {
@@ -485,7 +491,7 @@ fn install(n: &mut Node, m: &mut Model, chunks: u8, finish: bool) -> bool {
 /// log at the snapshot's end (the log's epochs there are not the
 /// snapshot's), dropping what was not flushed.
 fn store_install(
-    s: &Store,
+    s: &KraftReplica,
     m: &mut Model,
     id: SnapshotId,
     bytes: &[u8],
@@ -529,7 +535,7 @@ fn store_install(
 /// The store's snapshot of its committed state: the high watermark moves
 /// to the flushed end first (only committed state is snapshotted), then
 /// the snapshot, then the store's cleaning up to it.
-fn store_snapshot_and_clean(s: &Store, m: &mut Model, id: SnapshotId, data: &[u8]) -> bool {
+fn store_snapshot_and_clean(s: &KraftReplica, m: &mut Model, id: SnapshotId, data: &[u8]) -> bool {
     let end = id.end_offset;
     if s.high_watermark().is_none_or(|h| h < end) && s.set_high_watermark(end).is_err() {
         return false;
@@ -592,5 +598,6 @@ fn snapshot_and_clean(n: &mut Node, m: &mut Model) -> bool {
         return false;
     }
     m.start = m.start.max(end.min(m.records.len() as u64));
-    clean_log_prefix(&n.store, &mut n.log, Offset(end)).is_ok()
+    let Node { log, store, .. } = n;
+    log.clean_prefix(store, Offset(end))
 }

@@ -95,12 +95,13 @@ pub enum VoteDecision {
     LeaderKnown,
 }
 
-/// The election state of one node, mirrored from its durable file.
+/// The election state of one node: its durable file (read from the data
+/// directory on every call, so a state persisted through the store by
+/// anyone is the one seen here) and one bit in memory, *resigned*.
 #[derive(Debug)]
 pub struct Election {
     dd: Arc<DataDir>,
     me: NodeId,
-    state: QuorumState,
     resigned: bool,
 }
 
@@ -118,12 +119,11 @@ impl Election {
             resigned: state.leader == Some(me),
             dd,
             me,
-            state,
         };
         if let Some(log_epoch) = log_last_epoch {
-            if log_epoch > election.state.epoch {
+            if log_epoch > state.epoch {
                 let next = election.at_epoch(log_epoch);
-                election.persist(next, false)?;
+                election.persist(&next, false)?;
             }
         }
         Ok(election)
@@ -131,12 +131,12 @@ impl Election {
 
     /// The current epoch.
     pub fn epoch(&self) -> Epoch {
-        self.state.epoch
+        self.state().epoch
     }
 
-    /// The durable state.
-    pub fn state(&self) -> &QuorumState {
-        &self.state
+    /// The durable state (a copy).
+    pub fn state(&self) -> QuorumState {
+        self.dd.quorum_state()
     }
 
     /// This node's role in the current epoch.
@@ -144,7 +144,7 @@ impl Election {
         if self.resigned {
             return Role::Resigned;
         }
-        match (self.state.leader, self.state.voted) {
+        match (self.state().leader, self.state().voted) {
             (Some(l), _) if l == self.me => Role::Leader,
             (Some(leader), _) => Role::Follower { leader },
             (None, Some(v)) if v.node_id == self.me => Role::Candidate,
@@ -157,7 +157,7 @@ impl Election {
 
     /// The leader of the current epoch, if known (this node included).
     pub fn leader(&self) -> Option<NodeId> {
-        self.state.leader
+        self.state().leader
     }
 
     /// Starts an election: the next epoch, a vote for itself, durable.
@@ -166,13 +166,13 @@ impl Election {
     /// # Errors
     /// `Checkpoint` if it cannot be persisted (nothing changed).
     pub fn become_candidate(&mut self) -> Result<Epoch> {
-        let epoch = Epoch(self.state.epoch.0 + 1);
+        let epoch = Epoch(self.state().epoch.0 + 1);
         let mut next = self.at_epoch(epoch);
         next.voted = Some(Vote {
             node_id: self.me,
             directory_id: self.dd.meta().directory_id,
         });
-        self.persist(next, false)?;
+        self.persist(&next, false)?;
         Ok(epoch)
     }
 
@@ -191,18 +191,18 @@ impl Election {
         candidate_log: LogPosition,
         our_log: LogPosition,
     ) -> Result<VoteDecision> {
-        if epoch < self.state.epoch {
+        if epoch < self.state().epoch {
             return Err(Error::StaleEpoch {
-                current: self.state.epoch,
+                current: self.state().epoch,
                 proposed: epoch,
             });
         }
         let (node_id, directory_id) = candidate;
-        let fresh = epoch > self.state.epoch;
+        let fresh = epoch > self.state().epoch;
         let mut next = if fresh {
             self.at_epoch(epoch)
         } else {
-            self.state.clone()
+            self.state()
         };
         let resigned = self.resigned && !fresh;
         let decision = if resigned || next.leader.is_some() {
@@ -221,7 +221,7 @@ impl Election {
             VoteDecision::Granted
         };
         if fresh || decision == VoteDecision::Granted {
-            self.persist(next, resigned)?;
+            self.persist(&next, resigned)?;
         }
         Ok(decision)
     }
@@ -235,9 +235,9 @@ impl Election {
         if self.role() != Role::Candidate {
             return Err(self.wrong_role("become leader"));
         }
-        let mut next = self.state.clone();
+        let mut next = self.state();
         next.leader = Some(self.me);
-        self.persist(next, false)
+        self.persist(&next, false)
     }
 
     /// Follows `leader` in `epoch` (a newer epoch is adopted), durably.
@@ -247,19 +247,19 @@ impl Election {
     /// `WrongRole` for this node itself (use [`Election::become_leader`]);
     /// `Checkpoint` on a failed write.
     pub fn become_follower(&mut self, epoch: Epoch, leader: NodeId) -> Result<()> {
-        if epoch < self.state.epoch {
+        if epoch < self.state().epoch {
             return Err(Error::StaleEpoch {
-                current: self.state.epoch,
+                current: self.state().epoch,
                 proposed: epoch,
             });
         }
         if leader == self.me {
             return Err(self.wrong_role("follow itself"));
         }
-        let mut next = if epoch > self.state.epoch {
+        let mut next = if epoch > self.state().epoch {
             self.at_epoch(epoch)
         } else {
-            self.state.clone()
+            self.state()
         };
         match next.leader {
             Some(existing) if existing == leader => return Ok(()),
@@ -273,8 +273,8 @@ impl Election {
             None => {}
         }
         next.leader = Some(leader);
-        let resigned = self.resigned && epoch == self.state.epoch;
-        self.persist(next, resigned)
+        let resigned = self.resigned && epoch == self.state().epoch;
+        self.persist(&next, resigned)
     }
 
     /// Moves to a newer epoch with no leader and no vote, durably.
@@ -282,14 +282,14 @@ impl Election {
     /// # Errors
     /// `StaleEpoch` unless `epoch` is newer; `Checkpoint` on a failed write.
     pub fn become_unattached(&mut self, epoch: Epoch) -> Result<()> {
-        if epoch <= self.state.epoch {
+        if epoch <= self.state().epoch {
             return Err(Error::StaleEpoch {
-                current: self.state.epoch,
+                current: self.state().epoch,
                 proposed: epoch,
             });
         }
         let next = self.at_epoch(epoch);
-        self.persist(next, false)
+        self.persist(&next, false)
     }
 
     /// Gives up the current epoch (memory only): no more leading or voting
@@ -304,24 +304,11 @@ impl Election {
     /// # Errors
     /// `WrongRole` (with the epoch and role).
     pub fn check_leader_append(&self, epoch: Epoch) -> Result<()> {
-        if epoch == self.state.epoch && self.role() == Role::Leader {
+        if epoch == self.state().epoch && self.role() == Role::Leader {
             Ok(())
         } else {
             Err(self.wrong_role("append as leader"))
         }
-    }
-
-    /// Replaces the durable state with `next` as a Raft library that owns
-    /// the election computed it (openraft's vote, raft-rs's hard state):
-    /// checked by the file's rules (no epoch regression, one vote and one
-    /// leader per epoch), durable on return, and this view adopts it. A
-    /// newer epoch ends a resignation.
-    ///
-    /// # Errors
-    /// `Checkpoint` (a refused transition, I/O).
-    pub fn replace(&mut self, next: QuorumState) -> Result<()> {
-        let resigned = self.resigned && next.epoch == self.state.epoch;
-        self.persist(next, resigned)
     }
 
     /// The state in a newer `epoch`: no leader, no vote, the same voters.
@@ -330,21 +317,20 @@ impl Election {
             epoch,
             leader: None,
             voted: None,
-            voters: self.state.voters.clone(),
+            voters: self.state().voters.clone(),
         }
     }
 
     /// Persists `next` (checked by the file's rules), then adopts it.
-    fn persist(&mut self, next: QuorumState, resigned: bool) -> Result<()> {
-        self.dd.persist_quorum_state(&next)?;
-        self.state = next;
+    fn persist(&mut self, next: &QuorumState, resigned: bool) -> Result<()> {
+        self.dd.persist_quorum_state(next)?;
         self.resigned = resigned;
         Ok(())
     }
 
     fn wrong_role(&self, what: &'static str) -> Error {
         Error::WrongRole {
-            epoch: self.state.epoch,
+            epoch: self.state().epoch,
             role: self.role().name(),
             what,
         }

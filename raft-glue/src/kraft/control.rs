@@ -23,14 +23,13 @@ use quorumlog_io::codec::{u32_len, Reader};
 use quorumlog_log::{AppendInfo, BatchRef, DurableLog};
 use quorumlog_snapshot::SnapshotStore;
 
-use super::Store;
-use crate::error::{Error, Result};
-use crate::voters::{
+use super::voters::{
     next_step, plan_cancel, plan_reassignment, status, ControlHistory, ControlRecord, ControlState,
     ReassignmentStatus, Step, StepInput, VoterError, VoterSet,
 };
-
-const SNAPSHOT_STATE_MAGIC: &[u8; 4] = b"QLSC";
+use super::KraftReplica;
+use crate::error::{Error, Result};
+use crate::store::{envelope, split_envelope, LogListener, Store, ENVELOPE_MAGIC};
 
 /// The voter-history file is rewritten (on a high-watermark update) once
 /// the log grew this many entries past the offset it covers, so a reopen
@@ -40,6 +39,14 @@ pub const VOTER_HISTORY_EVERY: u64 = 65_536;
 const FILE_VERSION: u8 = 1;
 /// The voter-history file's limit: the data directory's small-file limit.
 const MAX_VOTER_HISTORY_BYTES: usize = quorumlog_checkpoint::MAX_SMALL_FILE_BYTES;
+
+/// Refuses a control change while an earlier one is uncommitted.
+fn changes_committed(c: &Control, hw: Offset) -> Result<()> {
+    match c.history.latest_change() {
+        Some(o) if o >= hw => Err(Error::Voters(VoterError::ChangeInFlight(o))),
+        _ => Ok(()),
+    }
+}
 
 /// The history and how far it is known complete.
 #[derive(Debug, Default)]
@@ -55,35 +62,24 @@ pub(super) struct Control {
 
 /// Splits a snapshot's stored metadata into the control state it carries
 /// (voter set and reassignment at its end, written by
-/// [`Store::create_snapshot`] when there is one) and the caller's own
+/// [`KraftReplica::create_snapshot`] when there is one) and the caller's own
 /// metadata.
 pub fn snapshot_user_metadata(stored: &[u8]) -> (Option<ControlState>, &[u8]) {
-    let parsed = stored
-        .strip_prefix(SNAPSHOT_STATE_MAGIC.as_slice())
-        .and_then(|rest| {
-            let (len, rest) = rest.split_first_chunk::<4>()?;
-            let (state, user) =
-                rest.split_at_checked(usize::try_from(u32::from_le_bytes(*len)).ok()?)?;
-            Some((ControlState::decode(state)?, user))
-        });
-    match parsed {
-        Some((state, user)) => (Some(state), user),
-        None => (None, stored),
+    match split_envelope(stored) {
+        (Some(state), user) => match ControlState::decode(state) {
+            Some(state) => (Some(state), user),
+            None => (None, stored),
+        },
+        (None, user) => (None, user),
     }
 }
 
 /// The metadata stored for a snapshot whose end has `state` in force.
 pub(super) fn wrap_snapshot_metadata(state: &ControlState, user: &[u8]) -> Vec<u8> {
-    if *state == ControlState::default() && !user.starts_with(SNAPSHOT_STATE_MAGIC) {
+    if *state == ControlState::default() && !user.starts_with(ENVELOPE_MAGIC) {
         return user.to_vec();
     }
-    let body = state.encode();
-    let mut out = Vec::with_capacity(8 + body.len() + user.len());
-    out.extend_from_slice(SNAPSHOT_STATE_MAGIC);
-    out.extend_from_slice(&u32_len(body.len()).to_le_bytes());
-    out.extend_from_slice(&body);
-    out.extend_from_slice(user);
-    out
+    envelope(&state.encode(), user)
 }
 
 /// The control state a snapshot carries (none if it carries none, or
@@ -240,38 +236,79 @@ pub(super) fn rebuild(
     (c, (at > from).then_some((from, at)))
 }
 
-impl Store {
-    pub(super) fn control(&self) -> std::sync::MutexGuard<'_, Control> {
-        self.control
+/// The history behind its lock, shared by the wing and the store's
+/// listener (through which it follows every log change).
+#[derive(Debug)]
+pub(super) struct Shared(std::sync::Mutex<Control>);
+
+impl Shared {
+    pub(super) fn new(c: Control) -> Shared {
+        Shared(std::sync::Mutex::new(c))
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Control> {
+        self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Rewrites the `voter-history` file from the history (complete up to
     /// the log end).
-    pub(super) fn save_control(&self) -> Result<()> {
+    pub(super) fn save(&self, store: &Store) -> Result<()> {
         let bytes = {
-            let mut c = self.control();
+            let mut c = self.lock();
             if c.complete {
-                c.scanned_to = self.log.log_end_offset();
+                c.scanned_to = store.log.log_end_offset();
             }
             encode_file(&c)
         };
-        Ok(self.dd.write_voter_history(&bytes)?)
+        Ok(store.dd.write_voter_history(&bytes)?)
+    }
+}
+
+impl LogListener for Shared {
+    /// Records past the log's end are gone, records below its start fold
+    /// into the state at the start.
+    fn after_extent(&self, store: &Store) {
+        let (start, end) = (store.log.log_start_offset(), store.log.log_end_offset());
+        let mut c = self.lock();
+        c.history.truncate_to(end);
+        c.history.cut_prefix(start);
+        c.scanned_to = c.scanned_to.clamp(start, end);
+    }
+
+    /// The history restarts in the state the snapshot carries.
+    fn after_restart_at(&self, store: &Store, id: quorumlog_snapshot::SnapshotId) {
+        let state = snapshot_state(&store.snapshots, id);
+        let mut c = self.lock();
+        c.history.restart(id.end_offset, state);
+        c.scanned_to = id.end_offset;
+        c.complete = true;
     }
 
     /// Rewrites the voter-history file when the high watermark (so the
     /// log) grew [`VOTER_HISTORY_EVERY`] entries past what it covers: one
     /// comparison under the history's lock on every other update.
-    pub(super) fn advance_control_file(&self, high_watermark: Offset) -> Result<()> {
+    fn after_high_watermark(&self, store: &Store, offset: Offset) -> Result<()> {
         let due = {
-            let c = self.control();
-            c.complete && high_watermark.0.saturating_sub(c.scanned_to.0) >= VOTER_HISTORY_EVERY
+            let c = self.lock();
+            c.complete && offset.0.saturating_sub(c.scanned_to.0) >= VOTER_HISTORY_EVERY
         };
         if due {
-            self.save_control()?;
+            self.save(store)?;
         }
         Ok(())
+    }
+}
+
+impl KraftReplica {
+    pub(super) fn control(&self) -> std::sync::MutexGuard<'_, Control> {
+        self.control.lock()
+    }
+
+    /// Rewrites the `voter-history` file from the history.
+    pub(super) fn save_control(&self) -> Result<()> {
+        self.control.save(&self.store)
     }
 
     /// Notes the control records of raw batches just appended (verified
@@ -296,26 +333,6 @@ impl Store {
         self.save_control()
     }
 
-    /// After any change of the log's extent: records past its end are
-    /// gone, records below its start fold into the state at the start.
-    pub(super) fn follow_log(&self) {
-        let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
-        let mut c = self.control();
-        c.history.truncate_to(end);
-        c.history.cut_prefix(start);
-        c.scanned_to = c.scanned_to.clamp(start, end);
-    }
-
-    /// After the log restarted at snapshot `id`: the history restarts in
-    /// the state the snapshot carries.
-    pub(super) fn restart_control_at(&self, id: quorumlog_snapshot::SnapshotId) {
-        let state = snapshot_state(&self.snapshots, id);
-        let mut c = self.control();
-        c.history.restart(id.end_offset, state);
-        c.scanned_to = id.end_offset;
-        c.complete = true;
-    }
-
     /// The state to store with a snapshot ending at `end`.
     pub(super) fn control_state_at_end(&self, end: Offset) -> ControlState {
         let c = self.control();
@@ -338,7 +355,7 @@ impl Store {
 
     /// The voter set committed (below the high watermark).
     pub fn committed_voters(&self) -> Option<VoterSet> {
-        let hw = self.log.high_watermark().unwrap_or(Offset(0));
+        let hw = self.store.log.high_watermark().unwrap_or(Offset(0));
         self.control().history.committed(hw).voters
     }
 
@@ -347,38 +364,46 @@ impl Store {
         self.control().history.state_at(offset).voters
     }
 
-    /// Refuses a control change while an earlier one is uncommitted.
-    fn check_changes_committed(&self) -> Result<()> {
-        let hw = self.log.high_watermark().unwrap_or(Offset(0));
-        match self.control().history.latest_change() {
-            Some(o) if o >= hw => Err(Error::Voters(VoterError::ChangeInFlight(o))),
-            _ => Ok(()),
-        }
-    }
-
-    /// Appends `rec` as the leader of `epoch` and notes it. Refused before
+    /// One control change, atomic under the history's lock from the check
+    /// to the record: `plan` sees the history and the high watermark and
+    /// returns the record to append (or `None`, or a refusal); the record
+    /// is appended as the leader of `epoch` and noted before the lock is
+    /// released, so two concurrent changes can never both pass a check
+    /// ("one change at a time", docs/design.md §8b). Refused before
     /// anything is written when the voter-history file (which must hold
     /// every record still in the log) would outgrow its limit: a directory
-    /// must never reach a state its own open cannot read back.
-    fn append_control_record(&self, epoch: Epoch, rec: &ControlRecord) -> Result<AppendInfo> {
-        let bytes = {
-            let c = self.control();
-            let record = rec.encode();
-            encode_file(&c).len() + 8 + 4 + record.len()
-        };
-        if bytes > MAX_VOTER_HISTORY_BYTES {
-            return Err(Error::Voters(VoterError::HistoryFull {
-                bytes,
-                max: MAX_VOTER_HISTORY_BYTES,
-            }));
-        }
-        let info = self.append_control(epoch, &[rec.encode()])?;
-        {
+    /// must never reach a state its own open cannot read back. The file is
+    /// rewritten after the lock is released (it is a cache checked against
+    /// the log at open, so an older copy written last loses nothing).
+    fn change_control(
+        &self,
+        epoch: Epoch,
+        plan: impl FnOnce(&Control, Offset) -> Result<Option<ControlRecord>>,
+    ) -> Result<Option<AppendInfo>> {
+        let (info, file) = {
             let mut c = self.control();
-            c.history.record(info.base_offset, rec.clone());
-        }
-        self.guarded(|| self.save_control())?;
-        Ok(info)
+            let hw = self.store.log.high_watermark().unwrap_or(Offset(0));
+            let Some(rec) = plan(&c, hw)? else {
+                return Ok(None);
+            };
+            let record = rec.encode();
+            let bytes = encode_file(&c).len() + 8 + 4 + record.len();
+            if bytes > MAX_VOTER_HISTORY_BYTES {
+                return Err(Error::Voters(VoterError::HistoryFull {
+                    bytes,
+                    max: MAX_VOTER_HISTORY_BYTES,
+                }));
+            }
+            let info = self.append_control(epoch, &[record])?;
+            c.history.record(info.base_offset, rec);
+            if c.complete {
+                c.scanned_to = self.store.log.log_end_offset();
+            }
+            (info, encode_file(&c))
+        };
+        self.store
+            .guarded(|| Ok(self.store.dd.write_voter_history(&file)?))?;
+        Ok(Some(info))
     }
 
     /// Appends a complete voter set as the leader of `epoch` (used at
@@ -388,15 +413,18 @@ impl Store {
     /// `Voters(ChangeInFlight)` while an earlier control change is
     /// uncommitted; `WrongRole`; the log's errors.
     pub fn append_voter_set(&self, epoch: Epoch, set: VoterSet) -> Result<AppendInfo> {
-        self.check_changes_committed()?;
-        self.append_control_record(epoch, &ControlRecord::VoterSet(set))
+        let info = self.change_control(epoch, |c, hw| {
+            changes_committed(c, hw)?;
+            Ok(Some(ControlRecord::VoterSet(set)))
+        })?;
+        Ok(info.unwrap_or_else(|| unreachable!("a voter set is always appended")))
     }
 
     /// Starts a reassignment to `target`, replacing a pending one (which
     /// is cancelled: the new one starts from the current set); `None`
     /// cancels the pending one (a rollback to the set before it). Durable
     /// as a control record; the leader then drives it
-    /// ([`Store::drive_reassignment`]).
+    /// ([`KraftReplica::drive_reassignment`]).
     ///
     /// # Errors
     /// `Voters(NoVoterSet | NoMajorityPath | Completing | NoReassignment |
@@ -408,18 +436,22 @@ impl Store {
         now_ms: u64,
     ) -> Result<AppendInfo> {
         self.election().check_leader_append(epoch)?;
-        self.check_changes_committed()?;
-        let latest = self.control_state();
-        let r = match target {
-            Some(t) => plan_reassignment(&latest, t, now_ms)?,
-            None => plan_cancel(&latest, now_ms)?,
-        };
-        self.append_control_record(epoch, &ControlRecord::Reassignment(Some(r)))
+        let info = self.change_control(epoch, |c, hw| {
+            changes_committed(c, hw)?;
+            let latest = c.history.latest();
+            let r = match target {
+                Some(t) => plan_reassignment(&latest, t, now_ms)?,
+                None => plan_cancel(&latest, now_ms)?,
+            };
+            Ok(Some(ControlRecord::Reassignment(Some(r))))
+        })?;
+        Ok(info.unwrap_or_else(|| unreachable!("a reassignment is always appended")))
     }
 
     /// Runs the reassignment's next step as the leader `leader` of `epoch`
     /// ([`next_step`]): appends the next voter set or the reassignment's
-    /// end, or resigns; returns the step.
+    /// end, or resigns; returns the step. The step is decided and its
+    /// record appended under one hold of the history's lock.
     ///
     /// # Errors
     /// As the append; `WrongRole` if this node does not lead `epoch`.
@@ -430,44 +462,31 @@ impl Store {
         progress: &BTreeMap<Voter, Offset>,
         max_lag: u64,
     ) -> Result<Step> {
-        let hw = self.log.high_watermark().unwrap_or(Offset(0));
-        let latest = self.control_state();
-        let all_committed = self
-            .control()
-            .history
-            .latest_change()
-            .is_none_or(|o| o < hw);
-        let step = next_step(&StepInput {
-            latest: &latest,
-            all_committed,
-            leader,
-            progress,
-            high_watermark: hw,
-            max_lag,
-        });
-        match &step {
-            Step::Append(set) => {
-                self.append_control_record(epoch, &ControlRecord::VoterSet(set.clone()))?;
-            }
-            Step::Finish => {
-                self.append_control_record(epoch, &ControlRecord::Reassignment(None))?;
-            }
-            Step::Resign => {
-                self.election().check_leader_append(epoch)?;
-                self.election().resign();
-            }
-            Step::Idle | Step::WaitForCommit | Step::CatchingUp(_) => {}
+        let mut decided = Step::Idle;
+        self.change_control(epoch, |c, hw| {
+            let latest = c.history.latest();
+            let step = next_step(&StepInput {
+                latest: &latest,
+                all_committed: c.history.latest_change().is_none_or(|o| o < hw),
+                leader,
+                progress,
+                high_watermark: hw,
+                max_lag,
+            });
+            let rec = match &step {
+                Step::Append(set) => Some(ControlRecord::VoterSet(set.clone())),
+                Step::Finish => Some(ControlRecord::Reassignment(None)),
+                Step::Resign | Step::Idle | Step::WaitForCommit | Step::CatchingUp(_) => None,
+            };
+            decided = step;
+            Ok(rec)
+        })?;
+        if decided == Step::Resign {
+            let mut e = self.election();
+            e.check_leader_append(epoch)?;
+            e.resign();
         }
-        Ok(step)
-    }
-
-    /// This replica as a voter: its node id and directory id.
-    pub fn me(&self) -> Voter {
-        let meta = self.dd.meta();
-        Voter {
-            node_id: meta.node_id,
-            directory_id: meta.directory_id,
-        }
+        Ok(decided)
     }
 
     /// Answers a vote request of `candidate` (node and directory) for
@@ -477,7 +496,7 @@ impl Store {
     /// new directory id and is not that voter: it refuses, changing
     /// nothing. The candidate need not be in this replica's own set (its
     /// view may be stale: the candidate counts only votes of its set's
-    /// voters). The rest is [`crate::Election::grant_vote`], against this
+    /// voters). The rest is [`super::election::Election::grant_vote`], against this
     /// store's log (its last epoch, or its snapshot's for an empty log).
     ///
     /// # Errors
@@ -488,17 +507,17 @@ impl Store {
         epoch: Epoch,
         candidate: Voter,
         addressed_to: Voter,
-        candidate_log: crate::LogPosition,
-    ) -> Result<crate::VoteDecision> {
+        candidate_log: super::election::LogPosition,
+    ) -> Result<super::election::VoteDecision> {
         if addressed_to != self.me() {
             return Err(Error::Voters(VoterError::NotAVoter(addressed_to)));
         }
-        let ours = crate::LogPosition {
+        let ours = super::election::LogPosition {
             last_epoch: self
                 .log
                 .last_epoch()
-                .or_else(|| self.snapshots.latest().map(|s| s.id.epoch)),
-            end_offset: self.log.log_end_offset(),
+                .or_else(|| self.store.snapshots.latest().map(|s| s.id.epoch)),
+            end_offset: self.store.log.log_end_offset(),
         };
         self.election().grant_vote(
             epoch,
@@ -508,7 +527,7 @@ impl Store {
         )
     }
 
-    /// Stands for election: refused unless this replica ([`Store::me`]) is
+    /// Stands for election: refused unless this replica ([`KraftReplica::me`]) is
     /// a voter of the latest set (once one is known); returns the new
     /// epoch.
     ///
@@ -528,7 +547,7 @@ impl Store {
         progress: &BTreeMap<Voter, Offset>,
         now_ms: u64,
     ) -> Option<ReassignmentStatus> {
-        let hw = self.log.high_watermark().unwrap_or(Offset(0));
+        let hw = self.store.log.high_watermark().unwrap_or(Offset(0));
         status(&self.control_state(), progress, hw, now_ms)
     }
 }
