@@ -20,6 +20,10 @@
 //! - After any failed write the directory is poisoned: every later write
 //!   fails with `Poisoned` until it is reopened (docs/design.md invariant 6).
 
+mod checks;
+
+use checks::{check_formattable, check_identity, check_small_body, lock, read_checkpoints};
+
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -193,110 +197,6 @@ pub fn format_with(fs: &SharedFs, dir: &Path, meta: Meta) -> Result<Meta> {
     small_file::write(fs.as_ref(), dir, &EpochMap::new())?;
     small_file::write(fs.as_ref(), dir, &meta)?;
     Ok(meta)
-}
-
-/// Accepts an empty directory, or one holding only what an interrupted
-/// format leaves (its sub-directories, checkpoint files, temps, the lock).
-fn check_formattable(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
-    let not_empty = |entry: String| Error::NotEmpty {
-        dir: dir.to_path_buf(),
-        entry,
-    };
-    for entry in fs.list(dir)? {
-        let ours = matches!(
-            entry.name.as_str(),
-            "meta.tmp" | "quorum-state" | "quorum-state.tmp" | LOCK_FILE
-        ) || (entry.is_dir
-            && matches!(
-                entry.name.as_str(),
-                CHECKPOINTS_DIR | LOG_DIR | SNAPSHOTS_DIR
-            ));
-        if !ours {
-            return Err(not_empty(entry.name));
-        }
-        if entry.is_dir && entry.name != CHECKPOINTS_DIR {
-            if let Some(inner) = fs.list(&dir.join(&entry.name))?.into_iter().next() {
-                return Err(not_empty(format!("{}/{}", entry.name, inner.name)));
-            }
-        }
-        if entry.name == CHECKPOINTS_DIR {
-            for inner in fs.list(&dir.join(CHECKPOINTS_DIR))? {
-                let base = inner.name.trim_end_matches(TEMP_SUFFIX);
-                let known = [
-                    RecoveryPoint::NAME,
-                    HighWatermark::NAME,
-                    LogStartOffset::NAME,
-                    EpochMap::NAME,
-                ]
-                .iter()
-                .any(|n| n.strip_prefix("checkpoints/") == Some(base));
-                if inner.is_dir || !known {
-                    return Err(not_empty(format!("{CHECKPOINTS_DIR}/{}", inner.name)));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn lock(fs: &dyn FileSystem, dir: &Path) -> Result<Box<dyn LockGuard>> {
-    fs.lock(&dir.join(LOCK_FILE)).map_err(|e| {
-        if e.kind() == io::ErrorKind::WouldBlock {
-            Error::Locked {
-                dir: dir.to_path_buf(),
-            }
-        } else {
-            Error::Io(e)
-        }
-    })
-}
-
-/// Reads the checkpoint files; a missing or corrupt one degrades (noted in
-/// `report`) instead of failing the open.
-fn read_checkpoints(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    report: &mut OpenReport,
-) -> Result<Checkpoints> {
-    Ok(Checkpoints {
-        recovery_point: read_degradable(fs, dir, "recovery scans the whole log", report)?,
-        high_watermark: read_degradable(
-            fs,
-            dir,
-            "high watermark unknown until the Raft layer supplies it",
-            report,
-        )?,
-        log_start_offset: read_degradable(
-            fs,
-            dir,
-            "log start offset rebuilt from the segments",
-            report,
-        )?,
-        epoch_map: read_degradable(fs, dir, "epoch map rebuilt from the segments", report)?,
-    })
-}
-
-/// Reads a degradable checkpoint: a missing or corrupt file is reported and
-/// replaced by `None`, never trusted.
-fn read_degradable<F: SmallFile>(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    consequence: &'static str,
-    report: &mut OpenReport,
-) -> Result<Option<F>> {
-    let file = small_file::path_of::<F>(dir);
-    let problem = match small_file::read::<F>(fs, dir) {
-        Ok(Some(v)) => return Ok(Some(v)),
-        Ok(None) => CorruptionKind::Missing,
-        Err(Error::Corruption { kind, .. }) => kind,
-        Err(e) => return Err(e),
-    };
-    report.degraded.push(Degraded {
-        file,
-        problem,
-        consequence,
-    });
-    Ok(None)
 }
 
 impl DataDir {
@@ -581,50 +481,4 @@ impl DataDir {
             }
         })
     }
-}
-
-fn check_identity(dir: &Path, meta: &Meta, options: &OpenOptions) -> Result<()> {
-    if let Some(expected) = options.expected_cluster_id {
-        if expected != meta.cluster_id {
-            return Err(Error::IdentityMismatch {
-                dir: dir.to_path_buf(),
-                field: "cluster id",
-                expected: expected.to_string(),
-                found: meta.cluster_id.to_string(),
-            });
-        }
-    }
-    if let Some(expected) = options.expected_node_id {
-        if expected != meta.node_id {
-            return Err(Error::IdentityMismatch {
-                dir: dir.to_path_buf(),
-                field: "node id",
-                expected: expected.to_string(),
-                found: meta.node_id.to_string(),
-            });
-        }
-    }
-    if let Some(expected) = options.expected_directory_id {
-        if expected != meta.directory_id {
-            return Err(Error::IdentityMismatch {
-                dir: dir.to_path_buf(),
-                field: "directory id",
-                expected: expected.to_string(),
-                found: meta.directory_id.to_string(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Refuses a small file's body above 1 MiB (before anything is written).
-fn check_small_body(what: &'static str, bytes: &[u8]) -> Result<()> {
-    if bytes.len() > crate::format::MAX_BODY_BYTES {
-        return Err(Error::TooLarge {
-            what,
-            bytes: bytes.len(),
-            max: crate::format::MAX_BODY_BYTES,
-        });
-    }
-    Ok(())
 }

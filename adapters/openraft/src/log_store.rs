@@ -10,6 +10,10 @@
 //! | `try_get_log_entries`, `get_log_state`, `read_vote`, `read_committed` | on the caller's task: reads never wait behind a sync |
 //! | `save_committed` | on the caller's task: sets the store's high watermark (in memory; made durable lazily, so after a crash `read_committed` may return an older id, which openraft allows) |
 
+mod cut;
+
+pub(crate) use cut::physical_cut;
+
 use std::fmt::Debug;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
@@ -144,41 +148,6 @@ pub struct LogStore<C: RaftTypeConfig> {
     bounded: bool,
     _config: PhantomData<fn() -> C>,
 }
-
-/// Deletes the log below openraft's last purged id, as far as allowed:
-/// all of it, or (`bounded`) only what the latest snapshot file covers.
-/// Called after a purge, after a snapshot file is saved, and at open.
-pub(crate) fn physical_cut(store: &Store, bounded: bool) -> Result<(), CutError> {
-    let meta = AppMeta::decode(store.app_metadata().as_deref())?;
-    let Some(purged) = meta.last_purged else {
-        return Ok(());
-    };
-    let want = purged.index + 1;
-    let snapshot = store.latest_snapshot();
-    let cut = if bounded {
-        want.min(snapshot.map_or(0, |s| s.end_offset.0))
-    } else {
-        want
-    };
-    if cut <= store.log_start_offset().0 {
-        return Ok(());
-    }
-    let epoch = if cut == want {
-        mapping::epoch_of(&purged.leader_id)?
-    } else {
-        match store
-            .epoch_at(Offset(cut - 1))
-            .or_else(|| snapshot.filter(|s| s.end_offset.0 == cut).map(|s| s.epoch))
-        {
-            Some(e) => e,
-            None => return Ok(()),
-        }
-    };
-    Ok(store.purge_to(Offset(cut), epoch)?)
-}
-
-/// Why a physical cut failed, its source kept.
-pub(crate) type CutError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 impl<C: RaftTypeConfig> Clone for LogStore<C> {
     fn clone(&self) -> Self {

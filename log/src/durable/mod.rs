@@ -9,7 +9,9 @@
 //! record that is not durable. The policy ([`SyncPolicy`]) decides when syncs
 //! happen; see `sync.rs` for how rounds are shared.
 
+mod raw;
 mod sync;
+mod truncate;
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLockReadGuard};
 use std::thread::JoinHandle;
@@ -231,78 +233,6 @@ impl DurableLog {
     /// the next sync round ([`DurableLog::append_at_queued`]).
     pub fn queued_end(&self) -> Offset {
         self.shared.state().next_offset
-    }
-
-    /// Appends batches exactly as a leader's [`DurableLog::read`] returned
-    /// them ([`crate::BatchRef::raw`]): each is verified (CRC, structure),
-    /// must continue the log (the first at the log end, each at the
-    /// previous one's end) with epochs that never decrease, and is written
-    /// without re-encoding. All are checked before any is queued.
-    ///
-    /// The first batch may start below the log end and reach past it (a
-    /// follower installed from a snapshot whose end falls inside a batch of
-    /// the leader's log, which the leader's read returns whole): its
-    /// records from the log end on are appended as one batch of the same
-    /// epoch and kind, re-encoded at the log end; those below are the
-    /// snapshot's (Raft's log matching: the same offset and epoch hold the
-    /// same record).
-    ///
-    /// # Errors
-    /// `InvalidRawBatch` (a batch that does not verify); `NonContiguous`;
-    /// `EpochRegression`; `BatchTooLarge`; I/O as for appends.
-    pub fn append_raw(&self, batches: &[&[u8]]) -> Result<AppendInfo> {
-        let mut checked = Vec::with_capacity(batches.len());
-        let end = self.queued_end();
-        for (i, bytes) in batches.iter().enumerate() {
-            let header = crate::batch::verify_batch(bytes, crate::format::Salt::NONE)
-                .map_err(|kind| Error::InvalidRawBatch { index: i, kind })?;
-            if i == 0 && header.base_offset < end && header.next_offset() > end {
-                checked.push(self.reencode_from(bytes, header, end)?);
-                continue;
-            }
-            let max = self
-                .options
-                .max_batch_bytes
-                .min(crate::batch::MAX_BATCH_BYTES);
-            if bytes.len() as u64 > max {
-                return Err(Error::BatchTooLarge {
-                    bytes: bytes.len() as u64,
-                    max,
-                });
-            }
-            let page = usize::try_from(crate::format::PAGE_BYTES).unwrap_or(4096);
-            let mut owned = Vec::with_capacity(bytes.len() + page);
-            owned.extend_from_slice(bytes);
-            checked.push((header, owned));
-        }
-        let info = self.shared.enqueue_placed(checked)?;
-        self.write_queued()?;
-        self.shared.note_written(info.next_offset, true);
-        Ok(info)
-    }
-
-    /// The records of verified raw batch `bytes` from offset `from` on
-    /// (inside it), as one batch placed at `from`.
-    fn reencode_from(
-        &self,
-        bytes: &[u8],
-        header: crate::format::BatchHeader,
-        from: Offset,
-    ) -> Result<(crate::format::BatchHeader, Vec<u8>)> {
-        let batch = crate::batch::BatchRef::new(header, bytes);
-        let records = batch
-            .to_vecs()
-            .map_err(|kind| Error::InvalidRawBatch { index: 0, kind })?;
-        let skip = usize::try_from(from.0 - header.base_offset.0).unwrap_or(usize::MAX);
-        let kept = records.get(skip..).unwrap_or_default();
-        assert!(!kept.is_empty(), "the batch reaches past `from`");
-        let mut encoder = crate::batch::BatchEncoder::from_options(&self.options);
-        if header.is_control() {
-            encoder = encoder.control();
-        }
-        let mut out = Vec::new();
-        let h = encoder.encode(&mut out, from, header.epoch, kept)?;
-        Ok((h, out))
     }
 
     /// Writes what is queued (buffered), so queued appends are readable.
@@ -543,92 +473,10 @@ impl DurableLog {
         self.shared.log_write().set_high_watermark(offset)
     }
 
-    /// Suffix truncation (see [`Log::truncate_to`]); durable on return.
-    ///
-    /// # Errors
-    /// As [`Log::truncate_to`].
-    pub fn truncate_to(&self, offset: Offset) -> Result<()> {
-        self.truncating(|log| log.truncate_to(offset))
-    }
-
-    /// Restarts the log, empty, at `offset` (see
-    /// [`Log::truncate_fully_and_start_at`]).
-    ///
-    /// # Errors
-    /// As [`Log::truncate_fully_and_start_at`].
-    pub fn truncate_fully_and_start_at(
-        &self,
-        offset: Offset,
-        purged_epoch: Option<Epoch>,
-    ) -> Result<()> {
-        self.truncating(|log| log.truncate_fully_and_start_at(offset, purged_epoch))
-    }
-
     /// The id of the entry just below the log start (see
     /// [`Log::last_purged`]).
     pub fn last_purged(&self) -> Option<(Offset, Epoch)> {
         self.log().last_purged()
-    }
-
-    /// Prefix truncation (see [`Log::truncate_prefix_to`]).
-    ///
-    /// # Errors
-    /// As [`Log::truncate_prefix_to`].
-    pub fn truncate_prefix_to(&self, offset: Offset) -> Result<()> {
-        let r = {
-            let _gate = self.shared.gate();
-            let mut log = self.shared.log_write();
-            // Appends queued for the next round are written first (the cut
-            // may reach into them); the round still syncs them.
-            self.shared
-                .drain(&mut log, false)
-                .and_then(|()| log.truncate_prefix_to(offset))
-        };
-        self.after_log_change(&r);
-        r
-    }
-
-    /// Runs a suffix or full truncation: rounds captured before it are void
-    /// (generation), and the watermark becomes the new end, which the
-    /// truncation's own sync made durable.
-    fn truncating(&self, f: impl FnOnce(&mut Log) -> Result<()>) -> Result<()> {
-        self.check_poisoned()?;
-        let r = {
-            let _gate = self.shared.gate();
-            let mut log = self.shared.log_write();
-            // Appends queued before the truncation are written first (the
-            // truncation then applies to them too); none can queue until
-            // the offsets continue after the new end.
-            let mut st = self.shared.state();
-            let r = Shared::drain_locked(&mut st, &mut log).and_then(|()| f(&mut log));
-            Shared::resync(&mut st, &log);
-            if r.is_ok() {
-                let end = log.log_end_offset();
-                st.generation += 1;
-                st.flushed = end;
-                st.written = end;
-                st.captured = end;
-            }
-            r
-        };
-        self.after_log_change(&r);
-        r
-    }
-
-    /// After a direct log operation: poison the sync state if it failed with
-    /// I/O, and release what became durable.
-    fn after_log_change<T>(&self, r: &Result<T>) {
-        let (fired, wake) = {
-            let mut st = self.shared.state();
-            if let Err(e) = r {
-                if e.is_io() && st.poisoned.is_none() {
-                    st.poisoned = Some(e.failure());
-                }
-            }
-            (take_due(&mut st), sync::to_wake(&mut st))
-        };
-        sync::unpark(wake);
-        fire(fired);
     }
 
     fn stop_flusher(&self) {

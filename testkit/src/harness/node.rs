@@ -6,6 +6,8 @@
     reason = "test machinery: indices into its own model; a panic fails the test that drives it"
 )]
 
+mod install;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -325,7 +327,7 @@ pub(super) fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op,
             m.flushed = m.records.len() as u64;
             n.log.append_as_leader(Epoch(m.epoch), &[rec]) && n.log.flush()
         }
-        Op::Install { chunks, finish } => install(n, m, chunks, finish),
+        Op::Install { chunks, finish } => install::install(n, m, chunks, finish),
         Op::Truncate(x) => {
             let lo = n.log.truncation_floor().max(m.start);
             let end = m.records.len() as u64;
@@ -436,100 +438,6 @@ pub(super) fn leader_snapshot(m: &Model, store_rules: bool) -> Option<(SnapshotI
     w.write(&state_below(m, end)).ok()?;
     w.freeze().ok()?;
     Some((id, store.read_chunk(id, 0, usize::MAX).ok()?))
-}
-
-/// Sends up to `chunks` chunks of 700 bytes of `bytes` from `from` with
-/// `write`; returns where the transfer stands, or `None` if a write failed.
-fn send_chunks(
-    from: u64,
-    bytes: &[u8],
-    chunks: u8,
-    mut write: impl FnMut(u64, &[u8]) -> bool,
-) -> Option<usize> {
-    let mut pos = usize::try_from(from).unwrap_or(usize::MAX);
-    for _ in 0..chunks {
-        if pos >= bytes.len() {
-            break;
-        }
-        let end = (pos + 700).min(bytes.len());
-        if !write(pos as u64, &bytes[pos..end]) {
-            return None;
-        }
-        pos = end;
-    }
-    Some(pos)
-}
-
-fn install(n: &mut Node, m: &mut Model, chunks: u8, finish: bool) -> bool {
-    let store_rules = matches!(n.log, AnyLog::Store(_));
-    let Some((id, bytes)) = leader_snapshot(m, store_rules) else {
-        return true;
-    };
-    if n.store.latest().is_some_and(|l| l.id >= id) {
-        return true;
-    }
-    if let AnyLog::Store(s) = &n.log {
-        return store_install(s, m, id, &bytes, chunks, finish);
-    }
-    let Ok(mut install) = n.store.begin_install(id, bytes.len() as u64) else {
-        return false;
-    };
-    let start = install.position();
-    let Some(pos) = send_chunks(start, &bytes, chunks, |at, c| {
-        install.write_chunk(at, c).is_ok()
-    }) else {
-        return false;
-    };
-    if finish && pos == bytes.len() {
-        m.snapshots.insert(id, state_below(m, id.end_offset.0));
-        return install.finish().is_ok();
-    }
-    true
-}
-
-/// The install through the store: its finish publishes and restarts the
-/// log at the snapshot's end (the log's epochs there are not the
-/// snapshot's), dropping what was not flushed.
-fn store_install(
-    s: &KraftReplica,
-    m: &mut Model,
-    id: SnapshotId,
-    bytes: &[u8],
-    chunks: u8,
-    finish: bool,
-) -> bool {
-    // The snapshot comes from the leader of an epoch at least its own: the
-    // election state follows first (a follower learns the epoch before it
-    // fetches), and later appends continue in it.
-    {
-        let mut e = s.election();
-        if e.epoch() < id.epoch {
-            if e.become_unattached(id.epoch).is_err() {
-                return false;
-            }
-            m.votes.push(e.state().clone());
-        }
-    }
-    m.epoch = m.epoch.max(id.epoch.0);
-    let Ok(mut install) = s.install_snapshot(id, bytes.len() as u64) else {
-        return false;
-    };
-    let start = install.position();
-    let Some(pos) = send_chunks(start, bytes, chunks, |at, c| {
-        install.write_chunk(at, c).is_ok()
-    }) else {
-        return false;
-    };
-    if finish && pos == bytes.len() {
-        let end = id.end_offset.0;
-        m.snapshots.insert(id, state_below(m, end));
-        m.records
-            .truncate(usize::try_from(end).unwrap_or(usize::MAX));
-        m.start = end;
-        m.flushed = end;
-        return install.finish().is_ok();
-    }
-    true
 }
 
 /// The store's snapshot of its committed state: the high watermark moves
