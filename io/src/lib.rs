@@ -47,9 +47,10 @@
 //! ```
 
 //! Unsafe code policy: this crate is the only one with `unsafe`, denied by
-//! default and allowed, with a `// SAFETY:` note, at three system-call
-//! sites: `flock`, `fallocate`, and pushing a submission to the `io_uring`
-//! queue. Every other crate is `#![forbid(unsafe_code)]`.
+//! default and allowed, each with `#[expect(unsafe_code, reason)]` and a
+//! `// SAFETY:` note, at four system-call sites: `flock`, `posix_fadvise`,
+//! `fallocate`, and pushing a submission to the `io_uring` queue. Every
+//! other crate is `#![forbid(unsafe_code)]`.
 #![deny(unsafe_code)]
 
 pub mod codec;

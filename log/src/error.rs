@@ -93,6 +93,17 @@ pub enum Error {
         /// The high watermark.
         high_watermark: Offset,
     },
+    /// A verified batch whose records do not decode (a compressed payload
+    /// that does not decompress to its records).
+    #[error("the batch at {offset} (epoch {epoch}) does not decode: {kind}")]
+    Undecodable {
+        /// The batch's base offset.
+        offset: Offset,
+        /// Its epoch.
+        epoch: quorumlog_checkpoint::Epoch,
+        /// What is wrong.
+        kind: CorruptionKind,
+    },
     /// A high watermark lower than the current one: the commit offset
     /// never moves back (a stale fetch response, a Raft library's bug).
     #[error("high watermark {offset} is below the current high watermark {high_watermark}")]

@@ -62,6 +62,7 @@ mod log;
 mod options;
 mod recovery;
 mod segment;
+mod walk;
 
 pub use batch::{BatchRef, Records};
 pub use durable::{Completion, DurableLog, SyncPolicy};
@@ -73,3 +74,4 @@ pub use options::{
 };
 pub use recovery::{DroppedCorruption, RecoveryReport, ScanStart, TornTail};
 pub use segment::index::IndexProblem;
+pub use walk::{walk_records, LogRecord, ReadRange, WalkBatches, Walked};

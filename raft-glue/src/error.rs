@@ -152,6 +152,15 @@ impl From<quorumlog_log::Error> for Error {
                 Error::Poisoned(quorumlog_io::Failure { op, kind })
             }
             quorumlog_log::Error::Checkpoint(c) => Error::from(c),
+            quorumlog_log::Error::Undecodable {
+                offset,
+                epoch,
+                kind,
+            } => Error::UndecodableBatch {
+                offset,
+                epoch,
+                kind,
+            },
             quorumlog_log::Error::HighWatermarkBackwards {
                 offset,
                 high_watermark,

@@ -27,7 +27,10 @@ use std::path::{Path, PathBuf};
 
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_io::{CrashPlan, FileSystem, OpenMode, Tear};
-use quorumlog_log::{DurableLog, Log, LogOptions, ReadBatches, SegmentPreparation};
+use quorumlog_log::{
+    walk_records, DurableLog, Log, LogOptions, ReadBatches, ReadRange, SegmentPreparation,
+    WalkBatches,
+};
 
 /// The deterministic payload of record `offset` in generation `gen`.
 pub fn payload(offset: u64, gen: u64, len: usize) -> Vec<u8> {
@@ -118,33 +121,23 @@ impl std::fmt::Display for ReadError {
 ///
 /// # Errors
 /// The first read or decode error, with the offset it happened at.
-pub fn read_records(
-    log: &impl ReadLog,
+pub fn read_records<L: ReadLog + ReadRange>(
+    log: &L,
     from: Offset,
 ) -> Result<Vec<(u64, Epoch, Vec<u8>)>, ReadError> {
-    let mut out = Vec::new();
-    let mut at = from;
-    while at < log.end() {
-        let batches = log
-            .read_batches(at, 1 << 16)
-            .map_err(|e| ReadError::Read(at, e))?;
-        let Some(next) = batches.next_offset() else {
-            break;
-        };
-        for b in batches.iter() {
-            let records = b
-                .to_vecs()
-                .map_err(|kind| ReadError::Decode(b.base_offset(), kind))?;
-            for (i, r) in records.into_iter().enumerate() {
-                let o = b.base_offset().0 + i as u64;
-                if o >= at.0 {
-                    out.push((o, b.epoch(), r));
-                }
+    // The log crate's one record walker.
+    let walked =
+        walk_records(log, from, log.end(), u64::MAX, WalkBatches::All).map_err(|e| match e {
+            quorumlog_log::Error::Undecodable { offset, kind, .. } => {
+                ReadError::Decode(offset, kind)
             }
-        }
-        at = next;
-    }
-    Ok(out)
+            e => ReadError::Read(from, e),
+        })?;
+    Ok(walked
+        .records
+        .into_iter()
+        .map(|r| (r.offset.0, r.epoch, r.bytes))
+        .collect())
 }
 
 /// Every file under `dir` (recursively) with its bytes, or the error of a

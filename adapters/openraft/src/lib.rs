@@ -16,5 +16,5 @@ pub mod log_store;
 pub mod mapping;
 pub mod snapshot;
 
-pub use log_store::{LogStore, StoreError};
+pub use log_store::{LogStore, PurgeMode, StoreError};
 pub use snapshot::SnapshotFiles;

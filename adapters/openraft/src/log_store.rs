@@ -14,6 +14,16 @@ mod cut;
 
 pub(crate) use cut::physical_cut;
 
+/// When openraft's purge deletes the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PurgeMode {
+    /// At once ([`LogStore::new`]).
+    Immediate,
+    /// Only as far as the latest snapshot file covers it, the rest once a
+    /// later one does ([`LogStore::new_bounded`]).
+    CoveredBySnapshot,
+}
+
 use std::fmt::Debug;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
@@ -143,9 +153,8 @@ pub struct LogStore<C: RaftTypeConfig> {
     /// The first index not purged (openraft's view; the log may still hold
     /// entries below it until a snapshot covers them).
     purged_next: Arc<std::sync::atomic::AtomicU64>,
-    /// Physical deletion waits for a snapshot file covering it
-    /// ([`LogStore::new_bounded`]).
-    bounded: bool,
+    /// When a purge deletes the log ([`LogStore::new_bounded`]).
+    purge: PurgeMode,
     _config: PhantomData<fn() -> C>,
 }
 
@@ -156,7 +165,7 @@ impl<C: RaftTypeConfig> Clone for LogStore<C> {
             me: self.me,
             tail: Arc::clone(&self.tail),
             purged_next: Arc::clone(&self.purged_next),
-            bounded: self.bounded,
+            purge: self.purge,
             _config: PhantomData,
         }
     }
@@ -183,7 +192,7 @@ where
     /// # Errors
     /// The metadata does not decode; the store fails.
     pub fn new(store: Arc<Store>, me: u64) -> Result<Self, StoreError> {
-        Self::with_mode(store, me, false)
+        Self::with_mode(store, me, PurgeMode::Immediate)
     }
 
     /// As [`LogStore::new`], for a state machine that keeps its snapshots
@@ -198,10 +207,10 @@ where
     /// # Errors
     /// As [`LogStore::new`].
     pub fn new_bounded(store: Arc<Store>, me: u64) -> Result<Self, StoreError> {
-        Self::with_mode(store, me, true)
+        Self::with_mode(store, me, PurgeMode::CoveredBySnapshot)
     }
 
-    fn with_mode(store: Arc<Store>, me: u64, bounded: bool) -> Result<Self, StoreError> {
+    fn with_mode(store: Arc<Store>, me: u64, purge: PurgeMode) -> Result<Self, StoreError> {
         let s = LogStore {
             store,
             me,
@@ -210,17 +219,17 @@ where
                 bytes: 0,
             })),
             purged_next: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-            bounded,
+            purge,
             _config: PhantomData,
         };
-        if bounded {
+        if purge == PurgeMode::CoveredBySnapshot {
             s.undo_uncovered_purge()?;
         }
         if let Some(purged) = s.meta()?.last_purged {
             s.purged_next
                 .store(purged.index + 1, std::sync::atomic::Ordering::Relaxed);
         }
-        physical_cut(&s.store, bounded).map_err(|e| logs_write(&*e))?;
+        physical_cut(&s.store, purge).map_err(|e| logs_write(&*e))?;
         Ok(s)
     }
 
@@ -527,7 +536,7 @@ where
         self.tail().purge(log_id.index);
         self.purged_next
             .fetch_max(log_id.index + 1, std::sync::atomic::Ordering::Relaxed);
-        let bounded = self.bounded;
+        let purge = self.purge;
         self.blocking(move |s| {
             // The purged id first (its node id is not in the log), then the
             // cut: a crash between the two is completed at open.
@@ -536,7 +545,7 @@ where
             };
             let bytes = next.encode().map_err(|e| logs_write(&e))?;
             s.write_app_metadata(&bytes).map_err(|e| logs_write(&e))?;
-            physical_cut(s, bounded).map_err(|e| logs_write(&*e))
+            physical_cut(s, purge).map_err(|e| logs_write(&*e))
         })
         .await
     }
@@ -554,7 +563,7 @@ where
     /// snapshot's end).
     async fn continue_after_purge(&self, index: u64) -> Result<(), StoreError> {
         let end = self.store.queued_end().0;
-        if !self.bounded || index <= end {
+        if self.purge == PurgeMode::Immediate || index <= end {
             return Ok(());
         }
         let purged_next = self.purged_next.load(std::sync::atomic::Ordering::Relaxed);
@@ -574,8 +583,10 @@ where
             }
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
-        self.blocking(|s| physical_cut(s, true).map_err(|e| logs_write(&*e)))
-            .await
+        self.blocking(|s| {
+            physical_cut(s, PurgeMode::CoveredBySnapshot).map_err(|e| logs_write(&*e))
+        })
+        .await
     }
 
     /// Appends one run of entries of one epoch, then keeps them in the

@@ -126,7 +126,7 @@ impl SnapshotFiles {
     /// A purge waiting for a snapshot that covers it goes on now
     /// (`LogStore::new_bounded`); old snapshots go.
     fn after_save(&self) -> Result<(), StoreError> {
-        crate::log_store::physical_cut(&self.store, true)
+        crate::log_store::physical_cut(&self.store, crate::PurgeMode::CoveredBySnapshot)
             .map_err(|e| snap_error(ErrorVerb::Write, &*e))?;
         self.store
             .retain_snapshots(Retention {

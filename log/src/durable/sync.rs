@@ -5,10 +5,11 @@
 //! also moves the next append to a fresh page), then runs one data sync with
 //! no lock held, so writers keep appending while it is in flight; when it
 //! returns, the flushed offset advances to the captured end and every waiter
-//! and completion it covers is released. Up to [`MAX_ROUNDS`] rounds run at
-//! once, each capturing what the ones before it did not: writers arriving
-//! during a round queue for the next, whose leader starts it while the
-//! first sync is still in flight. A round also writes the queued appends
+//! and completion it covers is released. One round runs at a time
+//! ([`MAX_ROUNDS`]; two in flight were built, measured slower on this
+//! project's disk, and removed: docs/decisions.md "The write path"):
+//! writers arriving during a round queue for the next, whose leader starts
+//! it once the round in flight is done. A round also writes the queued appends
 //! first: appends that wait for durability take their offsets under the
 //! state lock, encoded beforehand with no lock held, and one leader writes
 //! the whole group with one write before its sync.

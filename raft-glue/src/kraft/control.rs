@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use quorumlog_checkpoint::{Epoch, Offset, Voter};
 use quorumlog_io::codec::{u32_len, Reader};
-use quorumlog_log::{AppendInfo, BatchRef, DurableLog};
+use quorumlog_log::{walk_records, AppendInfo, BatchRef, DurableLog, WalkBatches};
 use quorumlog_snapshot::SnapshotStore;
 
 use super::voters::{
@@ -152,14 +152,13 @@ fn decode_file(bytes: &[u8]) -> Option<Control> {
 
 /// Whether the log holds exactly `rec` at `o`.
 fn log_holds(log: &DurableLog, o: Offset, rec: &ControlRecord) -> bool {
-    let Ok(batches) = log.read(o, 1) else {
+    let Ok(walked) = walk_records(log, o, Offset(o.0 + 1), 1, WalkBatches::Control) else {
         return false;
     };
-    let found = batches
+    walked
+        .records
         .iter()
-        .flat_map(|b| batch_records(&b))
-        .any(|(at, r)| at == o && r == *rec);
-    found
+        .any(|r| r.offset == o && ControlRecord::decode(&r.bytes).as_ref() == Some(rec))
 }
 
 /// Rebuilds the history at open (see the module documentation); returns
@@ -215,21 +214,19 @@ pub(super) fn rebuild(
         // A batch that does not read back (damage the log's lazy recovery
         // has not met yet) ends the scan: the open is not refused for it
         // (the log reports it to whoever reads there), and the next open
-        // scans from here again.
-        let Ok(batches) = log.read(at, 4 << 20) else {
+        // scans from here again. User batches are skipped undecoded.
+        let Ok(walked) = walk_records(log, at, end, 4 << 20, WalkBatches::Control) else {
             break;
         };
-        let Some(next) = batches.next_offset() else {
-            break;
-        };
-        for b in batches.iter() {
-            for (o, rec) in batch_records(&b) {
-                if o >= at {
-                    c.history.record(o, rec);
-                }
+        for r in walked.records {
+            if let Some(rec) = ControlRecord::decode(&r.bytes) {
+                c.history.record(r.offset, rec);
             }
         }
-        at = next;
+        if walked.next <= at {
+            break;
+        }
+        at = walked.next;
     }
     c.scanned_to = at;
     c.complete = at >= end;

@@ -2,6 +2,8 @@
 
 use quorumlog_checkpoint::{Epoch, Offset};
 
+use quorumlog_log::{walk_records, WalkBatches};
+
 use super::{Entry, Isolation, Store};
 use crate::error::{Error, Result};
 
@@ -35,41 +37,18 @@ impl Store {
             if isolation == Isolation::Committed {
                 limit = limit.min(self.log.high_watermark().unwrap_or(start));
             }
-            let mut out = Vec::new();
-            let mut bytes = 0u64;
-            let mut at = from;
-            while at < limit && (out.is_empty() || bytes < max_bytes) {
-                // Bounded by the range: nothing past `limit` is read.
-                let batches = self.log.read_range(at, limit, max_bytes.max(1))?;
-                let Some(next) = batches.next_offset() else {
-                    break;
-                };
-                for b in batches.iter() {
-                    let records = b.to_vecs().map_err(|kind| Error::UndecodableBatch {
-                        offset: b.base_offset(),
-                        epoch: b.epoch(),
-                        kind,
-                    })?;
-                    for (i, r) in records.into_iter().enumerate() {
-                        let offset = Offset(b.base_offset().0 + i as u64);
-                        if offset < at || offset >= limit {
-                            continue;
-                        }
-                        if !out.is_empty() && bytes + r.len() as u64 > max_bytes {
-                            return Ok(out);
-                        }
-                        bytes += r.len() as u64;
-                        out.push(Entry {
-                            offset,
-                            epoch: b.epoch(),
-                            control: b.is_control(),
-                            bytes: r,
-                        });
-                    }
-                }
-                at = next;
-            }
-            Ok(out)
+            // The one record walker: reads stop at the range.
+            let walked = walk_records(&self.log, from, limit, max_bytes, WalkBatches::All)?;
+            Ok(walked
+                .records
+                .into_iter()
+                .map(|r| Entry {
+                    offset: r.offset,
+                    epoch: r.epoch,
+                    control: r.control,
+                    bytes: r.bytes,
+                })
+                .collect())
         })
     }
 

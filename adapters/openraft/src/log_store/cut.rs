@@ -7,16 +7,16 @@
 use super::*;
 
 /// Deletes the log below openraft's last purged id, as far as allowed:
-/// all of it, or (`bounded`) only what the latest snapshot file covers.
+/// all of it, or (`CoveredBySnapshot`) only what the latest snapshot file covers.
 /// Called after a purge, after a snapshot file is saved, and at open.
-pub(crate) fn physical_cut(store: &Store, bounded: bool) -> Result<(), CutError> {
+pub(crate) fn physical_cut(store: &Store, purge: PurgeMode) -> Result<(), CutError> {
     let meta = AppMeta::decode(store.app_metadata().as_deref())?;
     let Some(purged) = meta.last_purged else {
         return Ok(());
     };
     let want = purged.index + 1;
     let snapshot = store.latest_snapshot();
-    let cut = if bounded {
+    let cut = if purge == PurgeMode::CoveredBySnapshot {
         want.min(snapshot.map_or(0, |s| s.end_offset.0))
     } else {
         want
