@@ -106,31 +106,70 @@ impl BatchEncoder {
     /// `EmptyBatch` for no records; `BatchTooLarge` above the maximum.
     pub(crate) fn encode_unplaced<R: AsRef<[u8]>>(
         &self,
-        mut out: Vec<u8>,
+        out: Vec<u8>,
         epoch: Epoch,
         records: &[R],
     ) -> Result<Unplaced> {
-        if records.is_empty() {
+        let len = encoded_len(records);
+        self.encode_unplaced_with(out, epoch, records.len(), len, |i, out| {
+            if let Some(r) = records.get(i) {
+                out.extend_from_slice(r.as_ref());
+            }
+            Ok(())
+        })
+    }
+
+    /// [`BatchEncoder::encode_unplaced`] of `count` records that `write`
+    /// encodes straight into the batch body (record `i` appended to the
+    /// buffer it is given): a caller's own record encoding is the only
+    /// copy of its value before the batch. `len_hint` is the batch's
+    /// expected size, for the buffer's first allocation.
+    ///
+    /// # Errors
+    /// `EmptyBatch`; `BatchTooLarge` above the maximum (checked on what
+    /// `write` produced); `RecordEncoding` if `write` fails.
+    pub(crate) fn encode_unplaced_with(
+        &self,
+        mut out: Vec<u8>,
+        epoch: Epoch,
+        count: usize,
+        len_hint: u64,
+        mut write: impl FnMut(usize, &mut Vec<u8>) -> std::io::Result<()>,
+    ) -> Result<Unplaced> {
+        if count == 0 {
             return Err(Error::EmptyBatch);
         }
-        let len = encoded_len(records);
         let max = self.max_bytes.min(MAX_BATCH_BYTES);
-        let Ok(count) = u32::try_from(records.len()) else {
-            return Err(Error::BatchTooLarge { bytes: len, max });
+        let Ok(count) = u32::try_from(count) else {
+            return Err(Error::BatchTooLarge {
+                bytes: len_hint,
+                max,
+            });
         };
-        if len > max {
-            return Err(Error::BatchTooLarge { bytes: len, max });
+        if len_hint > max {
+            return Err(Error::BatchTooLarge {
+                bytes: len_hint,
+                max,
+            });
         }
         out.clear();
         // Room for the batch and a page of sync padding after it (the writer
         // pads in place).
-        out.reserve(usize::try_from(len + crate::format::PAGE_BYTES).unwrap_or(0));
+        out.reserve(usize::try_from(len_hint + crate::format::PAGE_BYTES).unwrap_or(0));
         out.resize(BATCH_HEADER_BYTES, 0);
-        for r in records {
-            let r = r.as_ref();
+        for i in 0..usize::try_from(count).unwrap_or(usize::MAX) {
+            let at = out.len();
+            out.extend_from_slice(&[0; RECORD_PREFIX_BYTES]);
+            write(i, &mut out).map_err(Error::RecordEncoding)?;
+            let len = out.len() - at - RECORD_PREFIX_BYTES;
+            if (out.len() as u64) > max {
+                return Err(Error::BatchTooLarge {
+                    bytes: out.len() as u64,
+                    max,
+                });
+            }
             // Lossless: the batch is below MAX_BATCH_BYTES.
-            out.extend_from_slice(&u32_len(r.len()).to_le_bytes());
-            out.extend_from_slice(r);
+            quorumlog_io::codec::copy_into(&mut out, at, &u32_len(len).to_le_bytes());
         }
         let records_len = out.len() - BATCH_HEADER_BYTES;
         let mut flags = COMPRESSION_NONE;

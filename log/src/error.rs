@@ -93,6 +93,10 @@ pub enum Error {
         /// The high watermark.
         high_watermark: Offset,
     },
+    /// A caller's record encoder failed ([`crate::DurableLog::append_at_queued_with`]):
+    /// nothing was queued.
+    #[error("a record could not be encoded: {0}")]
+    RecordEncoding(#[source] std::io::Error),
     /// A verified batch whose records do not decode (a compressed payload
     /// that does not decompress to its records).
     #[error("the batch at {offset} (epoch {epoch}) does not decode: {kind}")]

@@ -474,7 +474,9 @@ where
         if let Some(first) = entries.first() {
             self.continue_after_purge(first.log_id.index).await?;
         }
-        let mut run: Vec<Vec<u8>> = Vec::new();
+        // Each entry is encoded once, straight into its batch
+        // (`append_run`); here only its size is counted.
+        let mut run: Vec<u64> = Vec::new();
         let mut run_entries: Vec<Entry<C>> = Vec::new();
         let mut run_start = (0u64, Epoch(0));
         let mut run_bytes = 0u64;
@@ -485,8 +487,8 @@ where
         for entry in entries {
             let epoch = mapping::epoch_of(&entry.log_id.leader_id).map_err(|e| logs_write(&e))?;
             let index = entry.log_id.index;
-            let record = mapping::encode_entry(&entry).map_err(|e| logs_write(&e))?;
-            let cost = record.len() as u64 + 8;
+            let size = mapping::encoded_size(&entry).map_err(|e| logs_write(&e))?;
+            let cost = size + 8;
             if !run.is_empty() && (epoch != run_start.1 || run_bytes + cost > limit) {
                 self.append_run(run_start, &mut run, &mut run_entries)?;
                 run_bytes = 0;
@@ -495,7 +497,7 @@ where
                 run_start = (index, epoch);
             }
             run_bytes += cost;
-            run.push(record);
+            run.push(size);
             run_entries.push(entry);
             end = Some(index + 1);
         }
@@ -594,15 +596,28 @@ where
     fn append_run(
         &self,
         (index, epoch): (u64, Epoch),
-        records: &mut Vec<Vec<u8>>,
+        sizes: &mut Vec<u64>,
         entries: &mut Vec<Entry<C>>,
     ) -> Result<(), StoreError> {
+        // The batch header, then each record's length prefix and bytes.
+        let len_hint = 40 + sizes.iter().map(|s| s + 4).sum::<u64>();
         self.store
-            .append_replicated_queued(Offset(index), epoch, records)
+            .append_replicated_queued_with(
+                Offset(index),
+                epoch,
+                entries.len(),
+                len_hint,
+                |i, out| {
+                    let entry = entries
+                        .get(i)
+                        .ok_or_else(|| std::io::Error::other("no such entry"))?;
+                    mapping::encode_entry_into(out, entry).map_err(std::io::Error::other)
+                },
+            )
             .map_err(|e| logs_write(&e))?;
         let mut tail = self.tail();
-        for (e, r) in entries.drain(..).zip(records.drain(..)) {
-            tail.push(e, r.len());
+        for (e, size) in entries.drain(..).zip(sizes.drain(..)) {
+            tail.push(e, usize::try_from(size).unwrap_or(usize::MAX));
         }
         Ok(())
     }

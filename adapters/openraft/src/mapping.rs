@@ -38,6 +38,31 @@ where
     bincode::serialize(entry)
 }
 
+/// The size of [`encode_entry`]'s bytes, without encoding.
+///
+/// # Errors
+/// As bincode's.
+pub fn encoded_size<C>(entry: &Entry<C>) -> Result<u64, bincode::Error>
+where
+    C: RaftTypeConfig,
+    Entry<C>: Serialize,
+{
+    bincode::serialized_size(entry)
+}
+
+/// [`encode_entry`] appended to `out` (straight into a batch body: the
+/// entry's only copy before the batch).
+///
+/// # Errors
+/// As bincode's.
+pub fn encode_entry_into<C>(out: &mut Vec<u8>, entry: &Entry<C>) -> Result<(), bincode::Error>
+where
+    C: RaftTypeConfig,
+    Entry<C>: Serialize,
+{
+    bincode::serialize_into(out, entry)
+}
+
 /// The entry a record holds.
 ///
 /// # Errors

@@ -209,6 +209,31 @@ impl DurableLog {
         self.append_at_end(base_offset, epoch, records, false)
     }
 
+    /// [`DurableLog::append_at_queued`] of `count` records that `write`
+    /// encodes straight into the batch body (record `i` appended to the
+    /// buffer it is given), so a caller's own encoding is the only copy of
+    /// its value before the batch. `len_hint` (the expected batch size,
+    /// headers included) sizes the buffer and is checked against the batch
+    /// limit before anything is encoded.
+    ///
+    /// # Errors
+    /// As [`DurableLog::append_at_queued`]; `RecordEncoding` if `write`
+    /// fails (nothing queued).
+    pub fn append_at_queued_with(
+        &self,
+        base_offset: Offset,
+        epoch: Epoch,
+        count: usize,
+        len_hint: u64,
+        write: impl FnMut(usize, &mut Vec<u8>) -> std::io::Result<()>,
+    ) -> Result<AppendInfo> {
+        let encoder = crate::batch::BatchEncoder::from_options(&self.options);
+        let unplaced = encoder.encode_unplaced_with(Vec::new(), epoch, count, len_hint, write)?;
+        let info = self.shared.enqueue_at(Some(base_offset), unplaced)?.0;
+        self.shared.note_written(info.next_offset, true);
+        Ok(info)
+    }
+
     /// [`DurableLog::append_at`] (`write_now`) or
     /// [`DurableLog::append_at_queued`]; either way the flusher is woken.
     fn append_at_end<R: AsRef<[u8]>>(

@@ -340,6 +340,29 @@ impl Store {
         })
     }
 
+    /// [`Store::append_replicated_queued`] of `count` records that `write`
+    /// encodes straight into the batch (record `i` appended to the buffer
+    /// it is given): a Raft library's entry encoding is then the only copy
+    /// of its value before the batch. `len_hint` is the expected batch
+    /// size (each record's bytes plus 4, plus 40 for the header).
+    ///
+    /// # Errors
+    /// As [`Store::append_replicated_queued`]; `Log(RecordEncoding)` if
+    /// `write` fails (nothing queued).
+    pub fn append_replicated_queued_with(
+        &self,
+        base_offset: Offset,
+        epoch: Epoch,
+        count: usize,
+        len_hint: u64,
+        write: impl FnMut(usize, &mut Vec<u8>) -> std::io::Result<()>,
+    ) -> Result<AppendInfo> {
+        self.replicated_at_end(base_offset, self.log.queued_end(), || {
+            self.log
+                .append_at_queued_with(base_offset, epoch, count, len_hint, write)
+        })
+    }
+
     /// Where the next append goes, appends queued for the next sync round
     /// included ([`Store::append_replicated_queued`]).
     pub fn queued_end(&self) -> Offset {
