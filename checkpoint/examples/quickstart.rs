@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use quorumlog_checkpoint::{
-    format, ClusterId, DataDir, DirectoryId, Epoch, EpochMap, NodeId, Offset, OpenOptions,
-    QuorumState, RecoveryPoint, SharedFs, Vote, Voter,
+    format, ClusterId, DataDir, Epoch, EpochMap, NodeId, Offset, OpenOptions, QuorumState,
+    RecoveryPoint, SharedFs, Vote, Voter,
 };
 use quorumlog_io::RealFs;
 
@@ -69,10 +69,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(read, qs, "quorum state must read back identically");
     let cp = dd.checkpoints();
     println!(
-        "reopened: epoch {} vote {:?} voters {}; epoch map {:?}; degraded files: {}",
+        "reopened: epoch {} vote {:?}; epoch map {:?}; degraded files: {}",
         read.epoch,
         read.voted.map(|v| v.node_id.0),
-        read.voters.len(),
         cp.epoch_map.map(|m| m.entries().to_vec()),
         dd.report().degraded.len()
     );
@@ -93,13 +92,6 @@ fn vote_for_myself(dd: &DataDir) -> Result<QuorumState, Box<dyn std::error::Erro
             node_id: me.node_id,
             directory_id: me.directory_id,
         }),
-        voters: vec![
-            me,
-            Voter {
-                node_id: NodeId(2),
-                directory_id: DirectoryId(0x22),
-            },
-        ],
     };
     dd.persist_quorum_state(&qs)?;
     println!(

@@ -291,14 +291,6 @@ pub enum Error {
         /// The leader asked for.
         proposed: Option<NodeId>,
     },
-    /// A quorum state with more voters than one file can hold.
-    #[error("{count} voters exceed the maximum of {max} per quorum state")]
-    TooManyVoters {
-        /// The voters asked for.
-        count: usize,
-        /// [`crate::MAX_VOTERS`].
-        max: usize,
-    },
     /// A second log opened on a data directory whose log is already open in
     /// this process (one writer per data directory).
     #[error("the log of {dir} is already open in this process")]

@@ -44,8 +44,8 @@ pub fn decode_checkpoint(bytes: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Vote;
     use crate::types::{ClusterId, DirectoryId, Epoch, NodeId, Offset};
-    use crate::types::{Vote, Voter};
 
     /// The committed corpus: one valid file of each kind, then every
     /// single-byte corruption and truncation of each (a few thousand inputs).
@@ -62,10 +62,6 @@ mod tests {
                     node_id: NodeId(1),
                     directory_id: DirectoryId(5),
                 }),
-                voters: vec![Voter {
-                    node_id: NodeId(1),
-                    directory_id: DirectoryId(5),
-                }],
             }
             .encode(),
             RecoveryPoint {

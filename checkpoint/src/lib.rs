@@ -69,6 +69,6 @@ pub const MAX_SMALL_FILE_BYTES: usize = format::MAX_BODY_BYTES;
 pub use error::{CorruptionKind, Error, Location, NotFormattedReason, Result};
 pub use meta::Meta;
 pub use points::{HighWatermark, LogStartOffset, RecoveryPoint};
-pub use quorum_state::{QuorumState, MAX_VOTERS};
+pub use quorum_state::QuorumState;
 pub use small_file::{path_of, SmallFile};
 pub use types::{ClusterId, DirectoryId, Epoch, NodeId, Offset, Vote, Voter};

@@ -6,9 +6,13 @@
 //! leader flag      u8 (0 none, 1 some)   leader id u64 (0 when none)
 //! vote flag        u8 (0 none, 1 some)   voted id u64, voted directory id u128
 //!                                         (both 0 when none)
-//! voter count      u32
+//! voter count      u32 (written 0)
 //! voters           count × (node id u64, directory id u128)
 //! ```
+//! The voter section is a vestige: voter sets live in the log as control
+//! records (the `KRaft` wing's history). It is written empty and, in a
+//! file from before, read and ignored (the layout is unchanged, so no
+//! version bump: every file this format ever wrote still opens).
 //! Epoch and vote live in one record written by one atomic replace, so no
 //! crash can pair an epoch with another epoch's vote (docs/design.md invariant 5).
 //!
@@ -17,9 +21,9 @@
 //! vote never changes or disappears, and a known leader never changes.
 
 use crate::error::{CorruptionKind, Error, Result};
-use crate::format::{magic, Reader, Writer, MAX_BODY_BYTES};
+use crate::format::{magic, Reader, Writer};
 use crate::small_file::SmallFile;
-use crate::types::{DirectoryId, Epoch, NodeId, Vote, Voter};
+use crate::types::{DirectoryId, Epoch, NodeId, Vote};
 
 /// The durable election state.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -30,29 +34,17 @@ pub struct QuorumState {
     pub leader: Option<NodeId>,
     /// The vote cast in `epoch`, if any.
     pub voted: Option<Vote>,
-    /// The voter set as last persisted (the Raft layer owns its meaning).
-    pub voters: Vec<Voter>,
 }
 
 const VOTER_BYTES: usize = 8 + 16;
-const FIXED_BYTES: usize = 8 + 1 + 8 + 1 + 8 + 16 + 4;
-/// The most voters one quorum-state file can hold.
-pub const MAX_VOTERS: usize = (MAX_BODY_BYTES - FIXED_BYTES) / VOTER_BYTES;
 
 impl QuorumState {
     /// Checks that moving from `self` (durable) to `next` keeps the election
     /// rules: no epoch regression, no second vote or leader in one epoch.
     ///
     /// # Errors
-    /// `TooManyVoters`, `EpochRegression`, `VoteConflict` or
-    /// `LeaderConflict`.
+    /// `EpochRegression`, `VoteConflict` or `LeaderConflict`.
     pub fn check_transition(&self, next: &QuorumState) -> Result<()> {
-        if next.voters.len() > MAX_VOTERS {
-            return Err(Error::TooManyVoters {
-                count: next.voters.len(),
-                max: MAX_VOTERS,
-            });
-        }
         if next.epoch < self.epoch {
             return Err(Error::EpochRegression {
                 current: self.epoch,
@@ -88,8 +80,6 @@ impl SmallFile for QuorumState {
     const NAME: &'static str = "quorum-state";
 
     fn encode_body(&self) -> Vec<u8> {
-        // Checked by `check_transition` before any write.
-        assert!(self.voters.len() <= MAX_VOTERS, "too many voters");
         let mut w = Writer::new();
         w.u64(self.epoch.0);
         match self.leader {
@@ -100,11 +90,8 @@ impl SmallFile for QuorumState {
             Some(v) => w.u8(1).u64(v.node_id.0).u128(v.directory_id.0),
             None => w.u8(0).u64(0).u128(0),
         };
-        // Lossless: bounded by MAX_VOTERS above.
-        w.u32(quorumlog_io::codec::u32_len(self.voters.len()));
-        for v in &self.voters {
-            w.u64(v.node_id.0).u128(v.directory_id.0);
-        }
+        // The vestigial voter section, empty.
+        w.u32(0);
         w.finish()
     }
 
@@ -136,19 +123,16 @@ impl SmallFile for QuorumState {
                 "voter count does not match the body",
             ));
         }
-        let mut voters = Vec::with_capacity(count);
+        // An older file's voters: read past, ignored.
         for _ in 0..count {
-            voters.push(Voter {
-                node_id: NodeId(r.u64()?),
-                directory_id: DirectoryId(r.u128()?),
-            });
+            r.u64()?;
+            r.u128()?;
         }
         r.finish()?;
         Ok(QuorumState {
             epoch,
             leader,
             voted,
-            voters,
         })
     }
 }
@@ -169,17 +153,21 @@ mod tests {
             epoch: Epoch(9),
             leader: Some(NodeId(2)),
             voted: Some(vote(2)),
-            voters: vec![
-                Voter {
-                    node_id: NodeId(1),
-                    directory_id: DirectoryId(11),
-                },
-                Voter {
-                    node_id: NodeId(2),
-                    directory_id: DirectoryId(22),
-                },
-            ],
         }
+    }
+
+    #[test]
+    fn an_older_file_with_voters_reads_with_them_ignored() {
+        // The layout of every version: the voter section of an older file
+        // is read past, never refused.
+        let mut body = sample().encode_body();
+        let n = body.len();
+        body[n - 4..].copy_from_slice(&2u32.to_le_bytes());
+        for (node, dir) in [(1u64, 11u128), (2, 22)] {
+            body.extend_from_slice(&node.to_le_bytes());
+            body.extend_from_slice(&dir.to_le_bytes());
+        }
+        assert_eq!(QuorumState::decode_body(&body).unwrap(), sample());
     }
 
     #[test]
@@ -216,7 +204,6 @@ mod tests {
             epoch: Epoch(5),
             leader: None,
             voted: Some(vote(1)),
-            voters: vec![],
         };
         let mut next = cur.clone();
         next.epoch = Epoch(4);
@@ -248,7 +235,6 @@ mod tests {
             epoch: Epoch(6),
             leader: None,
             voted: Some(vote(3)),
-            voters: vec![],
         };
         next.check_transition(&new_epoch).unwrap();
     }

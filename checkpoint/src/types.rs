@@ -62,14 +62,10 @@ impl fmt::Display for DirectoryId {
     }
 }
 
-/// A vote: the candidate voted for, with the directory id it campaigned with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Vote {
-    /// The candidate.
-    pub node_id: NodeId,
-    /// The candidate's directory id.
-    pub directory_id: DirectoryId,
-}
+/// A vote: the candidate voted for, a [`Voter`] (its node and the
+/// directory id it campaigned with). One type, two names: a vote is cast
+/// for a voter.
+pub type Vote = Voter;
 
 /// A voter of the quorum: a node and the directory it votes with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -190,7 +190,6 @@ fn quorum_state_update_never_mixes_or_regresses() {
                 epoch: Epoch(4),
                 leader: Some(NodeId(2)),
                 voted: Some(vote(2)),
-                voters: vec![],
             },
         ],
         write: |dd, s| dd.persist_quorum_state(s),

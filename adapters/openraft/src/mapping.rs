@@ -180,7 +180,6 @@ pub fn vote_to_state(prev: &QuorumState, vote: &Vote<u64>) -> Result<QuorumState
         epoch,
         leader,
         voted,
-        voters: prev.voters.clone(),
     })
 }
 

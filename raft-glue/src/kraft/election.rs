@@ -122,7 +122,7 @@ impl Election {
         };
         if let Some(log_epoch) = log_last_epoch {
             if log_epoch > state.epoch {
-                let next = election.at_epoch(log_epoch);
+                let next = Election::at_epoch(log_epoch);
                 election.persist(&next, false)?;
             }
         }
@@ -167,7 +167,7 @@ impl Election {
     /// `Checkpoint` if it cannot be persisted (nothing changed).
     pub fn become_candidate(&mut self) -> Result<Epoch> {
         let epoch = Epoch(self.state().epoch.0 + 1);
-        let mut next = self.at_epoch(epoch);
+        let mut next = Self::at_epoch(epoch);
         next.voted = Some(Vote {
             node_id: self.me,
             directory_id: self.dd.meta().directory_id,
@@ -200,7 +200,7 @@ impl Election {
         let (node_id, directory_id) = candidate;
         let fresh = epoch > self.state().epoch;
         let mut next = if fresh {
-            self.at_epoch(epoch)
+            Self::at_epoch(epoch)
         } else {
             self.state()
         };
@@ -257,7 +257,7 @@ impl Election {
             return Err(self.wrong_role("follow itself"));
         }
         let mut next = if epoch > self.state().epoch {
-            self.at_epoch(epoch)
+            Self::at_epoch(epoch)
         } else {
             self.state()
         };
@@ -288,7 +288,7 @@ impl Election {
                 proposed: epoch,
             });
         }
-        let next = self.at_epoch(epoch);
+        let next = Self::at_epoch(epoch);
         self.persist(&next, false)
     }
 
@@ -311,13 +311,12 @@ impl Election {
         }
     }
 
-    /// The state in a newer `epoch`: no leader, no vote, the same voters.
-    fn at_epoch(&self, epoch: Epoch) -> QuorumState {
+    /// The state in a newer `epoch`: no leader, no vote.
+    fn at_epoch(epoch: Epoch) -> QuorumState {
         QuorumState {
             epoch,
             leader: None,
             voted: None,
-            voters: self.state().voters.clone(),
         }
     }
 

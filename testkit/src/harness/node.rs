@@ -349,7 +349,6 @@ pub(super) fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op,
                     node_id: NodeId(candidate),
                     directory_id: DirectoryId(u128::from(candidate) + 1),
                 }),
-                voters: vec![],
             };
             m.votes.push(next.clone());
             n.dd.persist_quorum_state(&next).is_ok()
