@@ -323,6 +323,25 @@ fn step(rng: &mut SimRng, s: &KraftReplica, m: &mut Model) -> String {
 /// the model takes what survived.
 fn after_power_cut(s: &KraftReplica, m: &mut Model, seed: u64) {
     let end = s.log_end_offset().0;
+    let start = s.log_start_offset().0;
+    if start != m.start {
+        // The one legitimate move: the log lost unsynced entries below the
+        // latest snapshot's end (a snapshot of committed state is durable
+        // while the local entries it covers need not be), so it restarted,
+        // empty, at that end. Nothing reported durable was in what it
+        // dropped.
+        let snap = s.latest_snapshot().map(|i| i.end_offset.0);
+        assert_eq!(Some(start), snap, "seed {seed}: log start after a crash");
+        assert!(start > m.start, "seed {seed}: the log start moved back");
+        assert_eq!(end, start, "seed {seed}: a restarted log is empty");
+        assert!(
+            m.durable <= start,
+            "seed {seed}: durable entries dropped by a restart"
+        );
+        m.entries.clear();
+        m.start = start;
+        m.durable = start;
+    }
     assert_eq!(
         s.log_start_offset().0,
         m.start,
@@ -375,6 +394,16 @@ fn run(seed: u64, steps: usize) {
             trail.push(what);
         }
         let last = trail.last().cloned().unwrap_or_default();
+        if std::env::var_os("QUORUMLOG_MODEL_TRACE").is_some() {
+            eprintln!(
+                "{i}: {last}; log [{}, {}) hw {:?} flushed {} snapshot {:?}",
+                s.log_start_offset().0,
+                s.log_end_offset().0,
+                s.high_watermark().map(|h| h.0),
+                s.flushed_offset().0,
+                s.latest_snapshot().map(|i| i.end_offset.0)
+            );
+        }
         check(&s, &m, &format!("seed {seed} step {i} ({last})"));
     }
 }
@@ -389,7 +418,11 @@ fn random_store_calls_keep_the_rules() {
             .and_then(|n| n.parse().ok())
             .unwrap_or(4u64);
         let base = quorumlog_testkit::fresh_seed();
+        // Pinned: seeds whose power cut restarted the log at a snapshot
+        // ending past the durable entries (the model first took that for
+        // a lost log start).
         (1..=40)
+            .chain([1_785_839_627_395_600_086, 1_778_324_496_425_626_076])
             .chain((0..fresh).map(|i| base.wrapping_add(i)))
             .collect()
     };
