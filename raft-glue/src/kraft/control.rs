@@ -524,7 +524,7 @@ impl KraftReplica {
         )
     }
 
-    /// Stands for election: refused unless this replica ([`KraftReplica::me`]) is
+    /// Stands for election: refused unless this replica ([`Store::me`]) is
     /// a voter of the latest set (once one is known); returns the new
     /// epoch.
     ///

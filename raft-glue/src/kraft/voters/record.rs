@@ -16,7 +16,7 @@ pub const MAX_ENDPOINT_BYTES: usize = 1024;
 /// The largest encoded voter set, in bytes (what binds first for sets
 /// with endpoints). It is chosen so that everything a set reaches holds
 /// it with room to spare: a control record in one log batch, a
-/// [`ControlState`] (a set and a reassignment's two) in a snapshot's
+/// [`super::ControlState`] (a set and a reassignment's two) in a snapshot's
 /// metadata, and the voter-history file (1 MiB), which the store checks
 /// again, whole, before each control record is written.
 pub const MAX_VOTER_SET_BYTES: usize = 16 * 1024;
