@@ -11,6 +11,10 @@
 //! | `save_committed` | on the caller's task: sets the store's high watermark (in memory; made durable lazily, so after a crash `read_committed` may return an older id, which openraft allows) |
 
 mod cut;
+mod tail;
+
+use tail::Tail;
+pub use tail::{TAIL_BYTES, TAIL_ENTRIES};
 
 pub(crate) use cut::physical_cut;
 
@@ -58,90 +62,6 @@ fn logs_write(e: &(dyn std::error::Error + 'static)) -> StoreError {
 
 fn logs_read(e: &(dyn std::error::Error + 'static)) -> StoreError {
     io_error(ErrorSubject::Logs, ErrorVerb::Read, e)
-}
-
-/// The most recent entries, decoded, as written: what a leader's
-/// replication reads (right after the append, before or after its sync
-/// round). Sync-round writes go to the device directly (`O_DIRECT`), so
-/// reading them back from the log would be a device read each time.
-/// Bounded by [`TAIL_ENTRIES`] and [`TAIL_BYTES`]; always a contiguous
-/// suffix of the log (cleared when it would not be).
-struct Tail<C: RaftTypeConfig> {
-    entries: std::collections::VecDeque<(Entry<C>, usize)>,
-    bytes: usize,
-}
-
-/// Entries kept in the tail cache at most.
-pub const TAIL_ENTRIES: usize = 16_384;
-/// Record bytes kept in the tail cache at most.
-pub const TAIL_BYTES: usize = 16 << 20;
-
-impl<C: RaftTypeConfig<Entry = Entry<C>>> Tail<C>
-where
-    Entry<C>: Clone,
-{
-    fn first(&self) -> Option<u64> {
-        self.entries.front().map(|(e, _)| e.log_id.index)
-    }
-
-    fn next(&self) -> Option<u64> {
-        self.entries.back().map(|(e, _)| e.log_id.index + 1)
-    }
-
-    fn clear(&mut self) {
-        self.entries.clear();
-        self.bytes = 0;
-    }
-
-    fn push(&mut self, entry: Entry<C>, size: usize) {
-        if self.next().is_some_and(|n| n != entry.log_id.index) {
-            self.clear();
-        }
-        self.bytes += size;
-        self.entries.push_back((entry, size));
-        while self.entries.len() > TAIL_ENTRIES || self.bytes > TAIL_BYTES {
-            match self.entries.pop_front() {
-                Some((_, n)) => self.bytes -= n,
-                None => break,
-            }
-        }
-    }
-
-    /// Drops the entries at `index` and after.
-    fn truncate(&mut self, index: u64) {
-        while self.next().is_some_and(|n| n > index) {
-            if let Some((_, n)) = self.entries.pop_back() {
-                self.bytes -= n;
-            }
-        }
-    }
-
-    /// Drops the entries at `index` and before.
-    fn purge(&mut self, index: u64) {
-        while self.first().is_some_and(|f| f <= index) {
-            if let Some((_, n)) = self.entries.pop_front() {
-                self.bytes -= n;
-            }
-        }
-    }
-
-    /// `[from, to)` if the cache holds all of it.
-    fn get(&self, from: u64, to: u64) -> Option<Vec<Entry<C>>> {
-        let (first, next) = (self.first()?, self.next()?);
-        if from < first || to > next || from >= to {
-            return None;
-        }
-        let skip = usize::try_from(from - first).ok()?;
-        let take = usize::try_from(to - from).ok()?;
-        Some(
-            self.entries
-                .iter()
-                .skip(skip)
-                .take(take)
-                .map(|(e, _)| e.clone())
-                .collect(),
-        )
-    }
 }
 
 /// openraft's log storage over one [`Store`] (shared by `Arc`; clones are
