@@ -22,30 +22,20 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{open_store, Put, TypeConfig, DIR};
+use common::{open_store, TypeConfig, DIR};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-use openraft::{Entry, EntryPayload, RaftLogReader, SnapshotMeta, StoredMembership};
+use openraft::{Entry, RaftLogReader, SnapshotMeta};
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_openraft::mapping::log_id;
 use quorumlog_openraft::{LogStore, SnapshotFiles};
 use quorumlog_raft::SharedFs;
 
 fn entry(index: u64) -> Entry<TypeConfig> {
-    Entry {
-        log_id: log_id(1, 1, index),
-        payload: EntryPayload::Normal(Put {
-            key: format!("k{index}"),
-            value: "v".into(),
-        }),
-    }
+    common::put_entry(index)
 }
 
 fn meta(last: u64) -> SnapshotMeta<u64, openraft::BasicNode> {
-    SnapshotMeta {
-        last_log_id: Some(log_id(1, 1, last)),
-        last_membership: StoredMembership::default(),
-        snapshot_id: format!("s{last}"),
-    }
+    common::snapshot_meta(last)
 }
 
 fn reopen(sim: &SimFs) -> (SimFs, LogStore<TypeConfig>) {

@@ -22,30 +22,20 @@ use std::error::Error as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{open_store, Put, TypeConfig, DIR};
+use common::{open_store, TypeConfig, DIR};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-use openraft::{Entry, EntryPayload, SnapshotMeta, StoredMembership, Vote};
+use openraft::{Entry, SnapshotMeta, Vote};
 use quorumlog_io::SimFs;
 use quorumlog_openraft::mapping::log_id;
 use quorumlog_openraft::{LogStore, SnapshotFiles};
 use quorumlog_raft::{Epoch, SharedFs};
 
 fn entry(index: u64) -> Entry<TypeConfig> {
-    Entry {
-        log_id: log_id(1, 1, index),
-        payload: EntryPayload::Normal(Put {
-            key: format!("k{index}"),
-            value: "v".into(),
-        }),
-    }
+    common::put_entry(index)
 }
 
 fn meta(last: u64) -> SnapshotMeta<u64, openraft::BasicNode> {
-    SnapshotMeta {
-        last_log_id: Some(log_id(1, 1, last)),
-        last_membership: StoredMembership::default(),
-        snapshot_id: format!("s{last}"),
-    }
+    common::snapshot_meta(last)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -68,3 +68,23 @@ pub fn parts(store: &Arc<Store>, node: u64) -> (LogStore<TypeConfig>, KvMachine)
         KvMachine::open(Arc::clone(store)).unwrap(),
     )
 }
+
+/// Entry `index` of term 1, leader 1: a put of `k{index}`.
+pub fn put_entry(index: u64) -> openraft::Entry<TypeConfig> {
+    openraft::Entry {
+        log_id: quorumlog_openraft::mapping::log_id(1, 1, index),
+        payload: openraft::EntryPayload::Normal(Put {
+            key: format!("k{index}"),
+            value: "v".into(),
+        }),
+    }
+}
+
+/// The meta of a snapshot up to `last` (term 1, leader 1).
+pub fn snapshot_meta(last: u64) -> openraft::SnapshotMeta<u64, openraft::BasicNode> {
+    openraft::SnapshotMeta {
+        last_log_id: Some(quorumlog_openraft::mapping::log_id(1, 1, last)),
+        last_membership: openraft::StoredMembership::default(),
+        snapshot_id: format!("s{last}"),
+    }
+}
