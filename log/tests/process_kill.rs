@@ -136,9 +136,16 @@ fn child_role() {
     } else {
         Ack::Completion
     };
+    // Both policies that sync on their own: `Interval` once let a durable
+    // append wait forever for an idle flusher (issue 20).
+    let policy = if var("QUORUMLOG_KILL_POLICY") == 0 {
+        SyncPolicy::GroupCommit
+    } else {
+        SyncPolicy::Interval { interval_us: 200 }
+    };
     let fs: SharedFs = Arc::new(RealFs::new());
     let dd = Arc::new(DataDir::open(fs, Path::new(&dir), &OpenOptions::default()).unwrap());
-    let log = Arc::new(DurableLog::open(dd, options(), SyncPolicy::GroupCommit).unwrap());
+    let log = Arc::new(DurableLog::open(dd, options(), policy).unwrap());
     let (tx, rx) = mpsc::channel::<(u64, u32)>();
     for w in 0..writers {
         let log = Arc::clone(&log);
@@ -218,7 +225,7 @@ fn run_child(
     dir: &Path,
     seed: u64,
     writers: u64,
-    ack: u64,
+    (ack, policy): (u64, u64),
     target: u64,
     acked: &mut BTreeMap<u64, u32>,
 ) -> u64 {
@@ -228,14 +235,34 @@ fn run_child(
         .env("QUORUMLOG_KILL_CHILD_SEED", seed.to_string())
         .env("QUORUMLOG_KILL_WRITERS", writers.to_string())
         .env("QUORUMLOG_KILL_ACK", ack.to_string())
+        .env("QUORUMLOG_KILL_POLICY", policy.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
+    // Lines through a channel, so a child that stops acknowledging (a sync
+    // round that never runs: a liveness bug, not a slow disk) fails the
+    // test instead of hanging it. The bound is generous; nothing is timed.
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let mut acks = 0;
-    for line in BufReader::new(stdout).lines() {
-        let Ok(line) = line else { break };
+    loop {
+        let line = match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(line) => line,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("the child acknowledged nothing for 60 s after {acks} acknowledgements (policy {policy}): a stalled sync round");
+            }
+        };
         let mut parts = line.split_whitespace();
         if parts.next() != Some("ACK") {
             continue;
@@ -256,19 +283,22 @@ fn run_child(
     acks
 }
 
+/// Round `round`'s writers (1, 8 or 64), acknowledgement mode (waits or
+/// completions) and policy (`GroupCommit` or `Interval`): every
+/// combination in each 12 rounds.
+fn round_mode(round: u64) -> (u64, u64, u64) {
+    let writers = [1u64, 8, 64][usize::try_from(round % 3).unwrap_or(0)];
+    (writers, (round / 3) % 2, (round / 6) % 2)
+}
+
 #[test]
 fn killed_writers_lose_no_acknowledged_record() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
-    let kills: u64 = std::env::var("QUORUMLOG_KILLS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(24);
-    let seed: u64 = std::env::var("QUORUMLOG_KILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(fresh_seed);
+    let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
+    let kills = env("QUORUMLOG_KILLS").unwrap_or(24);
+    let seed = env("QUORUMLOG_KILL_SEED").unwrap_or_else(fresh_seed);
     eprintln!(
         "process kill: seed {seed} (replay: QUORUMLOG_KILL_SEED={seed} QUORUMLOG_KILLS={kills} \
          cargo test -p quorumlog-log --test process_kill)"
@@ -288,12 +318,19 @@ fn killed_writers_lose_no_acknowledged_record() {
     let mut recycled_rounds = 0u64;
     let mut violations = Vec::new();
     for round in 0..kills {
-        let writers = [1u64, 8, 64][usize::try_from(round % 3).unwrap()];
-        let ack = (round / 3) % 2;
+        let (writers, ack, policy) = round_mode(round);
         let target = 1 + rng.below(300);
         let child_seed = rng.next_u64();
         let pooled_before = pool_files(&dir);
-        let acks_this_round = run_child(&exe, &dir, child_seed, writers, ack, target, &mut acked);
+        let acks_this_round = run_child(
+            &exe,
+            &dir,
+            child_seed,
+            writers,
+            (ack, policy),
+            target,
+            &mut acked,
+        );
         total_acks += acks_this_round;
         if pool_files(&dir) < pooled_before {
             recycled_rounds += 1;
@@ -302,7 +339,7 @@ fn killed_writers_lose_no_acknowledged_record() {
             Ok(n) => checked_total += n,
             Err(e) => {
                 violations.push(format!(
-                    "round {round} ({writers} writers, ack mode {ack}): {e}"
+                    "round {round} ({writers} writers, ack mode {ack}, policy {policy}): {e}"
                 ));
                 // Carry on with a fresh directory to count every failure.
                 generation += 1;

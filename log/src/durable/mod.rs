@@ -344,6 +344,8 @@ impl DurableLog {
         // flusher. Under another policy the batch is written now.
         if self.shared.policy != SyncPolicy::GroupCommit {
             let info = self.append_queued(epoch, records)?;
+            // The flusher runs this round: tell it (it may be idle).
+            self.shared.note_written(info.next_offset, true);
             self.wait_durable(info.next_offset)?;
             return Ok(info);
         }

@@ -433,6 +433,11 @@ impl Shared {
             let key = (offset, st.next_parked);
             st.next_parked += 1;
             st.parked.insert(key, std::thread::current());
+            if self.policy != SyncPolicy::GroupCommit {
+                // Only the flusher runs rounds: it must know someone waits,
+                // even if it went idle before this data was written.
+                self.wake_flusher.notify_one();
+            }
             drop(st);
             std::thread::park();
             st = self.state();
