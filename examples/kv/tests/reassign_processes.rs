@@ -34,6 +34,32 @@ fn cli(args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// Polls the listing every 10 ms until told to stop, keeping each distinct
+/// text: started before a reassignment, it sees the intermediate states
+/// however fast the new voter catches up (polling only after the writes
+/// that follow the command could miss them all).
+fn watch_listings(
+    addr: String,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tokio::task::JoinHandle<Vec<String>>,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = std::sync::Arc::clone(&stop);
+    let task = tokio::spawn(async move {
+        let mut seen: Vec<String> = Vec::new();
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            let text = listing(&addr).await;
+            if seen.last() != Some(&text) {
+                seen.push(text);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        seen
+    });
+    (stop, task)
+}
+
 async fn listing(addr: &str) -> String {
     match client::to_leader(addr, &Request::Reassignments).await {
         Ok(Response::Reassignments(Ok(t))) => t,
@@ -184,12 +210,15 @@ fn a_running_cluster_grows_to_four_voters_and_back() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let peers = format!("4={a4}");
+        let (stop, watcher) = watch_listings(a1.clone());
         let (ok, out) = cli(&[
             "reassign", "--addr", &a1, "--target", "1,2,3,4", "--peers", &peers,
         ]);
         assert!(ok, "{out}");
         write(&mut w, &mut acked, 50, "growing").await;
-        let seen = wait_voters(&a1, &[1, 2, 3, 4], Duration::from_secs(60)).await;
+        let mut seen = wait_voters(&a1, &[1, 2, 3, 4], Duration::from_secs(60)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        seen.extend(watcher.await.unwrap());
         assert!(
             seen.iter().any(|t| t.contains("adding   4")),
             "the listing never showed node 4 being added: {seen:#?}"
