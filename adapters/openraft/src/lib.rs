@@ -15,6 +15,8 @@
 pub mod log_store;
 pub mod mapping;
 pub mod snapshot;
+pub mod stream;
 
 pub use log_store::{LogStore, PurgeMode, StoreError};
 pub use snapshot::SnapshotFiles;
+pub use stream::SnapshotStream;

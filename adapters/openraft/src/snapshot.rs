@@ -15,7 +15,7 @@ use quorumlog_raft::{Epoch, Offset, Store};
 use quorumlog_raft::{Retention, SnapshotId, WriterOptions};
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::StoreError;
+use crate::{SnapshotStream, StoreError};
 
 fn snap_error(verb: ErrorVerb, e: &(dyn std::error::Error + 'static)) -> StoreError {
     StorageError::from(StorageIOError::new(
@@ -150,6 +150,70 @@ impl SnapshotFiles {
         self.store
             .snapshot_file(id)
             .map_err(|e| snap_error(ErrorVerb::Read, &e))
+    }
+
+    /// The stream a follower receives for the snapshot `meta` names: its
+    /// file, read from disk as openraft reads the stream.
+    ///
+    /// # Errors
+    /// It is not here.
+    pub fn sending<N: openraft::Node>(
+        &self,
+        meta: &SnapshotMeta<u64, N>,
+    ) -> Result<SnapshotStream, StoreError> {
+        let id = Self::id_of(meta)?;
+        SnapshotStream::sending(Arc::clone(&self.store), id)
+            .map_err(|e| snap_error(ErrorVerb::Read, &e))
+    }
+
+    /// A stream receiving a snapshot from the leader straight into this
+    /// store's install (durable chunk by chunk; resumed after a restart).
+    pub fn receiving(&self) -> SnapshotStream {
+        SnapshotStream::receiving(Arc::clone(&self.store))
+    }
+
+    /// Finishes a received stream ([`SnapshotFiles::receiving`]): the
+    /// snapshot is verified and published, it must be the one `meta`
+    /// names, then the log continues it and old snapshots go.
+    ///
+    /// # Errors
+    /// A snapshot that does not verify (nothing is published), another
+    /// snapshot than `meta`'s; I/O.
+    pub fn finish_received<N: openraft::Node>(
+        &self,
+        meta: &SnapshotMeta<u64, N>,
+        stream: SnapshotStream,
+    ) -> Result<(), StoreError> {
+        let want = Self::id_of(meta)?;
+        let got = stream
+            .finish_received()
+            .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
+        if got != want {
+            return Err(snap_error(
+                ErrorVerb::Write,
+                &std::io::Error::other(format!("received snapshot {got}, expected {want}")),
+            ));
+        }
+        self.after_save()
+    }
+
+    /// The latest snapshot's meta (its data is not read).
+    ///
+    /// # Errors
+    /// Metadata that does not decode.
+    pub fn latest_meta<N>(&self) -> Result<Option<SnapshotMeta<u64, N>>, StoreError>
+    where
+        N: openraft::Node + DeserializeOwned,
+    {
+        let Some(id) = self.store.latest_snapshot() else {
+            return Ok(None);
+        };
+        let m = self
+            .store
+            .snapshot_metadata(id)
+            .map_err(|e| snap_error(ErrorVerb::Read, &e))?;
+        let meta = bincode::deserialize(&m).map_err(|e| snap_error(ErrorVerb::Read, &e))?;
+        Ok(Some(meta))
     }
 
     /// The latest snapshot: its meta and its data, verified.

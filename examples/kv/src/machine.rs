@@ -12,7 +12,7 @@ use openraft::{
     BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend,
     RaftSnapshotBuilder, SnapshotMeta, StorageError, StorageIOError, StoredMembership,
 };
-use quorumlog_openraft::SnapshotFiles;
+use quorumlog_openraft::{SnapshotFiles, SnapshotStream};
 use quorumlog_raft::Store;
 use serde::{Deserialize, Serialize};
 
@@ -81,31 +81,31 @@ impl KvMachine {
     }
 
     /// Keeps the snapshot this machine built of its state `data`; returns
-    /// what a follower receives for it: the snapshot file (verified by
-    /// the follower's install), or in memory the state itself.
+    /// what a follower receives for it: the snapshot file, streamed from
+    /// disk (verified by the follower's install), or in memory the state.
     fn keep_built(
         &self,
         meta: &SnapshotMeta<u64, BasicNode>,
         data: Vec<u8>,
-    ) -> Result<Vec<u8>, Error> {
+    ) -> Result<SnapshotStream, Error> {
         if let Some(files) = &self.files {
             files.save_built(meta, &data)?;
-            return files.file(meta);
+            return files.sending(meta);
         }
         *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((meta.clone(), data.clone()));
-        Ok(data)
+        Ok(SnapshotStream::Memory(Cursor::new(data)))
     }
 
     /// Keeps a snapshot received from the leader (what its `keep_built`
-    /// returned); returns its state.
+    /// returned, written into `received` as it arrived); returns its state.
     fn keep_received(
         &self,
         meta: &SnapshotMeta<u64, BasicNode>,
-        received: Vec<u8>,
+        received: SnapshotStream,
     ) -> Result<Vec<u8>, Error> {
         if let Some(files) = &self.files {
-            files.save_received(meta, &received)?;
+            files.finish_received(meta, received)?;
             return match files.latest::<BasicNode>()? {
                 Some((m, data)) if m.last_log_id == meta.last_log_id => Ok(data),
                 _ => Err(sm_error(
@@ -114,9 +114,16 @@ impl KvMachine {
                 )),
             };
         }
+        let SnapshotStream::Memory(c) = received else {
+            return Err(sm_error(
+                ErrorVerb::Read,
+                &std::io::Error::other("a memory machine received a snapshot file"),
+            ));
+        };
+        let data = c.into_inner();
         *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((meta.clone(), received.clone()));
-        Ok(received)
+            Some((meta.clone(), data.clone()));
+        Ok(data)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -151,7 +158,7 @@ impl RaftSnapshotBuilder<TypeConfig> for KvMachine {
         let sent = self.keep_built(&meta, data)?;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(sent)),
+            snapshot: Box::new(sent),
         })
     }
 }
@@ -193,16 +200,19 @@ impl RaftStateMachine<TypeConfig> for KvMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, Error> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotStream>, Error> {
+        Ok(Box::new(match &self.files {
+            Some(files) => files.receiving(),
+            None => SnapshotStream::Memory(Cursor::new(Vec::new())),
+        }))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<u64, BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<SnapshotStream>,
     ) -> Result<(), Error> {
-        let data = self.keep_received(meta, snapshot.into_inner())?;
+        let data = self.keep_received(meta, *snapshot)?;
         let state: State =
             bincode::deserialize(&data).map_err(|e| sm_error(ErrorVerb::Read, &e))?;
         *self.lock() = state;
@@ -211,10 +221,10 @@ impl RaftStateMachine<TypeConfig> for KvMachine {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
         let latest = match &self.files {
-            Some(files) => match files.latest::<BasicNode>()? {
-                Some((meta, _)) => {
-                    let file = files.file(&meta)?;
-                    Some((meta, file))
+            Some(files) => match files.latest_meta::<BasicNode>()? {
+                Some(meta) => {
+                    let stream = files.sending(&meta)?;
+                    Some((meta, stream))
                 }
                 None => None,
             },
@@ -222,11 +232,12 @@ impl RaftStateMachine<TypeConfig> for KvMachine {
                 .held
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
+                .clone()
+                .map(|(meta, data)| (meta, SnapshotStream::Memory(Cursor::new(data)))),
         };
-        Ok(latest.map(|(meta, data)| Snapshot {
+        Ok(latest.map(|(meta, stream)| Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(stream),
         }))
     }
 }

@@ -3,7 +3,6 @@
 //! one connection, in order.
 
 use std::collections::BTreeMap;
-use std::io::Cursor;
 
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
@@ -19,6 +18,7 @@ openraft::declare_raft_types!(
     pub TypeConfig:
         D = Put,
         R = (),
+        SnapshotData = quorumlog_openraft::SnapshotStream,
 );
 
 /// A write: `key = value`.

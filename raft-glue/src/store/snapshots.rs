@@ -163,10 +163,33 @@ impl Store {
     ///
     /// # Errors
     /// `Snapshot(NotNewer)` unless newer than the latest snapshot; I/O.
-    pub fn install_snapshot(&self, id: SnapshotId, total_size: u64) -> Result<StoreInstall<'_>> {
+    pub fn install_snapshot(
+        &self,
+        id: SnapshotId,
+        total_size: u64,
+    ) -> Result<StoreInstall<&Store>> {
         self.guarded(|| {
             Ok(StoreInstall {
                 store: self,
+                install: self.snapshots.begin_install(id, total_size)?,
+            })
+        })
+    }
+
+    /// [`Store::install_snapshot`] holding the store by `Arc`: for an
+    /// install driven from a stream that must own what it uses (openraft's
+    /// snapshot data).
+    ///
+    /// # Errors
+    /// As [`Store::install_snapshot`].
+    pub fn install_snapshot_owned(
+        self: &std::sync::Arc<Self>,
+        id: SnapshotId,
+        total_size: u64,
+    ) -> Result<StoreInstall<std::sync::Arc<Store>>> {
+        self.guarded(|| {
+            Ok(StoreInstall {
+                store: std::sync::Arc::clone(self),
                 install: self.snapshots.begin_install(id, total_size)?,
             })
         })
@@ -178,6 +201,17 @@ impl Store {
     /// I/O.
     pub fn discard_install(&self, id: SnapshotId) -> Result<()> {
         self.guarded(|| Ok(self.snapshots.discard_install(id)?))
+    }
+
+    /// The size of snapshot `id`'s file, in bytes.
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound)`.
+    pub fn snapshot_size(&self, id: SnapshotId) -> Result<u64> {
+        self.snapshots
+            .get(id)
+            .map(|s| s.size_bytes)
+            .ok_or(Error::Snapshot(quorumlog_snapshot::Error::NotFound(id)))
     }
 
     /// Whether snapshot `id` is durable here.
@@ -195,6 +229,18 @@ impl Store {
             let mut r = self.snapshots.reader(id)?;
             let metadata = user_metadata(&r.header().metadata).to_vec();
             Ok((metadata, r.read_to_end()?))
+        })
+    }
+
+    /// Snapshot `id`'s metadata as the caller gave it (its state is not
+    /// read).
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound | Corruption…)`; I/O.
+    pub fn snapshot_metadata(&self, id: SnapshotId) -> Result<Vec<u8>> {
+        self.guarded(|| {
+            let r = self.snapshots.reader(id)?;
+            Ok(user_metadata(&r.header().metadata).to_vec())
         })
     }
 
@@ -297,17 +343,18 @@ pub(super) fn continues_snapshot(log: &DurableLog, id: SnapshotId) -> bool {
     }
 }
 
-/// A snapshot download through the store ([`Store::install_snapshot`]):
-/// each chunk is durable when written, a restart resumes from the last one,
+/// A snapshot download through the store ([`Store::install_snapshot`], or
+/// [`Store::install_snapshot_owned`] for one that outlives a borrow): each
+/// chunk is durable when written, a restart resumes from the last one,
 /// and [`StoreInstall::finish`] publishes the snapshot then truncates the
 /// log to it (a crash between the two is completed at open).
 #[derive(Debug)]
-pub struct StoreInstall<'a> {
-    store: &'a Store,
+pub struct StoreInstall<S: std::ops::Deref<Target = Store>> {
+    store: S,
     install: Install,
 }
 
-impl StoreInstall<'_> {
+impl<S: std::ops::Deref<Target = Store>> StoreInstall<S> {
     /// The snapshot being installed.
     pub fn id(&self) -> SnapshotId {
         self.install.id()
