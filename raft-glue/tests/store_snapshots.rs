@@ -162,6 +162,12 @@ fn snapshot_ids_and_retention_through_the_store() {
     );
 }
 
+/// Opens node 7's store (`two_epochs`) on `fs`.
+fn open_on(fs: &SharedFs) -> (KraftReplica, quorumlog_raft::OpenReport) {
+    let expect = quorumlog_raft::Identity::of(&common::meta(7));
+    KraftReplica::open(fs, Path::new(common::DIR), &expect, &common::options()).unwrap()
+}
+
 /// A store on `sim` with epoch 1 at [0, 10) and epoch 2 at [10, 20),
 /// committed, and a snapshot at 20.
 fn two_epochs(sim: &SimFs) -> KraftReplica {
@@ -174,14 +180,7 @@ fn two_epochs(sim: &SimFs) -> KraftReplica {
         &common::options(),
     )
     .unwrap();
-    let s = KraftReplica::open(
-        &fs,
-        Path::new(common::DIR),
-        &quorumlog_raft::Identity::of(&common::meta(7)),
-        &common::options(),
-    )
-    .unwrap()
-    .0;
+    let s = open_on(&fs).0;
     for epoch in 1..=2u64 {
         let mut e = s.election();
         e.become_candidate().unwrap();
@@ -214,13 +213,7 @@ fn the_log_start_keeps_its_epoch_at_any_purge_point() {
         assert_eq!(s.last_purged(), expected, "cut {cut}");
         drop(s);
         let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-        let (s, _) = KraftReplica::open(
-            &fs,
-            Path::new(common::DIR),
-            &quorumlog_raft::Identity::of(&common::meta(7)),
-            &common::options(),
-        )
-        .unwrap();
+        let s = open_on(&fs).0;
         assert_eq!(s.log_start_offset(), Offset(cut));
         assert_eq!(s.last_purged(), expected, "cut {cut}, after a power cut");
     }
@@ -263,13 +256,7 @@ fn a_restart_at_a_snapshot_keeps_the_snapshots_epoch() {
     .unwrap();
     drop(s);
     let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-    let (s, _) = KraftReplica::open(
-        &fs,
-        Path::new(common::DIR),
-        &quorumlog_raft::Identity::of(&common::meta(7)),
-        &common::options(),
-    )
-    .unwrap();
+    let s = open_on(&fs).0;
     assert_eq!(s.last_purged(), Some((Offset(39), Epoch(5))));
 }
 
@@ -283,13 +270,7 @@ fn a_snapshot_bounds_truncation_even_after_a_crash() {
     let s = two_epochs(&sim);
     drop(s);
     let fs: SharedFs = Arc::new(sim.crash_with(CrashPlan::LoseUnsynced));
-    let (s, _) = KraftReplica::open(
-        &fs,
-        Path::new(common::DIR),
-        &quorumlog_raft::Identity::of(&common::meta(7)),
-        &common::options(),
-    )
-    .unwrap();
+    let s = open_on(&fs).0;
     assert_eq!(s.high_watermark(), Some(Offset(20)));
     assert!(matches!(
         s.truncate_to(Offset(15)),
