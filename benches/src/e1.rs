@@ -28,7 +28,7 @@ use openraft::{
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
 use quorumlog_io::RealFs;
 use quorumlog_kv::cluster::LocalCluster;
-use quorumlog_kv::proto::PutError;
+use quorumlog_kv::proto::Refusal;
 use quorumlog_kv::{KvMachine, Put, TypeConfig};
 use quorumlog_openraft::LogStore;
 use quorumlog_raft::Store;
@@ -370,7 +370,7 @@ fn quorumlog_parts(dir: &Path) -> Result<Vec<(u64, LogStore<TypeConfig>, KvMachi
 }
 
 async fn start(store: E1Store, dir: &Path) -> Result<LocalCluster, BenchError> {
-    let config = quorumlog_kv::raft_config();
+    let config = quorumlog_kv::raft_config(quorumlog_kv::SNAPSHOT_EVERY);
     let started = match store {
         E1Store::Quorumlog => LocalCluster::start(quorumlog_parts(dir)?, config, true).await,
         E1Store::RaftEngine => {
@@ -390,7 +390,7 @@ async fn start(store: E1Store, dir: &Path) -> Result<LocalCluster, BenchError> {
             LocalCluster::start(parts, config, true).await
         }
     };
-    started.map_err(BenchError::from)
+    started.map_err(|e| BenchError::from(e.to_string()))
 }
 
 /// `clients` tasks writing `value_bytes`-byte values through `leader`
@@ -417,10 +417,7 @@ fn clients_writing(
                 let mut via = leader;
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    let put = Put {
-                        key: format!("c{c}-{n}"),
-                        value: value.clone(),
-                    };
+                    let put = Put::new(format!("c{c}-{n}"), value.clone());
                     let t0 = Instant::now();
                     match cluster.put(via, put).await {
                         Ok(_) => {
@@ -428,7 +425,9 @@ fn clients_writing(
                             acked.fetch_add(1, Ordering::Relaxed);
                             n += 1;
                         }
-                        Err(PutError::NotLeader(Some((l, _)))) => via = l,
+                        Err(Refusal::NotLeader {
+                            leader: Some((l, _)),
+                        }) => via = l,
                         Err(_) => {}
                     }
                 }

@@ -437,6 +437,24 @@ impl DataDir {
         Ok(())
     }
 
+    /// Durably raises the high watermark to `offset`; a lower or equal
+    /// `offset` writes nothing. Returns the durable value after the call.
+    /// (The check and the replace are one step under the directory's lock,
+    /// so a concurrent writer of a higher value is never undone.)
+    ///
+    /// # Errors
+    /// `Poisoned` after an earlier failure; `Io` (which poisons).
+    pub fn raise_high_watermark(&self, offset: Offset) -> Result<Offset> {
+        let mut st = self.lock_state();
+        if let Some(current) = st.checkpoints.high_watermark.filter(|h| h.0 >= offset) {
+            return Ok(current.0);
+        }
+        let hw = HighWatermark(offset);
+        self.write_locked(&mut st, &hw)?;
+        st.checkpoints.high_watermark = Some(hw);
+        Ok(offset)
+    }
+
     /// Durably replaces the log start offset, with the epoch of the entry
     /// just below it when known.
     ///

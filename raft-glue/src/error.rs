@@ -181,6 +181,15 @@ impl From<quorumlog_log::Error> for Error {
 }
 
 impl Error {
+    /// Whether this is `open` finding no data directory (missing, blank, or
+    /// without a valid meta file): the one case a program formats.
+    pub fn is_not_formatted(&self) -> bool {
+        matches!(
+            self,
+            Error::Checkpoint(quorumlog_checkpoint::Error::NotFormatted { .. })
+        )
+    }
+
     /// The I/O failure this error reports, if it is one (or the poisoning
     /// one a storage component left): the errors that poison the store.
     /// Refusals and bad input return `None`: they change nothing.

@@ -17,6 +17,6 @@ pub mod mapping;
 pub mod snapshot;
 pub mod stream;
 
-pub use log_store::{LogStore, PurgeMode, StoreError};
+pub use log_store::{LogStore, PurgeMode, StoreError, COMMIT_PERSIST_EVERY};
 pub use snapshot::SnapshotFiles;
 pub use stream::SnapshotStream;

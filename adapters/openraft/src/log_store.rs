@@ -8,7 +8,7 @@
 //! | `append` | on the caller's task, never blocking on the disk: the entries are encoded and queued for the store's next sync round (`Store::append_replicated_queued`: not written yet; the tail cache serves them until the round writes them, straight to the device when it can, durable on return), and openraft's `LogFlushed` is completed from the store's durability callback when that round ends |
 //! | `save_vote`, `truncate`, `purge` | on tokio's blocking pool (`spawn_blocking`): a small-file replace or a truncation, each durable on return (about two syncs) |
 //! | `try_get_log_entries`, `get_log_state`, `read_vote`, `read_committed` | on the caller's task: reads never wait behind a sync |
-//! | `save_committed` | on the caller's task: sets the store's high watermark (in memory; made durable lazily, so after a crash `read_committed` may return an older id, which openraft allows) |
+//! | `save_committed` | on the caller's task: sets the store's high watermark in memory; a task made durable at most every [`COMMIT_PERSIST_EVERY`] (100 ms, one small-file replace on the blocking pool, clamped to what the log has made durable), so a restarted node re-applies up to where it was (`read_committed`) instead of waiting for a leader; after a crash it may return an id up to that interval older, which openraft allows |
 
 mod cut;
 mod tail;
@@ -75,8 +75,16 @@ pub struct LogStore<C: RaftTypeConfig> {
     purged_next: Arc<std::sync::atomic::AtomicU64>,
     /// When a purge deletes the log ([`LogStore::new_bounded`]).
     purge: PurgeMode,
+    /// How often the commit point is made durable (`None`: only at the
+    /// log's segment rolls and clean close).
+    persist_every: Option<std::time::Duration>,
+    /// A persist of the commit point is scheduled.
+    persist_pending: Arc<std::sync::atomic::AtomicBool>,
     _config: PhantomData<fn() -> C>,
 }
+
+/// How often [`LogStore`] makes the commit point durable by default.
+pub const COMMIT_PERSIST_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl<C: RaftTypeConfig> Clone for LogStore<C> {
     fn clone(&self) -> Self {
@@ -86,6 +94,8 @@ impl<C: RaftTypeConfig> Clone for LogStore<C> {
             tail: Arc::clone(&self.tail),
             purged_next: Arc::clone(&self.purged_next),
             purge: self.purge,
+            persist_every: self.persist_every,
+            persist_pending: Arc::clone(&self.persist_pending),
             _config: PhantomData,
         }
     }
@@ -140,6 +150,8 @@ where
             })),
             purged_next: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             purge,
+            persist_every: Some(COMMIT_PERSIST_EVERY),
+            persist_pending: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             _config: PhantomData,
         };
         if purge == PurgeMode::CoveredBySnapshot {
@@ -204,6 +216,42 @@ where
         self.purged_next
             .load(std::sync::atomic::Ordering::Relaxed)
             .max(self.store.log_start_offset().0)
+    }
+
+    /// Sets how often the commit point is made durable (`None`: only at the
+    /// log's segment rolls and clean close, as before; the cost is one
+    /// small-file replace per interval while commits advance, off the
+    /// write path).
+    #[must_use]
+    pub fn persist_commit_every(mut self, every: Option<std::time::Duration>) -> Self {
+        self.persist_every = every;
+        self
+    }
+
+    /// Schedules a persist of the commit point, unless one is.
+    fn schedule_persist(&self) {
+        let Some(every) = self.persist_every else {
+            return;
+        };
+        if self
+            .persist_pending
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        // Weak: a pending persist never keeps a store from closing.
+        let store = Arc::downgrade(&self.store);
+        let pending = Arc::clone(&self.persist_pending);
+        tokio::spawn(async move {
+            tokio::time::sleep(every).await;
+            // Cleared first: a commit from now on schedules the next one.
+            pending.store(false, std::sync::atomic::Ordering::Release);
+            if let Some(store) = store.upgrade() {
+                // A failure poisons the store; openraft sees it at its
+                // next call.
+                let _ = tokio::task::spawn_blocking(move || store.persist_high_watermark()).await;
+            }
+        });
     }
 
     /// The store underneath.
@@ -363,6 +411,7 @@ where
             self.store
                 .set_high_watermark(to)
                 .map_err(|e| logs_write(&e))?;
+            self.schedule_persist();
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{open_store, parts, KvMachine, TypeConfig};
+use common::{open_store, parts, Machine, TypeConfig};
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::StorageError;
 use quorumlog_io::RealFs;
@@ -20,10 +20,10 @@ use quorumlog_raft::SharedFs;
 
 struct Builder;
 
-impl StoreBuilder<TypeConfig, LogStore<TypeConfig>, KvMachine, tempfile::TempDir> for Builder {
+impl StoreBuilder<TypeConfig, LogStore<TypeConfig>, Machine, tempfile::TempDir> for Builder {
     async fn build(
         &self,
-    ) -> Result<(tempfile::TempDir, LogStore<TypeConfig>, KvMachine), StorageError<u64>> {
+    ) -> Result<(tempfile::TempDir, LogStore<TypeConfig>, Machine), StorageError<u64>> {
         let dir = tempfile::tempdir().unwrap();
         let fs: SharedFs = Arc::new(RealFs::new());
         let store = open_store(&fs, dir.path(), 0, true);
@@ -34,7 +34,7 @@ impl StoreBuilder<TypeConfig, LogStore<TypeConfig>, KvMachine, tempfile::TempDir
         // state machine keeps its snapshots in memory. The snapshot files
         // are tested where openraft's order holds (tests/one_door.rs,
         // reopen.rs, bounded_purge.rs and the service's power-loss test).
-        Ok((dir, log, KvMachine::in_memory()))
+        Ok((dir, log, Machine::in_memory()))
     }
 }
 

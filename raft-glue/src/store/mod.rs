@@ -441,6 +441,31 @@ impl Store {
         self.log.high_watermark()
     }
 
+    /// Makes the high watermark durable as far as the log is: raises the
+    /// checkpointed value to `min(high watermark, flushed offset)` if that
+    /// is higher (one small-file replace; nothing when it is not). Without
+    /// it the watermark is checkpointed only at segment rolls and a clean
+    /// close, so after a crash a restarted Raft re-applies only what it
+    /// learns is committed again. Returns the durable value.
+    ///
+    /// # Errors
+    /// `Poisoned`; the replace's I/O failure (which poisons).
+    pub fn persist_high_watermark(&self) -> Result<Option<Offset>> {
+        self.guarded(|| {
+            let Some(hw) = self.log.high_watermark() else {
+                return Ok(None);
+            };
+            let to = hw.min(self.log.flushed_offset());
+            Ok(Some(self.dd.raise_high_watermark(to)?))
+        })
+    }
+
+    /// The high watermark as checkpointed (what a crash now would recover,
+    /// before the log's own clamp).
+    pub fn durable_high_watermark(&self) -> Option<Offset> {
+        self.dd.checkpoints().high_watermark.map(|h| h.0)
+    }
+
     /// Blocks until every entry below `offset` is durable (at most one sync
     /// round); returns the flushed offset.
     ///

@@ -1,5 +1,6 @@
-//! Shared by the adapter's tests: the service's type config and state
-//! machine (its snapshots kept with `SnapshotFiles`), and store setup.
+//! Shared by the adapter's tests: their own small type config and state
+//! machine (`machine.rs`, its snapshots kept with `SnapshotFiles`), and
+//! store setup.
 #![allow(
     dead_code,
     unused_imports,
@@ -7,7 +8,9 @@
     clippy::expect_used,
     missing_docs,
     unreachable_pub,
-    reason = "test code: a panic is a failed assertion"
+    clippy::result_large_err,
+    clippy::single_match_else,
+    reason = "test code: a panic is a failed assertion; openraft's error type is large"
 )]
 
 use std::path::Path;
@@ -18,9 +21,9 @@ use quorumlog_raft::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
 use quorumlog_raft::{LogOptions, SyncPolicy};
 use quorumlog_raft::{Store, StoreOptions};
 
-// The service's types and state machine (`quorumlog-kv`, a dev-dependency:
-// the adapter's tests drive the state machine its users run).
-pub use quorumlog_kv::{KvMachine, Put, TypeConfig};
+mod machine;
+
+pub use machine::{Machine, Put, TypeConfig};
 
 pub const DIR: &str = "/data";
 
@@ -62,10 +65,10 @@ pub fn open_store(fs: &SharedFs, dir: &Path, node: u64, fresh: bool) -> Arc<Stor
 }
 
 /// A log store and state machine for node `node` over `store`.
-pub fn parts(store: &Arc<Store>, node: u64) -> (LogStore<TypeConfig>, KvMachine) {
+pub fn parts(store: &Arc<Store>, node: u64) -> (LogStore<TypeConfig>, Machine) {
     (
         LogStore::new(Arc::clone(store), node).unwrap(),
-        KvMachine::open(Arc::clone(store)).unwrap(),
+        Machine::open(Arc::clone(store)).unwrap(),
     )
 }
 

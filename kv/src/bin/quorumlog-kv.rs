@@ -1,9 +1,10 @@
-//! `quorumlog-kv`: run a node, talk to one, or run the demo.
+//! `quorumlog-kv`: run a node, talk to one, run the demo or the soak.
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use quorumlog_kv::{client, demo, node, proto};
+use quorumlog_kv::{client, demo, node, proto, soak, Error};
+use tokio::time::Instant;
 
 #[derive(Parser)]
 #[command(
@@ -22,7 +23,10 @@ enum Cmd {
         /// This node's id.
         #[arg(long)]
         id: u64,
-        /// Its data directory (formatted on first start).
+        /// The cluster's id (a directory of another cluster is refused).
+        #[arg(long)]
+        cluster: u128,
+        /// Its data directory (formatted if blank or absent).
         #[arg(long)]
         dir: PathBuf,
         /// Address to listen on.
@@ -34,22 +38,36 @@ enum Cmd {
         /// Initialize the cluster with the peers on first start.
         #[arg(long)]
         init: bool,
+        /// Entries between snapshots.
+        #[arg(long, default_value_t = quorumlog_kv::SNAPSHOT_EVERY)]
+        snapshot_every: u64,
     },
-    /// Writes `key = value` through the leader.
+    /// Writes `key = value` through the leader (applied once, retried
+    /// until the deadline).
     Put {
-        /// A node's address.
+        /// Any node's address.
         #[arg(long)]
         addr: String,
+        /// Seconds until the call gives up.
+        #[arg(long, default_value_t = 10)]
+        timeout: u64,
         /// The key.
         key: String,
         /// The value.
         value: String,
     },
-    /// Reads a key from one node.
+    /// Reads a key: linearizable, through the leader; `--stale` reads the
+    /// addressed node's own state (and prints the index it had applied).
     Get {
-        /// A node's address.
+        /// Any node's address (the node read with `--stale`).
         #[arg(long)]
         addr: String,
+        /// Seconds until the call gives up.
+        #[arg(long, default_value_t = 10)]
+        timeout: u64,
+        /// Read the addressed node's own state machine, possibly behind.
+        #[arg(long)]
+        stale: bool,
         /// The key.
         key: String,
     },
@@ -96,9 +114,32 @@ enum Cmd {
         #[arg(long, default_value_os_t = std::env::temp_dir())]
         dir: PathBuf,
     },
+    /// Three node processes under SIGKILL and SIGSTOP, clients on a few
+    /// keys, and the whole history checked for linearizability.
+    Soak {
+        /// Seconds of load and faults.
+        #[arg(long, default_value_t = 120)]
+        seconds: u64,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Keys they share.
+        #[arg(long, default_value_t = 8)]
+        keys: usize,
+        /// The nemesis's seed (default: from the clock).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Parent directory for the data directories.
+        #[arg(long, default_value_os_t = std::env::temp_dir())]
+        dir: PathBuf,
+    },
 }
 
-fn parse_peers(s: &str) -> Result<Vec<(u64, String)>, String> {
+fn parse_peers(s: &str) -> Result<Vec<(u64, String)>, Error> {
+    parse_peers_text(s).map_err(|reason| Error::Refused(proto::Refusal::Refused { reason }))
+}
+
+fn parse_peers_text(s: &str) -> Result<Vec<(u64, String)>, String> {
     s.split(',')
         .map(|p| {
             let (id, addr) = p.split_once('=').ok_or_else(|| format!("bad peer {p}"))?;
@@ -129,45 +170,36 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+fn deadline(seconds: u64) -> Instant {
+    Instant::now() + std::time::Duration::from_secs(seconds)
+}
+
 /// Runs `command`; `Ok(false)` is a failed check.
-async fn run(command: Cmd) -> Result<bool, String> {
+async fn run(command: Cmd) -> Result<bool, Error> {
     match command {
         Cmd::Node {
             id,
+            cluster,
             dir,
             listen,
             peers,
             init,
+            snapshot_every,
         } => {
             let peers = parse_peers(&peers)?;
             node::run(node::NodeArgs {
                 id,
+                cluster,
                 dir,
                 listen,
                 peers,
                 init,
+                snapshot_every,
             })
             .await
             .map(|()| true)
         }
-        Cmd::Put { addr, key, value } => {
-            let mut w = client::Writer::new(vec![addr]);
-            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-            w.put(&key, &value, deadline)
-                .await
-                .map(|_| true)
-                .map_err(|e| e.to_string())
-        }
-        Cmd::Get { addr, key } => {
-            let v = client::get(&addr, &key).await.map_err(|e| e.to_string())?;
-            println!("{}", v.unwrap_or_else(|| "(none)".into()));
-            Ok(true)
-        }
-        Cmd::Status { addr } => {
-            let s = client::status(&addr).await.map_err(|e| e.to_string())?;
-            println!("{s:?}");
-            Ok(true)
-        }
+        c @ (Cmd::Put { .. } | Cmd::Get { .. } | Cmd::Status { .. }) => client_call(c).await,
         Cmd::Reassign {
             addr,
             target,
@@ -175,12 +207,61 @@ async fn run(command: Cmd) -> Result<bool, String> {
             cancel,
         } => reassign(&addr, target, peers, cancel).await,
         Cmd::Reassignments { addr } => reassignments(&addr).await,
+        c @ (Cmd::Demo { .. } | Cmd::Soak { .. }) => checks(c).await,
+    }
+}
+
+/// `put`, `get`, `status`: one client call.
+async fn client_call(command: Cmd) -> Result<bool, Error> {
+    match command {
+        Cmd::Put {
+            addr,
+            timeout,
+            key,
+            value,
+        } => {
+            let index = client::Client::new(vec![addr])
+                .put(&key, &value, deadline(timeout))
+                .await?;
+            println!("applied at index {index}");
+            Ok(true)
+        }
+        Cmd::Get {
+            addr,
+            timeout,
+            stale,
+            key,
+        } => {
+            let mut c = client::Client::new(vec![addr.clone()]);
+            let read = if stale {
+                c.get_stale(&addr, &key, deadline(timeout)).await?
+            } else {
+                c.get(&key, deadline(timeout)).await?
+            };
+            println!("{}", read.value.as_deref().unwrap_or("(none)"));
+            if stale {
+                println!("(node {}, applied index {})", read.node, read.applied);
+            }
+            Ok(true)
+        }
+        Cmd::Status { addr } => {
+            let s = client::status(&addr, deadline(5)).await?;
+            println!("{s:?}");
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// `demo` and `soak`: a run of node processes, checked.
+async fn checks(command: Cmd) -> Result<bool, Error> {
+    match command {
         Cmd::Demo {
             seconds,
             clients,
             dir,
         } => {
-            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            let exe = std::env::current_exe().map_err(|e| Error::io("this program", e))?;
             let args = demo::DemoArgs {
                 seconds,
                 clients,
@@ -188,6 +269,29 @@ async fn run(command: Cmd) -> Result<bool, String> {
             };
             Ok(demo::run(&exe, &args).await?.print())
         }
+        Cmd::Soak {
+            seconds,
+            clients,
+            keys,
+            seed,
+            dir,
+        } => {
+            let exe = std::env::current_exe().map_err(|e| Error::io("this program", e))?;
+            let seed = seed.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_secs())
+            });
+            let args = soak::SoakArgs {
+                seconds,
+                clients,
+                keys,
+                dir,
+                seed,
+            };
+            Ok(soak::run(&exe, &args).await?.print())
+        }
+        _ => Ok(false),
     }
 }
 
@@ -197,7 +301,7 @@ async fn reassign(
     target: Option<String>,
     peers: Option<String>,
     cancel: bool,
-) -> Result<bool, String> {
+) -> Result<bool, Error> {
     let target = if cancel {
         None
     } else {
@@ -209,30 +313,34 @@ async fn reassign(
         let ids = target.unwrap_or_default();
         let mut t = Vec::new();
         for id in ids.split(',').filter(|x| !x.is_empty()) {
-            let id: u64 = id.trim().parse().map_err(|_| format!("bad id {id}"))?;
+            let id: u64 = id.trim().parse().map_err(|_| {
+                Error::Refused(proto::Refusal::Refused {
+                    reason: format!("bad id {id}"),
+                })
+            })?;
             let addr = peers.iter().find(|(i, _)| *i == id).map(|(_, a)| a.clone());
             t.push((id, addr));
         }
         Some(t)
     };
-    match client::to_leader(addr, &proto::Request::Reassign(target)).await? {
+    match client::to_leader(addr, &proto::Request::Reassign(target), deadline(10)).await? {
         proto::Response::Reassign(Ok(())) => {
             println!("accepted");
             Ok(true)
         }
-        proto::Response::Reassign(Err(e)) => Err(e),
-        _ => Err("unexpected answer".into()),
+        proto::Response::Reassign(Err(e)) => Err(e.into()),
+        _ => Err(Error::Protocol { addr: addr.into() }),
     }
 }
 
 /// `reassignments`: the leader's listing.
-async fn reassignments(addr: &str) -> Result<bool, String> {
-    match client::to_leader(addr, &proto::Request::Reassignments).await? {
+async fn reassignments(addr: &str) -> Result<bool, Error> {
+    match client::to_leader(addr, &proto::Request::Reassignments, deadline(10)).await? {
         proto::Response::Reassignments(Ok(text)) => {
             println!("{text}");
             Ok(true)
         }
-        proto::Response::Reassignments(Err(e)) => Err(e),
-        _ => Err("unexpected answer".into()),
+        proto::Response::Reassignments(Err(e)) => Err(e.into()),
+        _ => Err(Error::Protocol { addr: addr.into() }),
     }
 }

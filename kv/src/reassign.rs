@@ -5,58 +5,48 @@
 //! - The voters are openraft's voter ids, each with the directory id of
 //!   its data directory (asked of the node: a node back with an empty disk
 //!   has a new one) and its address.
-//! - The reassignment's durable state is replicated through Raft like any
-//!   write: a reserved key ([`REASSIGNMENT_KEY`]) of the state machine holds
-//!   its record (`ControlRecord::Reassignment`, hex), so it survives
-//!   restarts and a new leader finds it.
+//! - The reassignment's durable state is replicated through Raft as a
+//!   command of its own (`Command::Reassignment`, the store's control-record
+//!   encoding), held by the state machine beside the keys, never among
+//!   them; it survives restarts and a new leader finds it.
 //! - Each step is an openraft membership change: an adding replica joins
 //!   as a learner (the observer) and is promoted by `change_membership`
 //!   once within [`MAX_LAG`] of the commit index; removals are
 //!   `change_membership` too, the leader last (openraft's leader steps
 //!   down once a membership without it commits). One change at a time:
 //!   nothing starts while a membership change is not applied.
+//! - The driver ([`driver`]) runs on openraft's metrics watch: a step is
+//!   taken when the node's Raft state changes (an entry applied, a
+//!   membership change, a replica's progress), not on a timer; after a
+//!   failed step (a node that did not answer) it retries within a second.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use openraft::BasicNode;
-use quorumlog_checkpoint::{DirectoryId, NodeId, Offset, Voter};
 use quorumlog_raft::voters::{
-    next_step, plan_cancel, plan_reassignment, status, ControlRecord, ControlState, Reassignment,
+    next_step, plan_cancel, plan_reassignment, status, ControlState, Reassignment,
     ReassignmentStatus, Step, StepInput, VoterEntry, VoterSet,
 };
+use quorumlog_raft::{DirectoryId, NodeId, Offset, Voter};
 
 use crate::node::Running;
-use crate::proto::Put;
+use crate::proto::{Command, ReassignmentState, Refusal};
 
-/// The state machine key holding the reassignment in progress (a client
-/// key never starts with NUL).
-pub const REASSIGNMENT_KEY: &str = "\u{0}reassignment";
+fn refused(e: impl std::fmt::Display) -> Refusal {
+    Refusal::Refused {
+        reason: e.to_string(),
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> Refusal {
+    Refusal::Failed {
+        reason: e.to_string(),
+    }
+}
 
 /// How far behind the commit index an adding replica may be to be
 /// promoted.
 pub const MAX_LAG: u64 = 64;
-
-fn encode(r: Option<&Reassignment>) -> String {
-    use std::fmt::Write;
-    ControlRecord::Reassignment(r.cloned())
-        .encode()
-        .iter()
-        .fold(String::new(), |mut out, b| {
-            let _ = write!(out, "{b:02x}");
-            out
-        })
-}
-
-fn decode(s: &str) -> Option<Reassignment> {
-    let bytes: Option<Vec<u8>> = (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect();
-    match ControlRecord::decode(&bytes?)? {
-        ControlRecord::Reassignment(r) => r,
-        ControlRecord::VoterSet(_) => None,
-    }
-}
 
 /// What the leader sees: the control state (voters with directories, the
 /// reassignment), addresses, each replica's durable end, the commit end,
@@ -71,15 +61,16 @@ struct View {
 
 /// The directory id of node `id` at `addr` (this node's own from its
 /// store).
-async fn directory(node: &Running, id: u64, addr: &str) -> Result<DirectoryId, String> {
+async fn directory(node: &Running, id: u64, addr: &str) -> Result<DirectoryId, Refusal> {
     if id == node.id {
         return Ok(node.directory);
     }
-    let s = crate::client::status(addr)
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    let s = crate::client::status(addr, deadline)
         .await
-        .map_err(|e| format!("node {id} at {addr}: {e}"))?;
+        .map_err(|e| failed(format!("node {id} at {addr}: {e}")))?;
     if s.id != id {
-        return Err(format!("{addr} is node {}, not {id}", s.id));
+        return Err(refused(format!("{addr} is node {}, not {id}", s.id)));
     }
     Ok(DirectoryId(s.directory))
 }
@@ -91,19 +82,15 @@ async fn directory(node: &Running, id: u64, addr: &str) -> Result<DirectoryId, S
 /// for metrics that have applied at least what the machine had when the
 /// record was read: a cancel or a new target is never planned from the
 /// voter set before a promotion or removal that already happened.
-async fn view(node: &Running) -> Result<View, String> {
-    let reassignment = node
-        .machine
-        .get(REASSIGNMENT_KEY)
-        .as_deref()
-        .and_then(decode);
+async fn view(node: &Running) -> Result<View, Refusal> {
+    let reassignment = node.machine.reassignment();
     let floor = node.machine.applied();
     let m = node
         .raft
         .wait(Some(std::time::Duration::from_secs(5)))
         .applied_index_at_least(floor, "metrics catch up with the state machine")
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(failed)?;
     let membership = m.membership_config.membership().clone();
     let addrs: BTreeMap<u64, String> = membership
         .nodes()
@@ -123,7 +110,7 @@ async fn view(node: &Running) -> Result<View, String> {
             endpoint: Some(addr),
         });
     }
-    let voters = VoterSet::new(entries).map_err(|e| e.to_string())?;
+    let voters = VoterSet::new(entries).map_err(refused)?;
     let applied = m.last_applied.map_or(0, |l| l.index + 1);
     let mut progress = BTreeMap::new();
     for (id, matched) in m.replication.clone().unwrap_or_default() {
@@ -176,13 +163,11 @@ pub async fn request(
     node: &Running,
     target: Option<Vec<(u64, String)>>,
     now_ms: u64,
-) -> Result<(), String> {
-    if !is_leader(node) {
-        return Err("not the leader".into());
-    }
+) -> Result<(), Refusal> {
+    crate::node::confirm_leadership(node).await?;
     let v = view(node).await?;
     if !v.settled {
-        return Err("a membership change is in flight".into());
+        return Err(Refusal::MembershipInFlight);
     }
     let r = match target {
         Some(t) => {
@@ -197,33 +182,26 @@ pub async fn request(
                     endpoint: Some(addr),
                 });
             }
-            let set = VoterSet::new(entries).map_err(|e| e.to_string())?;
-            plan_reassignment(&v.state, set, now_ms).map_err(|e| e.to_string())?
+            let set = VoterSet::new(entries).map_err(refused)?;
+            plan_reassignment(&v.state, set, now_ms).map_err(refused)?
         }
-        None => plan_cancel(&v.state, now_ms).map_err(|e| e.to_string())?,
+        None => plan_cancel(&v.state, now_ms).map_err(refused)?,
     };
-    write_state(node, Some(&r)).await
+    write_state(node, Some(r)).await
 }
 
-async fn write_state(node: &Running, r: Option<&Reassignment>) -> Result<(), String> {
-    node.raft
-        .client_write(Put {
-            key: REASSIGNMENT_KEY.into(),
-            value: encode(r),
-        })
+async fn write_state(node: &Running, r: Option<Reassignment>) -> Result<(), Refusal> {
+    crate::node::write(node, Command::Reassignment(ReassignmentState(r)))
         .await
         .map(|_| ())
-        .map_err(|e| e.to_string())
 }
 
 /// The reassignment in progress, as the leader sees it.
 ///
 /// # Errors
 /// Not the leader; a node that cannot be asked its directory.
-pub async fn list(node: &Running, now_ms: u64) -> Result<Option<ReassignmentStatus>, String> {
-    if !is_leader(node) {
-        return Err("not the leader".into());
-    }
+pub async fn list(node: &Running, now_ms: u64) -> Result<Option<ReassignmentStatus>, Refusal> {
+    crate::node::confirm_leadership(node).await?;
     let v = view(node).await?;
     Ok(status(&v.state, &v.progress, v.committed_end, now_ms))
 }
@@ -231,16 +209,10 @@ pub async fn list(node: &Running, now_ms: u64) -> Result<Option<ReassignmentStat
 /// Runs the next step on the leader (nothing elsewhere); returns it.
 ///
 /// # Errors
-/// openraft's membership calls or the write, as text.
-pub async fn drive(node: &Running) -> Result<Step, String> {
+/// openraft's membership calls or the write.
+pub async fn drive(node: &Running) -> Result<Step, Refusal> {
     // Nothing pending (the common case): no node is asked anything.
-    let pending = node
-        .machine
-        .get(REASSIGNMENT_KEY)
-        .as_deref()
-        .and_then(decode)
-        .is_some();
-    if !pending || !is_leader(node) {
+    if node.machine.reassignment().is_none() || !is_leader(node) {
         return Ok(Step::Idle);
     }
     let v = view(node).await?;
@@ -268,7 +240,7 @@ pub async fn drive(node: &Running) -> Result<Step, String> {
             node.raft
                 .change_membership(ids, false)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(failed)?;
         }
         Step::CatchingUp(a) => {
             let entry = v
@@ -287,7 +259,7 @@ pub async fn drive(node: &Running) -> Result<Step, String> {
 }
 
 /// Adds `e` as a learner unless it is a member already.
-async fn ensure_learner(node: &Running, v: &View, e: &VoterEntry) -> Result<(), String> {
+async fn ensure_learner(node: &Running, v: &View, e: &VoterEntry) -> Result<(), Refusal> {
     let id = e.voter.node_id.0;
     if v.addrs.contains_key(&id) {
         return Ok(());
@@ -297,7 +269,33 @@ async fn ensure_learner(node: &Running, v: &View, e: &VoterEntry) -> Result<(), 
         .add_learner(id, BasicNode { addr }, false)
         .await
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(failed)
+}
+
+/// Drives reassignments on this node for as long as its Raft runs: a step
+/// whenever its metrics change (see the module documentation).
+pub async fn driver(node: Running) {
+    let mut metrics = node.raft.metrics();
+    loop {
+        metrics.borrow_and_update();
+        let failed = match drive(&node).await {
+            Ok(_) => false,
+            Err(e) => {
+                tracing::warn!("reassignment step: {e}");
+                true
+            }
+        };
+        if failed {
+            // Retry after a failure even if nothing changes meanwhile.
+            let _ =
+                tokio::time::timeout(std::time::Duration::from_secs(1), metrics.changed()).await;
+        } else if metrics.changed().await.is_err() {
+            return; // Raft stopped.
+        }
+        if node.raft.metrics().borrow().running_state.is_err() {
+            return;
+        }
+    }
 }
 
 /// A listing as text, one line per replica.

@@ -1,7 +1,7 @@
-//! The key-value state machine. It lives in memory; its snapshots are
-//! quorumlog snapshot files (`SnapshotFiles`), written and synced before
-//! openraft purges the log they cover, and it restarts from the latest
-//! one (openraft re-applies the committed entries after it).
+//! The adapter tests' own state machine, like openraft's memstore: keys and
+//! values in memory, snapshots as quorumlog snapshot files
+//! ([`SnapshotFiles`]) or, for the storage suite, in memory. Small on
+//! purpose: the tests are about the log store, not a service.
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
@@ -9,27 +9,45 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
-    BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend,
+    AnyError, BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend,
     RaftSnapshotBuilder, SnapshotMeta, StorageError, StorageIOError, StoredMembership,
 };
 use quorumlog_openraft::{SnapshotFiles, SnapshotStream};
 use quorumlog_raft::Store;
 use serde::{Deserialize, Serialize};
 
-use crate::proto::TypeConfig;
+openraft::declare_raft_types!(
+    /// The tests' types: entries are [`Put`]s.
+    pub TypeConfig:
+        D = Put,
+        R = (),
+        SnapshotData = SnapshotStream,
+);
+
+/// A write: `key = value`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Put {
+    pub key: String,
+    pub value: String,
+}
+
+impl std::fmt::Display for Put {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.key, self.value)
+    }
+}
 
 type Error = StorageError<u64>;
 
-fn sm_error(verb: ErrorVerb, e: &dyn std::error::Error) -> Error {
+fn sm_error(verb: ErrorVerb, e: &(dyn std::error::Error + 'static)) -> Error {
     StorageIOError::new(
         ErrorSubject::StateMachine,
         verb,
-        openraft::AnyError::error(e.to_string()),
+        AnyError::from_dyn(e, None),
     )
     .into()
 }
 
-/// What the machine holds (and a snapshot contains).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct State {
     last_applied: Option<LogId<u64>>,
@@ -37,24 +55,18 @@ struct State {
     data: BTreeMap<String, String>,
 }
 
-/// A snapshot kept in memory.
 type Held = Option<(SnapshotMeta<u64, BasicNode>, Vec<u8>)>;
 
 /// The state machine (clones share it).
 #[derive(Debug, Clone)]
-pub struct KvMachine {
+pub struct Machine {
     state: Arc<Mutex<State>>,
-    /// Where snapshots go: quorumlog snapshot files, or (for the
-    /// benchmark's other log stores) memory.
     files: Option<SnapshotFiles>,
     held: Arc<Mutex<Held>>,
 }
 
-impl KvMachine {
-    /// The machine of `store`, restored from its latest snapshot.
-    ///
-    /// # Errors
-    /// A snapshot that does not verify or decode.
+impl Machine {
+    /// The machine of `store`, restored from its latest snapshot file.
     pub fn open(store: Arc<Store>) -> Result<Self, Error> {
         let files = SnapshotFiles::new(store);
         let state = match files.latest::<BasicNode>()? {
@@ -63,90 +75,37 @@ impl KvMachine {
             }
             None => State::default(),
         };
-        Ok(KvMachine {
+        Ok(Machine {
             state: Arc::new(Mutex::new(state)),
             files: Some(files),
             held: Arc::new(Mutex::new(None)),
         })
     }
 
-    /// A machine whose snapshots stay in memory (for log stores other than
-    /// quorumlog, in the benchmark).
+    /// A machine whose snapshots stay in memory.
     pub fn in_memory() -> Self {
-        KvMachine {
+        Machine {
             state: Arc::new(Mutex::new(State::default())),
             files: None,
             held: Arc::new(Mutex::new(None)),
         }
     }
 
-    /// Keeps the snapshot this machine built of its state `data`; returns
-    /// what a follower receives for it: the snapshot file, streamed from
-    /// disk (verified by the follower's install), or in memory the state.
-    fn keep_built(
-        &self,
-        meta: &SnapshotMeta<u64, BasicNode>,
-        data: Vec<u8>,
-    ) -> Result<SnapshotStream, Error> {
-        if let Some(files) = &self.files {
-            files.save_built(meta, &data)?;
-            return files.sending(meta);
-        }
-        *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((meta.clone(), data.clone()));
-        Ok(SnapshotStream::Memory(Cursor::new(data)))
-    }
-
-    /// Keeps a snapshot received from the leader (what its `keep_built`
-    /// returned, written into `received` as it arrived); returns its state.
-    fn keep_received(
-        &self,
-        meta: &SnapshotMeta<u64, BasicNode>,
-        received: SnapshotStream,
-    ) -> Result<Vec<u8>, Error> {
-        if let Some(files) = &self.files {
-            files.finish_received(meta, received)?;
-            return match files.latest::<BasicNode>()? {
-                Some((m, data)) if m.last_log_id == meta.last_log_id => Ok(data),
-                _ => Err(sm_error(
-                    ErrorVerb::Read,
-                    &std::io::Error::other("the installed snapshot is not the latest"),
-                )),
-            };
-        }
-        let SnapshotStream::Memory(c) = received else {
-            return Err(sm_error(
-                ErrorVerb::Read,
-                &std::io::Error::other("a memory machine received a snapshot file"),
-            ));
-        };
-        let data = c.into_inner();
-        *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((meta.clone(), data.clone()));
-        Ok(data)
-    }
-
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn held(&self) -> MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<String> {
         self.lock().data.get(key).cloned()
     }
-
-    /// Every key and value.
-    pub fn dump(&self) -> BTreeMap<String, String> {
-        self.lock().data.clone()
-    }
-
-    /// The last applied index.
-    pub fn applied(&self) -> Option<u64> {
-        self.lock().last_applied.map(|l| l.index)
-    }
 }
 
-impl RaftSnapshotBuilder<TypeConfig> for KvMachine {
+impl RaftSnapshotBuilder<TypeConfig> for Machine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, Error> {
         let state = self.lock().clone();
         let data = bincode::serialize(&state).map_err(|e| sm_error(ErrorVerb::Write, &e))?;
@@ -155,15 +114,24 @@ impl RaftSnapshotBuilder<TypeConfig> for KvMachine {
             last_membership: state.membership.clone(),
             snapshot_id: format!("{}", state.last_applied.map_or(0, |l| l.index + 1)),
         };
-        let sent = self.keep_built(&meta, data)?;
+        let stream = match &self.files {
+            Some(files) => {
+                files.save_built(&meta, &data)?;
+                files.sending(&meta)?
+            }
+            None => {
+                *self.held() = Some((meta.clone(), data.clone()));
+                SnapshotStream::Memory(Cursor::new(data))
+            }
+        };
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(sent),
+            snapshot: Box::new(stream),
         })
     }
 }
 
-impl RaftStateMachine<TypeConfig> for KvMachine {
+impl RaftStateMachine<TypeConfig> for Machine {
     type SnapshotBuilder = Self;
 
     async fn applied_state(
@@ -184,8 +152,8 @@ impl RaftStateMachine<TypeConfig> for KvMachine {
             s.last_applied = Some(e.log_id);
             match e.payload {
                 EntryPayload::Blank => {}
-                EntryPayload::Normal(put) => {
-                    s.data.insert(put.key, put.value);
+                EntryPayload::Normal(p) => {
+                    s.data.insert(p.key, p.value);
                 }
                 EntryPayload::Membership(m) => {
                     s.membership = StoredMembership::new(Some(e.log_id), m);
@@ -212,7 +180,31 @@ impl RaftStateMachine<TypeConfig> for KvMachine {
         meta: &SnapshotMeta<u64, BasicNode>,
         snapshot: Box<SnapshotStream>,
     ) -> Result<(), Error> {
-        let data = self.keep_received(meta, *snapshot)?;
+        let data = match (&self.files, *snapshot) {
+            (Some(files), received) => {
+                files.finish_received(meta, received)?;
+                match files.latest::<BasicNode>()? {
+                    Some((m, data)) if m.last_log_id == meta.last_log_id => data,
+                    _ => {
+                        return Err(sm_error(
+                            ErrorVerb::Read,
+                            &std::io::Error::other("the installed snapshot is not the latest"),
+                        ))
+                    }
+                }
+            }
+            (None, SnapshotStream::Memory(c)) => {
+                let data = c.into_inner();
+                *self.held() = Some((meta.clone(), data.clone()));
+                data
+            }
+            (None, _) => {
+                return Err(sm_error(
+                    ErrorVerb::Read,
+                    &std::io::Error::other("a memory machine received a snapshot file"),
+                ))
+            }
+        };
         let state: State =
             bincode::deserialize(&data).map_err(|e| sm_error(ErrorVerb::Read, &e))?;
         *self.lock() = state;
@@ -229,9 +221,7 @@ impl RaftStateMachine<TypeConfig> for KvMachine {
                 None => None,
             },
             None => self
-                .held
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
+                .held()
                 .clone()
                 .map(|(meta, data)| (meta, SnapshotStream::Memory(Cursor::new(data)))),
         };

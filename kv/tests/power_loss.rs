@@ -26,7 +26,7 @@ use openraft::{LogId, RaftLogReader};
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
 use quorumlog_kv::cluster::LocalCluster;
-use quorumlog_kv::proto::PutError;
+use quorumlog_kv::proto::{Command, Refusal};
 use quorumlog_kv::{KvMachine, Put, TypeConfig};
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
 use quorumlog_openraft::LogStore;
@@ -143,17 +143,16 @@ fn writers(
                 let mut via = 1;
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    let put = Put {
-                        key: format!("c{c}-{n}"),
-                        value: format!("v{n}"),
-                    };
+                    let put = Put::new(format!("c{c}-{n}"), format!("v{n}"));
                     match cluster.put(via, put.clone()).await {
                         Ok(index) => {
                             acked.lock().unwrap().insert(put.key, (put.value, index));
                             count.fetch_add(1, Ordering::Relaxed);
                             n += 1;
                         }
-                        Err(PutError::NotLeader(Some((l, _)))) => via = l,
+                        Err(Refusal::NotLeader {
+                            leader: Some((l, _)),
+                        }) => via = l,
                         Err(_) => {
                             via = via % 3 + 1;
                             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -184,7 +183,11 @@ async fn write_until_power_loss(seed: u64) -> Result<(Vec<SimFs>, Acked), String
         })
         .collect();
     let (p, _) = parts(&disks, true)?;
-    let cluster = Arc::new(LocalCluster::start(p, config(), true).await?);
+    let cluster = Arc::new(
+        LocalCluster::start(p, config(), true)
+            .await
+            .map_err(|e| e.to_string())?,
+    );
     cluster
         .leader(Duration::from_secs(10))
         .await
@@ -237,10 +240,7 @@ async fn commit_after_restart(cluster: &LocalCluster) -> Result<(u64, bool), Str
         .leader(Duration::from_secs(10))
         .await
         .ok_or("no leader after the restart")?;
-    let barrier = Put {
-        key: "after-restart".into(),
-        value: "1".into(),
-    };
+    let barrier = Put::new("after-restart", "1");
     let mut via = leader;
     let t0 = tokio::time::Instant::now();
     loop {
@@ -250,7 +250,9 @@ async fn commit_after_restart(cluster: &LocalCluster) -> Result<(u64, bool), Str
                 let shown = raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
                 return Ok((index, shown < index));
             }
-            Err(PutError::NotLeader(Some((l, _)))) => via = l,
+            Err(Refusal::NotLeader {
+                leader: Some((l, _)),
+            }) => via = l,
             Err(e) if t0.elapsed() > Duration::from_secs(10) => {
                 return Err(format!("no write after the restart: {e:?}"));
             }
@@ -297,7 +299,7 @@ async fn locate(logs: &[LogStore<TypeConfig>], keys: &[String], last: u64) -> St
         let found: Vec<String> = entries
             .iter()
             .filter_map(|e| match &e.payload {
-                openraft::EntryPayload::Normal(p) if keys.contains(&p.key) => {
+                openraft::EntryPayload::Normal(Command::Put(p)) if keys.contains(&p.key) => {
                     Some(format!("{}@{}", p.key, e.log_id))
                 }
                 _ => None,
@@ -358,7 +360,9 @@ async fn run_seed(seed: u64) -> Result<Counts, String> {
     let (images, acked) = write_until_power_loss(seed).await?;
     // Restart from what the disks kept.
     let (p, logs) = parts(&images, false)?;
-    let cluster = LocalCluster::start(p, config(), false).await?;
+    let cluster = LocalCluster::start(p, config(), false)
+        .await
+        .map_err(|e| e.to_string())?;
     let (last, metrics_lagged) = commit_after_restart(&cluster).await?;
     // The new leader's log holds every committed entry, and its first
     // write goes after them.

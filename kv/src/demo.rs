@@ -1,8 +1,10 @@
 //! `quorumlog-kv demo`: three node processes on loopback, each with its
 //! own data directory; many clients write through the leader; the leader
 //! is killed (SIGKILL) mid-stream, a new one is elected, writing goes on,
-//! the killed node restarts and catches up; then every acknowledged write
-//! must read back from every node.
+//! the killed node restarts and catches up; readers meanwhile read
+//! acknowledged keys back through the leader (linearizable reads: each must
+//! return the acknowledged value); at the end every acknowledged write must
+//! read back from every node.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +12,26 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::client::{dump, status, Writer};
+use crate::client::{dump, status, Client};
+use crate::error::{Error, Result};
+
+/// Deadline of one status or dump call the demo makes.
+const CALL: Duration = Duration::from_secs(2);
+
+fn soon() -> tokio::time::Instant {
+    tokio::time::Instant::now() + CALL
+}
+
+/// An index below `n` from `state` (a xorshift step).
+pub(crate) fn pick(state: &mut u64, n: usize) -> usize {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    usize::try_from(*state % (n.max(1) as u64)).unwrap_or(0)
+}
+
+/// Readers of acknowledged keys beside the writers.
+const READERS: usize = 8;
 
 /// How the demo runs.
 #[derive(Debug, Clone)]
@@ -43,12 +64,16 @@ pub struct Report {
     pub restart_caught_up_ms: u64,
     /// Acknowledged writes missing or wrong, per node.
     pub missing: BTreeMap<u64, usize>,
+    /// Linearizable reads of acknowledged keys during the run.
+    pub reads: usize,
+    /// Of those, reads that did not return the acknowledged value.
+    pub reads_wrong: usize,
 }
 
 impl Report {
     /// Every acknowledged write read back from every node.
     pub fn passed(&self) -> bool {
-        self.acked > 0 && self.missing.values().all(|m| *m == 0)
+        self.acked > 0 && self.missing.values().all(|m| *m == 0) && self.reads_wrong == 0
     }
 
     /// Prints the figures and the verdict; returns [`Report::passed`].
@@ -66,6 +91,10 @@ impl Report {
             self.restart_open_ms, self.restart_caught_up_ms
         );
         println!("missing per node        {:?}", self.missing);
+        println!(
+            "reads (linearizable)    {} of acknowledged keys, {} wrong",
+            self.reads, self.reads_wrong
+        );
         let ok = self.passed();
         println!(
             "check                   {}",
@@ -84,6 +113,8 @@ pub struct Processes {
     /// Nodes `1..=initial` form the cluster (node 1 initializes it).
     initial: u64,
     children: BTreeMap<u64, Child>,
+    /// Arguments every node gets besides its own.
+    pub extra: Vec<String>,
 }
 
 fn free_port() -> std::io::Result<u16> {
@@ -108,6 +139,7 @@ impl Processes {
             peers,
             initial: members,
             children: BTreeMap::new(),
+            extra: Vec::new(),
         })
     }
 
@@ -150,6 +182,8 @@ impl Processes {
             .arg(self.base.join(format!("node-{id}")))
             .args(["--listen", &self.addr(id)])
             .args(["--peers", &peers.join(",")])
+            .args(["--cluster", "7"])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(log);
         if id == 1 {
@@ -167,6 +201,30 @@ impl Processes {
         }
     }
 
+    /// Whether node `id`'s process runs (started and not killed).
+    pub fn running(&self, id: u64) -> bool {
+        self.children.contains_key(&id)
+    }
+
+    /// Every node's address.
+    pub fn addrs(&self) -> Vec<String> {
+        self.peers.iter().map(|(_, a)| a.clone()).collect()
+    }
+
+    /// Stops (`SIGSTOP`) or continues (`SIGCONT`) node `id`'s process.
+    pub fn pause(&self, id: u64, stop: bool) {
+        if let Some(c) = self.children.get(&id) {
+            if let Ok(pid) = libc::pid_t::try_from(c.id()) {
+                let signal = if stop { libc::SIGSTOP } else { libc::SIGCONT };
+                // SAFETY: `kill` takes a pid and a signal number and touches
+                // no memory of ours; the pid is our own child's, not reaped.
+                unsafe {
+                    libc::kill(pid, signal);
+                }
+            }
+        }
+    }
+
     /// The leader all reachable nodes agree on (`exclude` ignored).
     async fn leader(&self, exclude: Option<u64>) -> Option<u64> {
         let mut seen = Vec::new();
@@ -174,7 +232,7 @@ impl Processes {
             if Some(*id) == exclude {
                 continue;
             }
-            seen.push(status(addr).await.ok().and_then(|s| s.leader));
+            seen.push(status(addr, soon()).await.ok().and_then(|s| s.leader));
         }
         let first = seen.first().copied().flatten()?;
         (seen.iter().all(|l| *l == Some(first)) && Some(first) != exclude).then_some(first)
@@ -209,6 +267,8 @@ struct Acks {
     /// The highest log index of an acknowledged write.
     last_index: u64,
     latencies_us: Vec<u64>,
+    /// Acknowledged keys in order (readers pick from them).
+    keys: Vec<String>,
 }
 
 fn spawn_writers(
@@ -219,7 +279,7 @@ fn spawn_writers(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     (0..clients)
         .map(|c| {
-            let mut w = Writer::new(nodes.to_vec());
+            let mut w = Client::new(nodes.to_vec());
             let (stop, acks) = (Arc::clone(stop), Arc::clone(acks));
             tokio::spawn(async move {
                 let mut n = 0u64;
@@ -230,12 +290,59 @@ fn spawn_writers(
                     if let Ok(index) = w.put(&key, &value, deadline).await {
                         let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
                         let mut a = acks.lock().unwrap_or_else(PoisonError::into_inner);
+                        a.keys.push(key.clone());
                         a.values.insert(key, value);
                         a.last_index = a.last_index.max(index);
                         a.latencies_us.push(us);
                     }
                     n += 1;
                 }
+            })
+        })
+        .collect()
+}
+
+/// Readers until `stop`: each reads an acknowledged key through the
+/// leader (linearizable) and compares it with the acknowledged value (keys
+/// are written once). Returns (reads, wrong) per reader.
+fn spawn_readers(
+    readers: usize,
+    nodes: &[String],
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+    acks: &Arc<Mutex<Acks>>,
+) -> Vec<tokio::task::JoinHandle<(usize, usize)>> {
+    (0..readers)
+        .map(|r| {
+            let mut c = Client::new(nodes.to_vec());
+            let (stop, acks) = (Arc::clone(stop), Arc::clone(acks));
+            tokio::spawn(async move {
+                let (mut reads, mut wrong) = (0, 0);
+                let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ (r as u64 + 1);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let picked = {
+                        let a = acks.lock().unwrap_or_else(PoisonError::into_inner);
+                        let i = pick(&mut seed, a.keys.len());
+                        a.keys
+                            .get(i)
+                            .and_then(|k| a.values.get(k).map(|v| (k.clone(), v.clone())))
+                    };
+                    let Some((key, value)) = picked else {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                    if let Ok(read) = c.get(&key, deadline).await {
+                        reads += 1;
+                        if read.value.as_deref() != Some(value.as_str()) {
+                            wrong += 1;
+                            println!(
+                                "wrong read: {key} = {:?} from node {} at {}, acknowledged {value}",
+                                read.value, read.node, read.applied
+                            );
+                        }
+                    }
+                }
+                (reads, wrong)
             })
         })
         .collect()
@@ -270,21 +377,25 @@ fn say(t0: Instant, what: &str) {
     clippy::too_many_lines,
     reason = "one story told in order: start, write, kill, restart, check"
 )]
-pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
+pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
     let t0 = Instant::now();
     let base = args
         .dir
         .join(format!("quorumlog-kv-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&base).map_err(|e| e.to_string())?;
-    let mut cluster = Processes::new(exe, &base, 3).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&base).map_err(|e| Error::io(base.display().to_string(), e))?;
+    let mut cluster = Processes::new(exe, &base, 3).map_err(|e| Error::io("ports", e))?;
     for id in 1..=3 {
-        cluster.spawn(id).map_err(|e| e.to_string())?;
+        cluster
+            .spawn(id)
+            .map_err(|e| Error::io(format!("start node {id}"), e))?;
     }
     say(t0, &format!("3 nodes started, data in {}", base.display()));
     let leader = cluster
         .wait_leader(None, Duration::from_secs(20))
         .await
-        .ok_or("no leader elected")?;
+        .ok_or_else(|| Error::Timeout {
+            last: "no leader elected".into(),
+        })?;
     say(
         t0,
         &format!("node {leader} leads; {} clients writing", args.clients),
@@ -293,6 +404,7 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let acks = Arc::new(Mutex::new(Acks::default()));
     let writers = spawn_writers(args.clients, &nodes, &stop, &acks);
+    let readers = spawn_readers(READERS, &nodes, &stop, &acks);
     let written = |acks: &Arc<Mutex<Acks>>| {
         acks.lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -314,14 +426,16 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
     let new_leader = cluster
         .wait_leader(Some(leader), Duration::from_secs(20))
         .await
-        .ok_or("no new leader elected")?;
+        .ok_or_else(|| Error::Timeout {
+            last: "no new leader elected".into(),
+        })?;
     let new_leader_ms = u64::try_from(killed_at.elapsed().as_millis()).unwrap_or(u64::MAX);
     say(
         t0,
         &format!("node {new_leader} leads after {new_leader_ms} ms; writing on"),
     );
     tokio::time::sleep(phase).await;
-    let target = status(&cluster.addr(new_leader))
+    let target = status(&cluster.addr(new_leader), soon())
         .await
         .ok()
         .and_then(|s| s.applied)
@@ -334,12 +448,14 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
         ),
     );
     let restarted_at = Instant::now();
-    cluster.spawn(leader).map_err(|e| e.to_string())?;
+    cluster
+        .spawn(leader)
+        .map_err(|e| Error::io(format!("restart node {leader}"), e))?;
     let addr = cluster.addr(leader);
     let mut restart_open_ms = 0;
     let mut restart_caught_up_ms = 0;
     while restarted_at.elapsed() < Duration::from_secs(30) {
-        if let Ok(s) = status(&addr).await {
+        if let Ok(s) = status(&addr, soon()).await {
             restart_open_ms = s.open_ms;
             if s.applied.unwrap_or(0) >= target {
                 restart_caught_up_ms =
@@ -355,6 +471,13 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
     for w in writers {
         let _ = w.await;
     }
+    let (mut reads, mut reads_wrong) = (0, 0);
+    for r in readers {
+        if let Ok((n, w)) = r.await {
+            reads += n;
+            reads_wrong += w;
+        }
+    }
     let elapsed = write_start.elapsed();
     let (values, mut lat, last_index) = {
         let a = acks.lock().unwrap_or_else(PoisonError::into_inner);
@@ -369,10 +492,12 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
     let final_leader = cluster
         .wait_leader(None, Duration::from_secs(20))
         .await
-        .ok_or("no leader at the end")?;
+        .ok_or_else(|| Error::Timeout {
+            last: "no leader at the end".into(),
+        })?;
     // At least every acknowledged write's own index (a node's reported
     // applied index may lag its state machine, never lead it).
-    let goal = status(&cluster.addr(final_leader))
+    let goal = status(&cluster.addr(final_leader), soon())
         .await
         .ok()
         .and_then(|s| s.applied)
@@ -382,12 +507,18 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
     for (id, addr) in &cluster.peers {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(20) {
-            if status(addr).await.ok().and_then(|s| s.applied).unwrap_or(0) >= goal {
+            if status(addr, soon())
+                .await
+                .ok()
+                .and_then(|s| s.applied)
+                .unwrap_or(0)
+                >= goal
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let data = dump(addr).await.unwrap_or_default();
+        let data = dump(addr, soon()).await.unwrap_or_default();
         let bad = values
             .iter()
             .filter(|(k, v)| data.get(*k) != Some(*v))
@@ -406,6 +537,8 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report, String> {
         restart_open_ms,
         restart_caught_up_ms,
         missing,
+        reads,
+        reads_wrong,
     };
     drop(cluster);
     let _ = std::fs::remove_dir_all(&base);

@@ -1,0 +1,381 @@
+//! Nodes in one process over an in-memory network (feature `cluster`):
+//! the end-to-end benchmark (E1: the same cluster persisted by different
+//! log stores), the whole-cluster power-loss test and the fault tests.
+//! Each node still has its own log store; only the network is a function
+//! call. Client requests take the service's own path ([`node::answer`]),
+//! through [`LocalTransport`] and the same [`crate::client::Client`].
+//!
+//! Faults: a node stopped (its Raft shut down, unreachable) and started
+//! again from its store; links cut between nodes (both directions) and
+//! healed. Clients always reach every running node: a leader cut off from
+//! the others still hears its clients, which is the case a stale read
+//! would come from.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::storage::RaftLogStorage;
+use openraft::{BasicNode, Config, Raft};
+use quorumlog_raft::DirectoryId;
+use tokio::time::Instant;
+
+use crate::client::{CallError, Transport};
+use crate::error::{Error, Result};
+use crate::machine::KvMachine;
+use crate::node::{self, Running};
+use crate::proto::{Put, Refusal, Request, Response, TypeConfig};
+
+#[derive(Default)]
+struct Net {
+    nodes: BTreeMap<u64, Running>,
+    /// Cut links, each as (lower id, higher id).
+    cut: BTreeSet<(u64, u64)>,
+}
+
+/// The in-memory network: each running node by id, and the cut links.
+#[derive(Clone, Default)]
+pub struct Router {
+    net: Arc<RwLock<Net>>,
+}
+
+impl Router {
+    fn node(&self, id: u64) -> Option<Running> {
+        self.net
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .nodes
+            .get(&id)
+            .cloned()
+    }
+
+    /// Node `to` as node `from` reaches it (`None`: down or cut off).
+    fn peer(&self, from: u64, to: u64) -> Option<Raft<TypeConfig>> {
+        let net = self.net.read().unwrap_or_else(PoisonError::into_inner);
+        if net.cut.contains(&(from.min(to), from.max(to))) {
+            return None;
+        }
+        net.nodes.get(&to).map(|n| n.raft.clone())
+    }
+
+    fn set(&self, id: u64, node: Option<Running>) {
+        let mut net = self.net.write().unwrap_or_else(PoisonError::into_inner);
+        match node {
+            Some(n) => net.nodes.insert(id, n),
+            None => net.nodes.remove(&id),
+        };
+    }
+}
+
+/// One node's network: its id and the router.
+#[derive(Clone)]
+pub struct NodeNetwork {
+    me: u64,
+    router: Router,
+}
+
+impl RaftNetworkFactory<TypeConfig> for NodeNetwork {
+    type Network = RouterPeer;
+
+    async fn new_client(&mut self, target: u64, _node: &BasicNode) -> RouterPeer {
+        RouterPeer {
+            me: self.me,
+            target,
+            router: self.router.clone(),
+        }
+    }
+}
+
+/// One node's view of a peer.
+pub struct RouterPeer {
+    me: u64,
+    target: u64,
+    router: Router,
+}
+
+type Rpc<T, E = RaftError<u64>> = Result<T, RPCError<u64, BasicNode, E>>;
+
+impl RouterPeer {
+    fn raft<E: std::error::Error>(&self) -> Result<Raft<TypeConfig>, RPCError<u64, BasicNode, E>> {
+        self.router.peer(self.me, self.target).ok_or_else(|| {
+            RPCError::Unreachable(Unreachable::new(&std::io::Error::from(
+                std::io::ErrorKind::NotConnected,
+            )))
+        })
+    }
+
+    /// An answer that crosses a link cut meanwhile is lost.
+    fn back<T, E: std::error::Error>(&self, r: T) -> Result<T, RPCError<u64, BasicNode, E>> {
+        self.raft::<E>().map(|_| r)
+    }
+}
+
+impl RaftNetwork<TypeConfig> for RouterPeer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Rpc<AppendEntriesResponse<u64>> {
+        let target = self.target;
+        let r = self
+            .raft()?
+            .append_entries(rpc)
+            .await
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))?;
+        self.back(r)
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Rpc<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>> {
+        let target = self.target;
+        let r = self
+            .raft()?
+            .install_snapshot(rpc)
+            .await
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))?;
+        self.back(r)
+    }
+
+    async fn vote(&mut self, rpc: VoteRequest<u64>, _option: RPCOption) -> Rpc<VoteResponse<u64>> {
+        let target = self.target;
+        let r = self
+            .raft()?
+            .vote(rpc)
+            .await
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))?;
+        self.back(r)
+    }
+}
+
+/// A node's address on the in-memory network.
+pub fn addr(id: u64) -> String {
+    format!("local-{id}")
+}
+
+fn id_of(addr: &str) -> Option<u64> {
+    addr.strip_prefix("local-")?.parse().ok()
+}
+
+/// The clients' transport: requests go to [`node::answer`] of the node
+/// named by the address (`local-<id>`), if it runs.
+#[derive(Clone)]
+pub struct LocalTransport {
+    router: Router,
+}
+
+impl Transport for LocalTransport {
+    async fn call(
+        &mut self,
+        addr: &str,
+        req: &Request,
+        deadline: Instant,
+    ) -> Result<Response, CallError> {
+        let Some(node) = id_of(addr).and_then(|id| self.router.node(id)) else {
+            return Err(CallError {
+                sent: false,
+                error: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+            });
+        };
+        // The request is a copy, as if it had crossed a wire.
+        let bytes = bincode::serialize(req).map_err(|e| CallError {
+            sent: false,
+            error: std::io::Error::other(e),
+        })?;
+        let req: Request = bincode::deserialize(&bytes).map_err(|e| CallError {
+            sent: false,
+            error: std::io::Error::other(e),
+        })?;
+        tokio::time::timeout_at(deadline, node::answer(&node, req))
+            .await
+            .map_err(|_| CallError {
+                sent: true,
+                error: std::io::Error::from(std::io::ErrorKind::TimedOut),
+            })
+    }
+}
+
+/// Nodes running in this process.
+pub struct LocalCluster {
+    router: Router,
+    config: Arc<Config>,
+    /// Each node's Raft and state machine.
+    pub nodes: BTreeMap<u64, (Raft<TypeConfig>, KvMachine)>,
+}
+
+/// The membership of nodes `ids` (addresses are [`addr`]s).
+pub fn members(ids: &[u64]) -> BTreeMap<u64, BasicNode> {
+    ids.iter()
+        .map(|id| (*id, BasicNode { addr: addr(*id) }))
+        .collect()
+}
+
+impl LocalCluster {
+    /// Starts nodes from their log stores and state machines; the first
+    /// initializes the cluster of all of them if `init`.
+    ///
+    /// # Errors
+    /// openraft's.
+    pub async fn start<L>(
+        parts: Vec<(u64, L, KvMachine)>,
+        config: Arc<Config>,
+        init: bool,
+    ) -> Result<LocalCluster>
+    where
+        L: RaftLogStorage<TypeConfig>,
+    {
+        let mut cluster = LocalCluster {
+            router: Router::default(),
+            config,
+            nodes: BTreeMap::new(),
+        };
+        let ids: Vec<u64> = parts.iter().map(|(id, _, _)| *id).collect();
+        for (id, log, machine) in parts {
+            cluster.add(id, log, machine).await?;
+        }
+        if init {
+            if let Some((raft, _)) = ids.first().and_then(|id| cluster.nodes.get(id)) {
+                raft.initialize(members(&ids)).await.map_err(Error::raft)?;
+            }
+        }
+        Ok(cluster)
+    }
+
+    /// Starts node `id` (again) from its log store and state machine.
+    ///
+    /// # Errors
+    /// openraft's.
+    pub async fn add<L>(&mut self, id: u64, log: L, machine: KvMachine) -> Result<()>
+    where
+        L: RaftLogStorage<TypeConfig>,
+    {
+        let network = NodeNetwork {
+            me: id,
+            router: self.router.clone(),
+        };
+        let running = node::start_with(
+            id,
+            log,
+            machine,
+            network,
+            Arc::clone(&self.config),
+            0,
+            DirectoryId(u128::from(id)),
+        )
+        .await?;
+        self.nodes
+            .insert(id, (running.raft.clone(), running.machine.clone()));
+        self.router.set(id, Some(running));
+        Ok(())
+    }
+
+    /// Stops node `id` (as a crash: nothing more reaches its store through
+    /// Raft; the caller drops or crashes the store).
+    pub async fn stop(&mut self, id: u64) {
+        self.router.set(id, None);
+        if let Some((raft, _)) = self.nodes.remove(&id) {
+            let _ = raft.shutdown().await;
+        }
+    }
+
+    /// Cuts the links between node `id` and every other node (clients
+    /// still reach it).
+    pub fn isolate(&self, id: u64) {
+        let mut net = self
+            .router
+            .net
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let others: Vec<u64> = self.nodes.keys().copied().filter(|o| *o != id).collect();
+        for o in others {
+            net.cut.insert((id.min(o), id.max(o)));
+        }
+    }
+
+    /// Restores every link.
+    pub fn heal(&self) {
+        self.router
+            .net
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .cut
+            .clear();
+    }
+
+    /// The transport clients of this cluster use.
+    pub fn transport(&self) -> LocalTransport {
+        LocalTransport {
+            router: self.router.clone(),
+        }
+    }
+
+    /// Every node's address.
+    pub fn addrs(&self) -> Vec<String> {
+        self.nodes.keys().map(|id| addr(*id)).collect()
+    }
+
+    /// The leader every running node agrees on, waiting up to `limit`.
+    pub async fn leader(&self, limit: Duration) -> Option<u64> {
+        let t0 = tokio::time::Instant::now();
+        while t0.elapsed() < limit {
+            let seen: Vec<Option<u64>> = self
+                .nodes
+                .values()
+                .map(|(r, _)| r.metrics().borrow().current_leader)
+                .collect();
+            if let Some(Some(l)) = seen.first() {
+                if seen.iter().all(|x| *x == Some(*l)) {
+                    return Some(*l);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        None
+    }
+
+    /// Writes `put` through node `via` (no redirect followed); returns the
+    /// index of the entry that applied it, applied on the leader when this
+    /// returns.
+    ///
+    /// # Errors
+    /// `NotLeader` (with the leader's id and [`addr`]); `Failed`.
+    pub async fn put(&self, via: u64, put: Put) -> Result<u64, Refusal> {
+        let Some(node) = self.router.node(via) else {
+            return Err(Refusal::NotLeader { leader: None });
+        };
+        node::write(&node, crate::proto::Command::Put(put)).await
+    }
+
+    /// Waits until every node applied at least `index` (up to `limit`);
+    /// returns whether they did.
+    pub async fn applied(&self, index: u64, limit: Duration) -> bool {
+        let t0 = tokio::time::Instant::now();
+        while t0.elapsed() < limit {
+            if self
+                .nodes
+                .values()
+                .all(|(_, m)| m.applied().is_some_and(|a| a >= index))
+            {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        false
+    }
+
+    /// Stops every node.
+    pub async fn shutdown(mut self) {
+        let ids: Vec<u64> = self.nodes.keys().copied().collect();
+        for id in ids {
+            self.stop(id).await;
+        }
+    }
+}

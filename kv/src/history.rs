@@ -1,0 +1,91 @@
+//! A recorded history of client operations: each with the client, the key,
+//! what it did, when it was invoked and when it completed (nanoseconds on
+//! one monotonic clock), and its outcome. [`crate::check`] decides whether
+//! a history is linearizable.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+/// What an operation did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// A write of this value.
+    Put(String),
+    /// A read.
+    Get,
+}
+
+/// How an operation ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Completed: a write acknowledged (`None`), or a read and the value it
+    /// returned (`None`: the key had no value).
+    Ok(Option<String>),
+    /// Certainly had no effect (a write refused before it could apply, a
+    /// read that returned nothing).
+    Failed,
+    /// May or may not have taken effect (a write whose answer was lost):
+    /// it may take effect at any time after its invocation.
+    Unknown,
+}
+
+/// One operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Op {
+    /// The client that issued it.
+    pub client: u64,
+    /// The key.
+    pub key: String,
+    /// What it did.
+    pub action: Action,
+    /// When it was invoked (ns).
+    pub call: u64,
+    /// When it completed (ns; for `Unknown`, when the client gave up).
+    pub ret: u64,
+    /// Its outcome.
+    pub outcome: Outcome,
+}
+
+/// Records operations from many tasks (clones share the record).
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    t0: Instant,
+    ops: Arc<Mutex<Vec<Op>>>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}
+
+impl Recorder {
+    /// An empty record; its clock starts now.
+    pub fn new() -> Recorder {
+        Recorder {
+            t0: Instant::now(),
+            ops: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// Now, on the record's clock (ns).
+    pub fn now(&self) -> u64 {
+        u64::try_from(self.t0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Adds an operation.
+    pub fn record(&self, op: Op) {
+        self.ops
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(op);
+    }
+
+    /// Every operation recorded so far.
+    pub fn ops(&self) -> Vec<Op> {
+        self.ops
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}

@@ -1,0 +1,72 @@
+//! A replicated key-value service: openraft over quorumlog
+//! (`quorumlog-openraft`), each node its own process with its own data
+//! directory, Raft RPCs and client requests in one small framed protocol
+//! over TCP.
+//!
+//! What a client can rely on (docs/design.md §8b):
+//! - **Linearizable reads** by default: the leader answers a `get` only
+//!   after a quorum confirmed that it still leads and its state machine
+//!   applied everything committed when the read arrived (openraft's
+//!   `ensure_linearizable`); `--stale` reads any node's own state.
+//! - **Exactly-once writes**: a write carries a request id; the state
+//!   machine applies it once and answers its retries with the first
+//!   result (bounded client sessions, kept in snapshots).
+//! - **Deadlines**: every client call has one deadline covering connect,
+//!   send and receive; a write ends `Failed` (certainly not applied) or
+//!   `Unknown` (maybe applied).
+//! - **Fast restarts**: the adapter persists the commit point every
+//!   100 ms, so a restarted node re-applies from where it was.
+//!
+//! `quorumlog-kv demo` runs a three-process cluster through a leader kill
+//! and a restart and checks every acknowledged write and reads;
+//! `quorumlog-kv soak` runs real processes under SIGKILL and SIGSTOP and
+//! checks the whole history for linearizability ([`check`]). The
+//! in-process cluster (feature `cluster`) runs the same nodes over an
+//! in-memory network with faults (the end-to-end benchmark, the fault and
+//! power-loss tests).
+#![allow(
+    clippy::result_large_err,
+    reason = "openraft's traits return its large error types"
+)]
+
+pub mod check;
+pub mod client;
+#[cfg(feature = "cluster")]
+pub mod cluster;
+pub mod demo;
+pub mod error;
+pub mod history;
+pub mod machine;
+pub mod network;
+pub mod node;
+pub mod proto;
+pub mod reassign;
+pub mod soak;
+
+pub use error::{Error, Result};
+pub use machine::KvMachine;
+pub use proto::{Command, Put, Reply, TypeConfig};
+
+/// Entries between snapshots by default.
+pub const SNAPSHOT_EVERY: u64 = 20_000;
+
+/// The openraft configuration every node runs with: heartbeats every
+/// 100 ms, elections after 300–600 ms of silence, a snapshot every
+/// `snapshot_every` entries keeping 1,000 behind it.
+///
+/// # Panics
+/// Never: the values are valid.
+pub fn raft_config(snapshot_every: u64) -> std::sync::Arc<openraft::Config> {
+    let config = openraft::Config {
+        cluster_name: "quorumlog-kv".into(),
+        heartbeat_interval: 100,
+        election_timeout_min: 300,
+        election_timeout_max: 600,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(snapshot_every.max(1)),
+        max_in_snapshot_log_to_keep: 1_000,
+        max_payload_entries: 1_000,
+        ..Default::default()
+    };
+    #[expect(clippy::expect_used, reason = "a fixed, valid configuration")]
+    std::sync::Arc::new(config.validate().expect("a valid configuration"))
+}

@@ -1,0 +1,363 @@
+//! One node: its store (formatted on first start), its state machine, its
+//! Raft, the reassignment driver, and a TCP server for Raft RPCs and
+//! client requests.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::storage::RaftLogStorage;
+use openraft::{BasicNode, Raft, ServerState};
+use quorumlog_openraft::LogStore;
+use quorumlog_raft::{
+    ClusterId, DirectoryId, Identity, LogOptions, Meta, NodeId, RealFs, SharedFs, Store,
+    StoreOptions, SyncPolicy,
+};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::error::{Error, Result};
+use crate::machine::KvMachine;
+use crate::network::TcpNetwork;
+use crate::proto::{
+    read_frame, write_frame, Command, Put, Read, Refusal, Reply, Request, Response, Status,
+    TypeConfig,
+};
+
+/// How a node runs.
+#[derive(Debug, Clone)]
+pub struct NodeArgs {
+    /// Its id.
+    pub id: u64,
+    /// The cluster's id (checked against the data directory's).
+    pub cluster: u128,
+    /// Its data directory (formatted if blank or absent).
+    pub dir: PathBuf,
+    /// Where it listens.
+    pub listen: String,
+    /// Every member: id and address (itself included).
+    pub peers: Vec<(u64, String)>,
+    /// Initialize the cluster with `peers` on the first start.
+    pub init: bool,
+    /// Entries between snapshots.
+    pub snapshot_every: u64,
+}
+
+/// The store options the nodes use.
+pub fn store_options() -> StoreOptions {
+    StoreOptions {
+        log: LogOptions::default(),
+        sync: SyncPolicy::GroupCommit,
+    }
+}
+
+/// How long a node waits to confirm its leadership for a read, or for a
+/// status, before answering `NoQuorum`.
+pub const CONFIRM_WAIT: Duration = Duration::from_secs(2);
+
+/// Opens node `node`'s store of cluster `cluster` in `dir`, formatting it
+/// when `open` finds no data directory there (with a new directory id: a
+/// node back with an empty disk is not the voter it was). Returns the
+/// store, whether it was formatted now, and how long opening took (ms).
+///
+/// # Errors
+/// `Store`: another node's or cluster's directory (refused before
+/// anything in it changes), a damaged one, an I/O failure.
+pub fn open_store(
+    fs: &SharedFs,
+    dir: &Path,
+    cluster: u128,
+    node: u64,
+) -> Result<(Arc<Store>, bool, u64)> {
+    let t0 = Instant::now();
+    let expect = Identity::node(ClusterId(cluster), NodeId(node));
+    let (store, fresh) = match Store::open(fs, dir, &expect, &store_options()) {
+        Ok((store, _)) => (store, false),
+        Err(e) if e.is_not_formatted() => {
+            fs.create_dir_all(dir)
+                .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+            let meta = Meta::new(ClusterId(cluster), NodeId(node), DirectoryId::random());
+            Store::format(fs, dir, meta, None, &store_options())?;
+            (Store::open(fs, dir, &expect, &store_options())?.0, true)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok((Arc::new(store), fresh, ms))
+}
+
+/// A running node's parts.
+#[derive(Clone)]
+pub struct Running {
+    /// Its id.
+    pub id: u64,
+    /// Its Raft.
+    pub raft: Raft<TypeConfig>,
+    /// Its state machine.
+    pub machine: KvMachine,
+    /// How long opening the store took, in milliseconds.
+    pub open_ms: u64,
+    /// Its data directory's id.
+    pub directory: DirectoryId,
+}
+
+/// Starts node `id` over `store` with `network` and `config`.
+///
+/// # Errors
+/// openraft's or the store's.
+pub async fn start<N>(
+    id: u64,
+    store: Arc<Store>,
+    network: N,
+    open_ms: u64,
+    config: Arc<openraft::Config>,
+) -> Result<Running>
+where
+    N: openraft::network::RaftNetworkFactory<TypeConfig>,
+{
+    let directory = store.me().directory_id;
+    let log = LogStore::new_bounded(Arc::clone(&store), id)?;
+    let machine = KvMachine::open(store)?;
+    start_with(id, log, machine, network, config, open_ms, directory).await
+}
+
+/// Starts node `id` over any log storage (the benchmark's peers).
+///
+/// # Errors
+/// openraft's.
+pub async fn start_with<L, N>(
+    id: u64,
+    log: L,
+    machine: KvMachine,
+    network: N,
+    config: Arc<openraft::Config>,
+    open_ms: u64,
+    directory: DirectoryId,
+) -> Result<Running>
+where
+    L: RaftLogStorage<TypeConfig>,
+    N: openraft::network::RaftNetworkFactory<TypeConfig>,
+{
+    let raft = Raft::new(id, config, network, log, machine.clone())
+        .await
+        .map_err(Error::raft)?;
+    Ok(Running {
+        id,
+        raft,
+        machine,
+        open_ms,
+        directory,
+    })
+}
+
+/// Initializes a new cluster of `peers` (ignored if already initialized).
+///
+/// # Errors
+/// openraft's (other than "already initialized").
+pub async fn initialize(raft: &Raft<TypeConfig>, peers: &[(u64, String)]) -> Result<()> {
+    let members: BTreeMap<u64, BasicNode> = peers
+        .iter()
+        .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+        .collect();
+    match raft.initialize(members).await {
+        Ok(()) | Err(RaftError::APIError(_)) => Ok(()),
+        Err(e) => Err(Error::raft(e)),
+    }
+}
+
+/// Runs a node until the process is killed.
+///
+/// # Errors
+/// Opening the store, starting Raft, binding the address.
+pub async fn run(args: NodeArgs) -> Result<()> {
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let (store, fresh, open_ms) = open_store(&fs, &args.dir, args.cluster, args.id)?;
+    let config = crate::raft_config(args.snapshot_every);
+    let node = start(args.id, store, TcpNetwork, open_ms, config).await?;
+    if args.init && fresh {
+        initialize(&node.raft, &args.peers).await?;
+    }
+    tokio::spawn(crate::reassign::driver(node.clone()));
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| Error::io(format!("listen on {}", args.listen), e))?;
+    loop {
+        let Ok((conn, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = conn.set_nodelay(true);
+        let node = node.clone();
+        tokio::spawn(async move {
+            let _ = serve(conn, &node).await;
+        });
+    }
+}
+
+async fn serve(mut conn: TcpStream, node: &Running) -> std::io::Result<()> {
+    loop {
+        let req: Request = read_frame(&mut conn).await?;
+        let resp = answer(node, req).await;
+        write_frame(&mut conn, &resp).await?;
+    }
+}
+
+fn leader_of(f: &openraft::error::ForwardToLeader<u64, BasicNode>) -> Option<(u64, String)> {
+    f.leader_id
+        .zip(f.leader_node.as_ref().map(|n| n.addr.clone()))
+}
+
+/// A write through Raft: the index of the entry that applied it.
+///
+/// # Errors
+/// `NotLeader` (refused before it was appended, or cut from this node's log
+/// by a newer leader: certainly not applied); `Failed` otherwise.
+pub async fn write(node: &Running, command: Command) -> Result<u64, Refusal> {
+    match node.raft.client_write(command).await {
+        Ok(r) => match r.data {
+            Reply::Put { index } => Ok(index),
+            Reply::Done => Ok(r.log_id.index),
+            Reply::Superseded => Err(Refusal::Refused {
+                reason: "a later request of this client was applied".into(),
+            }),
+        },
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(Refusal::NotLeader {
+            leader: leader_of(&f),
+        }),
+        Err(e) => Err(Refusal::Failed {
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Confirms that this node leads (a quorum answered its heartbeat) and
+/// that its state machine applied everything committed when asked.
+///
+/// # Errors
+/// `NotLeader`; `NoQuorum` (no quorum within [`CONFIRM_WAIT`]); `Failed`.
+pub async fn confirm_leadership(node: &Running) -> Result<(), Refusal> {
+    match tokio::time::timeout(CONFIRM_WAIT, node.raft.ensure_linearizable()).await {
+        Err(_) => Err(Refusal::NoQuorum),
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
+            Err(Refusal::NotLeader {
+                leader: leader_of(&f),
+            })
+        }
+        Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))) => {
+            Err(Refusal::NoQuorum)
+        }
+        Ok(Err(e)) => Err(Refusal::Failed {
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// A read: linearizable (after [`confirm_leadership`]) or stale.
+///
+/// # Errors
+/// As [`confirm_leadership`], for a linearizable read.
+pub async fn read(node: &Running, key: &str, stale: bool) -> Result<Read, Refusal> {
+    if !stale {
+        confirm_leadership(node).await?;
+    }
+    let (value, applied) = node.machine.read(key);
+    Ok(Read {
+        value,
+        applied,
+        node: node.id,
+    })
+}
+
+/// The node's status; `leading` only if a quorum confirms it now.
+pub async fn status(node: &Running) -> Status {
+    let m = node.raft.metrics().borrow().clone();
+    let leading = m.state == ServerState::Leader
+        && matches!(
+            tokio::time::timeout(CONFIRM_WAIT, node.raft.get_read_log_id()).await,
+            Ok(Ok(_))
+        );
+    let membership = m.membership_config.membership();
+    Status {
+        directory: node.directory.0,
+        voters: membership.voter_ids().collect(),
+        nodes: membership
+            .nodes()
+            .map(|(id, n)| (*id, n.addr.clone()))
+            .collect(),
+        id: node.id,
+        leader: m.current_leader,
+        leading,
+        term: m.current_term,
+        applied: m.last_applied.map(|l| l.index),
+        last_log: m.last_log_index,
+        open_ms: node.open_ms,
+        fatal: m.running_state.as_ref().err().map(ToString::to_string),
+    }
+}
+
+/// The node's answer to `req`.
+pub async fn answer(node: &Running, req: Request) -> Response {
+    match req {
+        Request::Append(rpc) => Response::Append(node.raft.append_entries(rpc).await),
+        Request::Vote(rpc) => Response::Vote(node.raft.vote(rpc).await),
+        Request::Snapshot(rpc) => Response::Snapshot(node.raft.install_snapshot(rpc).await),
+        Request::Put(put) => Response::Put(write(node, Command::Put(put)).await),
+        Request::Get { key, stale } => Response::Get(read(node, &key, stale).await),
+        Request::Dump => Response::Dump(node.machine.dump()),
+        Request::Reassign(target) => Response::Reassign(reassign_request(node, target).await),
+        Request::Reassignments => Response::Reassignments(
+            crate::reassign::list(node, now_ms())
+                .await
+                .map(|s| crate::reassign::describe(s.as_ref())),
+        ),
+        Request::Status => Response::Status(status(node).await),
+    }
+}
+
+/// Milliseconds since the Unix epoch (a reassignment's start time).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A reassignment request: addresses of members come from the membership.
+async fn reassign_request(
+    node: &Running,
+    target: Option<Vec<(u64, Option<String>)>>,
+) -> Result<(), Refusal> {
+    let target = match target {
+        None => None,
+        Some(t) => {
+            let known: BTreeMap<u64, String> = node
+                .raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .nodes()
+                .map(|(id, n)| (*id, n.addr.clone()))
+                .collect();
+            let mut out = Vec::new();
+            for (id, addr) in t {
+                let addr =
+                    addr.or_else(|| known.get(&id).cloned())
+                        .ok_or_else(|| Refusal::Refused {
+                            reason: format!("node {id}: no address (pass --peers {id}=ADDR)"),
+                        })?;
+                out.push((id, addr));
+            }
+            Some(out)
+        }
+    };
+    crate::reassign::request(node, target, now_ms()).await
+}
+
+/// A write of `key = value` without a request id (tests, benchmarks).
+///
+/// # Errors
+/// As [`write`].
+pub async fn put(node: &Running, key: &str, value: &str) -> Result<u64, Refusal> {
+    write(node, Command::Put(Put::new(key, value))).await
+}

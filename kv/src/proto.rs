@@ -1,0 +1,296 @@
+//! The wire protocol and the replicated commands.
+//!
+//! One frame per message (a `u32` length, little endian, then the message
+//! in `bincode`), a request and its response on one connection, in order.
+//! The log's entries are [`Command`]s: a client's [`Put`], or the state of
+//! a voter reassignment. Nothing of the service's own lives in the user's
+//! keyspace.
+
+use std::collections::BTreeMap;
+
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use quorumlog_raft::voters::{ControlRecord, Reassignment};
+use serde::{de::DeserializeOwned, Deserialize, Deserializer, Serialize, Serializer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+openraft::declare_raft_types!(
+    /// The cluster's types: entries are [`Command`]s, applying one answers
+    /// a [`Reply`], node ids are `u64`, nodes `BasicNode` (their address).
+    pub TypeConfig:
+        D = Command,
+        R = Reply,
+        SnapshotData = quorumlog_openraft::SnapshotStream,
+);
+
+/// Names one client request: the client (a random id it picked) and the
+/// request's number in that client's sequence (from 1; one request at a
+/// time per client). A retried request carries the same id, so the state
+/// machine applies it once and answers the retry with the first result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RequestId {
+    /// The client.
+    pub client: u64,
+    /// The request's number, from 1.
+    pub seq: u64,
+}
+
+/// A write: `key = value`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Put {
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: String,
+    /// The request it answers, deduplicated by the state machine; `None`
+    /// for a write whose retries may apply again (the benchmark's).
+    pub request: Option<RequestId>,
+}
+
+impl Put {
+    /// A write without a request id.
+    pub fn new(key: impl Into<String>, value: impl Into<String>) -> Put {
+        Put {
+            key: key.into(),
+            value: value.into(),
+            request: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Put {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.key, self.value)
+    }
+}
+
+/// The reassignment state a [`Command::Reassignment`] replicates (`None`:
+/// finished or cancelled back). On the wire and in snapshots it is the
+/// store's own control-record encoding.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReassignmentState(pub Option<Reassignment>);
+
+impl Serialize for ReassignmentState {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        ControlRecord::Reassignment(self.0.clone())
+            .encode()
+            .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ReassignmentState {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let bytes = Vec::<u8>::deserialize(d)?;
+        match ControlRecord::decode(&bytes) {
+            Some(ControlRecord::Reassignment(r)) => Ok(ReassignmentState(r)),
+            _ => Err(serde::de::Error::custom("not a reassignment record")),
+        }
+    }
+}
+
+/// A log entry's command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// A client's write.
+    Put(Put),
+    /// The voter reassignment in progress, replacing the previous state.
+    Reassignment(ReassignmentState),
+}
+
+impl std::fmt::Display for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Command::Put(p) => write!(f, "put {p}"),
+            Command::Reassignment(r) => write!(f, "reassignment {:?}", r.0.is_some()),
+        }
+    }
+}
+
+/// What applying a command answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// A write applied at log index `index`: this entry's, or for a retry
+    /// the entry that applied the request first.
+    Put {
+        /// The index of the entry that applied it.
+        index: u64,
+    },
+    /// A request older than its client's latest applied one (the client
+    /// gave up on it): not applied.
+    Superseded,
+    /// Nothing to answer (a reassignment state).
+    Done,
+}
+
+/// What a node is asked.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// Raft: append entries (and heartbeats).
+    Append(AppendEntriesRequest<TypeConfig>),
+    /// Raft: a vote request.
+    Vote(VoteRequest<u64>),
+    /// Raft: a snapshot chunk.
+    Snapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Client: a write, acknowledged once committed and applied.
+    Put(Put),
+    /// Client: a key's value. Linearizable unless `stale`: answered by the
+    /// leader once it has confirmed with a quorum that it still leads and
+    /// has applied everything committed when it was asked. `stale`: any
+    /// node's own state machine, at the index it has applied.
+    Get {
+        /// The key.
+        key: String,
+        /// Any node's own value, possibly behind.
+        stale: bool,
+    },
+    /// Client: every key and value this node has applied.
+    Dump,
+    /// Client: this node's Raft state.
+    Status,
+    /// Admin: reassign the voters to these nodes (ids, with an address for
+    /// any node not a member yet), replacing a pending reassignment;
+    /// `None` cancels the pending one. Leader only.
+    Reassign(Option<Vec<(u64, Option<String>)>>),
+    /// Admin: the reassignment in progress. Leader only.
+    Reassignments,
+}
+
+/// Why a node did not do what it was asked. `NotLeader` and `NoQuorum`
+/// are certain: the request was not carried out by that call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum Refusal {
+    /// This node does not lead; the leader, if known (id, address).
+    #[error("not the leader (leader: {leader:?})")]
+    NotLeader {
+        /// The leader it knows of.
+        leader: Option<(u64, String)>,
+    },
+    /// This node could not confirm with a quorum that it leads.
+    #[error("no quorum confirmed this node's leadership")]
+    NoQuorum,
+    /// A membership change is not applied yet; try again.
+    #[error("a membership change is in flight")]
+    MembershipInFlight,
+    /// The request is invalid here (a reassignment plan the rules refuse,
+    /// a node without an address).
+    #[error("refused: {reason}")]
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// Raft or the store failed while carrying it out: a write may or may
+    /// not have applied.
+    #[error("failed: {reason}")]
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A read's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Read {
+    /// The value, if the key has one.
+    pub value: Option<String>,
+    /// The log index the answering state machine had applied.
+    pub applied: u64,
+    /// The node that answered.
+    pub node: u64,
+}
+
+/// A node's Raft state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Status {
+    /// The node's id.
+    pub id: u64,
+    /// The leader it last heard of (the winner of the latest vote it knows,
+    /// which may have been deposed since).
+    pub leader: Option<u64>,
+    /// Whether it leads now: a quorum confirmed it while answering.
+    pub leading: bool,
+    /// Its term.
+    pub term: u64,
+    /// The last index its state machine applied.
+    pub applied: Option<u64>,
+    /// Its last log index.
+    pub last_log: Option<u64>,
+    /// How long opening its store took at start, in milliseconds.
+    pub open_ms: u64,
+    /// Why its Raft stopped, if it did (a storage failure is fatal).
+    pub fatal: Option<String>,
+    /// Its data directory's id (a new one after an empty disk).
+    pub directory: u128,
+    /// The voters of the membership it knows.
+    pub voters: Vec<u64>,
+    /// Every member it knows (voters and learners), with addresses.
+    pub nodes: Vec<(u64, String)>,
+}
+
+/// A node's answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Response {
+    /// To [`Request::Append`].
+    Append(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    /// To [`Request::Vote`].
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    /// To [`Request::Snapshot`].
+    Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    /// To [`Request::Put`]: the index of the entry that applied it.
+    Put(Result<u64, Refusal>),
+    /// To [`Request::Get`].
+    Get(Result<Read, Refusal>),
+    /// To [`Request::Dump`].
+    Dump(BTreeMap<String, String>),
+    /// To [`Request::Status`].
+    Status(Status),
+    /// To [`Request::Reassign`]: accepted (committed), or why not.
+    Reassign(Result<(), Refusal>),
+    /// To [`Request::Reassignments`]: the listing as text, or why not.
+    Reassignments(Result<String, Refusal>),
+}
+
+/// Largest frame accepted (a snapshot chunk or a batch of entries).
+const MAX_FRAME: u32 = 256 << 20;
+
+/// Writes `msg` as one frame.
+///
+/// # Errors
+/// I/O; a message `bincode` cannot encode.
+pub async fn write_frame<W, T>(w: &mut W, msg: &T) -> std::io::Result<()>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+    T: Serialize,
+{
+    let bytes = bincode::serialize(msg).map_err(std::io::Error::other)?;
+    let len = u32::try_from(bytes.len())
+        .ok()
+        .filter(|l| *l <= MAX_FRAME)
+        .ok_or_else(|| std::io::Error::other("frame too large"))?;
+    w.write_all(&len.to_le_bytes()).await?;
+    w.write_all(&bytes).await?;
+    w.flush().await
+}
+
+/// Reads one frame.
+///
+/// # Errors
+/// I/O (`UnexpectedEof` when the peer closed); an oversized frame; bytes
+/// that do not decode.
+pub async fn read_frame<R, T>(r: &mut R) -> std::io::Result<T>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    T: DeserializeOwned,
+{
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len).await?;
+    let len = u32::from_le_bytes(len);
+    if len > MAX_FRAME {
+        return Err(std::io::Error::other("frame too large"));
+    }
+    let mut buf = vec![0u8; len as usize];
+    r.read_exact(&mut buf).await?;
+    bincode::deserialize(&buf).map_err(std::io::Error::other)
+}
