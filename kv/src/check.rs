@@ -13,8 +13,10 @@
 //! - a `Failed` operation had no effect: it is left out;
 //! - an `Unknown` write may take effect at any time after its invocation:
 //!   its completion is at infinity. One whose value no read returned is left
-//!   out (it can always be placed after everything else), which keeps the
-//!   search small when many answers were lost;
+//!   out (it can always be placed after everything else); one whose value
+//!   no other write wrote completes, for the search, when the first read
+//!   that returned its value completes (it must take effect before that
+//!   read does). Both keep the search small when many answers were lost;
 //! - an `Unknown` read returned nothing: it is left out.
 //!
 //! Ties (an operation completing at the instant another is invoked) count as
@@ -114,11 +116,22 @@ fn check_register(ops: &[&Op]) -> (usize, Result<(), (String, bool)>) {
             }
         }
     };
-    // Values some read returned (an unknown write of another is left out).
-    let mut read: HashSet<&str> = HashSet::new();
+    // Per value: how many writes wrote it, and the earliest completion of
+    // a read that returned it. A write of unknown outcome whose value no
+    // read returned is left out; one whose value only it wrote must take
+    // effect before the first read of it completes, which bounds it.
+    let mut writers: HashMap<&str, usize> = HashMap::new();
+    let mut first_read: HashMap<&str, u64> = HashMap::new();
     for op in ops {
-        if let (Action::Get, Outcome::Ok(Some(v))) = (&op.action, &op.outcome) {
-            read.insert(v.as_str());
+        match (&op.action, &op.outcome) {
+            (Action::Get, Outcome::Ok(Some(v))) => {
+                let t = first_read.entry(v.as_str()).or_insert(op.ret);
+                *t = (*t).min(op.ret);
+            }
+            (Action::Put(v), Outcome::Ok(_) | Outcome::Unknown) => {
+                *writers.entry(v.as_str()).or_insert(0) += 1;
+            }
+            _ => {}
         }
     }
     let mut entries = Vec::new();
@@ -126,12 +139,13 @@ fn check_register(ops: &[&Op]) -> (usize, Result<(), (String, bool)>) {
         let e = match (&op.action, &op.outcome) {
             (_, Outcome::Failed) | (Action::Get, Outcome::Unknown) => continue,
             (Action::Put(v), Outcome::Unknown) => {
-                if !read.contains(v.as_str()) {
+                let Some(read_by) = first_read.get(v.as_str()) else {
                     continue;
-                }
+                };
+                let unique = writers.get(v.as_str()) == Some(&1);
                 Entry {
                     call: op.call,
-                    ret: u64::MAX,
+                    ret: if unique { (*read_by).max(op.call) } else { u64::MAX },
                     write: true,
                     value: number(Some(v)),
                     source,
@@ -312,9 +326,25 @@ fn search(entries: &[Entry]) -> Result<(), Stuck> {
         return Ok(());
     }
     let mut list = List::build(entries);
-    let words = n.div_ceil(64);
-    let mut linearized = vec![0u64; words];
-    let mut seen: HashSet<(Vec<u64>, u32)> = HashSet::new();
+    // The set of linearized operations, as a Zobrist hash: each operation
+    // has a random 128-bit key and the set is the XOR of its members' keys
+    // (updated in O(1) per step). A collision could only prune a path the
+    // search did not take, so it could report a violation that is not one
+    // (with 128 bits, never in practice), never accept a bad history.
+    let keys: Vec<u128> = {
+        let mut x = 0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834_u128;
+        (0..n)
+            .map(|_| {
+                x ^= x << 23;
+                x ^= x >> 17;
+                x ^= x << 26;
+                x
+            })
+            .collect()
+    };
+    let key = |op: usize| keys.get(op).copied().unwrap_or(0);
+    let mut linearized = 0u128;
+    let mut seen: HashSet<(u128, u32)> = HashSet::new();
     let mut stack: Vec<(usize, u32)> = Vec::new();
     let mut state = 0u32;
     let mut best: (usize, Option<usize>, u32) = (0, None, 0);
@@ -339,20 +369,13 @@ fn search(entries: &[Entry]) -> Result<(), Stuck> {
                 (entry.value == state, state)
             };
             let mut placed = false;
-            if ok {
-                let (w, b) = (ev.op / 64, ev.op % 64);
-                if let Some(word) = linearized.get_mut(w) {
-                    *word |= 1 << b;
-                }
-                if seen.insert((linearized.clone(), next)) {
-                    stack.push((at, state));
-                    state = next;
-                    list.lift(at);
-                    placed = true;
-                    at = list.get(0).next;
-                } else if let Some(word) = linearized.get_mut(w) {
-                    *word &= !(1 << b);
-                }
+            if ok && seen.insert((linearized ^ key(ev.op), next)) {
+                linearized ^= key(ev.op);
+                stack.push((at, state));
+                state = next;
+                list.lift(at);
+                placed = true;
+                at = list.get(0).next;
             }
             if !placed {
                 at = ev.next;
@@ -369,10 +392,7 @@ fn search(entries: &[Entry]) -> Result<(), Stuck> {
             let Some((call, prev)) = stack.pop() else {
                 return Err((best.1, best.2, false));
             };
-            let op = list.get(call).op;
-            if let Some(word) = linearized.get_mut(op / 64) {
-                *word &= !(1 << (op % 64));
-            }
+            linearized ^= key(list.get(call).op);
             state = prev;
             list.unlift(call);
             at = list.get(call).next;

@@ -79,6 +79,11 @@ impl SimFile {
         for p in std::mem::take(&mut inode.pending) {
             p.apply(&mut inode.durable);
         }
+        let delay = st.sync_delay;
+        drop(st);
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         Ok(())
     }
 }

@@ -168,6 +168,8 @@ struct State {
     calls: u64,
     crash_at: Option<u64>,
     page_tearing: bool,
+    /// How long each file sync takes (a slow disk); none by default.
+    sync_delay: std::time::Duration,
 }
 
 fn power_lost() -> io::Error {
@@ -205,6 +207,7 @@ impl State {
             calls: 0,
             crash_at: None,
             page_tearing: false,
+            sync_delay: std::time::Duration::ZERO,
         }
     }
 
@@ -310,6 +313,12 @@ impl SimFs {
     /// must not share a page with later writes (docs/design.md invariant 4).
     pub fn set_page_tearing(&self, on: bool) {
         self.lock_state().page_tearing = on;
+    }
+
+    /// Makes every file sync take `delay` (a slow disk: the calling thread
+    /// sleeps after the sync's effect, holding no lock of the disk's).
+    pub fn set_sync_delay(&self, delay: std::time::Duration) {
+        self.lock_state().sync_delay = delay;
     }
 
     /// Whether the power is still on.
