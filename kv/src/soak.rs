@@ -294,6 +294,11 @@ pub async fn run(exe: &Path, args: &SoakArgs) -> Result<SoakReport> {
     drop(p);
     let ops = history.ops();
     let counts = count(&ops);
+    if let Some(path) = std::env::var_os("QUORUMLOG_SOAK_HISTORY") {
+        // One operation per line, for a look at a failed run.
+        let lines: Vec<String> = ops.iter().map(|o| format!("{o:?}")).collect();
+        let _ = std::fs::write(path, lines.join("\n"));
+    }
     let check = check::check(&ops);
     let _ = std::fs::remove_dir_all(&base);
     Ok(SoakReport {

@@ -122,6 +122,12 @@ impl SimCluster {
 
     /// Every node loses power at once, then all restart.
     pub async fn power_loss(&mut self, plan: CrashPlan) {
+        self.power_loss_staggered(plan, [1, 2, 3], Duration::ZERO).await;
+    }
+
+    /// Every node loses power at once, then they restart in `order`, `gap`
+    /// apart (machines never come back together).
+    pub async fn power_loss_staggered(&mut self, plan: CrashPlan, order: [u64; 3], gap: Duration) {
         for d in &self.disks {
             d.crash_after(0);
         }
@@ -132,9 +138,10 @@ impl SimCluster {
             let image = self.disk(id).crash_with(plan);
             self.disks[usize::try_from(id - 1).unwrap()] = image;
         }
-        for id in 1..=3u64 {
+        for id in order {
             let (log, machine) = parts(&self.disks[usize::try_from(id - 1).unwrap()].clone(), id, false);
             self.cluster.add(id, log, machine).await.unwrap();
+            tokio::time::sleep(gap).await;
         }
     }
 
