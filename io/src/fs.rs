@@ -198,6 +198,18 @@ pub trait File: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// A hint that `[pos, pos + len)` will be read soon: the OS starts
+    /// reading it into the cache in the background (`POSIX_FADV_WILLNEED`),
+    /// with its full queue depth, while the caller works on what it read
+    /// first. The default does nothing.
+    ///
+    /// # Errors
+    /// Any error the OS reports (callers may ignore it: it is a hint).
+    fn will_need(&self, pos: u64, len: u64) -> io::Result<()> {
+        let _ = (pos, len);
+        Ok(())
+    }
+
     /// Makes the file's data (and the metadata needed to read it back, such as
     /// its length) durable: `fdatasync`.
     ///

@@ -105,6 +105,25 @@ pub struct RealFile {
 }
 
 impl RealFile {
+    /// `posix_fadvise` over `[pos, pos + len)` (a hint).
+    fn fadvise(&self, pos: u64, len: u64, advice: libc::c_int) -> io::Result<()> {
+        let (Ok(off), Ok(n)) = (libc::off_t::try_from(pos), libc::off_t::try_from(len)) else {
+            return Ok(()); // a hint beyond what the OS takes: nothing to do
+        };
+        #[expect(unsafe_code, reason = "posix_fadvise has no safe wrapper in std")]
+        // SAFETY: a plain syscall on a descriptor this file owns.
+        let rc = unsafe { libc::posix_fadvise(self.file.as_raw_fd(), off, n, advice) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(path_error(
+                "fadvise",
+                &self.path,
+                io::Error::from_raw_os_error(rc),
+            ))
+        }
+    }
+
     /// The underlying standard-library file, for backends (`io_uring`, mmap)
     /// that need its descriptor.
     pub fn std_file(&self) -> &fs::File {
@@ -261,23 +280,11 @@ impl File for RealFile {
     }
 
     fn drop_cache(&self, pos: u64, len: u64) -> io::Result<()> {
-        let (Ok(off), Ok(n)) = (libc::off_t::try_from(pos), libc::off_t::try_from(len)) else {
-            return Ok(()); // a hint beyond what the OS takes: nothing to drop
-        };
-        #[expect(unsafe_code, reason = "posix_fadvise has no safe wrapper in std")]
-        // SAFETY: a plain syscall on a descriptor this file owns.
-        let rc = unsafe {
-            libc::posix_fadvise(self.file.as_raw_fd(), off, n, libc::POSIX_FADV_DONTNEED)
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(path_error(
-                "fadvise",
-                &self.path,
-                io::Error::from_raw_os_error(rc),
-            ))
-        }
+        self.fadvise(pos, len, libc::POSIX_FADV_DONTNEED)
+    }
+
+    fn will_need(&self, pos: u64, len: u64) -> io::Result<()> {
+        self.fadvise(pos, len, libc::POSIX_FADV_WILLNEED)
     }
 
     fn allocate(&self, len: u64) -> io::Result<()> {

@@ -103,23 +103,11 @@ struct Entry {
     source: usize,
 }
 
-/// Checks one register's history; returns the operations checked and the
-/// verdict (`Err((detail, undecided))`).
-fn check_register(ops: &[&Op]) -> (usize, Result<(), (String, bool)>) {
-    let mut values: HashMap<String, u32> = HashMap::new();
-    let mut number = |v: Option<&String>| -> u32 {
-        match v {
-            None => 0,
-            Some(s) => {
-                let next = u32::try_from(values.len() + 1).unwrap_or(u32::MAX);
-                *values.entry(s.clone()).or_insert(next)
-            }
-        }
-    };
-    // Per value: how many writes wrote it, and the earliest completion of
-    // a read that returned it. A write of unknown outcome whose value no
-    // read returned is left out; one whose value only it wrote must take
-    // effect before the first read of it completes, which bounds it.
+/// Per value: how many writes wrote it, and the earliest completion of a
+/// read that returned it. A write of unknown outcome whose value no read
+/// returned is left out; one whose value only it wrote must take effect
+/// before the first read of it completes, which bounds it.
+fn bounds<'a>(ops: &[&'a Op]) -> (HashMap<&'a str, usize>, HashMap<&'a str, u64>) {
     let mut writers: HashMap<&str, usize> = HashMap::new();
     let mut first_read: HashMap<&str, u64> = HashMap::new();
     for op in ops {
@@ -134,6 +122,23 @@ fn check_register(ops: &[&Op]) -> (usize, Result<(), (String, bool)>) {
             _ => {}
         }
     }
+    (writers, first_read)
+}
+
+/// Checks one register's history; returns the operations checked and the
+/// verdict (`Err((detail, undecided))`).
+fn check_register(ops: &[&Op]) -> (usize, Result<(), (String, bool)>) {
+    let mut values: HashMap<String, u32> = HashMap::new();
+    let mut number = |v: Option<&String>| -> u32 {
+        match v {
+            None => 0,
+            Some(s) => {
+                let next = u32::try_from(values.len() + 1).unwrap_or(u32::MAX);
+                *values.entry(s.clone()).or_insert(next)
+            }
+        }
+    };
+    let (writers, first_read) = bounds(ops);
     let mut entries = Vec::new();
     for (source, op) in ops.iter().enumerate() {
         let e = match (&op.action, &op.outcome) {
@@ -145,7 +150,11 @@ fn check_register(ops: &[&Op]) -> (usize, Result<(), (String, bool)>) {
                 let unique = writers.get(v.as_str()) == Some(&1);
                 Entry {
                     call: op.call,
-                    ret: if unique { (*read_by).max(op.call) } else { u64::MAX },
+                    ret: if unique {
+                        (*read_by).max(op.call)
+                    } else {
+                        u64::MAX
+                    },
                     write: true,
                     value: number(Some(v)),
                     source,

@@ -163,7 +163,8 @@ impl Processes {
             .unwrap_or_default()
     }
 
-    /// Starts node `id`'s process (its log goes to `node-<id>.log`).
+    /// Starts node `id`'s process (its standard error is appended to
+    /// `node-<id>.log`).
     ///
     /// # Errors
     /// The process cannot start.
@@ -174,7 +175,11 @@ impl Processes {
             .filter(|(i, _)| *i <= self.initial)
             .map(|(i, a)| format!("{i}={a}"))
             .collect();
-        let log = std::fs::File::create(self.base.join(format!("node-{id}.log")))?;
+        // Appended: a restarted node's log follows its earlier runs'.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.base.join(format!("node-{id}.log")))?;
         let mut cmd = Command::new(&self.exe);
         cmd.arg("node")
             .args(["--id", &id.to_string()])

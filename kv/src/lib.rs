@@ -41,6 +41,7 @@ pub mod network;
 pub mod node;
 pub mod proto;
 pub mod reassign;
+pub mod restart;
 pub mod soak;
 
 pub use error::{Error, Result};

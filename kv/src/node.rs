@@ -143,8 +143,15 @@ where
 {
     // From the storage itself: openraft's first metrics may not show it.
     let mut log = log;
-    let last = log.get_log_state().await?.last_log_id.map_or(0, |l| l.index);
-    let term = log.read_vote().await?.map_or(0, |v| v.leader_id().get_term());
+    let last = log
+        .get_log_state()
+        .await?
+        .last_log_id
+        .map_or(0, |l| l.index);
+    let term = log
+        .read_vote()
+        .await?
+        .map_or(0, |v| v.leader_id().get_term());
     let started = (term, last);
     let raft = Raft::new(id, config, network, log, machine.clone())
         .await

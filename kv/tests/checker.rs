@@ -11,6 +11,7 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
+    clippy::indexing_slicing,
     clippy::cast_possible_truncation,
     missing_docs,
     reason = "test code: a panic is a failed assertion"
@@ -173,7 +174,9 @@ fn valid_history(rng: &mut SimRng, n: usize, span: u64) -> Vec<Op> {
 /// the read. Returns false if the history has no such triple.
 fn plant_stale_read(ops: &mut [Op], rng: &mut SimRng) -> bool {
     let writes: Vec<usize> = (0..ops.len())
-        .filter(|i| matches!(ops[*i].action, Action::Put(_)) && ops[*i].outcome == Outcome::Ok(None))
+        .filter(|i| {
+            matches!(ops[*i].action, Action::Put(_)) && ops[*i].outcome == Outcome::Ok(None)
+        })
         .collect();
     let reads: Vec<usize> = (0..ops.len())
         .filter(|i| ops[*i].action == Action::Get)
@@ -202,14 +205,13 @@ fn plant_stale_read(ops: &mut [Op], rng: &mut SimRng) -> bool {
 #[test]
 fn random_valid_histories_pass_and_a_planted_stale_read_fails() {
     let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
-    let seeds: Vec<u64> = match env("QUORUMLOG_CHECK_SEED") {
-        Some(s) => vec![s],
-        None => {
-            let base = quorumlog_testkit::fresh_seed();
-            let n = env("QUORUMLOG_CHECK_SEEDS").unwrap_or(40);
-            eprintln!("checker: base seed {base}, {n} seeds");
-            (0..n).map(|i| base.wrapping_add(i)).collect()
-        }
+    let seeds: Vec<u64> = if let Some(s) = env("QUORUMLOG_CHECK_SEED") {
+        vec![s]
+    } else {
+        let base = quorumlog_testkit::fresh_seed();
+        let n = env("QUORUMLOG_CHECK_SEEDS").unwrap_or(40);
+        eprintln!("checker: base seed {base}, {n} seeds");
+        (0..n).map(|i| base.wrapping_add(i)).collect()
     };
     let mut planted = 0;
     for seed in seeds {

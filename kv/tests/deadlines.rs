@@ -8,6 +8,7 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
+    clippy::indexing_slicing,
     missing_docs,
     reason = "test code: a panic is a failed assertion"
 )]

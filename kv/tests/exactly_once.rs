@@ -8,6 +8,7 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
+    clippy::indexing_slicing,
     missing_docs,
     reason = "test code: a panic is a failed assertion"
 )]
@@ -76,7 +77,10 @@ async fn to_leader(sim: &SimCluster, req: &Request) -> u64 {
     let mut t = sim.cluster.transport();
     let t0 = Instant::now();
     loop {
-        assert!(t0.elapsed() < Duration::from_secs(10), "no leader applied it");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no leader applied it"
+        );
         for id in 1..=3 {
             if let Response::Put(Ok(index)) = send(&mut t, id, req).await {
                 return index;
@@ -133,13 +137,16 @@ fn a_retried_put_after_a_lost_answer_applies_once() {
             raft.trigger().snapshot().await.unwrap();
         }
         let t0 = Instant::now();
-        while sim
-            .cluster
-            .nodes
-            .values()
-            .any(|(r, _)| r.metrics().borrow().purged.is_none_or(|p| p.index <= applied))
-        {
-            assert!(t0.elapsed() < Duration::from_secs(10), "no purge past the entry");
+        while sim.cluster.nodes.values().any(|(r, _)| {
+            r.metrics()
+                .borrow()
+                .purged
+                .is_none_or(|p| p.index <= applied)
+        }) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "no purge past the entry"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let mut sim = sim;
@@ -214,6 +221,9 @@ fn the_session_table_is_bounded_and_forgets_the_oldest_client() {
         assert_eq!(r, vec![Reply::Put { index: n + 3 }]);
         let r = m.apply([put_entry(n + 4, newest, 1)]).await.unwrap();
         assert_eq!(r, vec![Reply::Superseded]);
-        assert_eq!(m.get(&format!("k{newest}")).as_deref(), Some(&*format!("v{}", n + 3)));
+        assert_eq!(
+            m.get(&format!("k{newest}")).as_deref(),
+            Some(&*format!("v{}", n + 3))
+        );
     });
 }

@@ -19,6 +19,7 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
+    clippy::indexing_slicing,
     missing_docs,
     reason = "test code: a panic is a failed assertion"
 )]
@@ -64,7 +65,58 @@ async fn leader_of(sim: &SimCluster) -> u64 {
         .expect("a leader")
 }
 
-/// One seed: load, four faults in a seeded order, heal, check.
+/// Injects fault `kind` (healed before it returns); returns its name.
+async fn inject(sim: &mut SimCluster, kind: usize, rng: &mut SimRng) -> &'static str {
+    match kind {
+        0 => {
+            let l = leader_of(sim).await;
+            let p = plan(rng);
+            sim.crash(l, p).await;
+            "leader crash and restart"
+        }
+        1 => {
+            let l = leader_of(sim).await;
+            sim.cluster.isolate(l);
+            tokio::time::sleep(Duration::from_millis(300 + rng.below(500))).await;
+            sim.cluster.heal();
+            "leader cut off and reconnected"
+        }
+        2 => {
+            let p = plan(rng);
+            sim.power_loss(p).await;
+            "whole-cluster power loss"
+        }
+        3 => {
+            // The leader comes back first: the case where openraft
+            // restarts it as leader of its old term.
+            let l = leader_of(sim).await;
+            let mut order: Vec<u64> = std::iter::once(l)
+                .chain((1..=3).filter(|i| *i != l))
+                .collect();
+            if rng.below(2) == 0 {
+                order.swap(1, 2);
+            }
+            let p = plan(rng);
+            let gap = Duration::from_millis(rng.below(100));
+            sim.power_loss_staggered(p, [order[0], order[1], order[2]], gap)
+                .await;
+            "whole-cluster power loss, staggered restart"
+        }
+        _ => {
+            let delay = Duration::from_millis(2 + rng.below(8));
+            for d in &sim.disks {
+                d.set_sync_delay(delay);
+            }
+            tokio::time::sleep(Duration::from_millis(300 + rng.below(400))).await;
+            for d in &sim.disks {
+                d.set_sync_delay(Duration::ZERO);
+            }
+            "slow disks"
+        }
+    }
+}
+
+/// One seed: load, five faults in a seeded order, heal, check.
 async fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
     let mut rng = SimRng::new(seed);
     let mut sim = SimCluster::start(seed).await;
@@ -89,53 +141,7 @@ async fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
     }
     for kind in kinds {
         tokio::time::sleep(Duration::from_millis(150 + rng.below(250))).await;
-        let name = match kind {
-            0 => {
-                let l = leader_of(&sim).await;
-                let p = plan(&mut rng);
-                sim.crash(l, p).await;
-                "leader crash and restart"
-            }
-            1 => {
-                let l = leader_of(&sim).await;
-                sim.cluster.isolate(l);
-                tokio::time::sleep(Duration::from_millis(300 + rng.below(500))).await;
-                sim.cluster.heal();
-                "leader cut off and reconnected"
-            }
-            2 => {
-                let p = plan(&mut rng);
-                sim.power_loss(p).await;
-                "whole-cluster power loss"
-            }
-            3 => {
-                // The leader comes back first: the case where openraft
-                // restarts it as leader of its old term.
-                let l = leader_of(&sim).await;
-                let mut order: Vec<u64> = std::iter::once(l)
-                    .chain((1..=3).filter(|i| *i != l))
-                    .collect();
-                if rng.below(2) == 0 {
-                    order.swap(1, 2);
-                }
-                let p = plan(&mut rng);
-                let gap = Duration::from_millis(rng.below(100));
-                sim.power_loss_staggered(p, [order[0], order[1], order[2]], gap)
-                    .await;
-                "whole-cluster power loss, staggered restart"
-            }
-            _ => {
-                let delay = Duration::from_millis(2 + rng.below(8));
-                for d in &sim.disks {
-                    d.set_sync_delay(delay);
-                }
-                tokio::time::sleep(Duration::from_millis(300 + rng.below(400))).await;
-                for d in &sim.disks {
-                    d.set_sync_delay(Duration::ZERO);
-                }
-                "slow disks"
-            }
-        };
+        let name = inject(&mut sim, kind, &mut rng).await;
         *totals.faults.entry(name).or_insert(0) += 1;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -168,23 +174,23 @@ fn every_history_under_faults_is_linearizable() {
         .enable_all()
         .build()
         .unwrap();
-    let seeds: Vec<u64> = match env("QUORUMLOG_LIN_SEED") {
-        Some(s) => vec![s],
-        None => {
-            let base = quorumlog_testkit::fresh_seed();
-            let n = env("QUORUMLOG_LIN_SEEDS").unwrap_or(12);
-            eprintln!("linearizability under faults: base seed {base}, {n} seeds");
-            (0..n).map(|i| base.wrapping_add(i)).collect()
-        }
+    let seeds: Vec<u64> = if let Some(s) = env("QUORUMLOG_LIN_SEED") {
+        vec![s]
+    } else {
+        let base = quorumlog_testkit::fresh_seed();
+        let n = env("QUORUMLOG_LIN_SEEDS").unwrap_or(12);
+        eprintln!("linearizability under faults: base seed {base}, {n} seeds");
+        (0..n).map(|i| base.wrapping_add(i)).collect()
     };
     let mut totals = Totals::default();
     for &seed in &seeds {
-        rt.block_on(run_seed(seed, &mut totals)).unwrap_or_else(|e| {
-            panic!(
+        rt.block_on(run_seed(seed, &mut totals))
+            .unwrap_or_else(|e| {
+                panic!(
                 "seed {seed}: {e} (replay: QUORUMLOG_LIN_SEED={seed} cargo test -p quorumlog-kv \
                  --test linearizable_faults)"
             )
-        });
+            });
     }
     eprintln!(
         "linearizability under faults: {} seeds, {} operations checked on {} keys, faults {:?}, \
@@ -232,11 +238,12 @@ fn a_leader_cut_off_never_answers_a_read() {
             .get("k", Instant::now() + Duration::from_millis(800))
             .await;
         assert!(read.is_err(), "the cut-off leader answered {read:?}");
-        let stale = reader
-            .get_stale(&addr(old), "k", soon())
-            .await
-            .unwrap();
-        assert_eq!(stale.value.as_deref(), Some("old"), "a stale read is allowed, and is stale");
+        let stale = reader.get_stale(&addr(old), "k", soon()).await.unwrap();
+        assert_eq!(
+            stale.value.as_deref(),
+            Some("old"),
+            "a stale read is allowed, and is stale"
+        );
         sim.cluster.heal();
         let read = reader.get("k", soon()).await;
         // Healed: it follows now, and redirects the reader to the leader
@@ -245,7 +252,10 @@ fn a_leader_cut_off_never_answers_a_read() {
             assert_eq!(r.value.as_deref(), Some("new"));
         }
         let mut any = sim.client();
-        assert_eq!(any.get("k", soon()).await.unwrap().value.as_deref(), Some("new"));
+        assert_eq!(
+            any.get("k", soon()).await.unwrap().value.as_deref(),
+            Some("new")
+        );
         sim.cluster.shutdown().await;
     });
 }
@@ -286,7 +296,10 @@ fn a_node_restarted_alone_after_a_power_loss_does_not_serve_reads() {
             sim.cluster.add(id, log, machine).await.unwrap();
         }
         let mut any = sim.client();
-        assert_eq!(any.get("k", soon()).await.unwrap().value.as_deref(), Some("v"));
+        assert_eq!(
+            any.get("k", soon()).await.unwrap().value.as_deref(),
+            Some("v")
+        );
         sim.cluster.shutdown().await;
     });
 }

@@ -430,3 +430,35 @@ fn a_read_of_a_range_reads_nothing_beyond_it() {
         "{e}"
     );
 }
+
+/// `persist_high_watermark` makes the watermark durable only as far as
+/// the log is durable, and never lowers the checkpointed value.
+#[test]
+fn the_persisted_high_watermark_never_passes_the_durable_log_nor_moves_back() {
+    let sim = SimFs::new(31);
+    let s = store_on(&sim, 1);
+    let epoch = lead(&s);
+    s.append_as_leader(epoch, &[b"a", b"b", b"c"]).unwrap();
+    s.wait_durable(Offset(3)).unwrap();
+    s.set_high_watermark(Offset(3)).unwrap();
+    assert_eq!(s.persist_high_watermark().unwrap(), Some(Offset(3)));
+    // Written, maybe not durable: the watermark may pass the durable end
+    // in memory, never on disk.
+    s.append_as_leader(epoch, &[b"d", b"e"]).unwrap();
+    s.set_high_watermark(Offset(5)).unwrap();
+    let flushed = s.flushed_offset();
+    let durable = s.persist_high_watermark().unwrap().unwrap();
+    assert!(
+        durable <= flushed.max(Offset(3)),
+        "{durable:?} above {flushed:?}"
+    );
+    assert!(durable >= Offset(3));
+    assert_eq!(s.durable_high_watermark(), Some(durable));
+    s.wait_durable(Offset(5)).unwrap();
+    assert_eq!(s.persist_high_watermark().unwrap(), Some(Offset(5)));
+    // After a power cut the watermark is what was persisted.
+    drop(s);
+    let sim = sim.crash_with(CrashPlan::LoseUnsynced);
+    let s = reopen_on(&sim, 1);
+    assert_eq!(s.high_watermark(), Some(Offset(5)));
+}

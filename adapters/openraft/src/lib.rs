@@ -17,6 +17,8 @@ pub mod mapping;
 pub mod snapshot;
 pub mod stream;
 
-pub use log_store::{LogStore, PurgeMode, StoreError, COMMIT_PERSIST_EVERY};
+pub use log_store::{
+    LogStore, PurgeMode, StoreError, COMMIT_PERSIST_EVERY, READ_AHEAD_BYTES, READ_AHEAD_ENTRIES,
+};
 pub use snapshot::SnapshotFiles;
 pub use stream::SnapshotStream;

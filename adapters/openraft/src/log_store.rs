@@ -10,9 +10,12 @@
 //! | `try_get_log_entries`, `get_log_state`, `read_vote`, `read_committed` | on the caller's task: reads never wait behind a sync |
 //! | `save_committed` | on the caller's task: sets the store's high watermark in memory; a task made durable at most every [`COMMIT_PERSIST_EVERY`] (100 ms, one small-file replace on the blocking pool, clamped to what the log has made durable), so a restarted node re-applies up to where it was (`read_committed`) instead of waiting for a leader; after a crash it may return an id up to that interval older, which openraft allows |
 
+mod ahead;
 mod cut;
 mod tail;
 
+use ahead::Ahead;
+pub use ahead::{READ_AHEAD_BYTES, READ_AHEAD_ENTRIES, READ_AHEAD_MIN};
 use tail::Tail;
 pub use tail::{TAIL_BYTES, TAIL_ENTRIES};
 
@@ -70,6 +73,8 @@ pub struct LogStore<C: RaftTypeConfig> {
     store: Arc<Store>,
     me: u64,
     tail: Arc<std::sync::Mutex<Tail<C>>>,
+    /// Entries read ahead of openraft's 64-entry reads.
+    ahead: Arc<std::sync::Mutex<Ahead<C>>>,
     /// The first index not purged (openraft's view; the log may still hold
     /// entries below it until a snapshot covers them).
     purged_next: Arc<std::sync::atomic::AtomicU64>,
@@ -92,6 +97,7 @@ impl<C: RaftTypeConfig> Clone for LogStore<C> {
             store: Arc::clone(&self.store),
             me: self.me,
             tail: Arc::clone(&self.tail),
+            ahead: Arc::clone(&self.ahead),
             purged_next: Arc::clone(&self.purged_next),
             purge: self.purge,
             persist_every: self.persist_every,
@@ -148,6 +154,7 @@ where
                 entries: std::collections::VecDeque::new(),
                 bytes: 0,
             })),
+            ahead: Arc::new(std::sync::Mutex::new(Ahead::empty())),
             purged_next: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             purge,
             persist_every: Some(COMMIT_PERSIST_EVERY),
@@ -162,6 +169,13 @@ where
                 .store(purged.index + 1, std::sync::atomic::Ordering::Relaxed);
         }
         physical_cut(&s.store, purge).map_err(|e| logs_write(&*e))?;
+        // openraft re-applies the entries after the latest snapshot and
+        // then scans the log back for memberships: start reading them now.
+        let after_snapshot = s
+            .store
+            .latest_snapshot()
+            .map_or(Offset(0), |x| x.end_offset);
+        s.store.prefetch(after_snapshot, s.store.log_end_offset());
         Ok(s)
     }
 
@@ -293,6 +307,58 @@ where
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn ahead(&self) -> std::sync::MutexGuard<'_, Ahead<C>> {
+        self.ahead
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Reads a window of up to [`READ_AHEAD_ENTRIES`] around `[lo, hi)`
+    /// (before it when a backward scan goes on, else from `lo`), keeps it,
+    /// and returns `[lo, hi)` if the window holds it.
+    fn read_ahead(&self, lo: u64, hi: u64, start: u64, end: u64) -> Option<Vec<Entry<C>>> {
+        // Range reads only: a point lookup (openraft's binary search for
+        // leader changes at startup reads single entries all over the log)
+        // would read a whole window for one entry.
+        if hi - lo >= READ_AHEAD_ENTRIES || hi - lo < READ_AHEAD_MIN {
+            return None;
+        }
+        let backward = self.ahead().backward(hi);
+        let (wlo, whi) = if backward {
+            (hi.saturating_sub(READ_AHEAD_ENTRIES).max(start), hi)
+        } else {
+            (lo, lo.saturating_add(READ_AHEAD_ENTRIES).min(end))
+        };
+        let got = self
+            .store
+            .read_entries(
+                Offset(wlo),
+                Offset(whi),
+                READ_AHEAD_BYTES,
+                Isolation::Uncommitted,
+            )
+            .ok()?;
+        let entries: Vec<Entry<C>> = got
+            .iter()
+            .map(|e| mapping::decode_entry(&e.bytes))
+            .collect::<Result<_, _>>()
+            .ok()?;
+        // Only a contiguous run from `wlo` is kept.
+        let contiguous = entries
+            .iter()
+            .zip(wlo..)
+            .all(|(e, want)| e.log_id.index == want);
+        if !contiguous {
+            return None;
+        }
+        let mut ahead = self.ahead();
+        *ahead = Ahead {
+            first: wlo,
+            entries,
+        };
+        ahead.get(lo, hi)
+    }
+
     fn read_range(&self, from: u64, to: u64) -> Result<Vec<Entry<C>>, StoreError> {
         let end = self.store.queued_end().0;
         if let Some(hit) = self.tail().get(from, to.min(end)) {
@@ -303,6 +369,12 @@ where
             let (lo, hi) = (from.max(start), to.min(end));
             if lo >= hi {
                 return Ok(Vec::new());
+            }
+            if let Some(hit) = self.ahead().get(lo, hi) {
+                return Ok(hit);
+            }
+            if let Some(hit) = self.read_ahead(lo, hi, start, end) {
+                return Ok(hit);
             }
             match self
                 .store
@@ -489,6 +561,7 @@ where
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StoreError> {
         let at = Offset(log_id.index);
         self.tail().truncate(log_id.index);
+        self.ahead().cut_from(log_id.index);
         self.blocking(move |s| {
             if at >= s.queued_end() {
                 return Ok(());
@@ -568,6 +641,8 @@ where
         sizes: &mut Vec<u64>,
         entries: &mut Vec<Entry<C>>,
     ) -> Result<(), StoreError> {
+        // Entries read ahead from here on are overwritten.
+        self.ahead().cut_from(index);
         // The batch header, then each record's length prefix and bytes.
         let len_hint = 40 + sizes.iter().map(|s| s + 4).sum::<u64>();
         self.store

@@ -91,3 +91,72 @@ async fn reads_always_match_the_log() {
         assert_eq!(got, from_store(&store, a, b), "step {step}: [{a}, {b})");
     }
 }
+
+fn big_entries(term: u64, from: u64, to: u64) -> Vec<Entry<TypeConfig>> {
+    (from..to)
+        .map(|i| Entry {
+            log_id: log_id(term, 1, i),
+            payload: EntryPayload::Normal(Put {
+                key: format!("k{i}"),
+                value: "v".repeat(8 << 10),
+            }),
+        })
+        .collect()
+}
+
+async fn ids_read(
+    log: &mut quorumlog_openraft::LogStore<TypeConfig>,
+    a: u64,
+    b: u64,
+) -> Vec<LogId<u64>> {
+    log.try_get_log_entries(a..b)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.log_id)
+        .collect()
+}
+
+/// The read-ahead window (entries older than the tail cache holds, read
+/// 64 at a time forward and backward as openraft's startup does) never
+/// serves an entry a truncation replaced: invariant, every read equals the
+/// store's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_read_ahead_window_follows_truncations() {
+    let fs: SharedFs = Arc::new(SimFs::new(5));
+    let store = open_store(&fs, Path::new(DIR), 1, true);
+    let (mut log, _) = parts(&store, 1);
+    // 8 KiB entries: the tail cache (16 MiB) holds the last ~2,000.
+    log.blocking_append(big_entries(1, 0, 3_000)).await.unwrap();
+    assert_eq!(
+        ids_read(&mut log, 100, 164).await,
+        from_store(&store, 100, 164)
+    );
+    // Replace everything from 300 on (inside the window just read).
+    log.truncate(log_id(1, 1, 300)).await.unwrap();
+    log.blocking_append(big_entries(2, 300, 3_300))
+        .await
+        .unwrap();
+    for a in (100..1_000).step_by(64) {
+        let got = ids_read(&mut log, a, a + 64).await;
+        assert_eq!(
+            got,
+            from_store(&store, a, a + 64),
+            "forward [{a}, {})",
+            a + 64
+        );
+    }
+    // A backward scan, as openraft's membership search reads.
+    let mut b = 1_200;
+    while b > 64 {
+        let got = ids_read(&mut log, b - 64, b).await;
+        assert_eq!(
+            got,
+            from_store(&store, b - 64, b),
+            "backward [{}, {b})",
+            b - 64
+        );
+        b -= 64;
+    }
+    assert_eq!(ids_read(&mut log, 299, 301).await[1], log_id(2, 1, 300));
+}

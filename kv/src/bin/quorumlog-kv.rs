@@ -114,6 +114,16 @@ enum Cmd {
         #[arg(long, default_value_os_t = std::env::temp_dir())]
         dir: PathBuf,
     },
+    /// Restart times with many entries since the last snapshot: one node
+    /// alone, and the whole cluster after a kill of all three.
+    RestartTime {
+        /// Entries written before the kill.
+        #[arg(long, default_value_t = 100_000)]
+        entries: u64,
+        /// Parent directory for the data directories.
+        #[arg(long, default_value_os_t = std::env::temp_dir())]
+        dir: PathBuf,
+    },
     /// Three node processes under SIGKILL and SIGSTOP, clients on a few
     /// keys, and the whole history checked for linearizability.
     Soak {
@@ -208,6 +218,13 @@ async fn run(command: Cmd) -> Result<bool, Error> {
         } => reassign(&addr, target, peers, cancel).await,
         Cmd::Reassignments { addr } => reassignments(&addr).await,
         c @ (Cmd::Demo { .. } | Cmd::Soak { .. }) => checks(c).await,
+        Cmd::RestartTime { entries, dir } => {
+            let exe = std::env::current_exe().map_err(|e| Error::io("this program", e))?;
+            quorumlog_kv::restart::run(&exe, &dir, entries)
+                .await?
+                .print();
+            Ok(true)
+        }
     }
 }
 

@@ -6,6 +6,7 @@
     dead_code,
     clippy::unwrap_used,
     clippy::expect_used,
+    clippy::indexing_slicing,
     missing_docs,
     unreachable_pub,
     reason = "test code: a panic is a failed assertion"
@@ -18,8 +19,8 @@ use std::time::Duration;
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
-use quorumlog_kv::cluster::{LocalCluster, LocalTransport};
 use quorumlog_kv::client::Client;
+use quorumlog_kv::cluster::{LocalCluster, LocalTransport};
 use quorumlog_kv::history::{Action, Op, Outcome, Recorder};
 use quorumlog_kv::KvMachine;
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
@@ -73,7 +74,11 @@ pub fn open(disk: &SimFs, id: u64, fresh: bool) -> Arc<Store> {
 }
 
 /// Node `id`'s log store and state machine on `disk`.
-pub fn parts(disk: &SimFs, id: u64, fresh: bool) -> (LogStore<quorumlog_kv::TypeConfig>, KvMachine) {
+pub fn parts(
+    disk: &SimFs,
+    id: u64,
+    fresh: bool,
+) -> (LogStore<quorumlog_kv::TypeConfig>, KvMachine) {
     let store = open(disk, id, fresh);
     let log = LogStore::new_bounded(Arc::clone(&store), id).unwrap();
     let machine = KvMachine::open(store).unwrap();
@@ -122,7 +127,8 @@ impl SimCluster {
 
     /// Every node loses power at once, then all restart.
     pub async fn power_loss(&mut self, plan: CrashPlan) {
-        self.power_loss_staggered(plan, [1, 2, 3], Duration::ZERO).await;
+        self.power_loss_staggered(plan, [1, 2, 3], Duration::ZERO)
+            .await;
     }
 
     /// Every node loses power at once, then they restart in `order`, `gap`
@@ -139,7 +145,11 @@ impl SimCluster {
             self.disks[usize::try_from(id - 1).unwrap()] = image;
         }
         for id in order {
-            let (log, machine) = parts(&self.disks[usize::try_from(id - 1).unwrap()].clone(), id, false);
+            let (log, machine) = parts(
+                &self.disks[usize::try_from(id - 1).unwrap()].clone(),
+                id,
+                false,
+            );
             self.cluster.add(id, log, machine).await.unwrap();
             tokio::time::sleep(gap).await;
         }
@@ -218,7 +228,10 @@ pub async fn read_every_key(sim: &SimCluster, keys: u64, history: &Recorder) {
     for k in 0..keys {
         let key = format!("k{k}");
         let call = history.now();
-        let outcome = match client.get(&key, Instant::now() + Duration::from_secs(10)).await {
+        let outcome = match client
+            .get(&key, Instant::now() + Duration::from_secs(10))
+            .await
+        {
             Ok(r) => Outcome::Ok(r.value),
             Err(_) => Outcome::Failed,
         };

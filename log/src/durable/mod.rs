@@ -439,6 +439,11 @@ impl DurableLog {
         self.log().read(from, max_bytes)
     }
 
+    /// See [`Log::prefetch`].
+    pub fn prefetch(&self, from: Offset, to: Offset) {
+        self.log().prefetch(from, to);
+    }
+
     /// See [`Log::read_range`].
     ///
     /// # Errors

@@ -21,6 +21,38 @@ impl Log {
         self.read_range(from, Offset(u64::MAX), max_bytes)
     }
 
+    /// A hint that `[from, to)` will be read soon (a restarted Raft
+    /// re-applying its committed entries): the OS starts reading those
+    /// segment bytes into its cache in the background, at the device's
+    /// full queue depth, while the caller decodes what came first. Offsets
+    /// outside the log are clamped; nothing is verified or returned, and
+    /// a failure is ignored.
+    pub fn prefetch(&self, from: Offset, to: Offset) {
+        let (from, to) = (from.max(self.start_offset), to.min(self.log_end_offset()));
+        if from >= to {
+            return;
+        }
+        for seg in &self.segments {
+            if seg.end_offset <= from || seg.base >= to || seg.end_offset <= seg.base {
+                continue;
+            }
+            let start = if from > seg.base {
+                seg.locate(from).map_or(0, |(p, _)| p)
+            } else {
+                0
+            };
+            let stop = if to < seg.end_offset {
+                seg.locate(Offset(to.0 - 1))
+                    .map_or(seg.end_position, |(p, h)| p + u64::from(h.batch_len))
+            } else {
+                seg.end_position
+            };
+            if stop > start {
+                let _ = seg.file.will_need(start, stop - start);
+            }
+        }
+    }
+
     /// As [`Log::read`], stopping after the batch holding `to - 1`: a read
     /// of a range never reads, verifies or decodes the segment beyond it.
     ///

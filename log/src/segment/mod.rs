@@ -354,6 +354,31 @@ impl Segment {
     }
 }
 
+/// Whether every byte of `bytes` is zero. Sync padding and a preallocated
+/// tail are long runs of zeros, and byte-at-a-time checks of them were most
+/// of a log read (measured: 45% of a restart's CPU); an OR over blocks
+/// compiles to vector instructions.
+pub(crate) fn all_zero(bytes: &[u8]) -> bool {
+    bytes
+        .chunks(ZERO_BLOCK)
+        .all(|c| c.iter().fold(0u8, |a, &b| a | b) == 0)
+}
+
+/// The index of the last non-zero byte of `bytes`, if any.
+pub(crate) fn last_nonzero(bytes: &[u8]) -> Option<usize> {
+    let mut end = bytes.len();
+    for c in bytes.rchunks(ZERO_BLOCK) {
+        let start = end - c.len();
+        if !all_zero(c) {
+            return c.iter().rposition(|&b| b != 0).map(|i| start + i);
+        }
+        end = start;
+    }
+    None
+}
+
+const ZERO_BLOCK: usize = 256;
+
 /// Read-ahead for classifying one position (a page of padding and a header).
 const PAGE_CHUNK: usize = 8 << 10;
 /// Read-ahead for walking headers from an index entry.
@@ -479,6 +504,22 @@ mod tests {
             seg.append(&mut buf, &mut h).unwrap();
         }
         seg
+    }
+
+    #[test]
+    fn zero_checks_agree_with_a_byte_at_a_time_scan() {
+        let mut rng = quorumlog_io::SimRng::new(3);
+        for len in [0usize, 1, 7, 255, 256, 257, 1000, 4096, 5000] {
+            for _ in 0..20 {
+                let mut b = vec![0u8; len];
+                if len > 0 && rng.below(3) > 0 {
+                    let at = rng.index(len);
+                    b[at] = 1 + u8::try_from(rng.below(255)).unwrap();
+                }
+                assert_eq!(super::all_zero(&b), b.iter().all(|&x| x == 0));
+                assert_eq!(super::last_nonzero(&b), b.iter().rposition(|&x| x != 0));
+            }
+        }
     }
 
     #[test]

@@ -240,13 +240,13 @@ pub(crate) fn inspect_tail(file: &dyn File, salt: Salt, at: TailAt) -> Result<Ta
         if chunk.is_empty() {
             break;
         }
-        if let Some(last) = chunk.iter().rposition(|&b| b != 0) {
+        if let Some(last) = super::last_nonzero(chunk) {
             nonzero_end = Some(chunk_start + last as u64 + 1);
         }
         if chunk_start < window_end {
             let n = usize::try_from(window_end - chunk_start).unwrap_or(usize::MAX);
             let part = chunk.get(..n.min(chunk.len())).unwrap_or_default();
-            if let Some(last) = part.iter().rposition(|&b| b != 0) {
+            if let Some(last) = super::last_nonzero(part) {
                 tail.torn_end = Some(chunk_start + last as u64 + 1);
             }
         }

@@ -100,7 +100,7 @@ pub(crate) fn slot(src: &mut impl Source, pos: u64, end: DataEnd) -> Result<Slot
         if bytes.len() < gap_len {
             return Ok(Slot::NeedMore);
         }
-        if bytes.iter().any(|&b| b != 0) {
+        if !super::all_zero(bytes) {
             return Ok(Slot::Invalid {
                 position: pos,
                 kind: CorruptionKind::Malformed("non-zero bytes in sync padding"),
@@ -122,7 +122,7 @@ fn aligned(src: &mut impl Source, pos: u64, limit: u64) -> Result<Slot> {
     if bytes.len() < want {
         return Ok(Slot::NeedMore);
     }
-    if bytes.iter().all(|&b| b == 0) {
+    if super::all_zero(bytes) {
         return Ok(Slot::End);
     }
     at(src, pos, limit)

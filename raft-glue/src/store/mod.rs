@@ -460,6 +460,14 @@ impl Store {
         })
     }
 
+    /// A hint that entries `[from, to)` will be read soon (a restarted Raft
+    /// re-applying its committed entries after its latest snapshot): the OS
+    /// reads them into its cache in the background. Nothing is returned;
+    /// a failure is ignored.
+    pub fn prefetch(&self, from: Offset, to: Offset) {
+        self.log.prefetch(from, to);
+    }
+
     /// The high watermark as checkpointed (what a crash now would recover,
     /// before the log's own clamp).
     pub fn durable_high_watermark(&self) -> Option<Offset> {

@@ -1,0 +1,104 @@
+//! The service as a user meets it: real node processes.
+//!
+//! - `quorumlog-kv soak` (short here; the long runs are in
+//!   docs/testing.md): 16 clients on 8 keys while a nemesis sends SIGKILL
+//!   (leader, follower, random node, all three) and SIGSTOP (a node, the
+//!   leader) for 1–5 s; every operation's history must be linearizable
+//!   per key. `QUORUMLOG_SOAK_SECONDS` (default 20) sets the length.
+//! - `quorumlog-kv put` to a stopped (SIGSTOP) leader returns at its
+//!   deadline with a non-zero exit, instead of hanging.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use quorumlog_kv::demo::Processes;
+
+const EXE: &str = env!("CARGO_BIN_EXE_quorumlog-kv");
+
+#[test]
+fn a_soak_of_real_processes_under_kills_and_stops_is_linearizable() {
+    let seconds = std::env::var("QUORUMLOG_SOAK_SECONDS")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(20);
+    let seed = quorumlog_testkit::fresh_seed();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(EXE)
+        .args(["soak", "--seconds", &seconds.to_string()])
+        .args(["--seed", &seed.to_string()])
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    assert!(
+        out.status.success() && text.contains("linearizable            PASS"),
+        "seed {seed}: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("fault "), "no fault was injected: {text}");
+}
+
+#[test]
+fn a_put_to_a_stopped_leader_returns_at_its_deadline() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    rt.block_on(async {
+        let mut ps = Processes::new(Path::new(EXE), dir.path(), 3).unwrap();
+        for id in 1..=3 {
+            ps.spawn(id).unwrap();
+        }
+        let leader = ps
+            .wait_leader(None, Duration::from_secs(20))
+            .await
+            .expect("a leader");
+        ps.pause(leader, true);
+        let t0 = Instant::now();
+        let mut child = Command::new(EXE)
+            .args([
+                "put",
+                "--addr",
+                &ps.addr(leader),
+                "--timeout",
+                "2",
+                "k",
+                "v",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "put did not keep its deadline"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(
+            t0.elapsed() >= Duration::from_secs(2),
+            "returned before its deadline"
+        );
+        assert!(!status.success(), "a put to a stopped node succeeded");
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(err.contains("outcome unknown"), "{err}");
+        ps.pause(leader, false);
+    });
+}
