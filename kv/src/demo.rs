@@ -30,9 +30,6 @@ pub(crate) fn pick(state: &mut u64, n: usize) -> usize {
     usize::try_from(*state % (n.max(1) as u64)).unwrap_or(0)
 }
 
-/// Readers of acknowledged keys beside the writers.
-const READERS: usize = 8;
-
 /// How the demo runs.
 #[derive(Debug, Clone)]
 pub struct DemoArgs {
@@ -40,8 +37,12 @@ pub struct DemoArgs {
     pub seconds: u64,
     /// Concurrent clients.
     pub clients: usize,
+    /// Readers of acknowledged keys beside them.
+    pub readers: usize,
     /// Where the three data directories go (a fresh one is made inside).
     pub dir: PathBuf,
+    /// Arguments passed to every node (an A/B run's knob).
+    pub node_args: Vec<String>,
 }
 
 /// What the demo measured.
@@ -389,6 +390,7 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
         .join(format!("quorumlog-kv-demo-{}", std::process::id()));
     std::fs::create_dir_all(&base).map_err(|e| Error::io(base.display().to_string(), e))?;
     let mut cluster = Processes::new(exe, &base, 3).map_err(|e| Error::io("ports", e))?;
+    cluster.extra.clone_from(&args.node_args);
     for id in 1..=3 {
         cluster
             .spawn(id)
@@ -409,7 +411,7 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let acks = Arc::new(Mutex::new(Acks::default()));
     let writers = spawn_writers(args.clients, &nodes, &stop, &acks);
-    let readers = spawn_readers(READERS, &nodes, &stop, &acks);
+    let readers = spawn_readers(args.readers, &nodes, &stop, &acks);
     let written = |acks: &Arc<Mutex<Acks>>| {
         acks.lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -42,6 +42,9 @@ pub struct NodeArgs {
     pub init: bool,
     /// Entries between snapshots.
     pub snapshot_every: u64,
+    /// How often the commit point is made durable (`None`: only at the
+    /// log's segment rolls and clean close).
+    pub commit_persist: Option<std::time::Duration>,
 }
 
 /// The store options the nodes use.
@@ -118,8 +121,28 @@ pub async fn start<N>(
 where
     N: openraft::network::RaftNetworkFactory<TypeConfig>,
 {
+    let every = Some(quorumlog_openraft::COMMIT_PERSIST_EVERY);
+    start_persisting(id, store, network, open_ms, config, every).await
+}
+
+/// As [`start`], making the commit point durable every `commit_persist`
+/// (`None`: only at the log's segment rolls and clean close).
+///
+/// # Errors
+/// openraft's or the store's.
+pub async fn start_persisting<N>(
+    id: u64,
+    store: Arc<Store>,
+    network: N,
+    open_ms: u64,
+    config: Arc<openraft::Config>,
+    commit_persist: Option<std::time::Duration>,
+) -> Result<Running>
+where
+    N: openraft::network::RaftNetworkFactory<TypeConfig>,
+{
     let directory = store.me().directory_id;
-    let log = LogStore::new_bounded(Arc::clone(&store), id)?;
+    let log = LogStore::new_bounded(Arc::clone(&store), id)?.persist_commit_every(commit_persist);
     let machine = KvMachine::open(store)?;
     start_with(id, log, machine, network, config, open_ms, directory).await
 }
@@ -189,7 +212,15 @@ pub async fn run(args: NodeArgs) -> Result<()> {
     let fs: SharedFs = Arc::new(RealFs::new());
     let (store, fresh, open_ms) = open_store(&fs, &args.dir, args.cluster, args.id)?;
     let config = crate::raft_config(args.snapshot_every);
-    let node = start(args.id, store, TcpNetwork, open_ms, config).await?;
+    let node = start_persisting(
+        args.id,
+        store,
+        TcpNetwork,
+        open_ms,
+        config,
+        args.commit_persist,
+    )
+    .await?;
     if args.init && fresh {
         initialize(&node.raft, &args.peers).await?;
     }
@@ -417,7 +448,7 @@ async fn reassign_request(
 /// A write of `key = value` without a request id (tests, benchmarks).
 ///
 /// # Errors
-/// As [`write`].
+/// As [`write()`].
 pub async fn put(node: &Running, key: &str, value: &str) -> Result<u64, Refusal> {
     write(node, Command::Put(Put::new(key, value))).await
 }

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use quorumlog_kv::client::{self, Client as Writer};
+use quorumlog_kv::client::{self, Client};
 use quorumlog_kv::demo::Processes;
 use quorumlog_kv::proto::{Request, Response};
 
@@ -106,7 +106,7 @@ async fn wait_voters(addr: &str, want: &[u64], limit: Duration) -> Vec<String> {
     panic!("voters never became {want:?}; listings seen: {seen:#?}");
 }
 
-async fn write(w: &mut Writer, acked: &mut Vec<(String, String)>, n: usize, tag: &str) {
+async fn write(w: &mut Client, acked: &mut Vec<(String, String)>, n: usize, tag: &str) {
     for i in 0..n {
         let (k, v) = (format!("{tag}-{i}"), format!("v{i}"));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -151,7 +151,7 @@ async fn start_extra(ps: &mut Processes, id: u64) -> String {
 /// cancel rolls back to exactly {1, 2, 3}. (If it was promoted before the
 /// kill, the reassignment ended first: the cancel finds nothing, and a
 /// reassignment back removes it.)
-async fn cancel_an_addition(ps: &mut Processes, w: &mut Writer, acked: &mut Vec<(String, String)>) {
+async fn cancel_an_addition(ps: &mut Processes, w: &mut Client, acked: &mut Vec<(String, String)>) {
     let a1 = ps.addr(1);
     let a5 = start_extra(ps, 5).await;
     let peers = format!("5={a5}");
@@ -203,7 +203,7 @@ fn a_running_cluster_grows_to_four_voters_and_back() {
             .await
             .expect("a first leader");
         let a1 = ps.addr(1);
-        let mut w = Writer::new((1..=3).map(|i| ps.addr(i)).collect());
+        let mut w = Client::new((1..=3).map(|i| ps.addr(i)).collect());
         let mut acked = Vec::new();
         write(&mut w, &mut acked, 50, "before").await;
 

@@ -41,6 +41,10 @@ enum Cmd {
         /// Entries between snapshots.
         #[arg(long, default_value_t = quorumlog_kv::SNAPSHOT_EVERY)]
         snapshot_every: u64,
+        /// Milliseconds between persists of the commit point (0: only at
+        /// segment rolls and clean close; a restart then re-applies less).
+        #[arg(long, default_value_t = 100)]
+        commit_persist_ms: u64,
     },
     /// Writes `key = value` through the leader (applied once, retried
     /// until the deadline).
@@ -110,9 +114,16 @@ enum Cmd {
         /// Concurrent clients.
         #[arg(long, default_value_t = 64)]
         clients: usize,
+        /// Readers reading acknowledged keys back (linearizable).
+        #[arg(long, default_value_t = 8)]
+        readers: usize,
         /// Parent directory for the data directories.
         #[arg(long, default_value_os_t = std::env::temp_dir())]
         dir: PathBuf,
+        /// Arguments for every node, after `--` (for example
+        /// `-- --commit-persist-ms 0`).
+        #[arg(last = true)]
+        node_args: Vec<String>,
     },
     /// Restart times with many entries since the last snapshot: one node
     /// alone, and the whole cluster after a kill of all three.
@@ -195,6 +206,7 @@ async fn run(command: Cmd) -> Result<bool, Error> {
             peers,
             init,
             snapshot_every,
+            commit_persist_ms,
         } => {
             let peers = parse_peers(&peers)?;
             node::run(node::NodeArgs {
@@ -205,6 +217,8 @@ async fn run(command: Cmd) -> Result<bool, Error> {
                 peers,
                 init,
                 snapshot_every,
+                commit_persist: (commit_persist_ms > 0)
+                    .then(|| std::time::Duration::from_millis(commit_persist_ms)),
             })
             .await
             .map(|()| true)
@@ -276,13 +290,17 @@ async fn checks(command: Cmd) -> Result<bool, Error> {
         Cmd::Demo {
             seconds,
             clients,
+            readers,
             dir,
+            node_args,
         } => {
             let exe = std::env::current_exe().map_err(|e| Error::io("this program", e))?;
             let args = demo::DemoArgs {
                 seconds,
                 clients,
+                readers,
                 dir,
+                node_args,
             };
             Ok(demo::run(&exe, &args).await?.print())
         }
