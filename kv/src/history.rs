@@ -4,7 +4,11 @@
 //! a history is linearizable.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+
+use tokio::time::Instant;
+
+use crate::client::{Client, Transport};
+use crate::error::Error;
 
 /// What an operation did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,4 +92,52 @@ impl Recorder {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+}
+
+/// Puts `key = value` through `client` by `deadline`, and records it:
+/// `Ok`, `Failed` (certainly not applied) or `Unknown`.
+pub async fn record_put<T: Transport>(
+    client: &mut Client<T>,
+    history: &Recorder,
+    key: String,
+    value: String,
+    deadline: Instant,
+) {
+    let call = history.now();
+    let outcome = match client.put(&key, &value, deadline).await {
+        Ok(_) => Outcome::Ok(None),
+        Err(Error::Failed { .. }) => Outcome::Failed,
+        Err(_) => Outcome::Unknown,
+    };
+    history.record(Op {
+        client: client.id(),
+        key,
+        action: Action::Put(value),
+        call,
+        ret: history.now(),
+        outcome,
+    });
+}
+
+/// Reads `key` linearizably through `client` by `deadline`, and records
+/// it (a read that returned nothing is `Failed`: it had no effect).
+pub async fn record_get<T: Transport>(
+    client: &mut Client<T>,
+    history: &Recorder,
+    key: String,
+    deadline: Instant,
+) {
+    let call = history.now();
+    let outcome = match client.get(&key, deadline).await {
+        Ok(read) => Outcome::Ok(read.value),
+        Err(_) => Outcome::Failed,
+    };
+    history.record(Op {
+        client: client.id(),
+        key,
+        action: Action::Get,
+        call,
+        ret: history.now(),
+        outcome,
+    });
 }

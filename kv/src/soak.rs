@@ -18,7 +18,7 @@ use crate::check::{self, Report};
 use crate::client::{status, Client};
 use crate::demo::{pick, Processes};
 use crate::error::{Error, Result};
-use crate::history::{Action, Op, Outcome, Recorder};
+use crate::history::{record_get, record_put, Action, Op, Outcome, Recorder};
 
 /// How a soak runs.
 #[derive(Debug, Clone)]
@@ -95,33 +95,13 @@ async fn client_loop(
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let key = format!("k{}", pick(&mut seed, keys));
-        let write = pick(&mut seed, 2) == 0;
-        let call = history.now();
         let deadline = Instant::now() + OP_DEADLINE;
-        let (action, outcome) = if write {
+        if pick(&mut seed, 2) == 0 {
             n += 1;
-            let value = format!("c{c}-{n}");
-            let outcome = match client.put(&key, &value, deadline).await {
-                Ok(_) => Outcome::Ok(None),
-                Err(Error::Failed { .. }) => Outcome::Failed,
-                Err(_) => Outcome::Unknown,
-            };
-            (Action::Put(value), outcome)
+            record_put(&mut client, &history, key, format!("c{c}-{n}"), deadline).await;
         } else {
-            let outcome = match client.get(&key, deadline).await {
-                Ok(read) => Outcome::Ok(read.value),
-                Err(_) => Outcome::Failed,
-            };
-            (Action::Get, outcome)
-        };
-        history.record(Op {
-            client: client.id(),
-            key,
-            action,
-            call,
-            ret: history.now(),
-            outcome,
-        });
+            record_get(&mut client, &history, key, deadline).await;
+        }
     }
 }
 
@@ -201,23 +181,8 @@ async fn nemesis(
 async fn read_every_key(p: &Processes, keys: usize, history: &Recorder) {
     let mut last = Client::new(p.addrs());
     for k in 0..keys {
-        let key = format!("k{k}");
-        let call = history.now();
-        let outcome = match last
-            .get(&key, Instant::now() + Duration::from_secs(20))
-            .await
-        {
-            Ok(read) => Outcome::Ok(read.value),
-            Err(_) => Outcome::Failed,
-        };
-        history.record(Op {
-            client: last.id(),
-            key,
-            action: Action::Get,
-            call,
-            ret: history.now(),
-            outcome,
-        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        record_get(&mut last, history, format!("k{k}"), deadline).await;
     }
 }
 

@@ -28,40 +28,12 @@ use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
 use quorumlog_kv::cluster::LocalCluster;
 use quorumlog_kv::proto::{Command, Refusal};
 use quorumlog_kv::{KvMachine, Put, TypeConfig};
-use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
 use quorumlog_openraft::LogStore;
-use quorumlog_raft::{Identity, Store, StoreOptions};
+use quorumlog_raft::{Identity, Store};
 
-const DIR: &str = "/node";
+mod common;
 
-fn options() -> StoreOptions {
-    StoreOptions {
-        log: LogOptions {
-            segment_size_bytes: 64 << 10,
-            max_batch_bytes: 32 << 10,
-            segment_preparation: SegmentPreparation::Inline,
-            prefill_segments: 0,
-            ..LogOptions::default()
-        },
-        sync: SyncPolicy::GroupCommit,
-    }
-}
-
-/// Fast timers, and snapshots (with purges) every few hundred entries.
-fn config() -> Arc<openraft::Config> {
-    Arc::new(
-        openraft::Config {
-            heartbeat_interval: 20,
-            election_timeout_min: 80,
-            election_timeout_max: 160,
-            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(150),
-            max_in_snapshot_log_to_keep: 10,
-            ..Default::default()
-        }
-        .validate()
-        .unwrap(),
-    )
-}
+use common::{config, options, DIR};
 
 fn open(disk: &SimFs, id: u64, fresh: bool) -> Result<Arc<Store>, String> {
     let fs: SharedFs = Arc::new(disk.clone());

@@ -21,7 +21,7 @@ use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_kv::client::Client;
 use quorumlog_kv::cluster::{LocalCluster, LocalTransport};
-use quorumlog_kv::history::{Action, Op, Outcome, Recorder};
+use quorumlog_kv::history::{record_get, record_put, Recorder};
 use quorumlog_kv::KvMachine;
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
 use quorumlog_openraft::LogStore;
@@ -192,32 +192,13 @@ pub async fn record_ops(
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) {
         let key = format!("k{}", rng.below(keys));
-        let call = history.now();
         let deadline = Instant::now() + OP_DEADLINE;
-        let (action, outcome) = if rng.below(2) == 0 {
+        if rng.below(2) == 0 {
             n += 1;
-            let value = format!("c{c}-{n}");
-            let outcome = match client.put(&key, &value, deadline).await {
-                Ok(_) => Outcome::Ok(None),
-                Err(quorumlog_kv::Error::Failed { .. }) => Outcome::Failed,
-                Err(_) => Outcome::Unknown,
-            };
-            (Action::Put(value), outcome)
+            record_put(&mut client, &history, key, format!("c{c}-{n}"), deadline).await;
         } else {
-            let outcome = match client.get(&key, deadline).await {
-                Ok(r) => Outcome::Ok(r.value),
-                Err(_) => Outcome::Failed,
-            };
-            (Action::Get, outcome)
-        };
-        history.record(Op {
-            client: client.id(),
-            key,
-            action,
-            call,
-            ret: history.now(),
-            outcome,
-        });
+            record_get(&mut client, &history, key, deadline).await;
+        }
     }
 }
 
@@ -226,22 +207,7 @@ pub async fn record_ops(
 pub async fn read_every_key(sim: &SimCluster, keys: u64, history: &Recorder) {
     let mut client = sim.client();
     for k in 0..keys {
-        let key = format!("k{k}");
-        let call = history.now();
-        let outcome = match client
-            .get(&key, Instant::now() + Duration::from_secs(10))
-            .await
-        {
-            Ok(r) => Outcome::Ok(r.value),
-            Err(_) => Outcome::Failed,
-        };
-        history.record(Op {
-            client: client.id(),
-            key,
-            action: Action::Get,
-            call,
-            ret: history.now(),
-            outcome,
-        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        record_get(&mut client, history, format!("k{k}"), deadline).await;
     }
 }
