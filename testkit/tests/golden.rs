@@ -36,7 +36,7 @@ const APP_METADATA: &[u8] = b"golden app metadata";
 const SNAPSHOT_META: &[u8] = b"golden snapshot metadata";
 
 fn meta() -> Meta {
-    Meta::new(ClusterId(9), NodeId(1), DirectoryId(0x601d_e11))
+    Meta::new(ClusterId(9), NodeId(1), DirectoryId(0x0601_de11))
 }
 
 fn options() -> StoreOptions {
