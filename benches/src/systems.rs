@@ -181,17 +181,44 @@ impl System for Quorumlog {
     }
 }
 
-/// raft-engine 0.4: each append is one `LogBatch` of puts, written with
-/// `sync = true` (its own leader-based group commit). Keys cycle within a
-/// bounded range per writer so its memtable stays small; every put is still
-/// written to its log.
+/// raft-engine's entry type for `LogBatch::add_entries`: a protobuf message
+/// whose bytes start with the entry's index (`TiKV` passes `eraftpb::Entry`,
+/// index, term and data; the engine only needs the index and the encoding).
+pub struct BenchEntries;
+
+impl raft_engine::MessageExt for BenchEntries {
+    type Entry = protobuf::well_known_types::BytesValue;
+
+    fn index(e: &Self::Entry) -> u64 {
+        e.value
+            .get(..8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map_or(0, u64::from_le_bytes)
+    }
+}
+
+/// Writers a raft-engine run may have (one region each).
+const MAX_REGIONS: usize = 256;
+/// Entries each region keeps behind its writer before `compact_to`.
+const KEEP_ENTRIES: u64 = 1_024;
+
+/// raft-engine 0.4 configured as `TiKV` runs it (docs/performance.md, "how
+/// `compare` measures"): Raft entries through `LogBatch::add_entries`, one
+/// region per writer, written with `sync = true` (its leader-based group
+/// commit); log recycling with files prefilled at open
+/// (`prefill_for_recycle`), small files and a small purge threshold so
+/// recycling happens within a short run, and purges behind the writers
+/// (`compact_to` per region, `purge_expired_files` on a timer, as `TiKV`'s
+/// purge worker does).
 pub struct RaftEngine {
-    engine: raft_engine::Engine,
-    next_key: AtomicU64,
+    engine: Arc<raft_engine::Engine>,
+    next: Vec<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    purger: Option<std::thread::JoinHandle<()>>,
 }
 
 impl RaftEngine {
-    /// Opens an engine in `dir`.
+    /// Opens an engine in `dir` (prefilling its recycled files first).
     ///
     /// # Errors
     /// Any open error.
@@ -200,12 +227,39 @@ impl RaftEngine {
             dir: dir.to_string_lossy().into_owned(),
             // No compression: quorumlog does not compress by default either.
             batch_compression_threshold: raft_engine::ReadableSize(0),
+            target_file_size: raft_engine::ReadableSize::mb(32),
+            purge_threshold: raft_engine::ReadableSize::mb(128),
+            enable_log_recycle: true,
+            prefill_for_recycle: true,
+            prefill_limit: Some(raft_engine::ReadableSize::mb(512)),
             ..raft_engine::Config::default()
         };
+        let engine = Arc::new(raft_engine::Engine::open(cfg)?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let purger = {
+            let (engine, stop) = (Arc::clone(&engine), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    let _ = engine.purge_expired_files();
+                }
+            })
+        };
         Ok(RaftEngine {
-            engine: raft_engine::Engine::open(cfg)?,
-            next_key: AtomicU64::new(0),
+            engine,
+            next: (0..MAX_REGIONS).map(|_| AtomicU64::new(1)).collect(),
+            stop,
+            purger: Some(purger),
         })
+    }
+}
+
+impl Drop for RaftEngine {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(p) = self.purger.take() {
+            let _ = p.join();
+        }
     }
 }
 
@@ -215,12 +269,30 @@ impl System for RaftEngine {
     }
 
     fn append_durable(&self, writer: usize, records: &[&[u8]]) -> Result<(), BenchError> {
-        let mut batch = raft_engine::LogBatch::with_capacity(records.len());
-        for r in records {
-            let k = self.next_key.fetch_add(1, Ordering::Relaxed) % 4096;
-            batch.put(writer as u64 + 1, k.to_be_bytes().to_vec(), r.to_vec())?;
-        }
+        let region = writer as u64 + 1;
+        let next = self
+            .next
+            .get(writer)
+            .ok_or("more writers than raft-engine regions")?;
+        let first = next.fetch_add(records.len() as u64, Ordering::Relaxed);
+        let entries: Vec<protobuf::well_known_types::BytesValue> = records
+            .iter()
+            .zip(first..)
+            .map(|(r, index)| {
+                let mut e = protobuf::well_known_types::BytesValue::new();
+                e.value.reserve(8 + r.len());
+                e.value.extend_from_slice(&index.to_le_bytes());
+                e.value.extend_from_slice(r);
+                e
+            })
+            .collect();
+        let mut batch = raft_engine::LogBatch::with_capacity(entries.len());
+        batch.add_entries::<BenchEntries>(region, &entries)?;
         self.engine.write(&mut batch, true)?;
+        let last = first + records.len() as u64 - 1;
+        if last / KEEP_ENTRIES != first.saturating_sub(1) / KEEP_ENTRIES && last > KEEP_ENTRIES {
+            self.engine.compact_to(region, last - KEEP_ENTRIES);
+        }
         Ok(())
     }
 }
@@ -258,38 +330,63 @@ impl System for Okaywal {
     }
 }
 
-/// The raw disk: `pwrite` of the records, then `fdatasync`, on a
-/// preallocated file. The physical limit for one writer.
+/// How [`Raw`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawMode {
+    /// `pwrite` of the records, then `fdatasync`.
+    Buffered,
+    /// Page-aligned `O_DIRECT | O_DSYNC` writes (each append padded to
+    /// whole pages), durable on return.
+    Direct,
+}
+
+/// The raw disk on a file written full of zeros and synced beforehand (an
+/// overwrite of written blocks: a fallocated file's first writes pay for
+/// extent conversion, so it is not the limit). The physical limit for one
+/// writer, in both ways of writing.
 pub struct Raw {
     file: File,
     pos: Mutex<u64>,
     size: u64,
+    mode: RawMode,
     _path: PathBuf,
 }
 
+const PAGE: usize = 4096;
+
 impl Raw {
-    /// Creates a preallocated file of `size` bytes in `dir`.
+    /// Creates `size` bytes of zeros (synced) in `dir`, opened for `mode`.
     ///
     /// # Errors
     /// Any I/O error.
-    pub fn open(dir: &Path, size: u64) -> Result<Raw, BenchError> {
+    pub fn open(dir: &Path, size: u64, mode: RawMode) -> Result<Raw, BenchError> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("raw.log");
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
-        // Preallocate through the same fallocate the engine uses.
-        let fs = RealFs::with_backend(IoBackend::Pwrite)?;
-        let f = quorumlog_io::FileSystem::open(&fs, &path, quorumlog_io::OpenMode::ReadWrite)?;
-        f.allocate(size)?;
-        f.sync_all()?;
+        {
+            let f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)?;
+            let zeros = vec![0u8; 1 << 20];
+            let mut at = 0u64;
+            while at < size {
+                f.write_all_at(&zeros, at)?;
+                at += zeros.len() as u64;
+            }
+            f.sync_all()?;
+        }
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true);
+        if mode == RawMode::Direct {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.custom_flags(libc::O_DIRECT | libc::O_DSYNC);
+        }
         Ok(Raw {
-            file,
+            file: opts.open(&path)?,
             pos: Mutex::new(0),
             size,
+            mode,
             _path: path,
         })
     }
@@ -300,20 +397,51 @@ impl Raw {
     }
 }
 
+/// `len` bytes (a multiple of the page) at a page-aligned address inside
+/// `buf`, which grows as needed; returns where they start.
+fn aligned(buf: &mut Vec<u8>, len: usize) -> usize {
+    buf.resize(len + PAGE, 0);
+    let addr = buf.as_ptr() as usize;
+    (PAGE - addr % PAGE) % PAGE
+}
+
 impl System for Raw {
     fn name(&self) -> String {
-        "raw".into()
+        match self.mode {
+            RawMode::Buffered => "raw".into(),
+            RawMode::Direct => "raw-direct".into(),
+        }
     }
 
     fn append_durable(&self, _writer: usize, records: &[&[u8]]) -> Result<(), BenchError> {
-        let buf: Vec<u8> = records.concat();
+        let data: Vec<u8> = records.concat();
         let mut pos = self.pos.lock().map_err(|_| io::Error::other("poisoned"))?;
-        if *pos + buf.len() as u64 > self.size {
-            *pos = 0; // wrap: the file stays preallocated
+        match self.mode {
+            RawMode::Buffered => {
+                if *pos + data.len() as u64 > self.size {
+                    *pos = 0; // wrap: the blocks stay written
+                }
+                self.file.write_all_at(&data, *pos)?;
+                self.file.sync_data()?;
+                *pos += data.len() as u64;
+            }
+            RawMode::Direct => {
+                let len = data.len().div_ceil(PAGE).max(1) * PAGE;
+                if *pos + len as u64 > self.size {
+                    *pos = 0;
+                }
+                let mut buf = Vec::new();
+                let start = aligned(&mut buf, len);
+                let window = buf
+                    .get_mut(start..start + len)
+                    .ok_or_else(|| io::Error::other("alignment window"))?;
+                if let Some(head) = window.get_mut(..data.len()) {
+                    head.copy_from_slice(&data);
+                }
+                self.file.write_all_at(window, *pos)?;
+                *pos += len as u64;
+            }
         }
-        self.file.write_all_at(&buf, *pos)?;
-        self.file.sync_data()?;
-        *pos += buf.len() as u64;
         Ok(())
     }
 }

@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use quorumlog_benches::systems::{
-    BenchError, Okaywal, Quorumlog, QuorumlogSetup, RaftEngine, Raw, System,
+    BenchError, Okaywal, Quorumlog, QuorumlogSetup, RaftEngine, Raw, RawMode, System,
 };
 use quorumlog_benches::workloads::{
     peak_rss_kib, read_and_reopen, run_write, snapshot_write_read, Measured, Workload,
@@ -156,7 +156,8 @@ fn open_system(name: &str, dir: &Path) -> Result<Box<dyn System>, BenchError> {
         )?),
         "raft-engine" => Box::new(RaftEngine::open(dir)?),
         "okaywal" => Box::new(Okaywal::open(dir)?),
-        "raw" => Box::new(Raw::open(dir, 1 << 30)?),
+        "raw" => Box::new(Raw::open(dir, 256 << 20, RawMode::Buffered)?),
+        "raw-direct" => Box::new(Raw::open(dir, 256 << 20, RawMode::Direct)?),
         other => return Err(format!("unknown system {other}").into()),
     })
 }
@@ -170,7 +171,7 @@ fn run_workload(
 ) -> Result<(), BenchError> {
     let mut systems = vec!["quorumlog", "raft-engine", "okaywal"];
     if w.writers == 1 {
-        systems.push("raw");
+        systems.extend(["raw", "raw-direct"]);
     }
     if args.variants {
         systems.extend([
