@@ -52,6 +52,8 @@ struct Model {
     votes: BTreeMap<u64, u64>,
     /// The epoch this node leads, if it does.
     leading: Option<u64>,
+    /// The highest watermark `persist_high_watermark` reported durable.
+    persisted: Option<u64>,
 }
 
 impl Model {
@@ -115,7 +117,7 @@ fn record(rng: &mut SimRng, at: u64) -> Vec<u8> {
 /// against the model; returns what it was.
 fn step(rng: &mut SimRng, s: &KraftReplica, m: &mut Model) -> String {
     let end = m.end();
-    match rng.below(14) {
+    match rng.below(15) {
         0 => {
             // Stand for election.
             let r = s.election().become_candidate();
@@ -310,6 +312,30 @@ fn step(rng: &mut SimRng, s: &KraftReplica, m: &mut Model) -> String {
             m.leading = None;
             format!("become_follower {epoch}")
         }
+        13 => {
+            // The commit point made durable: never past what the log made
+            // durable, nor past the watermark set, never lower than before.
+            let got = s.persist_high_watermark().unwrap().map(|o| o.0);
+            let flushed = s.flushed_offset().0;
+            if let Some(g) = got {
+                assert!(
+                    g <= flushed,
+                    "persisted watermark {g} past flushed {flushed}"
+                );
+                assert!(
+                    g <= m.hw.unwrap_or(0).max(m.start),
+                    "persisted watermark {g} past the one set {:?}",
+                    m.hw
+                );
+                assert!(
+                    m.persisted.is_none_or(|p| g >= p),
+                    "persisted watermark moved back: {g} < {:?}",
+                    m.persisted
+                );
+                m.persisted = Some(g);
+            }
+            format!("persist_high_watermark -> {got:?}")
+        }
         _ => {
             // The completion fires only once durable.
             let flushed = s.flushed_offset().0;
@@ -364,6 +390,13 @@ fn after_power_cut(s: &KraftReplica, m: &mut Model, seed: u64) {
                 .max(s.latest_snapshot().map_or(0, |i| i.end_offset.0)),
         "seed {seed}: a watermark from nowhere"
     );
+    // ... and at least what was persisted.
+    if let Some(p) = m.persisted {
+        assert!(
+            hw.unwrap_or(0) >= p,
+            "seed {seed}: persisted watermark {p} lost: recovered {hw:?}"
+        );
+    }
     m.hw = hw;
     m.durable = s.flushed_offset().0;
     let qs = s.quorum_state();
