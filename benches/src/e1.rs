@@ -33,7 +33,8 @@ use quorumlog_kv::{KvMachine, Put, TypeConfig};
 use quorumlog_openraft::LogStore;
 use quorumlog_raft::Store;
 
-use crate::systems::BenchError;
+use crate::systems::{bench_entry, BenchEntries, BenchError, TunedEngine};
+use raft_engine::MessageExt;
 
 type StoreError = StorageError<u64>;
 
@@ -70,20 +71,18 @@ struct Bounds {
 const REGION: u64 = 1;
 const VOTE_KEY: &[u8] = b"vote";
 
-fn entry_key(index: u64) -> Vec<u8> {
-    let mut k = b"e".to_vec();
-    k.extend_from_slice(&index.to_be_bytes());
-    k
-}
-
-/// An openraft log store over raft-engine, written for this benchmark:
-/// each entry is a put keyed by its index, every append and vote one
-/// `LogBatch` written with `sync = true` (raft-engine's own group commit
-/// joins concurrent writers). Blocking writes run in place on a
-/// multi-threaded runtime. Opened fresh only (no recovery scan).
+/// An openraft log store over raft-engine, as `TiKV` uses it
+/// ([`TunedEngine`]: recycled prefilled files, purges on a timer): entries
+/// through `LogBatch::add_entries` (an entry's bytes behind its index),
+/// read with `fetch_entries_to`, a conflicting suffix overwritten by the
+/// next append (raft-engine's memtable truncates it), purges as
+/// `compact_to`, the vote a put; every append and vote one `LogBatch`
+/// written with `sync = true` (raft-engine's own group commit joins
+/// concurrent writers). Blocking writes run in place on a multi-threaded
+/// runtime. Opened fresh only (no recovery scan).
 #[derive(Clone)]
 pub struct RaftEngineLog {
-    engine: Arc<raft_engine::Engine>,
+    engine: Arc<TunedEngine>,
     bounds: Arc<Mutex<Bounds>>,
 }
 
@@ -93,15 +92,14 @@ impl RaftEngineLog {
     /// # Errors
     /// raft-engine's open error.
     pub fn open(dir: &Path) -> Result<Self, BenchError> {
-        let cfg = raft_engine::Config {
-            dir: dir.to_string_lossy().into_owned(),
-            batch_compression_threshold: raft_engine::ReadableSize(0),
-            ..raft_engine::Config::default()
-        };
         Ok(RaftEngineLog {
-            engine: Arc::new(raft_engine::Engine::open(cfg)?),
+            engine: Arc::new(TunedEngine::open(dir, 128)?),
             bounds: Arc::new(Mutex::new(Bounds::default())),
         })
+    }
+
+    fn engine(&self) -> &raft_engine::Engine {
+        self.engine.engine()
     }
 
     fn bounds(&self) -> std::sync::MutexGuard<'_, Bounds> {
@@ -109,9 +107,24 @@ impl RaftEngineLog {
     }
 
     fn write(&self, batch: &mut raft_engine::LogBatch) -> Result<(), StoreError> {
-        tokio::task::block_in_place(|| self.engine.write(batch, true))
+        tokio::task::block_in_place(|| self.engine().write(batch, true))
             .map(|_| ())
             .map_err(|e| write_err(&e))
+    }
+
+    fn fetch(&self, lo: u64, hi: u64) -> Result<Vec<Entry<TypeConfig>>, StoreError> {
+        if lo >= hi {
+            return Ok(Vec::new());
+        }
+        let mut got = Vec::new();
+        self.engine()
+            .fetch_entries_to::<BenchEntries>(REGION, lo, hi, None, &mut got)
+            .map_err(|e| read_err(&e))?;
+        got.iter()
+            .map(|e| {
+                bincode::deserialize(e.value.get(8..).unwrap_or_default()).map_err(|e| read_err(&e))
+            })
+            .collect()
     }
 }
 
@@ -124,13 +137,7 @@ impl RaftLogReader<TypeConfig> for RaftEngineLog {
         let b = self.bounds().clone();
         let lo = from.max(b.purged.map_or(0, |p| p.index + 1));
         let hi = to.min(b.last.map_or(0, |l| l.index + 1));
-        let mut out = Vec::new();
-        for i in lo..hi {
-            if let Some(v) = self.engine.get(REGION, &entry_key(i)) {
-                out.push(bincode::deserialize(&v).map_err(|e| read_err(&e))?);
-            }
-        }
-        Ok(out)
+        self.fetch(lo, hi)
     }
 }
 
@@ -173,15 +180,23 @@ impl RaftLogStorage<TypeConfig> for RaftEngineLog {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = raft_engine::LogBatch::default();
+        let mut msgs = Vec::new();
         let mut last = None;
         for e in entries {
             let v = bincode::serialize(&e).map_err(|e| write_err(&e))?;
-            batch
-                .put(REGION, entry_key(e.log_id.index), v)
-                .map_err(|e| write_err(&e))?;
+            msgs.push(bench_entry(e.log_id.index, &v));
             last = Some(e.log_id);
         }
+        let mut batch = raft_engine::LogBatch::default();
+        if let (Some(first), Some(known)) = (msgs.first(), self.bounds().last) {
+            // Past a gap (after a purge beyond the end): start the region over.
+            if BenchEntries::index(first) > known.index + 1 {
+                batch.add_command(REGION, raft_engine::Command::Clean);
+            }
+        }
+        batch
+            .add_entries::<BenchEntries>(REGION, &msgs)
+            .map_err(|e| write_err(&e))?;
         self.write(&mut batch)?;
         if last.is_some() {
             self.bounds().last = last;
@@ -191,20 +206,12 @@ impl RaftLogStorage<TypeConfig> for RaftEngineLog {
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StoreError> {
+        // The next append overwrites from here (raft-engine truncates the
+        // memtable's suffix then); until it, reads stop below.
         let b = self.bounds().clone();
-        let mut batch = raft_engine::LogBatch::default();
-        for i in log_id.index..b.last.map_or(0, |l| l.index + 1) {
-            batch.delete(REGION, entry_key(i));
-        }
-        self.write(&mut batch)?;
-        let before = log_id.index.checked_sub(1);
-        let last = match before {
+        let last = match log_id.index.checked_sub(1) {
             Some(i) if b.purged.is_none_or(|p| p.index < i) => {
-                let v = self.engine.get(REGION, &entry_key(i));
-                v.map(|v| bincode::deserialize::<Entry<TypeConfig>>(&v))
-                    .transpose()
-                    .map_err(|e| read_err(&e))?
-                    .map(|e| e.log_id)
+                self.fetch(i, i + 1)?.pop().map(|e| e.log_id)
             }
             _ => None,
         };
@@ -213,12 +220,7 @@ impl RaftLogStorage<TypeConfig> for RaftEngineLog {
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StoreError> {
-        let b = self.bounds().clone();
-        let mut batch = raft_engine::LogBatch::default();
-        for i in b.purged.map_or(0, |p| p.index + 1)..=log_id.index {
-            batch.delete(REGION, entry_key(i));
-        }
-        self.write(&mut batch)?;
+        self.engine().compact_to(REGION, log_id.index + 1);
         let mut b = self.bounds();
         b.purged = Some(log_id);
         if b.last.is_none_or(|l| l.index <= log_id.index) {

@@ -202,19 +202,13 @@ const MAX_REGIONS: usize = 256;
 /// Entries each region keeps behind its writer before `compact_to`.
 const KEEP_ENTRIES: u64 = 1_024;
 
-/// raft-engine 0.4 configured as `TiKV` runs it (docs/performance.md, "how
-/// `compare` measures"): Raft entries through `LogBatch::add_entries`, one
-/// region per writer, written with `sync = true` (its leader-based group
-/// commit); log recycling with files prefilled at open
-/// (`prefill_for_recycle`), small files and a small purge threshold so
-/// recycling happens within a short run, and purges behind the writers
-/// (`compact_to` per region, `purge_expired_files` on a timer, as `TiKV`'s
-/// purge worker does).
+/// raft-engine 0.4 configured as `TiKV` runs it ([`TunedEngine`]): Raft
+/// entries through `LogBatch::add_entries`, one region per writer, written
+/// with `sync = true` (its leader-based group commit), each writer
+/// compacting its region behind itself.
 pub struct RaftEngine {
-    engine: Arc<raft_engine::Engine>,
+    engine: TunedEngine,
     next: Vec<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    purger: Option<std::thread::JoinHandle<()>>,
 }
 
 impl RaftEngine {
@@ -223,15 +217,42 @@ impl RaftEngine {
     /// # Errors
     /// Any open error.
     pub fn open(dir: &Path) -> Result<RaftEngine, BenchError> {
+        Ok(RaftEngine {
+            engine: TunedEngine::open(dir, 512)?,
+            next: (0..MAX_REGIONS).map(|_| AtomicU64::new(1)).collect(),
+        })
+    }
+}
+
+/// A raft-engine configured as `TiKV` runs it, with its purge worker: log
+/// recycling with files prefilled at open (512 MiB for the append
+/// workloads, 128 MiB per node for E1's three), 32 MiB files and a
+/// 128 MiB purge threshold (so recycling happens within a short run), no
+/// compression (quorumlog does not compress by default either), and
+/// `purge_expired_files` every 200 ms (`TiKV`'s purge worker, faster for
+/// a run of seconds). The writers `compact_to` behind themselves. Shared
+/// by the append workloads and E1's openraft log store.
+pub struct TunedEngine {
+    engine: Arc<raft_engine::Engine>,
+    stop: Arc<AtomicBool>,
+    purger: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TunedEngine {
+    /// Opens one in `dir`, prefilling `prefill_mib` MiB of recycled files
+    /// first.
+    ///
+    /// # Errors
+    /// raft-engine's open error.
+    pub fn open(dir: &Path, prefill_mib: u64) -> Result<TunedEngine, BenchError> {
         let cfg = raft_engine::Config {
             dir: dir.to_string_lossy().into_owned(),
-            // No compression: quorumlog does not compress by default either.
             batch_compression_threshold: raft_engine::ReadableSize(0),
             target_file_size: raft_engine::ReadableSize::mb(32),
             purge_threshold: raft_engine::ReadableSize::mb(128),
             enable_log_recycle: true,
             prefill_for_recycle: true,
-            prefill_limit: Some(raft_engine::ReadableSize::mb(512)),
+            prefill_limit: Some(raft_engine::ReadableSize::mb(prefill_mib)),
             ..raft_engine::Config::default()
         };
         let engine = Arc::new(raft_engine::Engine::open(cfg)?);
@@ -245,22 +266,35 @@ impl RaftEngine {
                 }
             })
         };
-        Ok(RaftEngine {
+        Ok(TunedEngine {
             engine,
-            next: (0..MAX_REGIONS).map(|_| AtomicU64::new(1)).collect(),
             stop,
             purger: Some(purger),
         })
     }
+
+    /// The engine.
+    pub fn engine(&self) -> &raft_engine::Engine {
+        &self.engine
+    }
 }
 
-impl Drop for RaftEngine {
+impl Drop for TunedEngine {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(p) = self.purger.take() {
             let _ = p.join();
         }
     }
+}
+
+/// A raft-engine entry for [`BenchEntries`]: `index` then `data`.
+pub fn bench_entry(index: u64, data: &[u8]) -> protobuf::well_known_types::BytesValue {
+    let mut e = protobuf::well_known_types::BytesValue::new();
+    e.value.reserve(8 + data.len());
+    e.value.extend_from_slice(&index.to_le_bytes());
+    e.value.extend_from_slice(data);
+    e
 }
 
 impl System for RaftEngine {
@@ -275,23 +309,18 @@ impl System for RaftEngine {
             .get(writer)
             .ok_or("more writers than raft-engine regions")?;
         let first = next.fetch_add(records.len() as u64, Ordering::Relaxed);
-        let entries: Vec<protobuf::well_known_types::BytesValue> = records
+        let entries: Vec<_> = records
             .iter()
             .zip(first..)
-            .map(|(r, index)| {
-                let mut e = protobuf::well_known_types::BytesValue::new();
-                e.value.reserve(8 + r.len());
-                e.value.extend_from_slice(&index.to_le_bytes());
-                e.value.extend_from_slice(r);
-                e
-            })
+            .map(|(r, index)| bench_entry(index, r))
             .collect();
         let mut batch = raft_engine::LogBatch::with_capacity(entries.len());
         batch.add_entries::<BenchEntries>(region, &entries)?;
-        self.engine.write(&mut batch, true)?;
+        let engine = self.engine.engine();
+        engine.write(&mut batch, true)?;
         let last = first + records.len() as u64 - 1;
         if last / KEEP_ENTRIES != first.saturating_sub(1) / KEEP_ENTRIES && last > KEEP_ENTRIES {
-            self.engine.compact_to(region, last - KEEP_ENTRIES);
+            engine.compact_to(region, last - KEEP_ENTRIES);
         }
         Ok(())
     }
