@@ -146,7 +146,15 @@ fn an_interrupted_install_resumes_after_a_restart() {
             );
             let mut install = store.begin_install(s.id, s.size_bytes).unwrap();
             let resume = usize::try_from(install.position()).unwrap();
-            assert!(resume <= cut, "{plan:?} cut {cut}: resumes at {resume}");
+            // Past the cut only over bytes that are zeros in the snapshot
+            // itself: the file is preallocated, so a missing byte that
+            // should be zero reads as received (the footer's last byte is
+            // zero in about one snapshot of 256; the finish still verifies
+            // everything end to end).
+            assert!(
+                resume <= cut || whole[cut..resume].iter().all(|&b| b == 0),
+                "{plan:?} cut {cut}: resumes at {resume}"
+            );
             let mut pos = resume;
             while pos < whole.len() {
                 let end = (pos + 900).min(whole.len());

@@ -191,6 +191,12 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+/// This binary's path: the demo, the soak and the restart measurement
+/// start it as their nodes.
+fn this_program() -> Result<PathBuf, Error> {
+    std::env::current_exe().map_err(|e| Error::io("this program", e))
+}
+
 fn deadline(seconds: u64) -> Instant {
     Instant::now() + std::time::Duration::from_secs(seconds)
 }
@@ -233,7 +239,7 @@ async fn run(command: Cmd) -> Result<bool, Error> {
         Cmd::Reassignments { addr } => reassignments(&addr).await,
         c @ (Cmd::Demo { .. } | Cmd::Soak { .. }) => checks(c).await,
         Cmd::RestartTime { entries, dir } => {
-            let exe = std::env::current_exe().map_err(|e| Error::io("this program", e))?;
+            let exe = this_program()?;
             quorumlog_kv::restart::run(&exe, &dir, entries)
                 .await?
                 .print();
@@ -294,7 +300,7 @@ async fn checks(command: Cmd) -> Result<bool, Error> {
             dir,
             node_args,
         } => {
-            let exe = std::env::current_exe().map_err(|e| Error::io("this program", e))?;
+            let exe = this_program()?;
             let args = demo::DemoArgs {
                 seconds,
                 clients,
@@ -311,7 +317,7 @@ async fn checks(command: Cmd) -> Result<bool, Error> {
             seed,
             dir,
         } => {
-            let exe = std::env::current_exe().map_err(|e| Error::io("this program", e))?;
+            let exe = this_program()?;
             let seed = seed.unwrap_or_else(|| {
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
