@@ -221,6 +221,11 @@ impl Unplaced {
         self.header.epoch
     }
 
+    /// The encoded size, header included.
+    pub(crate) fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
     /// Gives the batch its base offset: writes the header and its CRC
     /// (unsalted), combined with the payload's without reading it again.
     ///

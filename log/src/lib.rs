@@ -65,7 +65,7 @@ mod segment;
 mod walk;
 
 pub use batch::{BatchRef, Records};
-pub use durable::{Completion, DurableLog, SyncPolicy};
+pub use durable::{Completion, DurableLog, EncodedBatch, SyncPolicy};
 pub use error::{CorruptionKind, Error, Location, Result};
 pub use log::{AppendInfo, FollowerBatch, Log, ReadBatches};
 pub use options::{

@@ -102,6 +102,67 @@ pub enum Error {
         /// What is wrong.
         kind: quorumlog_log::CorruptionKind,
     },
+    /// No group of that id exists in the node.
+    #[error("group {group} does not exist")]
+    UnknownGroup {
+        /// The group id.
+        group: u64,
+    },
+    /// The group was dropped: its id is never used again.
+    #[error("group {group} was dropped; its id cannot be used again")]
+    GroupDropped {
+        /// The group id.
+        group: u64,
+    },
+    /// A group of that id exists already.
+    #[error("group {group} exists already")]
+    GroupExists {
+        /// The group id.
+        group: u64,
+    },
+    /// Another handle owns the group (one handle per group at a time, so
+    /// one writer orders its appends).
+    #[error("group {group} is open through another handle")]
+    GroupInUse {
+        /// The group id.
+        group: u64,
+    },
+    /// A directory opened as a node is not one (a one-group store's
+    /// directory: migrate it with `Node::migrate_store`), or a node's
+    /// directory opened as a one-group store.
+    #[error("{path} is {found}, not {expected}")]
+    WrongLayout {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// What it is.
+        found: &'static str,
+        /// What was asked for.
+        expected: &'static str,
+    },
+    /// The node's checkpoint or a node record does not hold what the
+    /// format requires: `group` and `offset` name where (the group's own
+    /// offset, or the shared log's offset of the record when `group` is
+    /// none).
+    #[error("node data corrupt at group {group:?}, offset {offset}: {what}")]
+    NodeCorrupt {
+        /// The group, when known.
+        group: Option<u64>,
+        /// The offset.
+        offset: Offset,
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// A read of a group's entries found the log corrupt: the group and
+    /// its offset, and the log's error (segment, position, shared offset).
+    #[error("group {group}'s entry at {offset} is unreadable: {source}")]
+    GroupData {
+        /// The group.
+        group: u64,
+        /// The group offset read.
+        offset: Offset,
+        /// The log's error.
+        source: quorumlog_log::Error,
+    },
     /// An earlier I/O failure (a failed write or sync, a full disk) left
     /// the store poisoned: every later call returns this, naming the
     /// first failure. What is on disk is intact; reopen the store to

@@ -47,6 +47,7 @@
 
 mod error;
 pub mod kraft;
+mod node;
 mod store;
 
 pub use error::{Error, Result};
@@ -54,6 +55,10 @@ pub use kraft::commit::{CommitTracker, Progress};
 pub use kraft::election::{Election, LogPosition, Role, VoteDecision};
 pub use kraft::fetch::{validate_offset_and_epoch, FetchPosition, LogView};
 pub use kraft::{voters, KraftReplica};
+pub use node::{
+    Group, GroupInstall, GroupWriter, Node, NodeOpenReport, NodeOptions, NodeStats, SpaceUse,
+    NODE_BATCH_OVERHEAD, RUN_BYTES,
+};
 pub use store::{
     Entry, Identity, Isolation, OnDurable, OpenReport, Store, StoreInstall, StoreOptions,
     StoreWriter,

@@ -27,6 +27,23 @@ use sync::{fire, flusher, take_due, Shared, SyncState};
 
 pub use sync::{Completion, SyncPolicy};
 
+/// A batch encoded (checksummed, compressed) but not yet placed in the
+/// log: [`DurableLog::encode`], then [`DurableLog::enqueue`].
+#[derive(Debug)]
+pub struct EncodedBatch(crate::batch::Unplaced);
+
+impl EncodedBatch {
+    /// The encoded size, header included.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the batch is empty (never: a batch has a header).
+    pub fn is_empty(&self) -> bool {
+        self.0.len() == 0
+    }
+}
+
 /// A log shared by concurrent writers and readers, with group commit.
 #[derive(Debug)]
 pub struct DurableLog {
@@ -252,6 +269,68 @@ impl DurableLog {
         };
         self.shared.note_written(info.next_offset, true);
         Ok(info)
+    }
+
+    /// Encodes `records` as one batch in `epoch` without placing it: the
+    /// CRC and any compression happen here, on the caller's thread, with no
+    /// lock held. [`DurableLog::enqueue`] then gives it the next offsets.
+    /// A layer that orders appends under its own lock (many Raft groups in
+    /// one log) encodes first and holds its lock only for the placing.
+    ///
+    /// # Errors
+    /// `EmptyBatch`, `BatchTooLarge`.
+    pub fn encode<R: AsRef<[u8]>>(&self, epoch: Epoch, records: &[R]) -> Result<EncodedBatch> {
+        let encoder = crate::batch::BatchEncoder::from_options(&self.options);
+        Ok(EncodedBatch(encoder.encode_unplaced(
+            Vec::new(),
+            epoch,
+            records,
+        )?))
+    }
+
+    /// [`DurableLog::encode`] of `count` records that `write` encodes
+    /// straight into the batch (see [`DurableLog::append_at_queued_with`]).
+    ///
+    /// # Errors
+    /// As [`DurableLog::encode`]; `RecordEncoding` if `write` fails.
+    pub fn encode_with(
+        &self,
+        epoch: Epoch,
+        count: usize,
+        len_hint: u64,
+        write: impl FnMut(usize, &mut Vec<u8>) -> std::io::Result<()>,
+    ) -> Result<EncodedBatch> {
+        let encoder = crate::batch::BatchEncoder::from_options(&self.options);
+        Ok(EncodedBatch(encoder.encode_unplaced_with(
+            Vec::new(),
+            epoch,
+            count,
+            len_hint,
+            write,
+        )?))
+    }
+
+    /// Places an encoded batch at the next offsets and queues it for the
+    /// next sync round, as [`DurableLog::append_at_queued`]: not readable
+    /// until that round writes it ([`DurableLog::write_queued_now`] writes
+    /// it at once). Returns where it landed.
+    ///
+    /// # Errors
+    /// `EpochRegression`, `OffsetOverflow`; `Poisoned`.
+    pub fn enqueue(&self, batch: EncodedBatch) -> Result<AppendInfo> {
+        self.check_poisoned()?;
+        let info = self.shared.enqueue_at(None, batch.0)?.0;
+        self.shared.note_written(info.next_offset, true);
+        Ok(info)
+    }
+
+    /// Writes every queued batch now (buffered, no sync), so it is readable.
+    ///
+    /// # Errors
+    /// `Io` (which poisons); `Poisoned`.
+    pub fn write_queued_now(&self) -> Result<()> {
+        self.check_poisoned()?;
+        self.write_queued()
     }
 
     /// Where the next append goes: the log end plus the appends queued for

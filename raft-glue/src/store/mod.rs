@@ -128,6 +128,13 @@ impl Store {
         expect: &Identity,
         options: &StoreOptions,
     ) -> Result<(Store, OpenReport)> {
+        if crate::node::is_node_dir(fs, dir) {
+            return Err(Error::WrongLayout {
+                path: dir.to_path_buf(),
+                found: "a node's directory (many groups)",
+                expected: "a one-group store's directory",
+            });
+        }
         let dd = Arc::new(DataDir::open(fs.clone(), dir, &expect.open_options())?);
         let snapshots = SnapshotStore::open(fs.clone(), &dd.snapshots_dir())?;
         let log = DurableLog::open(Arc::clone(&dd), options.log.clone(), options.sync)?;

@@ -67,7 +67,7 @@ impl Identity {
         }
     }
 
-    pub(super) fn open_options(self) -> OpenOptions {
+    pub(crate) fn open_options(self) -> OpenOptions {
         OpenOptions {
             expected_cluster_id: Some(self.cluster_id),
             expected_node_id: Some(self.node_id),

@@ -1,0 +1,261 @@
+//! `groups.ckpt`: every group's state as of one position of the shared
+//! log, so a reopen replays only the log written after it.
+//!
+//! Layout (little-endian; docs/format.md, "The node checkpoint"):
+//! ```text
+//! magic       [u8; 4] "QLGC"
+//! version     u32     (1)
+//! body length u64
+//! body CRC32C u32
+//! header CRC  u32     (CRC32C of the 20 bytes before it)
+//! body:
+//!   position  u64      replay starts here (every record below is folded in)
+//!   groups    u64      count, then per group:
+//!     id u64, start u64, end u64,
+//!     purged u8 (0/1), purged offset u64, purged epoch u64,
+//!     hw u8 (0/1), hw u64,
+//!     vote length u32, vote (the quorum-state body),
+//!     metadata u8 (0/1), metadata length u32, metadata,
+//!     runs u64, runs × (offset u64, shared u64, epoch u64, count u32, bytes u32)
+//!   dropped   u64      count, then the dropped ids (u64 each, ascending)
+//! ```
+//! Written by atomic replace (temp file, sync, rename, directory sync)
+//! only once the log is durable up to `position`.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use quorumlog_checkpoint::{Epoch, Offset, QuorumState, SmallFile};
+use quorumlog_io::codec::{Reader, Writer};
+
+use super::index::{GroupState, Run};
+
+/// The file's name in the data directory.
+pub(crate) const FILE_NAME: &str = "groups.ckpt";
+const MAGIC: [u8; 4] = *b"QLGC";
+const VERSION: u32 = 1;
+const HEADER_BYTES: usize = 24;
+
+/// What a checkpoint holds.
+#[derive(Debug, Default)]
+pub(crate) struct Checkpoint {
+    pub(crate) position: u64,
+    pub(crate) groups: HashMap<u64, GroupState>,
+    pub(crate) dropped: BTreeSet<u64>,
+}
+
+/// Encodes the checkpoint of `groups` and `dropped` at `position`.
+pub(crate) fn encode<'a>(
+    position: u64,
+    groups: impl ExactSizeIterator<Item = (&'a u64, &'a GroupState)>,
+    dropped: &BTreeSet<u64>,
+) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.u64(position).u64(groups.len() as u64);
+    for (&id, g) in groups {
+        w.u64(id).u64(g.start).u64(g.end);
+        match g.last_purged {
+            Some((o, e)) => w.u8(1).u64(o.0).u64(e.0),
+            None => w.u8(0).u64(0).u64(0),
+        };
+        // The watermark in memory: the log is durable to `position`, which
+        // covers every entry below `end`.
+        match g.hw {
+            Some(h) => w.u8(1).u64(h),
+            None => w.u8(0).u64(0),
+        };
+        let vote = g.vote.encode_body();
+        w.u32(quorumlog_io::codec::u32_len(vote.len())).bytes(&vote);
+        match &g.app_meta {
+            Some(m) => w.u8(1).u32(quorumlog_io::codec::u32_len(m.len())).bytes(m),
+            None => w.u8(0).u32(0),
+        };
+        let live: Vec<&Run> = g.runs.iter().filter(|r| r.end() > g.start).collect();
+        w.u64(live.len() as u64);
+        for r in live {
+            w.u64(r.offset)
+                .u64(r.shared)
+                .u64(r.epoch)
+                .u32(r.count)
+                .u32(r.bytes);
+        }
+    }
+    w.u64(dropped.len() as u64);
+    for id in dropped {
+        w.u64(*id);
+    }
+    let body = w.finish();
+    let mut out = Writer::with_capacity(HEADER_BYTES + body.len());
+    out.bytes(&MAGIC)
+        .u32(VERSION)
+        .u64(body.len() as u64)
+        .u32(crc32c::crc32c(&body));
+    let head_crc = crc32c::crc32c(out.as_slice());
+    out.u32(head_crc).bytes(&body);
+    out.finish()
+}
+
+/// Decodes a checkpoint file.
+///
+/// # Errors
+/// What is wrong, as a phrase (the caller names the file).
+pub(crate) fn decode(bytes: &[u8]) -> Result<Checkpoint, &'static str> {
+    let short = |_| "checkpoint ends early";
+    let mut head_reader = Reader::new(bytes);
+    let head = bytes
+        .get(..HEADER_BYTES - 4)
+        .ok_or("checkpoint header ends early")?;
+    let hr = &mut head_reader;
+    if hr.array::<4>().map_err(short)? != MAGIC {
+        return Err("not a node checkpoint (bad magic)");
+    }
+    if hr.u32().map_err(short)? != VERSION {
+        return Err("unknown node checkpoint version");
+    }
+    let len = hr.u64().map_err(short)?;
+    let body_crc = hr.u32().map_err(short)?;
+    if hr.u32().map_err(short)? != crc32c::crc32c(head) {
+        return Err("node checkpoint header checksum mismatch");
+    }
+    let body = hr.rest();
+    if u64::try_from(body.len()).ok() != Some(len) {
+        return Err("node checkpoint length does not match its header");
+    }
+    if crc32c::crc32c(body) != body_crc {
+        return Err("node checkpoint body checksum mismatch");
+    }
+    let mut r = Reader::new(body);
+    let mut out = Checkpoint {
+        position: r.u64().map_err(short)?,
+        ..Checkpoint::default()
+    };
+    let groups = r.u64().map_err(short)?;
+    for _ in 0..groups {
+        let (id, g) = decode_group(&mut r)?;
+        if out.groups.insert(id, g).is_some() {
+            return Err("node checkpoint names a group twice");
+        }
+    }
+    let dropped = r.u64().map_err(short)?;
+    for _ in 0..dropped {
+        out.dropped.insert(r.u64().map_err(short)?);
+    }
+    if r.remaining() != 0 {
+        return Err("node checkpoint has trailing bytes");
+    }
+    Ok(out)
+}
+
+/// One group's entry of the checkpoint body.
+fn decode_group(r: &mut Reader<'_>) -> Result<(u64, GroupState), &'static str> {
+    let short = |_| "checkpoint ends early";
+    let id = r.u64().map_err(short)?;
+    let (start, end) = (r.u64().map_err(short)?, r.u64().map_err(short)?);
+    if start > end {
+        return Err("node checkpoint group starts after its end");
+    }
+    let mut g = GroupState::new(start);
+    g.end = end;
+    g.durable_end = end;
+    let (purged, po, pe) = (
+        r.u8().map_err(short)?,
+        r.u64().map_err(short)?,
+        r.u64().map_err(short)?,
+    );
+    g.last_purged = flag(purged)?.then_some((Offset(po), Epoch(pe)));
+    let (has_hw, hv) = (r.u8().map_err(short)?, r.u64().map_err(short)?);
+    g.hw = flag(has_hw)?.then_some(hv);
+    g.durable_hw = g.hw;
+    let vlen = r.u32().map_err(short)? as usize;
+    g.vote = QuorumState::decode_body(r.bytes(vlen).map_err(short)?)
+        .map_err(|_| "node checkpoint vote does not decode")?;
+    let (has_meta, mlen) = (r.u8().map_err(short)?, r.u32().map_err(short)? as usize);
+    let meta = r.bytes(mlen).map_err(short)?;
+    g.app_meta = flag(has_meta)?.then(|| meta.to_vec());
+    let runs = r.u64().map_err(short)?;
+    if runs > r.remaining() as u64 / 32 {
+        return Err("node checkpoint claims more runs than it holds");
+    }
+    let mut list = VecDeque::with_capacity(usize::try_from(runs).unwrap_or(0));
+    let mut next = None;
+    for _ in 0..runs {
+        let run = Run {
+            offset: r.u64().map_err(short)?,
+            shared: r.u64().map_err(short)?,
+            epoch: r.u64().map_err(short)?,
+            count: r.u32().map_err(short)?,
+            bytes: r.u32().map_err(short)?,
+        };
+        if run.count == 0 || run.shared == 0 || next.is_some_and(|n| n != run.offset) {
+            return Err("node checkpoint runs do not cover the group's log");
+        }
+        next = Some(run.end());
+        list.push_back(run);
+    }
+    let covered = match (list.front(), next) {
+        (Some(first), Some(n)) => first.offset <= start && n == end,
+        _ => start == end,
+    };
+    if !covered {
+        return Err("node checkpoint runs do not cover the group's log");
+    }
+    g.runs = list;
+    Ok((id, g))
+}
+
+fn flag(b: u8) -> Result<bool, &'static str> {
+    match b {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err("node checkpoint flag is neither 0 nor 1"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorumlog_checkpoint::DirectoryId;
+    use quorumlog_checkpoint::{NodeId, Vote};
+
+    #[test]
+    fn a_checkpoint_round_trips_and_every_flipped_byte_is_refused() {
+        let mut groups = HashMap::new();
+        let mut g = GroupState::new(3);
+        g.append(Run {
+            offset: 3,
+            shared: 5,
+            epoch: 2,
+            count: 4,
+            bytes: 90,
+        })
+        .unwrap();
+        g.hw = Some(5);
+        g.vote = QuorumState {
+            epoch: Epoch(2),
+            leader: Some(NodeId(1)),
+            voted: Some(Vote {
+                node_id: NodeId(1),
+                directory_id: DirectoryId(9),
+            }),
+        };
+        g.app_meta = Some(b"membership".to_vec());
+        g.last_purged = Some((Offset(3), Epoch(1)));
+        groups.insert(7, g);
+        groups.insert(8, GroupState::new(0));
+        let dropped: BTreeSet<u64> = [2, 4].into();
+        let bytes = encode(99, groups.iter(), &dropped);
+        let c = decode(&bytes).unwrap();
+        assert_eq!(c.position, 99);
+        assert_eq!(c.dropped, dropped);
+        let g = &c.groups[&7];
+        assert_eq!((g.start, g.end, g.hw), (3, 7, Some(5)));
+        assert_eq!(g.vote, groups[&7].vote);
+        assert_eq!(g.app_meta.as_deref(), Some(&b"membership"[..]));
+        assert_eq!(g.runs, groups[&7].runs);
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 1;
+            assert!(decode(&b).is_err(), "byte {i}");
+        }
+        assert!(decode(&bytes[..bytes.len() - 1]).is_err());
+    }
+}
