@@ -8,5 +8,6 @@
 #![forbid(unsafe_code)]
 
 pub mod e1;
+pub mod multi;
 pub mod systems;
 pub mod workloads;

@@ -57,7 +57,7 @@ pub use kraft::fetch::{validate_offset_and_epoch, FetchPosition, LogView};
 pub use kraft::{voters, KraftReplica};
 pub use node::{
     Group, GroupInstall, GroupWriter, Node, NodeOpenReport, NodeOptions, NodeStats, SpaceUse,
-    NODE_BATCH_OVERHEAD, RUN_BYTES,
+    WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
 };
 pub use store::{
     Entry, Identity, Isolation, OnDurable, OpenReport, Store, StoreInstall, StoreOptions,

@@ -6,6 +6,13 @@
 //! cargo run --release -p quorumlog-benches --bin compare -- --seconds N [--csv]
 //!     [--gib G] [--workloads W1,W2,...] [--variants] [--systems a,b] [--dir DIR]
 //! ```
+//! Many groups on one node: `W6` (1,000 groups, 64 writers, random
+//! groups), `W6-10K` (10,000), `W7` (one writer, one entry to each of 100
+//! groups per call), `G1` (space with one group in a hundred never
+//! purging), `V1` (1,000 groups voting at once), `R6` (reopen after a
+//! crash with 1,000 groups and 1, 2, 4 GiB × `--gib` of live log, against
+//! raft-engine on the same data).
+//!
 //! `--variants` adds quorumlog with the pwrite backend and with packed
 //! (unaligned) writes, to measure the `io_uring` backend and the cost of page
 //! alignment.
@@ -18,6 +25,8 @@
 //! ratio lines give the median over rounds of quorumlog / best peer measured
 //! in the same round.
 
+#[path = "compare/multi.rs"]
+mod multi;
 #[path = "compare/report.rs"]
 mod report;
 
@@ -289,6 +298,12 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), BenchError> {
+    let raw: Vec<String> = std::env::args().collect();
+    if let [_, flag, kind, dir, groups, bytes] = raw.as_slice() {
+        if flag == "--fill" {
+            return multi::fill_child(kind, Path::new(dir), groups.parse()?, bytes.parse()?);
+        }
+    }
     let args = parse_args()?;
     let tmp = match &args.dir {
         Some(d) => tempfile::tempdir_in(d)?,
@@ -323,6 +338,7 @@ fn run() -> Result<(), BenchError> {
     if args.workloads.iter().any(|n| n == "E1") {
         run_e1(&args, base, &mut rows, &mut extra)?;
     }
+    multi::run_multi_all(&args, base, &mut rows, &mut ratios, &mut extra)?;
     report::report(&rows, &ratios, &args, &extra, &backend);
     Ok(())
 }

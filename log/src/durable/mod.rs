@@ -318,9 +318,26 @@ impl DurableLog {
     /// # Errors
     /// `EpochRegression`, `OffsetOverflow`; `Poisoned`.
     pub fn enqueue(&self, batch: EncodedBatch) -> Result<AppendInfo> {
+        self.enqueue_waking(batch, true)
+    }
+
+    /// [`DurableLog::enqueue`] for a caller that waits for it next
+    /// ([`DurableLog::wait_durable`]): under `GroupCommit` the waiter
+    /// leads the round itself, as [`DurableLog::append_durable`] does, so
+    /// the flusher thread is not woken (a wake-up per append is a context
+    /// switch per append). A caller that does not wait leaves the batch to
+    /// the next round anyone starts.
+    ///
+    /// # Errors
+    /// As [`DurableLog::enqueue`].
+    pub fn enqueue_for_wait(&self, batch: EncodedBatch) -> Result<AppendInfo> {
+        self.enqueue_waking(batch, false)
+    }
+
+    fn enqueue_waking(&self, batch: EncodedBatch, wake: bool) -> Result<AppendInfo> {
         self.check_poisoned()?;
         let info = self.shared.enqueue_at(None, batch.0)?.0;
-        self.shared.note_written(info.next_offset, true);
+        self.shared.note_written(info.next_offset, wake);
         Ok(info)
     }
 

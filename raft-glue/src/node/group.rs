@@ -28,7 +28,7 @@ pub(crate) fn snapshot_dir(dd: &DataDir, id: u64) -> PathBuf {
 /// handle.
 #[derive(Debug)]
 pub struct Group {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
     id: u64,
     snapshots: SnapshotStore,
 }
@@ -206,7 +206,31 @@ impl Group {
         }
         let h = self.header(Kind::Entries, base_offset.0, epoch.0);
         let batch = self.inner.encode(&h, records)?;
-        self.place_entries(&h, batch, records.len())
+        self.place_entries(&h, batch, records.len(), false)
+    }
+
+    /// Appends `records` in `epoch` at `base_offset` and returns once they
+    /// are durable: the calling thread leads the sync round if none is in
+    /// flight, sharing it with every group's queued appends (nothing else
+    /// is woken).
+    ///
+    /// # Errors
+    /// As [`Group::append_replicated`].
+    pub fn append_durable<R: AsRef<[u8]>>(
+        &self,
+        base_offset: Offset,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.inner.check_poisoned()?;
+        if records.is_empty() {
+            return Err(Error::Log(quorumlog_log::Error::EmptyBatch));
+        }
+        let h = self.header(Kind::Entries, base_offset.0, epoch.0);
+        let batch = self.inner.encode(&h, records)?;
+        let info = self.place_entries(&h, batch, records.len(), true)?;
+        self.wait_durable(info.next_offset)?;
+        Ok(info)
     }
 
     /// [`Group::append_replicated_queued`] of `count` records that `write`
@@ -242,7 +266,7 @@ impl Group {
                 }
             },
         )?;
-        self.place_entries(&h, batch, count)
+        self.place_entries(&h, batch, count, false)
     }
 
     fn place_entries(
@@ -250,6 +274,7 @@ impl Group {
         h: &Header,
         batch: quorumlog_log::EncodedBatch,
         count: usize,
+        waits: bool,
     ) -> Result<AppendInfo> {
         let count = u32::try_from(count).map_err(|_| {
             Error::Log(quorumlog_log::Error::BatchTooLarge {
@@ -257,17 +282,32 @@ impl Group {
                 max: self.inner.log.options().max_batch_bytes,
             })
         })?;
-        // A restart past an empty log's end is for a library whose log
-        // begins above 0; with a snapshot it would leave a gap no snapshot
-        // covers.
         let latest = self.latest_snapshot();
-        let snapshots = latest.is_some();
         let mut st = self.inner.state();
         let g = st
             .groups
             .get(&self.id)
             .ok_or(Error::UnknownGroup { group: self.id })?;
-        let restart = g.start == g.end && h.offset > g.end && !snapshots;
+        Self::check_entries(g, h, latest)?;
+        self.inner.place(&mut st, h, batch, None, count, waits)?;
+        Ok(AppendInfo {
+            base_offset: Offset(h.offset),
+            next_offset: Offset(h.offset + u64::from(count)),
+        })
+    }
+
+    /// Refuses entries `h` unless they continue group state `g` (at its
+    /// end, or an empty log's restart point without snapshots; in an epoch
+    /// no older than the entry before).
+    pub(super) fn check_entries(
+        g: &GroupState,
+        h: &Header,
+        latest: Option<SnapshotId>,
+    ) -> Result<()> {
+        // A restart past an empty log's end is for a library whose log
+        // begins above 0; with a snapshot it would leave a gap no snapshot
+        // covers.
+        let restart = g.start == g.end && h.offset > g.end && latest.is_none();
         if h.offset != g.end && !restart {
             return Err(Error::Log(quorumlog_log::Error::NonContiguous {
                 expected: Offset(g.end),
@@ -286,11 +326,7 @@ impl Group {
                 proposed: Epoch(h.epoch),
             }));
         }
-        self.inner.place(&mut st, h, batch, None, count)?;
-        Ok(AppendInfo {
-            base_offset: Offset(h.offset),
-            next_offset: Offset(h.offset + u64::from(count)),
-        })
+        Ok(())
     }
 
     /// Where the next append goes, appends queued for the next round

@@ -39,11 +39,13 @@ use quorumlog_checkpoint::{SharedFs, SmallFile};
 use quorumlog_io::{parent_dir, OpenMode};
 use quorumlog_log::{DurableLog, EncodedBatch, LogOptions, RecoveryReport, SyncPolicy};
 
+mod batch;
 mod ckpt;
 mod group;
 pub(crate) mod index;
 pub(crate) mod record;
 
+pub use batch::WriteBatch;
 pub use group::{Group, GroupInstall, GroupWriter};
 pub use index::RUN_BYTES;
 
@@ -672,7 +674,8 @@ impl Inner {
     }
 
     /// Places `batch` (of `h`) in the log under the state lock held as
-    /// `st` and folds it. Returns the shared offset after it.
+    /// `st` and folds it; `waits`: the caller waits for it next (see
+    /// `DurableLog::enqueue_for_wait`). Returns the shared offset after it.
     pub(crate) fn place(
         &self,
         st: &mut NodeState,
@@ -680,9 +683,16 @@ impl Inner {
         batch: EncodedBatch,
         payload: Option<&[u8]>,
         count: u32,
+        waits: bool,
     ) -> Result<u64> {
         let bytes = u32::try_from(batch.len()).unwrap_or(u32::MAX);
-        let info = self.note(self.log.enqueue(batch).map_err(Error::from))?;
+        // A caller that waits next leads the round itself: no wake-up.
+        let placed = if waits {
+            self.log.enqueue_for_wait(batch)
+        } else {
+            self.log.enqueue(batch)
+        };
+        let info = self.note(placed.map_err(Error::from))?;
         fold(st, h, info.base_offset.0, count, bytes, payload).map_err(|what| {
             Error::NodeCorrupt {
                 group: Some(h.group),
@@ -717,7 +727,7 @@ impl Inner {
             let mut st = self.state();
             check(&mut st)?;
             let count = u32::from(payload.is_some());
-            self.place(&mut st, &h, batch, payload, count)?
+            self.place(&mut st, &h, batch, payload, count, true)?
         };
         self.make_durable(end)?;
         Ok(end)

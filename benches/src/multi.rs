@@ -1,0 +1,673 @@
+//! Many Raft groups on one node: W6 (writers appending to random groups),
+//! W7 (a Raft node's write batch: one entry to each of 100 groups, then
+//! wait for all), G1 (space with one group in a hundred never purging),
+//! V1 (1,000 groups voting at once) and R6 (reopen after a crash with
+//! 1,000 groups and gigabytes of live log).
+//!
+//! Systems: quorumlog's [`Node`] (one shared log, one group commit),
+//! raft-engine as `TiKV` runs it (one region per group, [`TunedEngine`]),
+//! one quorumlog directory per group (today's way: a `Store` each), and
+//! the raw disk (`pwrite` + `fdatasync` of everything a call appends).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, Vote};
+use quorumlog_io::RealFs;
+use quorumlog_log::LogOptions;
+use quorumlog_raft::{
+    Group, Identity, Node, NodeOptions, QuorumState, SharedFs, Store, StoreOptions,
+};
+
+use crate::systems::{bench_entry, BenchEntries, BenchError, Raw, RawMode, System, TunedEngine};
+use crate::workloads::{payload, Measured};
+
+/// Entries each group keeps behind its writer before purging.
+pub const KEEP_ENTRIES: u64 = 1_024;
+
+/// A multi-group workload.
+#[derive(Debug, Clone, Copy)]
+pub struct MultiWorkload {
+    /// Name.
+    pub name: &'static str,
+    /// Groups on the node.
+    pub groups: usize,
+    /// Writer threads.
+    pub writers: usize,
+    /// Groups one call appends to (1: a random one; all: W7's batch).
+    pub per_call: usize,
+    /// Bytes per entry.
+    pub entry_bytes: usize,
+}
+
+/// W6 at 1,000 and 10,000 groups, and W7.
+pub const MULTI_WORKLOADS: [MultiWorkload; 3] = [
+    MultiWorkload {
+        name: "W6",
+        groups: 1_000,
+        writers: 64,
+        per_call: 1,
+        entry_bytes: 256,
+    },
+    MultiWorkload {
+        name: "W6-10K",
+        groups: 10_000,
+        writers: 64,
+        per_call: 1,
+        entry_bytes: 256,
+    },
+    MultiWorkload {
+        name: "W7",
+        groups: 100,
+        writers: 1,
+        per_call: 100,
+        entry_bytes: 256,
+    },
+];
+
+/// A system holding many groups.
+pub trait MultiSystem: Send + Sync {
+    /// Name in the tables.
+    fn name(&self) -> String;
+
+    /// Appends one entry of `data` to each group of `groups`, returning
+    /// once all are durable.
+    ///
+    /// # Errors
+    /// The system's.
+    fn append_durable(&self, groups: &[usize], data: &[u8]) -> Result<(), BenchError>;
+
+    /// Syncs issued so far, where the system counts them.
+    fn syncs(&self) -> Option<u64> {
+        None
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn meta() -> Meta {
+    Meta::new(ClusterId(1), NodeId(1), DirectoryId(7))
+}
+
+/// quorumlog: one [`Node`], one group per Raft group.
+pub struct NodeSystem {
+    node: Node,
+    groups: Vec<Mutex<(Group, u64)>>,
+}
+
+impl NodeSystem {
+    /// Formats a node in `dir` with `groups` groups (created from 64
+    /// threads, so their creations share syncs).
+    ///
+    /// # Errors
+    /// Any open error.
+    pub fn open(
+        dir: &Path,
+        groups: usize,
+        options: &NodeOptions,
+    ) -> Result<NodeSystem, BenchError> {
+        let fs: SharedFs = Arc::new(RealFs::new());
+        Node::format(&fs, dir, meta(), options)?;
+        let (node, _) = Node::open(&fs, dir, &Identity::of(&meta()), options)?;
+        create_groups(&node, groups)?;
+        let handles = (0..groups)
+            .map(|g| Ok(Mutex::new((node.group(g as u64)?, 1))))
+            .collect::<Result<Vec<_>, BenchError>>()?;
+        Ok(NodeSystem {
+            node,
+            groups: handles,
+        })
+    }
+
+    /// The node.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+}
+
+/// Creates groups `0..n` of `node` from 64 threads.
+fn create_groups(node: &Node, n: usize) -> Result<(), BenchError> {
+    let next = AtomicU64::new(0);
+    std::thread::scope(|s| -> Result<(), BenchError> {
+        let hs: Vec<_> = (0..64)
+            .map(|_| {
+                s.spawn(|| -> Result<(), BenchError> {
+                    loop {
+                        let g = next.fetch_add(1, Ordering::Relaxed);
+                        if g >= n as u64 {
+                            return Ok(());
+                        }
+                        node.create_group(g, Offset(1))?;
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().map_err(|_| "creator panicked")??;
+        }
+        Ok(())
+    })
+}
+
+impl MultiSystem for NodeSystem {
+    fn name(&self) -> String {
+        "quorumlog".into()
+    }
+
+    fn append_durable(&self, groups: &[usize], data: &[u8]) -> Result<(), BenchError> {
+        if let [g] = groups {
+            let slot = self.groups.get(*g).ok_or("no such group")?;
+            let mut s = lock(slot);
+            let at = s.1;
+            s.0.append_durable(Offset(at), Epoch(1), &[data])?;
+            s.1 += 1;
+            if at % KEEP_ENTRIES == 0 && at > KEEP_ENTRIES {
+                s.0.purge_to(Offset(at - KEEP_ENTRIES), Epoch(1))?;
+            }
+            return Ok(());
+        }
+        // A Raft node's write batch: one entry per group, one commit.
+        let mut held: Vec<_> = groups
+            .iter()
+            .map(|g| self.groups.get(*g).map(lock).ok_or("no such group"))
+            .collect::<Result<_, _>>()?;
+        let mut batch = self.node.write_batch();
+        for s in &held {
+            batch.append(&s.0, Offset(s.1), Epoch(1), &[data])?;
+        }
+        batch.commit()?;
+        for s in &mut held {
+            s.1 += 1;
+            let at = s.1 - 1;
+            if at % KEEP_ENTRIES == 0 && at > KEEP_ENTRIES {
+                s.0.purge_to(Offset(at - KEEP_ENTRIES), Epoch(1))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn syncs(&self) -> Option<u64> {
+        Some(self.node.stats().syncs)
+    }
+}
+
+/// raft-engine as `TiKV` runs it: one region per group.
+pub struct EngineRegions {
+    engine: TunedEngine,
+    next: Vec<Mutex<u64>>,
+}
+
+impl EngineRegions {
+    /// Opens one in `dir` with `groups` regions.
+    ///
+    /// # Errors
+    /// raft-engine's.
+    pub fn open(dir: &Path, groups: usize) -> Result<EngineRegions, BenchError> {
+        Ok(EngineRegions {
+            engine: TunedEngine::open(dir, 512)?,
+            next: (0..groups).map(|_| Mutex::new(1)).collect(),
+        })
+    }
+}
+
+impl MultiSystem for EngineRegions {
+    fn name(&self) -> String {
+        "raft-engine".into()
+    }
+
+    fn append_durable(&self, groups: &[usize], data: &[u8]) -> Result<(), BenchError> {
+        let engine = self.engine.engine();
+        let mut batch = raft_engine::LogBatch::with_capacity(groups.len());
+        // Held until the write returns: one writer per region at a time, as
+        // in the quorumlog system.
+        let mut held = Vec::with_capacity(groups.len());
+        for g in groups {
+            let slot = self.next.get(*g).ok_or("no such region")?;
+            let mut next = lock(slot);
+            let at = *next;
+            batch.add_entries::<BenchEntries>(*g as u64 + 1, &[bench_entry(at, data)])?;
+            *next += 1;
+            held.push((next, at, *g as u64 + 1));
+        }
+        engine.write(&mut batch, true)?;
+        for (_, at, region) in &held {
+            if at % KEEP_ENTRIES == 0 && *at > KEEP_ENTRIES {
+                engine.compact_to(*region, at - KEEP_ENTRIES);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One quorumlog directory (a `Store`) per group: today's way.
+pub struct PerDirectory {
+    stores: Vec<Mutex<(Store, u64)>>,
+    _root: PathBuf,
+}
+
+impl PerDirectory {
+    /// Formats `groups` stores under `dir`, with 1 MiB segments and no
+    /// prefilled or recycled files (a thousand default stores would
+    /// preallocate 256 GiB).
+    ///
+    /// # Errors
+    /// Any open error.
+    pub fn open(dir: &Path, groups: usize) -> Result<PerDirectory, BenchError> {
+        let fs: SharedFs = Arc::new(RealFs::new());
+        let options = StoreOptions {
+            log: LogOptions {
+                segment_size_bytes: 1 << 20,
+                max_batch_bytes: 256 << 10,
+                prefill_segments: 0,
+                recycled_segments: 1,
+                ..LogOptions::default()
+            },
+            ..StoreOptions::default()
+        };
+        let mut stores = Vec::with_capacity(groups);
+        for g in 0..groups {
+            let d = dir.join(format!("g{g}"));
+            Store::format(&fs, &d, meta(), Some(Offset(1)), &options)?;
+            let (s, _) = Store::open(&fs, &d, &Identity::of(&meta()), &options)?;
+            stores.push(Mutex::new((s, 1)));
+        }
+        Ok(PerDirectory {
+            stores,
+            _root: dir.to_path_buf(),
+        })
+    }
+}
+
+impl MultiSystem for PerDirectory {
+    fn name(&self) -> String {
+        "quorumlog-per-dir".into()
+    }
+
+    fn append_durable(&self, groups: &[usize], data: &[u8]) -> Result<(), BenchError> {
+        let mut waits = Vec::with_capacity(groups.len());
+        for g in groups {
+            let slot = self.stores.get(*g).ok_or("no such store")?;
+            let mut s = lock(slot);
+            let at = s.1;
+            s.0.append_replicated_queued(Offset(at), Epoch(1), &[data])?;
+            s.1 += 1;
+            if groups.len() == 1 {
+                s.0.wait_durable(Offset(at + 1))?;
+                return Ok(());
+            }
+            waits.push((slot, at + 1));
+        }
+        for (slot, end) in waits {
+            lock(slot).0.wait_durable(Offset(end))?;
+        }
+        Ok(())
+    }
+}
+
+/// The raw disk: everything one call appends in one `pwrite` +
+/// `fdatasync` (no group commit between callers).
+pub struct RawMulti(Raw);
+
+impl RawMulti {
+    /// A 256 MiB pre-written file in `dir`.
+    ///
+    /// # Errors
+    /// I/O.
+    pub fn open(dir: &Path) -> Result<RawMulti, BenchError> {
+        Ok(RawMulti(Raw::open(dir, 256 << 20, RawMode::Buffered)?))
+    }
+}
+
+impl MultiSystem for RawMulti {
+    fn name(&self) -> String {
+        "raw".into()
+    }
+
+    fn append_durable(&self, groups: &[usize], data: &[u8]) -> Result<(), BenchError> {
+        let refs: Vec<&[u8]> = groups.iter().map(|_| data).collect();
+        self.0.append_durable(0, &refs)
+    }
+}
+
+/// Runs `w` on `system` for `duration`.
+///
+/// # Errors
+/// The first append error.
+pub fn run_multi(
+    system: &dyn MultiSystem,
+    w: &MultiWorkload,
+    duration: Duration,
+) -> Result<Measured, BenchError> {
+    let entries = AtomicU64::new(0);
+    let start = Instant::now();
+    let deadline = start + duration;
+    std::thread::scope(|s| -> Result<(), BenchError> {
+        let hs: Vec<_> = (0..w.writers)
+            .map(|writer| {
+                let entries = &entries;
+                s.spawn(move || -> Result<(), BenchError> {
+                    let data = payload(writer, 0, w.entry_bytes);
+                    let all: Vec<usize> = (0..w.per_call.min(w.groups)).collect();
+                    let mut x = (writer as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    while Instant::now() < deadline {
+                        if w.per_call == 1 {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            #[expect(clippy::cast_possible_truncation, reason = "modulo a usize")]
+                            let g = (x % w.groups as u64) as usize;
+                            system.append_durable(&[g], &data)?;
+                        } else {
+                            system.append_durable(&all, &data)?;
+                        }
+                        entries.fetch_add(all.len().max(1) as u64, Ordering::Relaxed);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().map_err(|_| "writer panicked")??;
+        }
+        Ok(())
+    })?;
+    let entries = entries.load(Ordering::Relaxed);
+    Ok(Measured {
+        entries,
+        bytes: entries * w.entry_bytes as u64,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// What G1 measured: one group in a hundred never purges.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Garbage {
+    /// Entries appended.
+    pub entries: u64,
+    /// Seconds.
+    pub seconds: f64,
+    /// The largest disk use against live bytes seen (sampled every 100 ms
+    /// after the first 4 segments).
+    pub max_ratio: f64,
+    /// Disk use and live bytes at that moment.
+    pub at_max: (u64, u64),
+    /// Disk use and live bytes at the end.
+    pub end: (u64, u64),
+    /// Bytes rewritten per byte appended.
+    pub write_amplification: f64,
+    /// Segments freed.
+    pub segments_freed: u64,
+}
+
+/// G1: 100 groups on a node with 8 MiB segments, 16 writers appending
+/// 16 × 256 B to random groups; every group but one purges behind itself,
+/// keeping [`KEEP_ENTRIES`]; the node's background thread checkpoints and
+/// reclaims.
+///
+/// # Errors
+/// The node's.
+#[expect(clippy::cast_precision_loss, reason = "ratios for display")]
+pub fn garbage(dir: &Path, duration: Duration) -> Result<Garbage, BenchError> {
+    let options = NodeOptions {
+        log: LogOptions {
+            segment_size_bytes: 8 << 20,
+            max_batch_bytes: 1 << 20,
+            ..LogOptions::default()
+        },
+        ..NodeOptions::default()
+    };
+    let sys = NodeSystem::open(dir, 100, &options)?;
+    let entries = AtomicU64::new(0);
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut out = Garbage::default();
+    std::thread::scope(|s| -> Result<(), BenchError> {
+        let hs: Vec<_> = (0..16)
+            .map(|writer| {
+                let (sys, entries) = (&sys, &entries);
+                s.spawn(move || -> Result<(), BenchError> {
+                    let records: Vec<Vec<u8>> = (0..16).map(|i| payload(writer, i, 256)).collect();
+                    let mut x = (writer as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    while Instant::now() < deadline {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let g = usize::try_from(x % 100).unwrap_or(0);
+                        let slot = sys.groups.get(g).ok_or("no group")?;
+                        let mut st = lock(slot);
+                        let at = st.1;
+                        st.0.append_replicated_queued(Offset(at), Epoch(1), &records)?;
+                        st.1 += 16;
+                        st.0.wait_durable(Offset(at + 16))?;
+                        // Group 0 never purges.
+                        if g != 0 && at > 2 * KEEP_ENTRIES {
+                            st.0.purge_to(Offset(at - KEEP_ENTRIES), Epoch(1))?;
+                        }
+                        drop(st);
+                        entries.fetch_add(16, Ordering::Relaxed);
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            let sp = sys.node.space();
+            if sp.segments > 4 && sp.live_bytes > 0 {
+                let r = sp.log_bytes as f64 / sp.live_bytes as f64;
+                if r > out.max_ratio {
+                    out.max_ratio = r;
+                    out.at_max = (sp.log_bytes, sp.live_bytes);
+                }
+            }
+        }
+        for h in hs {
+            h.join().map_err(|_| "writer panicked")??;
+        }
+        Ok(())
+    })?;
+    let sp = sys.node.space();
+    let stats = sys.node.stats();
+    out.entries = entries.load(Ordering::Relaxed);
+    out.seconds = start.elapsed().as_secs_f64();
+    out.end = (sp.log_bytes, sp.live_bytes);
+    out.write_amplification = stats.rewritten_bytes as f64 / stats.appended_bytes.max(1) as f64;
+    out.segments_freed = stats.segments_freed;
+    Ok(out)
+}
+
+/// What V1 measured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Votes {
+    /// Milliseconds for all the votes to be durable.
+    pub ms: f64,
+    /// Syncs they used (quorumlog's node; none counted for the stores).
+    pub syncs: Option<u64>,
+}
+
+fn vote(epoch: u64) -> QuorumState {
+    QuorumState {
+        epoch: Epoch(epoch),
+        leader: None,
+        voted: Some(Vote {
+            node_id: NodeId(2),
+            directory_id: DirectoryId(3),
+        }),
+    }
+}
+
+/// V1 on a node: `groups` groups each persist a vote at once, from 64
+/// threads.
+///
+/// # Errors
+/// The node's.
+pub fn votes_node(dir: &Path, groups: usize) -> Result<Votes, BenchError> {
+    let sys = NodeSystem::open(dir, groups, &NodeOptions::default())?;
+    let before = sys.node.stats().syncs;
+    let next = AtomicU64::new(0);
+    let t = Instant::now();
+    std::thread::scope(|s| -> Result<(), BenchError> {
+        let hs: Vec<_> = (0..64)
+            .map(|_| {
+                s.spawn(|| -> Result<(), BenchError> {
+                    loop {
+                        let g = usize::try_from(next.fetch_add(1, Ordering::Relaxed))?;
+                        let Some(slot) = sys.groups.get(g) else {
+                            return Ok(());
+                        };
+                        lock(slot).0.persist_quorum_state(&vote(1))?;
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().map_err(|_| "voter panicked")??;
+        }
+        Ok(())
+    })?;
+    Ok(Votes {
+        ms: t.elapsed().as_secs_f64() * 1e3,
+        syncs: Some(sys.node.stats().syncs - before),
+    })
+}
+
+/// V1 on one store per group (a vote is a small-file replace).
+///
+/// # Errors
+/// The stores'.
+pub fn votes_per_dir(dir: &Path, groups: usize) -> Result<Votes, BenchError> {
+    let sys = PerDirectory::open(dir, groups)?;
+    let next = AtomicU64::new(0);
+    let t = Instant::now();
+    std::thread::scope(|s| -> Result<(), BenchError> {
+        let hs: Vec<_> = (0..64)
+            .map(|_| {
+                s.spawn(|| -> Result<(), BenchError> {
+                    loop {
+                        let g = usize::try_from(next.fetch_add(1, Ordering::Relaxed))?;
+                        let Some(slot) = sys.stores.get(g) else {
+                            return Ok(());
+                        };
+                        lock(slot).0.persist_quorum_state(&vote(1))?;
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().map_err(|_| "voter panicked")??;
+        }
+        Ok(())
+    })?;
+    Ok(Votes {
+        ms: t.elapsed().as_secs_f64() * 1e3,
+        syncs: None,
+    })
+}
+
+/// R6's fill: `bytes` of live log in `groups` groups (16 entries of 1 KiB
+/// per append, round-robin), durable at the end; what a node that then
+/// crashes leaves. Runs in a child process that the caller kills.
+///
+/// # Errors
+/// The node's.
+pub fn fill_node(dir: &Path, groups: usize, bytes: u64) -> Result<(), BenchError> {
+    let sys = NodeSystem::open(dir, groups, &NodeOptions::default())?;
+    let records: Vec<Vec<u8>> = (0..16).map(|i| payload(1, i, 1024)).collect();
+    let mut written = 0u64;
+    let mut g = 0usize;
+    while written < bytes {
+        let slot = sys.groups.get(g).ok_or("no group")?;
+        let mut st = lock(slot);
+        let at = st.1;
+        st.0.append_replicated_queued(Offset(at), Epoch(1), &records)?;
+        st.1 += 16;
+        if written % (64 << 20) < 16 << 10 {
+            st.0.wait_durable(Offset(at + 16))?;
+        }
+        drop(st);
+        written += 16 << 10;
+        g = (g + 1) % groups;
+    }
+    for slot in &sys.groups {
+        let st = lock(slot);
+        st.0.wait_durable(Offset(st.1))?;
+    }
+    Ok(())
+}
+
+/// R6's fill for raft-engine: the same data in `groups` regions.
+///
+/// # Errors
+/// raft-engine's.
+pub fn fill_engine(dir: &Path, groups: usize, bytes: u64) -> Result<(), BenchError> {
+    let engine = TunedEngine::open(dir, 0)?;
+    let records: Vec<Vec<u8>> = (0..16).map(|i| payload(1, i, 1024)).collect();
+    let mut next = vec![1u64; groups];
+    let mut written = 0u64;
+    let mut g = 0usize;
+    while written < bytes {
+        let at = next.get(g).copied().unwrap_or(1);
+        let entries: Vec<_> = records
+            .iter()
+            .zip(at..)
+            .map(|(r, i)| bench_entry(i, r))
+            .collect();
+        let mut batch = raft_engine::LogBatch::with_capacity(16);
+        batch.add_entries::<BenchEntries>(g as u64 + 1, &entries)?;
+        engine
+            .engine()
+            .write(&mut batch, written % (64 << 20) < 16 << 10)?;
+        if let Some(n) = next.get_mut(g) {
+            *n += 16;
+        }
+        written += 16 << 10;
+        g = (g + 1) % groups;
+    }
+    engine.engine().sync()?;
+    Ok(())
+}
+
+/// Opens the node of `dir` (after a crash) and reads one entry of every
+/// group; returns the milliseconds and the batches replayed.
+///
+/// # Errors
+/// The node's.
+pub fn reopen_node(dir: &Path) -> Result<(f64, u64), BenchError> {
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let t = Instant::now();
+    let (node, report) = Node::open(&fs, dir, &Identity::of(&meta()), &NodeOptions::default())?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let ids = node.groups();
+    if let Some(id) = ids.first() {
+        let g = node.group(*id)?;
+        let e = g.read_entries(
+            g.log_start_offset(),
+            Offset(g.log_start_offset().0 + 1),
+            1 << 20,
+            quorumlog_raft::Isolation::Uncommitted,
+        )?;
+        if e.is_empty() {
+            return Err("a recovered group is empty".into());
+        }
+    }
+    Ok((ms, report.replayed_batches))
+}
+
+/// Opens the raft-engine of `dir` (after a crash); returns the
+/// milliseconds.
+///
+/// # Errors
+/// raft-engine's.
+pub fn reopen_engine(dir: &Path) -> Result<f64, BenchError> {
+    let t = Instant::now();
+    let engine = TunedEngine::open(dir, 0)?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    if engine.engine().first_index(1).is_none() {
+        return Err("a recovered region is empty".into());
+    }
+    Ok(ms)
+}

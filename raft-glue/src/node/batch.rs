@@ -1,0 +1,138 @@
+//! [`WriteBatch`]: a Raft node's write batch, appends to many groups
+//! placed together and made durable by one sync round (`TiKV`'s store
+//! writer does this with raft-engine's `LogBatch`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use quorumlog_checkpoint::{Epoch, Offset};
+use quorumlog_log::{AppendInfo, EncodedBatch};
+
+use super::record::{Header, Kind};
+use super::{Group, Inner, Node};
+use crate::error::{Error, Result};
+
+/// Appends to many groups of one node, encoded as they are added (no lock
+/// held) and committed together: all are checked first, so a refused one
+/// leaves the batch unapplied; then all are placed in one critical section
+/// and the commit returns once one round made them durable.
+#[derive(Debug)]
+pub struct WriteBatch<'a> {
+    inner: &'a Arc<Inner>,
+    items: Vec<(&'a Group, Header, EncodedBatch, u32)>,
+}
+
+impl Node {
+    /// An empty write batch of this node.
+    pub fn write_batch(&self) -> WriteBatch<'_> {
+        WriteBatch {
+            inner: &self.inner,
+            items: Vec::new(),
+        }
+    }
+}
+
+impl<'a> WriteBatch<'a> {
+    /// Adds `records` for `group` in `epoch` at `base_offset` (its end, or
+    /// the end its earlier items in this batch leave).
+    ///
+    /// # Errors
+    /// `UnknownGroup` for a group of another node; `Log(EmptyBatch |
+    /// BatchTooLarge)`.
+    pub fn append<R: AsRef<[u8]>>(
+        &mut self,
+        group: &'a Group,
+        base_offset: Offset,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<()> {
+        if !Arc::ptr_eq(self.inner, &group.inner) {
+            return Err(Error::UnknownGroup { group: group.id() });
+        }
+        if records.is_empty() {
+            return Err(Error::Log(quorumlog_log::Error::EmptyBatch));
+        }
+        let h = Header {
+            kind: Kind::Entries,
+            group: group.id(),
+            offset: base_offset.0,
+            epoch: epoch.0,
+        };
+        let batch = self.inner.encode(&h, records)?;
+        let count = u32::try_from(records.len()).map_err(|_| {
+            Error::Log(quorumlog_log::Error::BatchTooLarge {
+                bytes: batch.len() as u64,
+                max: self.inner.log.options().max_batch_bytes,
+            })
+        })?;
+        self.items.push((group, h, batch, count));
+        Ok(())
+    }
+
+    /// Appends added so far.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Checks every append, places them all, and returns once they are
+    /// durable (the calling thread leads the round if none is in flight).
+    /// Returns where each landed, in order.
+    ///
+    /// # Errors
+    /// As `Group::append_replicated` for the first refused append (then
+    /// nothing is appended); `Poisoned`; I/O.
+    pub fn commit(self) -> Result<Vec<AppendInfo>> {
+        self.inner.check_poisoned()?;
+        let snapshots: Vec<_> = self
+            .items
+            .iter()
+            .map(|(g, ..)| g.latest_snapshot())
+            .collect();
+        let mut out = Vec::with_capacity(self.items.len());
+        let end = {
+            let mut st = self.inner.state();
+            // Items after a group's first continue the one before them.
+            let mut ends: HashMap<u64, (u64, u64)> = HashMap::new();
+            for ((group, h, _, count), latest) in self.items.iter().zip(&snapshots) {
+                let id = group.id();
+                if let Some(&(end, epoch)) = ends.get(&id) {
+                    if h.offset != end {
+                        return Err(Error::Log(quorumlog_log::Error::NonContiguous {
+                            expected: Offset(end),
+                            found: Offset(h.offset),
+                        }));
+                    }
+                    if h.epoch < epoch {
+                        return Err(Error::Log(quorumlog_log::Error::EpochRegression {
+                            current: Epoch(epoch),
+                            proposed: Epoch(h.epoch),
+                        }));
+                    }
+                } else {
+                    let g = st
+                        .groups
+                        .get(&id)
+                        .ok_or(Error::UnknownGroup { group: id })?;
+                    Group::check_entries(g, h, *latest)?;
+                }
+                ends.insert(id, (h.offset + u64::from(*count), h.epoch));
+            }
+            let mut end = 0;
+            for (_, h, batch, count) in self.items {
+                end = self.inner.place(&mut st, &h, batch, None, count, true)?;
+                out.push(AppendInfo {
+                    base_offset: Offset(h.offset),
+                    next_offset: Offset(h.offset + u64::from(count)),
+                });
+            }
+            end
+        };
+        self.inner.make_durable(end)?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,96 @@
+//! The memory a node's groups take, held to the bound docs/design.md §8d
+//! states: an idle group (created, never written) takes at most
+//! `IDLE_GROUP_BYTES`; a group's index takes `RUN_BYTES` (32) per batch
+//! of its live log, so 1 GiB of log in batches of `b` bytes takes about
+//! `32 / b` GiB: 1 MiB per GiB at 32 KiB batches, 8 MiB per GiB at
+//! 4 KiB batches (the one-group store's sparse index: 2 MiB per GiB, plus
+//! its epoch map). Purged and truncated runs are freed.
+#![allow(clippy::unwrap_used, missing_docs, reason = "test code")]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
+use quorumlog_io::SimFs;
+use quorumlog_raft::{Identity, Node, NodeOptions, RUN_BYTES};
+
+/// The bound for a group that holds nothing.
+const IDLE_GROUP_BYTES: usize = 256;
+
+fn node(fs: &SharedFs) -> Node {
+    let meta = Meta::new(ClusterId(1), NodeId(1), DirectoryId(2));
+    let options = NodeOptions {
+        background: false,
+        ..NodeOptions::default()
+    };
+    Node::format(fs, Path::new("/n"), meta, &options).unwrap();
+    Node::open(fs, Path::new("/n"), &Identity::of(&meta), &options)
+        .unwrap()
+        .0
+}
+
+#[test]
+fn an_idle_group_and_a_batch_of_log_cost_what_the_design_states() {
+    assert_eq!(RUN_BYTES, 32, "one run per batch");
+    let fs: SharedFs = Arc::new(SimFs::new(1));
+    let n = node(&fs);
+    for id in 0..1_000 {
+        n.create_group(id, Offset(1)).unwrap();
+    }
+    let idle = n.index_memory_bytes();
+    eprintln!("idle: {} bytes per group", idle / 1_000);
+    assert!(
+        idle <= 1_000 * IDLE_GROUP_BYTES,
+        "1,000 idle groups take {idle} bytes"
+    );
+
+    // 4,000 batches of 4 KiB (16 MiB of log) in 10 groups.
+    let records: Vec<Vec<u8>> = (0..4).map(|i| vec![i; 1000]).collect();
+    let groups: Vec<_> = (0..10).map(|id| n.group(id).unwrap()).collect();
+    for i in 0..400u64 {
+        for g in &groups {
+            g.append_replicated_queued(Offset(1 + 4 * i), Epoch(1), &records)
+                .unwrap();
+        }
+    }
+    for g in &groups {
+        g.wait_durable(g.queued_end()).unwrap();
+        // What is known durable is popped from the pending queue.
+        assert_eq!(g.flushed_offset(), g.queued_end());
+    }
+    let live = n.index_memory_bytes() - idle;
+    eprintln!("live: {live} bytes for 4,000 batches");
+    let batches = 4_000;
+    // Each run once, plus the growth slack of its deque (at most 2x) and
+    // the pending queue's capacity (16 bytes per batch, at most 2x).
+    assert!(
+        live <= batches * (2 * RUN_BYTES + 2 * 16),
+        "{batches} batches take {live} bytes of index"
+    );
+    // 16 MiB of log: per GiB, 64 times as much.
+    let per_gib = live * 64;
+    assert!(
+        per_gib <= 24 << 20,
+        "{per_gib} bytes per GiB at 4 KiB batches"
+    );
+
+    // Purged runs are freed (the deque keeps its capacity: shrink happens
+    // at the next checkpoint load; what matters is that runs go).
+    for g in &groups {
+        let end = g.queued_end();
+        g.purge_to(Offset(end.0 - 4), Epoch(1)).unwrap();
+    }
+    drop(groups);
+    n.close().unwrap();
+    let meta = Meta::new(ClusterId(1), NodeId(1), DirectoryId(2));
+    let options = NodeOptions {
+        background: false,
+        ..NodeOptions::default()
+    };
+    let (n, _) = Node::open(&fs, Path::new("/n"), &Identity::of(&meta), &options).unwrap();
+    let after = n.index_memory_bytes();
+    assert!(
+        after <= 1_000 * IDLE_GROUP_BYTES + 10 * (RUN_BYTES + 64),
+        "after purging to one batch per group: {after} bytes"
+    );
+}
