@@ -646,10 +646,20 @@ impl Group {
             .map(Epoch)
     }
 
-    /// The last purged entry: the log start and the epoch of the entry
-    /// before it.
+    /// The id of the last entry deleted below the log start (offset and
+    /// epoch), as a store's: `None` when nothing was deleted; the snapshot
+    /// ending at the log start answers when no purge is recorded there.
     pub fn last_purged(&self) -> Option<(Offset, Epoch)> {
-        self.with(|g| g.last_purged).ok().flatten()
+        let (start, purged) = self.with(|g| (g.start, g.last_purged)).ok()?;
+        let below = Offset(start.checked_sub(1)?);
+        purged
+            .filter(|(o, _)| o.0 == start)
+            .map(|(_, e)| (below, e))
+            .or_else(|| {
+                self.latest_snapshot()
+                    .filter(|s| s.end_offset.0 == start)
+                    .map(|s| (below, s.epoch))
+            })
     }
 
     fn reset_at(&self, id: SnapshotId) -> Result<()> {

@@ -42,11 +42,13 @@ use quorumlog_log::{DurableLog, EncodedBatch, LogOptions, RecoveryReport, SyncPo
 mod batch;
 mod ckpt;
 mod group;
+mod import;
 pub(crate) mod index;
 pub(crate) mod record;
 
 pub use batch::WriteBatch;
 pub use group::{Group, GroupInstall, GroupWriter};
+pub use import::ImportReport;
 pub use index::RUN_BYTES;
 
 use crate::error::{Error, Result};
