@@ -8,6 +8,7 @@
     clippy::unwrap_used,
     clippy::indexing_slicing,
     clippy::expect_used,
+    clippy::too_many_lines,
     missing_docs,
     reason = "test code: a panic is a failed assertion"
 )]
