@@ -539,13 +539,64 @@ impl Group {
         isolation: Isolation,
     ) -> Result<Vec<Entry>> {
         self.inner.check_poisoned()?;
-        // A rewrite may move runs and free their old segment between taking
-        // the runs and reading them: read again with the new ones.
+        let mut out: Vec<Entry> = Vec::new();
+        let mut bytes = 0u64;
+        // The index is taken [`READ_RUNS`] runs at a time: read on from
+        // where the last part ended until the range or the budget is done.
+        loop {
+            let next = out.last().map_or(from, |e| Offset(e.offset.0 + 1));
+            if !out.is_empty() && (next >= to || bytes >= max_bytes) {
+                return Ok(out);
+            }
+            let part = self.read_part(
+                next,
+                to,
+                max_bytes - bytes.min(max_bytes),
+                isolation,
+                out.is_empty(),
+            )?;
+            if part.is_empty() {
+                return Ok(out);
+            }
+            bytes += part.iter().map(|e| e.bytes.len() as u64).sum::<u64>();
+            out.extend(part);
+        }
+    }
+
+    /// One part of a read: at most [`READ_RUNS`] runs. A rewrite may move
+    /// runs and free their old segment between taking the runs and reading
+    /// them: then it reads again with the new ones. `first`: the part must
+    /// return at least one entry when any is in range.
+    fn read_part(
+        &self,
+        from: Offset,
+        to: Offset,
+        max_bytes: u64,
+        isolation: Isolation,
+        first: bool,
+    ) -> Result<Vec<Entry>> {
+        if !first && max_bytes == 0 {
+            return Ok(Vec::new());
+        }
         let mut attempts = 0;
         loop {
             attempts += 1;
-            match self.try_read(from, to, max_bytes, isolation) {
+            match self.try_read(from, to, max_bytes.max(1), isolation) {
                 Err(Error::Log(quorumlog_log::Error::OffsetOutOfRange { .. })) if attempts < 8 => {}
+                Ok(part) if !first => {
+                    // Past the first part, an entry beyond the budget is not
+                    // returned (the first part returns one at least).
+                    let mut left = max_bytes;
+                    return Ok(part
+                        .into_iter()
+                        .take_while(|e| {
+                            let n = e.bytes.len() as u64;
+                            let keep = n <= left;
+                            left = left.saturating_sub(n);
+                            keep
+                        })
+                        .collect());
+                }
                 r => return r,
             }
         }
