@@ -111,6 +111,11 @@ impl NodeSystem {
         options: &NodeOptions,
     ) -> Result<NodeSystem, BenchError> {
         let fs: SharedFs = Arc::new(RealFs::new());
+        // Prefilled and recycled segments, as raft-engine's 512 MiB of
+        // prefilled recycled files: appends overwrite written blocks.
+        let mut options = options.clone();
+        options.log.prefill_segments = options.log.prefill_segments.max(4);
+        let options = &options;
         Node::format(&fs, dir, meta(), options)?;
         let (node, _) = Node::open(&fs, dir, &Identity::of(&meta()), options)?;
         create_groups(&node, groups)?;
@@ -177,15 +182,16 @@ impl MultiSystem for NodeSystem {
             .collect::<Result<_, _>>()?;
         let mut batch = self.node.write_batch();
         for s in &held {
-            batch.append(&s.0, Offset(s.1), Epoch(1), &[data])?;
+            let at = s.1;
+            batch.append(&s.0, Offset(at), Epoch(1), &[data])?;
+            // Log compaction rides the batch, as `TiKV`'s raft log GC does.
+            if at % KEEP_ENTRIES == 0 && at > KEEP_ENTRIES {
+                batch.purge(&s.0, Offset(at - KEEP_ENTRIES), Epoch(1))?;
+            }
         }
         batch.commit()?;
         for s in &mut held {
             s.1 += 1;
-            let at = s.1 - 1;
-            if at % KEEP_ENTRIES == 0 && at > KEEP_ENTRIES {
-                s.0.purge_to(Offset(at - KEEP_ENTRIES), Epoch(1))?;
-            }
         }
         Ok(())
     }

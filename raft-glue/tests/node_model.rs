@@ -564,6 +564,7 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
             ));
             "handle mistakes".into()
         }
+        18 => write_batch(rng, w, m),
         _ => {
             // Checkpoint and reclamation (rewrites, freed segments).
             w.node().maintain().unwrap();
@@ -572,6 +573,88 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
             format!("maintain -> {space:?}")
         }
     }
+}
+
+/// A write batch over up to three groups (a group twice, sometimes),
+/// sometimes with a purge riding it, sometimes with one item at the wrong
+/// offset: then nothing of the batch is applied.
+fn write_batch(rng: &mut SimRng, w: &World, m: &mut Model) -> String {
+    let ids: Vec<u64> = (0..=rng.index(3)).filter_map(|_| pick(rng, m)).collect();
+    let mut batch = w.node().write_batch();
+    let mut ends: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut planned: Vec<(u64, u64, Vec<Vec<u8>>)> = Vec::new();
+    let bad = rng.below(6) == 0;
+    for (k, id) in ids.iter().enumerate() {
+        let gm = &m.groups[id];
+        let end = *ends.entry(*id).or_insert(gm.end());
+        let epoch = gm.last_epoch().max(gm.vote.epoch.0).max(1);
+        let base = if bad && k == ids.len() - 1 {
+            end + 1
+        } else {
+            end
+        };
+        let n = 1 + rng.index(3);
+        let records: Vec<Vec<u8>> = (0..n).map(|i| entry(rng, *id, base + i as u64)).collect();
+        batch
+            .append(&w.handles[id], Offset(base), Epoch(epoch), &records)
+            .unwrap();
+        ends.insert(*id, base + n as u64);
+        planned.push((*id, epoch, records));
+    }
+    // A purge of the first group riding the batch, below its snapshot.
+    let purge = ids.first().and_then(|id| {
+        let gm = &m.groups[id];
+        let to = gm.start + 1;
+        let ok = to < gm.end() && gm.snapshot.is_none_or(|s| to <= s.end_offset.0);
+        (ok && rng.below(3) == 0).then(|| (*id, to, gm.epoch_at(to - 1).unwrap()))
+    });
+    if let Some((id, to, e)) = purge {
+        batch.purge(&w.handles[&id], Offset(to), Epoch(e)).unwrap();
+    }
+    let empty_restart = planned.iter().any(|(id, ..)| {
+        let gm = &m.groups[id];
+        gm.entries.is_empty() && gm.snapshot.is_none()
+    });
+    let r = batch.commit();
+    if bad && !empty_restart {
+        assert!(r.is_err(), "a batch with a bad item committed");
+        return format!("write batch {ids:?} refused");
+    }
+    if bad {
+        // A restart point may make the bad offset valid: take what it did.
+        if r.is_err() {
+            return format!("write batch {ids:?} refused");
+        }
+    }
+    let infos = r.unwrap();
+    for ((id, epoch, records), info) in planned.into_iter().zip(infos) {
+        let gm = m.groups.get_mut(&id).unwrap();
+        if info.base_offset.0 != gm.end() {
+            // An empty log restarted at the batch's offset.
+            gm.pre_restart = Some(gm.start);
+            gm.start = info.base_offset.0;
+            gm.durable = gm.start;
+            if let Some(h) = gm.hw {
+                gm.hw = Some(h.max(gm.start));
+            }
+        }
+        for rec in records {
+            gm.entries.push((epoch, rec));
+        }
+    }
+    if let Some((id, to, e)) = purge {
+        let gm = m.groups.get_mut(&id).unwrap();
+        if to > gm.start {
+            gm.entries.drain(..(to - gm.start) as usize);
+            gm.start = to;
+            gm.purged = Some((to, e));
+            if gm.hw.is_some_and(|h| h < to) {
+                gm.hw = Some(to);
+            }
+        }
+    }
+    m.all_durable();
+    format!("write batch {ids:?} purge {purge:?}")
 }
 
 /// After a power cut: the survivors against the model.

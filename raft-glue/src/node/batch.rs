@@ -69,6 +69,35 @@ impl<'a> WriteBatch<'a> {
         Ok(())
     }
 
+    /// Adds a purge of `group` to `offset` (the entry before it in
+    /// `epoch`), as [`Group::purge_to`] but durable with the batch, in the
+    /// same round: a Raft node's log compaction riding its write batch.
+    ///
+    /// # Errors
+    /// `UnknownGroup` for a group of another node; `MissingSnapshot` past
+    /// the group's latest snapshot.
+    pub fn purge(&mut self, group: &'a Group, offset: Offset, epoch: Epoch) -> Result<()> {
+        if !Arc::ptr_eq(self.inner, &group.inner) {
+            return Err(Error::UnknownGroup { group: group.id() });
+        }
+        let latest = group.latest_snapshot();
+        if latest.is_some_and(|l| offset > l.end_offset) {
+            return Err(Error::MissingSnapshot {
+                log_start: offset,
+                latest,
+            });
+        }
+        let h = Header {
+            kind: Kind::Purge,
+            group: group.id(),
+            offset: offset.0,
+            epoch: epoch.0,
+        };
+        let batch = self.inner.encode::<&[u8]>(&h, &[])?;
+        self.items.push((group, h, batch, 0));
+        Ok(())
+    }
+
     /// Appends added so far.
     pub fn len(&self) -> usize {
         self.items.len()
@@ -81,25 +110,25 @@ impl<'a> WriteBatch<'a> {
 
     /// Checks every append, places them all, and returns once they are
     /// durable (the calling thread leads the round if none is in flight).
-    /// Returns where each landed, in order.
+    /// Returns where each append landed, in order (purges are not
+    /// listed).
     ///
     /// # Errors
     /// As `Group::append_replicated` for the first refused append (then
     /// nothing is appended); `Poisoned`; I/O.
     pub fn commit(self) -> Result<Vec<AppendInfo>> {
         self.inner.check_poisoned()?;
-        let snapshots: Vec<_> = self
-            .items
-            .iter()
-            .map(|(g, ..)| g.latest_snapshot())
-            .collect();
         let mut out = Vec::with_capacity(self.items.len());
         let end = {
             let mut st = self.inner.state();
             // Items after a group's first continue the one before them.
-            let mut ends: HashMap<u64, (u64, u64)> = HashMap::new();
-            for ((group, h, _, count), latest) in self.items.iter().zip(&snapshots) {
+            let mut ends: HashMap<u64, (u64, u64)> = HashMap::with_capacity(self.items.len());
+            for (group, h, _, count) in &self.items {
                 let id = group.id();
+                if h.kind == Kind::Purge {
+                    // A purge may follow its group's appends in the batch.
+                    continue;
+                }
                 if let Some(&(end, epoch)) = ends.get(&id) {
                     if h.offset != end {
                         return Err(Error::Log(quorumlog_log::Error::NonContiguous {
@@ -118,13 +147,22 @@ impl<'a> WriteBatch<'a> {
                         .groups
                         .get(&id)
                         .ok_or(Error::UnknownGroup { group: id })?;
-                    Group::check_entries(g, h, *latest)?;
+                    // The snapshots matter to an empty log only.
+                    let latest = if g.start == g.end {
+                        group.latest_snapshot()
+                    } else {
+                        None
+                    };
+                    Group::check_entries(g, h, latest)?;
                 }
                 ends.insert(id, (h.offset + u64::from(*count), h.epoch));
             }
             let mut end = 0;
             for (_, h, batch, count) in self.items {
                 end = self.inner.place(&mut st, &h, batch, None, count, true)?;
+                if h.kind == Kind::Purge {
+                    continue;
+                }
                 out.push(AppendInfo {
                     base_offset: Offset(h.offset),
                     next_offset: Offset(h.offset + u64::from(count)),

@@ -206,7 +206,7 @@ impl Group {
         }
         let h = self.header(Kind::Entries, base_offset.0, epoch.0);
         let batch = self.inner.encode(&h, records)?;
-        self.place_entries(&h, batch, records.len(), false)
+        Ok(self.place_entries(&h, batch, records.len(), false)?.0)
     }
 
     /// Appends `records` in `epoch` at `base_offset` and returns once they
@@ -228,8 +228,10 @@ impl Group {
         }
         let h = self.header(Kind::Entries, base_offset.0, epoch.0);
         let batch = self.inner.encode(&h, records)?;
-        let info = self.place_entries(&h, batch, records.len(), true)?;
-        self.wait_durable(info.next_offset)?;
+        let (info, shared_end) = self.place_entries(&h, batch, records.len(), true)?;
+        // Durable below the batch's shared end: this group's earlier
+        // appends precede it in the shared log.
+        self.inner.make_durable(shared_end)?;
         Ok(info)
     }
 
@@ -266,7 +268,7 @@ impl Group {
                 }
             },
         )?;
-        self.place_entries(&h, batch, count, false)
+        Ok(self.place_entries(&h, batch, count, false)?.0)
     }
 
     fn place_entries(
@@ -275,25 +277,32 @@ impl Group {
         batch: quorumlog_log::EncodedBatch,
         count: usize,
         waits: bool,
-    ) -> Result<AppendInfo> {
+    ) -> Result<(AppendInfo, u64)> {
         let count = u32::try_from(count).map_err(|_| {
             Error::Log(quorumlog_log::Error::BatchTooLarge {
                 bytes: batch.len() as u64,
                 max: self.inner.log.options().max_batch_bytes,
             })
         })?;
-        let latest = self.latest_snapshot();
         let mut st = self.inner.state();
         let g = st
             .groups
             .get(&self.id)
             .ok_or(Error::UnknownGroup { group: self.id })?;
+        // The snapshots matter to an empty log only (its restart point and
+        // the epoch before it).
+        let latest = if g.start == g.end {
+            self.latest_snapshot()
+        } else {
+            None
+        };
         Self::check_entries(g, h, latest)?;
-        self.inner.place(&mut st, h, batch, None, count, waits)?;
-        Ok(AppendInfo {
+        let shared_end = self.inner.place(&mut st, h, batch, None, count, waits)?;
+        let info = AppendInfo {
             base_offset: Offset(h.offset),
             next_offset: Offset(h.offset + u64::from(count)),
-        })
+        };
+        Ok((info, shared_end))
     }
 
     /// Refuses entries `h` unless they continue group state `g` (at its

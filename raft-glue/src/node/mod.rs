@@ -702,11 +702,14 @@ impl Inner {
                 what,
             }
         })?;
+        let every = self.options.checkpoint_every_bytes;
+        let before = st.since_ckpt;
         st.since_ckpt += u64::from(bytes);
         self.counters
             .appended
             .fetch_add(u64::from(bytes), Ordering::Relaxed);
-        if st.since_ckpt >= self.options.checkpoint_every_bytes {
+        // Woken once, when the interval is passed.
+        if before < every && st.since_ckpt >= every {
             self.wake.notify_one();
         }
         Ok(info.next_offset.0)
