@@ -37,6 +37,17 @@ pub(super) fn run_multi_workload(
     extra: &mut String,
 ) -> Result<(), BenchError> {
     let mut systems = vec!["quorumlog", "raft-engine", "quorumlog-per-dir", "raw"];
+    if w.groups > 2_000 {
+        // Ten thousand stores are ten thousand flusher threads and some
+        // forty thousand open files (past this machine's 20,000): today's
+        // way does not run there at all.
+        systems.retain(|s| *s != "quorumlog-per-dir");
+        let _ = writeln!(
+            extra,
+            "{:<6} one directory per group not run: {} stores need a flusher thread and ~4 open files each",
+            w.name, w.groups
+        );
+    }
     if let Some(only) = &args.systems {
         systems.retain(|s| only.iter().any(|o| o == s));
     }
