@@ -27,15 +27,8 @@ fn open_multi(
     })
 }
 
-/// One multi-group workload, systems interleaved in rounds.
-pub(super) fn run_multi_workload(
-    w: &MultiWorkload,
-    args: &Args,
-    base: &Path,
-    rows: &mut Vec<Row>,
-    ratios: &mut Vec<(String, f64)>,
-    extra: &mut String,
-) -> Result<(), BenchError> {
+/// The systems a multi-group workload runs on.
+fn multi_systems(w: &MultiWorkload, args: &Args, extra: &mut String) -> Vec<&'static str> {
     let mut systems = vec!["quorumlog", "raft-engine", "quorumlog-per-dir", "raw"];
     if w.groups > 2_000 {
         // Ten thousand stores are ten thousand flusher threads and some
@@ -51,6 +44,19 @@ pub(super) fn run_multi_workload(
     if let Some(only) = &args.systems {
         systems.retain(|s| only.iter().any(|o| o == s));
     }
+    systems
+}
+
+/// One multi-group workload, systems interleaved in rounds.
+pub(super) fn run_multi_workload(
+    w: &MultiWorkload,
+    args: &Args,
+    base: &Path,
+    rows: &mut Vec<Row>,
+    ratios: &mut Vec<(String, f64)>,
+    extra: &mut String,
+) -> Result<(), BenchError> {
+    let systems = multi_systems(w, args, extra);
     let mut table: Vec<(&str, Vec<Measured>, Option<f64>)> =
         systems.iter().map(|s| (*s, Vec::new(), None)).collect();
     let (mut vs_engine, mut vs_dirs, mut per_sync) = (Vec::new(), Vec::new(), Vec::new());
