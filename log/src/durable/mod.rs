@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::log::{AppendInfo, FollowerBatch, Log, ReadBatches};
 use crate::options::LogOptions;
 use crate::recovery::RecoveryReport;
-use sync::{fire, flusher, take_due, Shared, SyncState};
+use sync::{flusher, Shared, SyncState};
 
 pub use sync::{Completion, SyncPolicy};
 
@@ -466,20 +466,20 @@ impl DurableLog {
     /// longer happen. Called at once if already durable. Completions run on
     /// the thread that finished the sync: keep them short.
     pub fn on_durable(&self, offset: Offset, completion: Completion) {
-        let now = {
+        // Registered even when due already: it runs after every completion
+        // due before it (a round that just moved the flushed offset may
+        // not have run its own yet), in offset order.
+        let firer = {
             let mut st = self.shared.state();
-            if let Some(cause) = st.poisoned {
-                Err(Shared::poisoned_error(cause))
-            } else if st.flushed >= offset {
-                Ok(st.flushed)
-            } else {
-                let seq = st.next_completion;
-                st.next_completion += 1;
-                st.completions.insert((offset, seq), completion);
-                return;
-            }
+            let seq = st.next_completion;
+            st.next_completion += 1;
+            st.completions.insert((offset, seq), completion);
+            let due = st.poisoned.is_some() || st.flushed >= offset;
+            due && sync::claim_firing(&mut st)
         };
-        completion(now);
+        if firer {
+            self.shared.fire_due();
+        }
     }
 
     /// Everything below this offset is durable.
@@ -639,9 +639,11 @@ impl DurableLog {
                     kind: std::io::ErrorKind::Other,
                 });
             }
-            take_due(&mut st)
+            sync::claim_firing(&mut st)
         };
-        fire(leftover);
+        if leftover {
+            self.shared.fire_due();
+        }
         r?;
         let shared = Arc::clone(&self.shared);
         drop(self);

@@ -96,6 +96,9 @@ pub(crate) struct SyncState {
     pub shutdown: bool,
     /// Registered completions by (offset, sequence).
     pub completions: BTreeMap<(Offset, u64), Completion>,
+    /// A thread is running due completions ([`Shared::fire_due`]): every
+    /// other leaves its due ones to it, so completions run in offset order.
+    pub firing: bool,
     pub next_completion: u64,
     /// Successful sync rounds.
     pub syncs: u64,
@@ -383,11 +386,11 @@ impl Shared {
                     st.poisoned = Some(*f);
                 }
             }
-            let fired = take_due(&mut st);
+            let firer = claim_firing(&mut st);
             if st.next_offset > st.flushed && st.waiters == 0 {
                 self.wake_flusher.notify_one();
             }
-            (fired, to_wake(&mut st))
+            (firer, to_wake(&mut st))
         };
         // Unparked after the lock is released: a woken thread's first act
         // is to take it.
@@ -396,7 +399,9 @@ impl Shared {
             // The log refuses everything from now on (invariant 6).
             self.log_write().poison(f);
         }
-        fire(fired);
+        if fired {
+            self.fire_due();
+        }
         true
     }
 
@@ -516,10 +521,62 @@ pub(crate) fn take_due(st: &mut SyncState) -> Vec<(Completion, Result<Offset>)> 
         Some(next) => st.completions.split_off(&(Offset(next), 0)),
         None => std::collections::BTreeMap::new(),
     };
-    for (_, c) in std::mem::replace(&mut st.completions, later) {
+    // In registration order: a completion registered once its offset was
+    // already durable runs after those registered before it (each
+    // submitter's completions in its order).
+    let mut due: Vec<_> = std::mem::replace(&mut st.completions, later)
+        .into_iter()
+        .collect();
+    due.sort_by_key(|((_, seq), _)| *seq);
+    for (_, c) in due {
         out.push((c, Ok(st.flushed)));
     }
     out
+}
+
+/// Makes the caller the one thread running due completions, unless one
+/// is (then that one runs them): returns whether it is. The flushed offset
+/// and this claim change in one critical section, so no completion
+/// registered later can run before one that was due earlier.
+pub(crate) fn claim_firing(st: &mut SyncState) -> bool {
+    if st.firing {
+        return false;
+    }
+    st.firing = true;
+    true
+}
+
+impl Shared {
+    /// Runs every due completion, in offset order, until none is left
+    /// (those that become due meanwhile too); the caller claimed the
+    /// firing ([`claim_firing`]).
+    pub(crate) fn fire_due(&self) {
+        // A completion that panics must not leave the claim held (every
+        // later completion would wait for a firer that is gone).
+        struct Release<'a>(&'a Shared);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.state().firing = false;
+                }
+            }
+        }
+        let _release = Release(self);
+        loop {
+            let due = {
+                let mut st = self.state();
+                let due = take_due(&mut st);
+                if due.is_empty() {
+                    st.firing = false;
+                }
+                due
+            };
+            if due.is_empty() {
+                return;
+            }
+            fire(due);
+        }
+    }
 }
 
 /// Runs completions (never under a lock: they are user code).

@@ -83,9 +83,11 @@ impl DurableLog {
                     st.poisoned = Some(e.failure());
                 }
             }
-            (take_due(&mut st), sync::to_wake(&mut st))
+            (sync::claim_firing(&mut st), sync::to_wake(&mut st))
         };
         sync::unpark(wake);
-        fire(fired);
+        if fired {
+            self.shared.fire_due();
+        }
     }
 }
