@@ -45,11 +45,13 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod door;
 mod error;
 pub mod kraft;
 mod node;
 mod store;
 
+pub use door::{RaftStorage, SnapshotInstall, SnapshotWrite};
 pub use error::{Error, Result};
 pub use kraft::commit::{CommitTracker, Progress};
 pub use kraft::election::{Election, LogPosition, Role, VoteDecision};

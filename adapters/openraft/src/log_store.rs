@@ -41,7 +41,7 @@ use openraft::{
     AnyError, Entry, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, RaftTypeConfig,
     StorageError, StorageIOError, Vote,
 };
-use quorumlog_raft::{Epoch, Isolation, Offset, Store};
+use quorumlog_raft::{Epoch, Isolation, Offset, RaftStorage, Store};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::mapping::{self, AppMeta};
@@ -67,10 +67,11 @@ fn logs_read(e: &(dyn std::error::Error + 'static)) -> StoreError {
     io_error(ErrorSubject::Logs, ErrorVerb::Read, e)
 }
 
-/// openraft's log storage over one [`Store`] (shared by `Arc`; clones are
-/// readers of the same log and share its tail cache).
-pub struct LogStore<C: RaftTypeConfig> {
-    store: Arc<Store>,
+/// openraft's log storage over one [`Store`], or over any door of the
+/// store's kind ([`RaftStorage`]: a node's `Group` too), shared by `Arc`;
+/// clones are readers of the same log and share its tail cache.
+pub struct LogStore<C: RaftTypeConfig, S: RaftStorage = Store> {
+    store: Arc<S>,
     me: u64,
     tail: Arc<std::sync::Mutex<Tail<C>>>,
     /// Entries read ahead of openraft's 64-entry reads.
@@ -91,7 +92,7 @@ pub struct LogStore<C: RaftTypeConfig> {
 /// How often [`LogStore`] makes the commit point durable by default.
 pub const COMMIT_PERSIST_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
-impl<C: RaftTypeConfig> Clone for LogStore<C> {
+impl<C: RaftTypeConfig, S: RaftStorage> Clone for LogStore<C, S> {
     fn clone(&self) -> Self {
         LogStore {
             store: Arc::clone(&self.store),
@@ -107,7 +108,7 @@ impl<C: RaftTypeConfig> Clone for LogStore<C> {
     }
 }
 
-impl<C: RaftTypeConfig> Debug for LogStore<C> {
+impl<C: RaftTypeConfig, S: RaftStorage> Debug for LogStore<C, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogStore")
             .field("me", &self.me)
@@ -115,7 +116,7 @@ impl<C: RaftTypeConfig> Debug for LogStore<C> {
     }
 }
 
-impl<C> LogStore<C>
+impl<C, S: RaftStorage> LogStore<C, S>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
     Entry<C>: Serialize + DeserializeOwned + Clone,
@@ -127,7 +128,7 @@ where
     ///
     /// # Errors
     /// The metadata does not decode; the store fails.
-    pub fn new(store: Arc<Store>, me: u64) -> Result<Self, StoreError> {
+    pub fn new(store: Arc<S>, me: u64) -> Result<Self, StoreError> {
         Self::with_mode(store, me, PurgeMode::Immediate)
     }
 
@@ -142,11 +143,11 @@ where
     ///
     /// # Errors
     /// As [`LogStore::new`].
-    pub fn new_bounded(store: Arc<Store>, me: u64) -> Result<Self, StoreError> {
+    pub fn new_bounded(store: Arc<S>, me: u64) -> Result<Self, StoreError> {
         Self::with_mode(store, me, PurgeMode::CoveredBySnapshot)
     }
 
-    fn with_mode(store: Arc<Store>, me: u64, purge: PurgeMode) -> Result<Self, StoreError> {
+    fn with_mode(store: Arc<S>, me: u64, purge: PurgeMode) -> Result<Self, StoreError> {
         let s = LogStore {
             store,
             me,
@@ -168,7 +169,7 @@ where
             s.purged_next
                 .store(purged.index + 1, std::sync::atomic::Ordering::Relaxed);
         }
-        physical_cut(&s.store, purge).map_err(|e| logs_write(&*e))?;
+        physical_cut(&*s.store, purge).map_err(|e| logs_write(&*e))?;
         // openraft re-applies the entries after the latest snapshot and
         // then scans the log back for memberships: start reading them now.
         let after_snapshot = s
@@ -269,7 +270,7 @@ where
     }
 
     /// The store underneath.
-    pub fn store(&self) -> &Arc<Store> {
+    pub fn store(&self) -> &Arc<S> {
         &self.store
     }
 
@@ -397,7 +398,7 @@ where
     /// Runs `f` on tokio's blocking pool (a call that waits for the disk).
     async fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&S) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let store = Arc::clone(&self.store);
         tokio::task::spawn_blocking(move || f(&store))
@@ -420,7 +421,7 @@ fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
     (from, to)
 }
 
-impl<C> RaftLogReader<C> for LogStore<C>
+impl<C, S: RaftStorage> RaftLogReader<C> for LogStore<C, S>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
     Entry<C>: Serialize + DeserializeOwned + Clone,
@@ -434,7 +435,7 @@ where
     }
 }
 
-impl<C> RaftLogStorage<C> for LogStore<C>
+impl<C, S: RaftStorage> RaftLogStorage<C> for LogStore<C, S>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
     Entry<C>: Serialize + DeserializeOwned + Clone,
@@ -595,7 +596,7 @@ where
     }
 }
 
-impl<C> LogStore<C>
+impl<C, S: RaftStorage> LogStore<C, S>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
     Entry<C>: Serialize + DeserializeOwned + Clone,

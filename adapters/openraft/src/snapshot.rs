@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use openraft::{ErrorSubject, ErrorVerb, SnapshotMeta, StorageError, StorageIOError};
-use quorumlog_raft::{Epoch, Offset, Store};
+use quorumlog_raft::{Epoch, Offset, RaftStorage, SnapshotInstall, SnapshotWrite, Store};
 use quorumlog_raft::{Retention, SnapshotId, WriterOptions};
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -28,17 +28,26 @@ fn snap_error(verb: ErrorVerb, e: &(dyn std::error::Error + 'static)) -> StoreEr
 /// A stored snapshot: openraft's meta and the state machine's bytes.
 pub type Stored<N> = (SnapshotMeta<u64, N>, Vec<u8>);
 
-/// The snapshots of one store, for a state machine.
-#[derive(Debug, Clone)]
-pub struct SnapshotFiles {
-    store: Arc<Store>,
+/// The snapshots of one store (or group), for a state machine.
+#[derive(Debug)]
+pub struct SnapshotFiles<S: RaftStorage = Store> {
+    store: Arc<S>,
     /// Snapshots kept (the latest always).
     pub keep: usize,
 }
 
-impl SnapshotFiles {
+impl<S: RaftStorage> Clone for SnapshotFiles<S> {
+    fn clone(&self) -> Self {
+        SnapshotFiles {
+            store: Arc::clone(&self.store),
+            keep: self.keep,
+        }
+    }
+}
+
+impl<S: RaftStorage> SnapshotFiles<S> {
     /// The snapshot files of `store`; the two latest are kept.
-    pub fn new(store: Arc<Store>) -> Self {
+    pub fn new(store: Arc<S>) -> Self {
         SnapshotFiles { store, keep: 2 }
     }
 
@@ -106,7 +115,7 @@ impl SnapshotFiles {
         if !self.store.has_snapshot(id) {
             let mut install = self
                 .store
-                .install_snapshot(id, file.len() as u64)
+                .install_snapshot_owned(id, file.len() as u64)
                 .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
             let from = usize::try_from(install.position()).unwrap_or(usize::MAX);
             if let Some(rest) = file.get(from..) {
@@ -126,7 +135,7 @@ impl SnapshotFiles {
     /// A purge waiting for a snapshot that covers it goes on now
     /// (`LogStore::new_bounded`); old snapshots go.
     fn after_save(&self) -> Result<(), StoreError> {
-        crate::log_store::physical_cut(&self.store, crate::PurgeMode::CoveredBySnapshot)
+        crate::log_store::physical_cut(&*self.store, crate::PurgeMode::CoveredBySnapshot)
             .map_err(|e| snap_error(ErrorVerb::Write, &*e))?;
         self.store
             .retain_snapshots(Retention {
@@ -160,7 +169,7 @@ impl SnapshotFiles {
     pub fn sending<N: openraft::Node>(
         &self,
         meta: &SnapshotMeta<u64, N>,
-    ) -> Result<SnapshotStream, StoreError> {
+    ) -> Result<SnapshotStream<S>, StoreError> {
         let id = Self::id_of(meta)?;
         SnapshotStream::sending(Arc::clone(&self.store), id)
             .map_err(|e| snap_error(ErrorVerb::Read, &e))
@@ -168,7 +177,7 @@ impl SnapshotFiles {
 
     /// A stream receiving a snapshot from the leader straight into this
     /// store's install (durable chunk by chunk; resumed after a restart).
-    pub fn receiving(&self) -> SnapshotStream {
+    pub fn receiving(&self) -> SnapshotStream<S> {
         SnapshotStream::receiving(Arc::clone(&self.store))
     }
 
@@ -182,7 +191,7 @@ impl SnapshotFiles {
     pub fn finish_received<N: openraft::Node>(
         &self,
         meta: &SnapshotMeta<u64, N>,
-        stream: SnapshotStream,
+        stream: SnapshotStream<S>,
     ) -> Result<(), StoreError> {
         let want = Self::id_of(meta)?;
         let got = stream

@@ -23,7 +23,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use quorumlog_raft::{Epoch, Offset, SnapshotId, SnapshotInfo, Store, StoreInstall};
+use quorumlog_raft::{
+    Epoch, Offset, RaftStorage, SnapshotId, SnapshotInfo, SnapshotInstall, Store,
+};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
 const MAGIC: &[u8; 4] = b"QLST";
@@ -34,11 +36,11 @@ const MAX_READ: usize = 1 << 20;
 
 /// Snapshot data for openraft (see the module documentation).
 #[derive(Debug)]
-pub enum SnapshotStream {
+pub enum SnapshotStream<S: RaftStorage = Store> {
     /// A snapshot of this store being sent.
     Sending {
         /// The store holding it.
-        store: Arc<Store>,
+        store: Arc<S>,
         /// The snapshot.
         id: SnapshotId,
         /// Its file's size.
@@ -47,28 +49,28 @@ pub enum SnapshotStream {
         pos: u64,
     },
     /// A snapshot being received into this store.
-    Receiving(Box<Receiving>),
+    Receiving(Box<Receiving<S>>),
     /// In memory.
     Memory(Cursor<Vec<u8>>),
 }
 
 /// A snapshot being received ([`SnapshotStream::Receiving`]).
 #[derive(Debug)]
-pub struct Receiving {
-    store: Arc<Store>,
+pub struct Receiving<S: RaftStorage = Store> {
+    store: Arc<S>,
     header: Vec<u8>,
-    install: Option<StoreInstall<Arc<Store>>>,
+    install: Option<S::Install>,
     /// The snapshot is here already: the rest is read past.
     present: Option<SnapshotId>,
     pos: u64,
 }
 
-impl SnapshotStream {
+impl<S: RaftStorage> SnapshotStream<S> {
     /// The stream of snapshot `id` of `store`.
     ///
     /// # Errors
     /// The snapshot is not there, or unreadable.
-    pub fn sending(store: Arc<Store>, id: SnapshotId) -> std::io::Result<SnapshotStream> {
+    pub fn sending(store: Arc<S>, id: SnapshotId) -> std::io::Result<SnapshotStream<S>> {
         let size = store.snapshot_size(id).map_err(std::io::Error::other)?;
         Ok(SnapshotStream::Sending {
             store,
@@ -79,7 +81,7 @@ impl SnapshotStream {
     }
 
     /// A stream receiving a snapshot into `store`.
-    pub fn receiving(store: Arc<Store>) -> SnapshotStream {
+    pub fn receiving(store: Arc<S>) -> SnapshotStream<S> {
         SnapshotStream::Receiving(Box::new(Receiving {
             store,
             header: Vec::new(),
@@ -119,7 +121,7 @@ impl SnapshotStream {
     }
 }
 
-impl Receiving {
+impl<S: RaftStorage> Receiving<S> {
     /// Takes `buf`, written at the stream position.
     fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
         let mut buf = buf;
@@ -190,7 +192,7 @@ impl Receiving {
     }
 }
 
-impl AsyncRead for SnapshotStream {
+impl<S: RaftStorage> AsyncRead for SnapshotStream<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -205,7 +207,7 @@ impl AsyncRead for SnapshotStream {
             } => {
                 let want = buf.remaining().min(MAX_READ);
                 if *pos < HEADER_BYTES {
-                    let h = SnapshotStream::header(*id, *size);
+                    let h = Self::header(*id, *size);
                     let from = usize::try_from(*pos).unwrap_or(0);
                     let part = h.get(from..).unwrap_or_default();
                     let n = part.len().min(want);
@@ -232,7 +234,7 @@ impl AsyncRead for SnapshotStream {
     }
 }
 
-impl AsyncWrite for SnapshotStream {
+impl<S: RaftStorage> AsyncWrite for SnapshotStream<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -257,7 +259,7 @@ impl AsyncWrite for SnapshotStream {
     }
 }
 
-impl AsyncSeek for SnapshotStream {
+impl<S: RaftStorage> AsyncSeek for SnapshotStream<S> {
     fn start_seek(self: Pin<&mut Self>, to: SeekFrom) -> std::io::Result<()> {
         let (pos, end) = match self.get_mut() {
             SnapshotStream::Sending { pos, size, .. } => (pos, HEADER_BYTES + *size),

@@ -524,9 +524,10 @@ impl Group {
         });
         match r {
             Err(e) => completion(Err(e)),
-            Ok((None, o)) => completion(Ok(Offset(o))),
-            Ok((Some(p), o)) => self.inner.log.on_durable(
-                Offset(p),
+            // Through the log even when durable already: it runs after
+            // every completion registered before it.
+            Ok((p, o)) => self.inner.log.on_durable(
+                Offset(p.unwrap_or(0)),
                 Box::new(move |r| completion(r.map(|_| Offset(o)).map_err(Error::from))),
             ),
         }
@@ -832,13 +833,54 @@ impl Group {
     /// `SnapshotRefused` for one ending below the log start, or one the
     /// log does not continue below the high watermark;
     /// `Snapshot(NotNewer)`; I/O.
-    pub fn install_snapshot(&self, id: SnapshotId, total_size: u64) -> Result<GroupInstall<'_>> {
+    pub fn install_snapshot(
+        &self,
+        id: SnapshotId,
+        total_size: u64,
+    ) -> Result<GroupInstall<&Group>> {
         self.inner.check_poisoned()?;
         self.check_install(id)?;
         Ok(GroupInstall {
             group: self,
             install: self.snapshots.begin_install(id, total_size)?,
         })
+    }
+
+    /// [`Group::install_snapshot`] holding the group by `Arc`: for an
+    /// install driven from a stream that must own what it uses.
+    ///
+    /// # Errors
+    /// As [`Group::install_snapshot`].
+    pub fn install_snapshot_owned(
+        self: &Arc<Self>,
+        id: SnapshotId,
+        total_size: u64,
+    ) -> Result<GroupInstall<Arc<Group>>> {
+        self.inner.check_poisoned()?;
+        self.check_install(id)?;
+        Ok(GroupInstall {
+            group: Arc::clone(self),
+            install: self.snapshots.begin_install(id, total_size)?,
+        })
+    }
+
+    /// Snapshot `id`'s metadata (as given to [`Group::create_snapshot`]).
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound | Corruption…)`; I/O.
+    pub fn snapshot_metadata(&self, id: SnapshotId) -> Result<Vec<u8>> {
+        Ok(self.snapshots.reader(id)?.header().metadata.clone())
+    }
+
+    /// Snapshot `id`'s file as it is on disk: what another replica's
+    /// install takes, in chunks or whole.
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound)`; I/O.
+    pub fn snapshot_file(&self, id: SnapshotId) -> Result<Vec<u8>> {
+        let size = self.snapshot_size(id)?;
+        let len = usize::try_from(size).unwrap_or(usize::MAX);
+        Ok(self.snapshots.read_chunk(id, 0, len)?)
     }
 
     /// Refuses an install that would break the log: one ending below the
@@ -1016,15 +1058,16 @@ impl GroupWriter<'_> {
     }
 }
 
-/// A snapshot download ([`Group::install_snapshot`]): each chunk durable
-/// when written, resumable after a restart.
+/// A snapshot download ([`Group::install_snapshot`], or
+/// [`Group::install_snapshot_owned`]): each chunk durable when written,
+/// resumable after a restart.
 #[derive(Debug)]
-pub struct GroupInstall<'a> {
-    group: &'a Group,
+pub struct GroupInstall<G: std::ops::Deref<Target = Group>> {
+    group: G,
     install: Install,
 }
 
-impl GroupInstall<'_> {
+impl<G: std::ops::Deref<Target = Group>> GroupInstall<G> {
     /// The snapshot being installed.
     pub fn id(&self) -> SnapshotId {
         self.install.id()

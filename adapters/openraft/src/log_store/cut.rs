@@ -9,7 +9,7 @@ use super::*;
 /// Deletes the log below openraft's last purged id, as far as allowed:
 /// all of it, or (`CoveredBySnapshot`) only what the latest snapshot file covers.
 /// Called after a purge, after a snapshot file is saved, and at open.
-pub(crate) fn physical_cut(store: &Store, purge: PurgeMode) -> Result<(), CutError> {
+pub(crate) fn physical_cut<S: RaftStorage>(store: &S, purge: PurgeMode) -> Result<(), CutError> {
     let meta = AppMeta::decode(store.app_metadata().as_deref())?;
     let Some(purged) = meta.last_purged else {
         return Ok(());
