@@ -47,6 +47,9 @@
 
 mod door;
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod kraft;
 mod node;
 mod store;

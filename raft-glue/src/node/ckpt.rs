@@ -51,6 +51,9 @@ pub(crate) fn encode<'a>(
 ) -> Vec<u8> {
     let mut w = Writer::new();
     w.u64(position).u64(groups.len() as u64);
+    // In id order: the same state always encodes to the same bytes.
+    let mut groups: Vec<_> = groups.collect();
+    groups.sort_unstable_by_key(|(id, _)| **id);
     for (&id, g) in groups {
         w.u64(id).u64(g.start).u64(g.end);
         match g.last_purged {
@@ -129,6 +132,8 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Checkpoint, &'static str> {
         ..Checkpoint::default()
     };
     let groups = r.u64().map_err(short)?;
+    // Any order: version 1 files were first written in hash order (the
+    // golden node directories hold such files); written in id order now.
     for _ in 0..groups {
         let (id, g) = decode_group(&mut r)?;
         if out.groups.insert(id, g).is_some() {
@@ -137,7 +142,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Checkpoint, &'static str> {
     }
     let dropped = r.u64().map_err(short)?;
     for _ in 0..dropped {
-        out.dropped.insert(r.u64().map_err(short)?);
+        let id = r.u64().map_err(short)?;
+        if out.dropped.last().is_some_and(|l| id <= *l) {
+            return Err("node checkpoint dropped ids not in ascending order");
+        }
+        out.dropped.insert(id);
     }
     if r.remaining() != 0 {
         return Err("node checkpoint has trailing bytes");
@@ -161,16 +170,36 @@ fn decode_group(r: &mut Reader<'_>) -> Result<(u64, GroupState), &'static str> {
         r.u64().map_err(short)?,
         r.u64().map_err(short)?,
     );
+    // Canonical: an absent value is written as zeros, and read only so.
+    if !flag(purged)? && (po, pe) != (0, 0) {
+        return Err("node checkpoint has a purge point without its flag");
+    }
     g.last_purged = flag(purged)?.then_some((Offset(po), Epoch(pe)));
     let (has_hw, hv) = (r.u8().map_err(short)?, r.u64().map_err(short)?);
+    if !flag(has_hw)? && hv != 0 {
+        return Err("node checkpoint has a watermark without its flag");
+    }
     g.hw = flag(has_hw)?.then_some(hv);
     g.durable_hw = g.hw;
     let vlen = r.u32().map_err(short)? as usize;
-    g.vote = QuorumState::decode_body(r.bytes(vlen).map_err(short)?)
-        .map_err(|_| "node checkpoint vote does not decode")?;
+    let vote = r.bytes(vlen).map_err(short)?;
+    g.vote = QuorumState::decode_body(vote).map_err(|_| "node checkpoint vote does not decode")?;
+    if g.vote.encode_body() != vote {
+        return Err("node checkpoint vote is not canonical");
+    }
     let (has_meta, mlen) = (r.u8().map_err(short)?, r.u32().map_err(short)? as usize);
     let meta = r.bytes(mlen).map_err(short)?;
+    if !flag(has_meta)? && !meta.is_empty() {
+        return Err("node checkpoint has metadata without its flag");
+    }
     g.app_meta = flag(has_meta)?.then(|| meta.to_vec());
+    g.runs = decode_runs(r, start, end)?;
+    Ok((id, g))
+}
+
+/// A group's runs, which must cover `[start, end)` exactly.
+fn decode_runs(r: &mut Reader<'_>, start: u64, end: u64) -> Result<VecDeque<Run>, &'static str> {
+    let short = |_| "checkpoint ends early";
     let runs = r.u64().map_err(short)?;
     if runs > r.remaining() as u64 / 32 {
         return Err("node checkpoint claims more runs than it holds");
@@ -185,7 +214,14 @@ fn decode_group(r: &mut Reader<'_>) -> Result<(u64, GroupState), &'static str> {
             count: r.u32().map_err(short)?,
             bytes: r.u32().map_err(short)?,
         };
-        if run.count == 0 || run.shared == 0 || next.is_some_and(|n| n != run.offset) {
+        // Only live runs are written, each continuing the one before.
+        if run.count == 0
+            || run.shared == 0
+            || run.offset.checked_add(u64::from(run.count)).is_none()
+            || run.shared.checked_add(u64::from(run.count)).is_none()
+            || run.end() <= start
+            || next.is_some_and(|n| n != run.offset)
+        {
             return Err("node checkpoint runs do not cover the group's log");
         }
         next = Some(run.end());
@@ -198,8 +234,7 @@ fn decode_group(r: &mut Reader<'_>) -> Result<(u64, GroupState), &'static str> {
     if !covered {
         return Err("node checkpoint runs do not cover the group's log");
     }
-    g.runs = list;
-    Ok((id, g))
+    Ok(list)
 }
 
 fn flag(b: u8) -> Result<bool, &'static str> {

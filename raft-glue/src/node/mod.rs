@@ -215,6 +215,53 @@ fn read_checkpoint(fs: &SharedFs, dd: &DataDir, dir: &Path) -> Result<ckpt::Chec
     })
 }
 
+/// Decodes a node checkpoint file (fuzzing).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn ckpt_decode(bytes: &[u8]) -> std::result::Result<ckpt::Checkpoint, &'static str> {
+    ckpt::decode(bytes)
+}
+
+/// Encodes a decoded node checkpoint again (fuzzing).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn ckpt_encode(c: &ckpt::Checkpoint) -> Vec<u8> {
+    ckpt::encode(c.position, c.groups.iter(), &c.dropped)
+}
+
+/// A valid checkpoint: two groups, one with runs, a vote, a purge point,
+/// a watermark and metadata; a dropped id (fuzzing corpus).
+#[cfg(test)]
+pub(crate) fn ckpt_sample() -> Vec<u8> {
+    let mut groups = HashMap::new();
+    let mut g = GroupState::new(3);
+    let run = Run {
+        offset: 3,
+        shared: 5,
+        epoch: 2,
+        count: 4,
+        bytes: 90,
+    };
+    let _ = g.append(run);
+    g.hw = Some(5);
+    g.app_meta = Some(b"m".to_vec());
+    g.last_purged = Some((Offset(3), Epoch(1)));
+    groups.insert(7, g);
+    groups.insert(9, GroupState::new(1));
+    ckpt::encode(40, groups.iter(), &[4].into())
+}
+
+/// A valid node record header (fuzzing corpus).
+#[cfg(test)]
+pub(crate) fn record_sample() -> Vec<u8> {
+    Header {
+        kind: Kind::Purge,
+        group: 7,
+        offset: 11,
+        epoch: 2,
+    }
+    .encode()
+    .to_vec()
+}
+
 /// Whether `dir` holds a node (its checkpoint file exists).
 pub(crate) fn is_node_dir(fs: &SharedFs, dir: &Path) -> bool {
     fs.exists(&dir.join(ckpt::FILE_NAME)).unwrap_or(false)
