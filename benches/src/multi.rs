@@ -18,7 +18,7 @@ use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, 
 use quorumlog_io::RealFs;
 use quorumlog_log::LogOptions;
 use quorumlog_raft::{
-    Group, Identity, Node, NodeOptions, QuorumState, SharedFs, Store, StoreOptions,
+    Group, Identity, Node, NodeOptions, QuorumState, RaftStorage, SharedFs, Store, StoreOptions,
 };
 
 use crate::systems::{bench_entry, BenchEntries, BenchError, Raw, RawMode, System, TunedEngine};
@@ -136,26 +136,7 @@ impl NodeSystem {
 
 /// Creates groups `0..n` of `node` from 64 threads.
 fn create_groups(node: &Node, n: usize) -> Result<(), BenchError> {
-    let next = AtomicU64::new(0);
-    std::thread::scope(|s| -> Result<(), BenchError> {
-        let hs: Vec<_> = (0..64)
-            .map(|_| {
-                s.spawn(|| -> Result<(), BenchError> {
-                    loop {
-                        let g = next.fetch_add(1, Ordering::Relaxed);
-                        if g >= n as u64 {
-                            return Ok(());
-                        }
-                        node.create_group(g, Offset(1))?;
-                    }
-                })
-            })
-            .collect();
-        for h in hs {
-            h.join().map_err(|_| "creator panicked")??;
-        }
-        Ok(())
-    })
+    on_64_threads(n, |g| Ok(node.create_group(g as u64, Offset(1))?))
 }
 
 impl MultiSystem for NodeSystem {
@@ -506,6 +487,45 @@ fn vote(epoch: u64) -> QuorumState {
     }
 }
 
+/// Runs `f` on every item of `0..n` from 64 threads at once.
+fn on_64_threads(
+    n: usize,
+    f: impl Fn(usize) -> Result<(), BenchError> + Sync,
+) -> Result<(), BenchError> {
+    let next = AtomicU64::new(0);
+    std::thread::scope(|s| -> Result<(), BenchError> {
+        let hs: Vec<_> = (0..64)
+            .map(|_| {
+                s.spawn(|| -> Result<(), BenchError> {
+                    loop {
+                        let i = usize::try_from(next.fetch_add(1, Ordering::Relaxed))?;
+                        if i >= n {
+                            return Ok(());
+                        }
+                        f(i)?;
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().map_err(|_| "a worker thread panicked")??;
+        }
+        Ok(())
+    })
+}
+
+/// Every one of `slots` persists a vote at once (64 threads), through the
+/// store's door: a group's vote record or a store's small-file replace.
+/// Returns the milliseconds.
+fn vote_all<S: RaftStorage>(slots: &[Mutex<(S, u64)>]) -> Result<f64, BenchError> {
+    let t = Instant::now();
+    on_64_threads(slots.len(), |i| {
+        let slot = slots.get(i).ok_or("no such slot")?;
+        Ok(RaftStorage::persist_quorum_state(&lock(slot).0, &vote(1))?)
+    })?;
+    Ok(t.elapsed().as_secs_f64() * 1e3)
+}
+
 /// V1 on a node: `groups` groups each persist a vote at once, from 64
 /// threads.
 ///
@@ -514,29 +534,9 @@ fn vote(epoch: u64) -> QuorumState {
 pub fn votes_node(dir: &Path, groups: usize) -> Result<Votes, BenchError> {
     let sys = NodeSystem::open(dir, groups, &NodeOptions::default())?;
     let before = sys.node.stats().syncs;
-    let next = AtomicU64::new(0);
-    let t = Instant::now();
-    std::thread::scope(|s| -> Result<(), BenchError> {
-        let hs: Vec<_> = (0..64)
-            .map(|_| {
-                s.spawn(|| -> Result<(), BenchError> {
-                    loop {
-                        let g = usize::try_from(next.fetch_add(1, Ordering::Relaxed))?;
-                        let Some(slot) = sys.groups.get(g) else {
-                            return Ok(());
-                        };
-                        lock(slot).0.persist_quorum_state(&vote(1))?;
-                    }
-                })
-            })
-            .collect();
-        for h in hs {
-            h.join().map_err(|_| "voter panicked")??;
-        }
-        Ok(())
-    })?;
+    let ms = vote_all(&sys.groups)?;
     Ok(Votes {
-        ms: t.elapsed().as_secs_f64() * 1e3,
+        ms,
         syncs: Some(sys.node.stats().syncs - before),
     })
 }
@@ -547,29 +547,8 @@ pub fn votes_node(dir: &Path, groups: usize) -> Result<Votes, BenchError> {
 /// The stores'.
 pub fn votes_per_dir(dir: &Path, groups: usize) -> Result<Votes, BenchError> {
     let sys = PerDirectory::open(dir, groups)?;
-    let next = AtomicU64::new(0);
-    let t = Instant::now();
-    std::thread::scope(|s| -> Result<(), BenchError> {
-        let hs: Vec<_> = (0..64)
-            .map(|_| {
-                s.spawn(|| -> Result<(), BenchError> {
-                    loop {
-                        let g = usize::try_from(next.fetch_add(1, Ordering::Relaxed))?;
-                        let Some(slot) = sys.stores.get(g) else {
-                            return Ok(());
-                        };
-                        lock(slot).0.persist_quorum_state(&vote(1))?;
-                    }
-                })
-            })
-            .collect();
-        for h in hs {
-            h.join().map_err(|_| "voter panicked")??;
-        }
-        Ok(())
-    })?;
     Ok(Votes {
-        ms: t.elapsed().as_secs_f64() * 1e3,
+        ms: vote_all(&sys.stores)?,
         syncs: None,
     })
 }

@@ -172,3 +172,41 @@ pub fn fresh_seed() -> u64 {
     let low = t as u64;
     low ^ u64::from(std::process::id()).rotate_left(40)
 }
+
+/// Copies every file of the simulated disk's `dir` into `out` on the real
+/// file system, as durable (the lock file left out): how the golden
+/// directories are exported.
+///
+/// # Panics
+/// On an I/O error (test helper).
+#[allow(clippy::unwrap_used, reason = "a test helper: a failure is the test's")]
+pub fn export_durable(disk: &quorumlog_io::SimFs, dir: &Path, out: &Path) {
+    std::fs::create_dir_all(out).unwrap();
+    for entry in disk.list(dir).unwrap() {
+        let from = dir.join(&entry.name);
+        let to = out.join(&entry.name);
+        if entry.is_dir {
+            export_durable(disk, &from, &to);
+        } else if entry.name != "lock" {
+            std::fs::write(&to, disk.durable_contents(&from).unwrap_or_default()).unwrap();
+        }
+    }
+}
+
+/// Copies the real directory `from` into `to`, recursively.
+///
+/// # Panics
+/// On an I/O error (test helper).
+#[allow(clippy::unwrap_used, reason = "a test helper: a failure is the test's")]
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

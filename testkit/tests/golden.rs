@@ -23,7 +23,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use quorumlog_io::{CrashPlan, FileSystem, RealFs, SimFs};
+use quorumlog_io::{CrashPlan, RealFs, SimFs};
 use quorumlog_raft::{
     ClusterId, DirectoryId, Epoch, Identity, Isolation, LogOptions, Meta, NodeId, Offset,
     QuorumState, SharedFs, Store, StoreOptions, SyncPolicy, Voter, WriterOptions,
@@ -168,32 +168,6 @@ fn golden_root() -> PathBuf {
 }
 
 /// Copies every file of the simulated disk's `dir` into `out`, as durable.
-fn export(disk: &SimFs, dir: &Path, out: &Path) {
-    std::fs::create_dir_all(out).unwrap();
-    for entry in disk.list(dir).unwrap() {
-        let from = dir.join(&entry.name);
-        let to = out.join(&entry.name);
-        if entry.is_dir {
-            export(disk, &from, &to);
-        } else if entry.name != "lock" {
-            std::fs::write(&to, disk.durable_contents(&from).unwrap_or_default()).unwrap();
-        }
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 #[test]
 #[ignore = "writes the golden directories of today's format into the source tree"]
 fn write_golden_directories() {
@@ -202,7 +176,7 @@ fn write_golden_directories() {
         let out = root.join(name);
         let _ = std::fs::remove_dir_all(&out);
         let disk = write(&SimFs::new(2026), crashed);
-        export(&disk, Path::new(DIR), &out);
+        quorumlog_testkit::export_durable(&disk, Path::new(DIR), &out);
     }
 }
 
@@ -213,7 +187,7 @@ fn the_workload_reads_back_on_the_simulated_disk() {
     for crashed in [false, true] {
         let disk = write(&SimFs::new(7), crashed);
         let tmp = tempfile::tempdir().unwrap();
-        export(&disk, Path::new(DIR), tmp.path());
+        quorumlog_testkit::export_durable(&disk, Path::new(DIR), tmp.path());
         check(tmp.path(), crashed);
     }
 }
@@ -239,7 +213,7 @@ fn every_committed_golden_directory_opens_and_reads_back() {
             assert!(dir.is_dir(), "{} is missing", dir.display());
             // Opened from a copy (recovery may repair what it opens), twice.
             let tmp = tempfile::tempdir().unwrap();
-            copy_dir(&dir, tmp.path());
+            quorumlog_testkit::copy_dir(&dir, tmp.path());
             check(tmp.path(), crashed);
             check(tmp.path(), crashed);
             seen += 1;

@@ -23,7 +23,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use quorumlog_io::{CrashPlan, FileSystem, RealFs, SimFs};
+use quorumlog_io::{CrashPlan, RealFs, SimFs};
 use quorumlog_raft::{
     ClusterId, DirectoryId, Epoch, Group, Identity, Isolation, LogOptions, Meta, Node, NodeId,
     NodeOptions, Offset, QuorumState, SharedFs, Voter, WriterOptions,
@@ -185,32 +185,6 @@ fn golden_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden")
 }
 
-fn export(disk: &SimFs, dir: &Path, out: &Path) {
-    std::fs::create_dir_all(out).unwrap();
-    for entry in disk.list(dir).unwrap() {
-        let from = dir.join(&entry.name);
-        let to = out.join(&entry.name);
-        if entry.is_dir {
-            export(disk, &from, &to);
-        } else if entry.name != "lock" {
-            std::fs::write(&to, disk.durable_contents(&from).unwrap_or_default()).unwrap();
-        }
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 #[test]
 #[ignore = "writes the golden node directories of today's version into the source tree"]
 fn write_golden_node_directories() {
@@ -219,7 +193,7 @@ fn write_golden_node_directories() {
         let out = root.join(name);
         let _ = std::fs::remove_dir_all(&out);
         let disk = write(&SimFs::new(2026), crashed);
-        export(&disk, Path::new(DIR), &out);
+        quorumlog_testkit::export_durable(&disk, Path::new(DIR), &out);
     }
 }
 
@@ -228,7 +202,7 @@ fn the_node_workload_reads_back_on_the_simulated_disk() {
     for crashed in [false, true] {
         let disk = write(&SimFs::new(7), crashed);
         let tmp = tempfile::tempdir().unwrap();
-        export(&disk, Path::new(DIR), tmp.path());
+        quorumlog_testkit::export_durable(&disk, Path::new(DIR), tmp.path());
         check(tmp.path());
     }
 }
@@ -251,7 +225,7 @@ fn every_committed_golden_node_directory_opens_and_reads_back() {
             let dir = version.join(name);
             assert!(dir.is_dir(), "{} is missing", dir.display());
             let tmp = tempfile::tempdir().unwrap();
-            copy_dir(&dir, tmp.path());
+            quorumlog_testkit::copy_dir(&dir, tmp.path());
             check(tmp.path());
             check(tmp.path());
             seen += 1;
