@@ -235,6 +235,28 @@ pub trait File: Send + Sync + fmt::Debug {
         self.sync_data()
     }
 
+    /// Starts writing `buf[range]` at `pos` and may return before the
+    /// write is done: [`File::finish_write`] (on this file) waits for it
+    /// and gives the buffer back. The default writes at once
+    /// ([`File::write_all_at`]); the real file system submits a
+    /// [`OpenMode::DirectWrite`] file's write through `io_uring`, so the
+    /// device works while the caller goes on (a sync round's next write
+    /// submitted before the previous round's waiters are woken).
+    fn start_write_at(&self, buf: Vec<u8>, range: std::ops::Range<usize>, pos: u64) -> WriteTicket {
+        let result = self.write_all_at(buf.get(range.clone()).unwrap_or_default(), pos);
+        WriteTicket::done(buf, range, pos, result)
+    }
+
+    /// Waits for a write [`File::start_write_at`] started on this file
+    /// (writing on where the kernel wrote only part); returns the buffer
+    /// and how the write went.
+    ///
+    /// # Errors
+    /// As [`File::write_all_at`] (the second member).
+    fn finish_write(&self, ticket: WriteTicket) -> (Vec<u8>, io::Result<()>) {
+        ticket.finish(|rest, at| self.write_all_at(rest, at))
+    }
+
     /// Reads exactly `buf.len()` bytes at `pos`.
     ///
     /// # Errors
@@ -360,6 +382,98 @@ pub fn parent_dir(path: &Path) -> &Path {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ if path.is_absolute() => Path::new("/"),
         _ => Path::new("."),
+    }
+}
+
+/// A write started by [`File::start_write_at`]: it owns the buffer until
+/// [`File::finish_write`] gives it back. Dropping it unfinished waits for
+/// the write (the kernel may still be reading the buffer).
+#[derive(Debug)]
+pub struct WriteTicket {
+    // Declared before `buf`: a flight is waited for (dropped) before the
+    // buffer it reads is freed.
+    state: Started,
+    buf: Vec<u8>,
+    range: std::ops::Range<usize>,
+    pos: u64,
+}
+
+#[derive(Debug)]
+enum Started {
+    Done(io::Result<()>),
+    InFlight(Box<crate::uring::Flight>),
+}
+
+impl WriteTicket {
+    /// A write already done, with its result (the default
+    /// [`File::start_write_at`], and file systems that write at once).
+    pub fn done(
+        buf: Vec<u8>,
+        range: std::ops::Range<usize>,
+        pos: u64,
+        result: io::Result<()>,
+    ) -> WriteTicket {
+        WriteTicket {
+            state: Started::Done(result),
+            buf,
+            range,
+            pos,
+        }
+    }
+
+    /// Submits the write through `io_uring` without waiting; where it
+    /// cannot be submitted, writes at once with `write_now`.
+    pub(crate) fn submit(
+        fd: std::os::fd::RawFd,
+        buf: Vec<u8>,
+        range: std::ops::Range<usize>,
+        pos: u64,
+        write_now: impl FnOnce(&[u8], u64) -> io::Result<()>,
+    ) -> WriteTicket {
+        let window = buf.get(range.clone()).unwrap_or_default();
+        #[expect(unsafe_code, reason = "the ticket owns the buffer the kernel reads")]
+        // SAFETY: the buffer moves into the ticket (its heap block does not
+        // move), and the ticket waits for the flight before freeing it.
+        let started = unsafe { crate::uring::start_write(fd, window, pos) };
+        let state = match started {
+            Ok(flight) => Started::InFlight(Box::new(flight)),
+            Err(_) => Started::Done(write_now(window, pos)),
+        };
+        WriteTicket {
+            state,
+            buf,
+            range,
+            pos,
+        }
+    }
+
+    /// Waits for the write, writing what the kernel left with `write_rest`.
+    pub(crate) fn finish(
+        self,
+        write_rest: impl FnOnce(&[u8], u64) -> io::Result<()>,
+    ) -> (Vec<u8>, io::Result<()>) {
+        let WriteTicket {
+            state,
+            buf,
+            range,
+            pos,
+        } = self;
+        let result = match state {
+            Started::Done(r) => r,
+            Started::InFlight(flight) => match flight.wait() {
+                Ok(n) if n >= range.len() => Ok(()),
+                Ok(0) => Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "io_uring wrote nothing",
+                )),
+                Ok(n) => {
+                    let rest = buf.get(range.start + n..range.end).unwrap_or_default();
+                    write_rest(rest, pos + n as u64)
+                }
+                Err(e) => Err(e),
+            },
+        };
+        (buf, result)
     }
 }
 

@@ -66,7 +66,7 @@ mod uring;
 
 pub use fs::{
     parent_dir, path_error, DirEntry, Failure, File, FileSystem, LockGuard, OpenMode, PathError,
-    DIRECT_ALIGN,
+    WriteTicket, DIRECT_ALIGN,
 };
 pub use real::{BackendInUse, IoBackend, RealFile, RealFs};
 #[cfg(any(test, feature = "sim"))]

@@ -257,6 +257,33 @@ impl File for RealFile {
             .map_err(|e| path_error("write", &self.path, e))
     }
 
+    fn start_write_at(
+        &self,
+        buf: Vec<u8>,
+        range: std::ops::Range<usize>,
+        pos: u64,
+    ) -> crate::WriteTicket {
+        if !self.uring {
+            let result = self.write_all_at(buf.get(range.clone()).unwrap_or_default(), pos);
+            return crate::WriteTicket::done(buf, range, pos, result);
+        }
+        crate::WriteTicket::submit(self.file.as_raw_fd(), buf, range, pos, |b, at| {
+            self.write_all_at(b, at)
+        })
+    }
+
+    fn finish_write(&self, ticket: crate::WriteTicket) -> (Vec<u8>, io::Result<()>) {
+        let (buf, result) = ticket.finish(|rest, at| self.write_all_at(rest, at));
+        let result = result.map_err(|e| {
+            if matches!(e.get_ref(), Some(r) if r.is::<crate::PathError>()) {
+                e
+            } else {
+                path_error("write", &self.path, e)
+            }
+        });
+        (buf, result)
+    }
+
     fn write_all_and_sync_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
         if !self.uring {
             self.write_all_at(buf, pos)?;

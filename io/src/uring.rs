@@ -169,3 +169,98 @@ pub(crate) fn write_all_and_sync_at(fd: RawFd, buf: &[u8], pos: u64) -> io::Resu
     let sync = results.get(1).copied().ok_or_else(no_completion)?;
     check(sync).map(|_| ())
 }
+
+/// Rings kept between writes that outlive their call ([`start_write`]):
+/// one thread starts the write, another may finish it, so these rings
+/// belong to no thread. A log keeps at most one such write in flight, so
+/// the pool stays as small as the number of logs writing at once.
+static SPARE_RINGS: std::sync::Mutex<Vec<IoUring>> = std::sync::Mutex::new(Vec::new());
+
+fn spare_rings() -> std::sync::MutexGuard<'static, Vec<IoUring>> {
+    SPARE_RINGS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A write submitted by [`start_write`] and not yet reaped. Dropping it
+/// waits for the kernel to be done with the buffer.
+pub(crate) struct Flight {
+    /// `None` once reaped.
+    ring: Option<IoUring>,
+}
+
+impl std::fmt::Debug for Flight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flight")
+            .field("in_flight", &self.ring.is_some())
+            .finish()
+    }
+}
+
+/// Submits one write of `buf` at `pos` and returns without waiting for it.
+///
+/// # Safety
+/// `buf` must stay allocated and unchanged until the returned flight is
+/// reaped ([`Flight::wait`]) or dropped (which waits).
+#[expect(
+    unsafe_code,
+    reason = "the kernel reads the buffer after this call returns"
+)]
+pub(crate) unsafe fn start_write(fd: RawFd, buf: &[u8], pos: u64) -> io::Result<Flight> {
+    let popped = spare_rings().pop();
+    let mut ring = match popped {
+        Some(r) => r,
+        None => IoUring::new(2)?,
+    };
+    let entry = write_entry(fd, buf, pos).user_data(0);
+    // SAFETY: our caller keeps `buf` alive until the flight is reaped.
+    unsafe { ring.submission().push(&entry) }
+        .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+    loop {
+        match ring.submit() {
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Nothing was taken; the ring (with its queued entry) is dropped.
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Flight { ring: Some(ring) })
+}
+
+impl Flight {
+    /// Waits for the write; the bytes it wrote.
+    ///
+    /// # Errors
+    /// The write's error.
+    pub(crate) fn wait(mut self) -> io::Result<usize> {
+        self.reap()
+    }
+
+    fn reap(&mut self) -> io::Result<usize> {
+        let Some(mut ring) = self.ring.take() else {
+            return Err(no_completion());
+        };
+        let result = loop {
+            if let Some(cqe) = ring.completion().next() {
+                break cqe.result();
+            }
+            match ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // The ring's state is unknown: keep it out of the pool (its
+                // drop tears it down once the kernel is done with it).
+                Err(e) => return Err(e),
+            }
+        };
+        spare_rings().push(ring);
+        check(result)
+    }
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        if self.ring.is_some() {
+            let _ = self.reap();
+        }
+    }
+}

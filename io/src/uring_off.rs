@@ -29,3 +29,29 @@ pub fn probe() -> io::Result<()> {
 pub(crate) fn write_all_and_sync_at(_fd: RawFd, _buf: &[u8], _pos: u64) -> io::Result<()> {
     Err(unsupported())
 }
+
+/// Never built here.
+#[derive(Debug)]
+pub(crate) struct Flight(());
+
+/// Always refuses.
+///
+/// # Safety
+/// Nothing to uphold (it never submits).
+///
+/// # Errors
+/// `Unsupported`.
+#[expect(unsafe_code, reason = "the same signature as the io_uring backend's")]
+pub(crate) unsafe fn start_write(_fd: RawFd, _buf: &[u8], _pos: u64) -> io::Result<Flight> {
+    Err(unsupported())
+}
+
+impl Flight {
+    /// Unreachable (no flight is ever built).
+    ///
+    /// # Errors
+    /// `Unsupported`.
+    pub(crate) fn wait(self) -> io::Result<usize> {
+        Err(unsupported())
+    }
+}

@@ -18,16 +18,21 @@ use std::sync::{Arc, Mutex};
 
 use quorumlog_checkpoint::{format, ClusterId, DataDir, Epoch, NodeId, OpenOptions, SharedFs};
 use quorumlog_io::SimFs;
-use quorumlog_log::{DurableLog, LogOptions, SyncPolicy};
+use quorumlog_log::{DurableLog, LogOptions, SyncPolicy, TailWrites};
 
 #[test]
 fn completions_from_many_threads_run_in_offset_order() {
-    for seed in 0..10 {
+    for (seed, tail_writes) in
+        (0..10).flat_map(|s| [(s, TailWrites::Direct), (s, TailWrites::DirectPipelined)])
+    {
+        let options = LogOptions {
+            tail_writes,
+            ..LogOptions::default()
+        };
         let fs: SharedFs = Arc::new(SimFs::new(seed));
         format(&fs, Path::new("/d"), ClusterId(1), NodeId(1)).unwrap();
         let dd = Arc::new(DataDir::open(fs, Path::new("/d"), &OpenOptions::default()).unwrap());
-        let log =
-            Arc::new(DurableLog::open(dd, LogOptions::default(), SyncPolicy::GroupCommit).unwrap());
+        let log = Arc::new(DurableLog::open(dd, options, SyncPolicy::GroupCommit).unwrap());
         let order: Arc<Mutex<Vec<(usize, u64)>>> = Arc::default();
         std::thread::scope(|s| {
             for t in 0..4usize {

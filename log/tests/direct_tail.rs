@@ -6,7 +6,12 @@
 //! - a round syncs whenever something went through the page cache since
 //!   the last sync (a buffered write is never acknowledged unsynced);
 //! - direct writes are aligned (the simulated device refuses any other);
-//! - on a real file system the mode works end to end and reopens.
+//! - on a real file system the mode works end to end and reopens;
+//! - `DirectPipelined`: a round that ends submits the next round's write
+//!   before it releases anyone, the early round is acknowledged only once
+//!   its write is done, and truncations and reads between its submission
+//!   and its reaping see a consistent log (the in-flight write is finished
+//!   first, never lost, never duplicated).
 #![allow(
     clippy::unwrap_used,
     clippy::indexing_slicing,
@@ -28,8 +33,12 @@ use quorumlog_log::{DurableLog, LogOptions, SyncPolicy, TailWrites};
 /// 64 KiB segments: fifteen one-page rounds before a roll (a roll syncs
 /// the sealed segment on its own path).
 fn direct() -> LogOptions {
+    with_tail(TailWrites::Direct)
+}
+
+fn with_tail(tail_writes: TailWrites) -> LogOptions {
     LogOptions {
-        tail_writes: TailWrites::Direct,
+        tail_writes,
         segment_size_bytes: 64 << 10,
         ..small_options()
     }
@@ -91,13 +100,19 @@ fn a_buffered_write_before_a_round_is_synced() {
 
 #[test]
 fn direct_tail_writes_on_a_real_file_system() {
+    for tail in [TailWrites::Direct, TailWrites::DirectPipelined] {
+        direct_tail_writes_on_a_real_file_system_with(tail);
+    }
+}
+
+fn direct_tail_writes_on_a_real_file_system_with(tail_writes: TailWrites) {
     let tmp = tempfile::tempdir().unwrap();
     let fs: SharedFs = Arc::new(RealFs::new());
     format_dir(&fs, tmp.path());
     let options = LogOptions {
         segment_size_bytes: 1 << 20,
         max_batch_bytes: 256 << 10,
-        tail_writes: TailWrites::Direct,
+        tail_writes,
         ..LogOptions::default()
     };
     let log = Arc::new(
@@ -264,4 +279,180 @@ fn a_read_never_waits_behind_a_sync_rounds_device_write() {
 
 fn read_all_durable(log: &DurableLog) -> Vec<(u64, Epoch, Vec<u8>)> {
     quorumlog_testkit::read_records(log, Offset(0)).unwrap()
+}
+
+#[test]
+fn a_round_submits_the_next_rounds_write_before_it_releases_anyone() {
+    let (sim, _) = sim(4);
+    let (entered_tx, entered) = std::sync::mpsc::sync_channel(16);
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let gated: SharedFs = Arc::new(Gated {
+        inner: sim.clone(),
+        entered: entered_tx,
+        release: Arc::new(std::sync::Mutex::new(release_rx)),
+    });
+    let log = Arc::new(
+        DurableLog::open(
+            open_dd(&gated, Path::new(DIR)),
+            with_tail(TailWrites::DirectPipelined),
+            SyncPolicy::GroupCommit,
+        )
+        .unwrap(),
+    );
+    // Rounds until one goes out as a direct write (the first ones go
+    // through the page cache and sync): one release is kept ready for it.
+    release.send(()).unwrap();
+    let mut o = 0;
+    loop {
+        log.append_durable(Epoch(1), &[payload(o, 0, 100)]).unwrap();
+        o += 1;
+        if entered.try_recv().is_ok() {
+            break;
+        }
+        assert!(o < 8, "no round went out directly");
+    }
+    let writer = {
+        let log = Arc::clone(&log);
+        std::thread::spawn(move || log.append_durable(Epoch(1), &[payload(o, 0, 100)]))
+    };
+    // The writer's round's write is stopped; the next record queues
+    // behind it.
+    entered.recv().unwrap();
+    log.append_at_queued(Offset(o + 1), Epoch(1), &[payload(o + 1, 0, 100)])
+        .unwrap();
+    release.send(()).unwrap();
+    // The round is done and has submitted the next round's write (stopped
+    // in turn) before releasing anyone: its own writer has not returned,
+    // and its record is not yet acknowledged.
+    entered.recv().unwrap();
+    assert!(
+        !writer.is_finished(),
+        "the round released its writer first (pipelined {})",
+        log.pipelined_rounds()
+    );
+    assert_eq!(log.flushed_offset(), Offset(o));
+    release.send(()).unwrap();
+    assert_eq!(writer.join().unwrap().unwrap().next_offset, Offset(o + 1));
+    assert_eq!(log.wait_durable(Offset(o + 2)).unwrap(), Offset(o + 2));
+    assert_eq!(log.pipelined_rounds(), 1);
+    assert_eq!(
+        read_all_durable(&log).len(),
+        usize::try_from(o + 2).unwrap()
+    );
+    drop(log);
+    let disk = sim.crash_with(CrashPlan::LoseUnsynced);
+    let log = open(&shared(&disk), SyncPolicy::Never);
+    let got = read_all_durable(&log);
+    assert_eq!(
+        got.len(),
+        usize::try_from(o + 2).unwrap(),
+        "every acknowledged record survives"
+    );
+    for (o, _, r) in got {
+        assert_eq!(r, payload(o, 0, 100), "offset {o}");
+    }
+}
+
+/// Writers, suffix truncations and reads at once on a real disk with
+/// pipelined rounds: a truncation finishes the write in flight first (the
+/// log it cuts holds every record acknowledged before it), no record is
+/// read that was not appended at its offset, and the log reopens with
+/// exactly the records it held at close.
+#[test]
+fn pipelined_rounds_with_truncations_and_reads_on_a_real_file_system() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs: SharedFs = Arc::new(RealFs::new());
+    format_dir(&fs, tmp.path());
+    let options = LogOptions {
+        segment_size_bytes: 1 << 20,
+        max_batch_bytes: 256 << 10,
+        tail_writes: TailWrites::DirectPipelined,
+        ..LogOptions::default()
+    };
+    let log = Arc::new(
+        DurableLog::open(
+            open_dd(&fs, tmp.path()),
+            options.clone(),
+            SyncPolicy::GroupCommit,
+        )
+        .unwrap(),
+    );
+    let held: Held = Arc::default();
+    std::thread::scope(|s| {
+        for w in 0..4u64 {
+            let (log, held) = (Arc::clone(&log), Arc::clone(&held));
+            s.spawn(move || {
+                for i in 0..300u64 {
+                    // Appending and noting the offset in one critical
+                    // section: a truncation cannot fall between them.
+                    let info = {
+                        let mut h = held.lock().unwrap();
+                        let info = log.append_as_leader(Epoch(1), &[record(w, i)]).unwrap();
+                        h.insert(info.base_offset.0, (w, i));
+                        info
+                    };
+                    log.wait_durable(info.next_offset).unwrap();
+                }
+            });
+        }
+        let (log, held) = (Arc::clone(&log), Arc::clone(&held));
+        s.spawn(move || truncate_and_read(&log, &held));
+    });
+    let end = log.flush().unwrap();
+    let expected = held.lock().unwrap().clone();
+    assert_eq!(end.0, u64::try_from(expected.len()).unwrap());
+    let check = |got: Vec<(u64, Epoch, Vec<u8>)>| {
+        assert_eq!(got.len(), expected.len());
+        for (o, _, r) in got {
+            let (w, i) = expected[&o];
+            assert_eq!(r, record(w, i), "offset {o}");
+        }
+    };
+    check(read_all_durable(&log));
+    drop(log);
+    let log = DurableLog::open(open_dd(&fs, tmp.path()), options, SyncPolicy::Never).unwrap();
+    check(read_all_durable(&log));
+}
+
+/// What each offset holds: (writer, sequence), as appended; a truncation
+/// forgets the offsets it cut.
+type Held = Arc<std::sync::Mutex<std::collections::BTreeMap<u64, (u64, u64)>>>;
+
+fn record(w: u64, i: u64) -> Vec<u8> {
+    payload(w, i, 1 + usize::try_from((w * 31 + i) % 700).unwrap())
+}
+
+/// 40 suffix truncations of 1 to 3 records, each followed by a read of the
+/// whole log checked against `held`; then records until the log passes
+/// every end it had (so no writer waits for a record that was cut).
+fn truncate_and_read(log: &DurableLog, held: &Held) {
+    let mut high = 0;
+    for k in 0..40u64 {
+        {
+            let mut h = held.lock().unwrap();
+            let end = log.queued_end().0;
+            high = high.max(end);
+            let cut = end.saturating_sub(1 + k % 3);
+            log.truncate_to(Offset(cut)).unwrap();
+            h.retain(|o, _| *o < cut);
+            assert_eq!(log.log_end_offset(), Offset(cut));
+        }
+        let read = read_all_durable(log);
+        let h = held.lock().unwrap();
+        for (o, _, r) in read {
+            let (w, i) = h[&o];
+            assert_eq!(r, record(w, i), "offset {o}");
+        }
+    }
+    // A writer whose record was cut waits on past the cut: later
+    // records move the durable end beyond any end it waits for.
+    let mut i = 0;
+    while log.queued_end().0 <= high {
+        let mut h = held.lock().unwrap();
+        let info = log.append_as_leader(Epoch(1), &[record(9, i)]).unwrap();
+        h.insert(info.base_offset.0, (9, i));
+        drop(h);
+        log.wait_durable(info.next_offset).unwrap();
+        i += 1;
+    }
 }

@@ -163,6 +163,13 @@ fn open_system(name: &str, dir: &Path) -> Result<Box<dyn System>, BenchError> {
                 ..QuorumlogSetup::default()
             },
         )?),
+        "quorumlog-pipelined" => Box::new(Quorumlog::open(
+            dir,
+            QuorumlogSetup {
+                tail_writes: TailWrites::DirectPipelined,
+                ..QuorumlogSetup::default()
+            },
+        )?),
         "raft-engine" => Box::new(RaftEngine::open(dir)?),
         "okaywal" => Box::new(Okaywal::open(dir)?),
         "raw" => Box::new(Raw::open(dir, 256 << 20, RawMode::Buffered)?),
@@ -190,6 +197,7 @@ fn run_workload(
             "quorumlog-zerofill",
             "quorumlog-growing",
             "quorumlog-buffered",
+            "quorumlog-pipelined",
         ]);
     }
     if let Some(only) = &args.systems {

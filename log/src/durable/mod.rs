@@ -82,6 +82,7 @@ impl DurableLog {
             log: std::sync::RwLock::new(log),
             wake_flusher: Condvar::new(),
             policy,
+            pipelined: options.tail_writes == crate::TailWrites::DirectPipelined,
         });
         let handle = if policy == SyncPolicy::Never {
             None
@@ -505,6 +506,12 @@ impl DurableLog {
     /// Successful sync rounds so far.
     pub fn sync_count(&self) -> u64 {
         self.shared.state().syncs
+    }
+
+    /// Sync rounds whose write the round before them submitted
+    /// (`TailWrites::DirectPipelined`; always 0 otherwise).
+    pub fn pipelined_rounds(&self) -> u64 {
+        self.shared.state().pipelined
     }
 
     /// Makes everything written so far durable now, whatever the policy.

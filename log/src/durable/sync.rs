@@ -21,6 +21,14 @@
 //! runs rounds, at most once per interval; with `Never`, only explicit
 //! flushes sync.
 //!
+//! With `TailWrites::DirectPipelined` a round whose direct write is done
+//! submits the next round's write (what is queued) through `io_uring`
+//! before it wakes anyone, and leaves it in flight ([`SyncState::inflight`],
+//! counted in `rounds`); the first thread woken for it, or the flusher,
+//! reaps it. It is submitted only once the round before it is durable, so
+//! rounds still become durable in offset order. Every other writer of the
+//! tail finishes a write in flight before it writes ([`Shared::gate`]).
+//!
 //! Invariants:
 //! - `flushed` only grows, except that a truncation sets it to the new log
 //!   end (everything below which its own sync made durable);
@@ -42,7 +50,7 @@ use quorumlog_io::Failure;
 use crate::batch::Unplaced;
 use crate::error::{Error, Result};
 use crate::format::BatchHeader;
-use crate::log::{AppendInfo, Log};
+use crate::log::{AppendInfo, Log, PreparedWrite, StartedWrite};
 
 /// When the log syncs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -102,6 +110,23 @@ pub(crate) struct SyncState {
     pub next_completion: u64,
     /// Successful sync rounds.
     pub syncs: u64,
+    /// The next round's direct write, submitted by the round before it
+    /// (before that round's waiters were woken) and not yet reaped: at most
+    /// one, counted in `rounds`. Whoever holds the gate next finishes it
+    /// first ([`Shared::gate`]).
+    pub inflight: Option<InFlight>,
+    /// A thread has taken on reaping `inflight` (no other is woken for it).
+    pub reaper: bool,
+    /// Rounds whose write was submitted by the round before them.
+    pub pipelined: u64,
+}
+
+/// A sync round whose write is in flight ([`SyncState::inflight`]).
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    write: StartedWrite,
+    /// The batches it writes, for [`Log::publish_direct`].
+    batches: Vec<(BatchHeader, Vec<u8>)>,
 }
 
 /// Sync rounds that may be in flight at once. A round's `fdatasync` makes
@@ -120,6 +145,12 @@ impl SyncState {
             && self.rounds < MAX_ROUNDS
             && self.next_offset > self.flushed.max(self.captured)
     }
+
+    /// Whether a round's write is in flight and nobody has taken on
+    /// reaping it.
+    pub(crate) fn may_reap(&self) -> bool {
+        self.inflight.is_some() && !self.reaper
+    }
 }
 
 impl std::fmt::Debug for SyncState {
@@ -135,6 +166,7 @@ impl std::fmt::Debug for SyncState {
             .field("poisoned", &self.poisoned)
             .field("completions", &self.completions.len())
             .field("syncs", &self.syncs)
+            .field("inflight", &self.inflight.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -152,6 +184,9 @@ pub(crate) struct Shared {
     /// Wakes the flusher: data written, or shutdown.
     pub wake_flusher: Condvar,
     pub policy: SyncPolicy,
+    /// `TailWrites::DirectPipelined`: a round that ends submits the next
+    /// round's write before it wakes anyone ([`Shared::submit_next`]).
+    pub pipelined: bool,
 }
 
 impl Shared {
@@ -163,8 +198,23 @@ impl Shared {
         self.log.write().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The tail gate (see [`Shared::gate`]).
+    /// The tail gate (see [`Shared::gate`]), once no round's write is in
+    /// flight: one that is is finished first (its batches published, its
+    /// waiters released), as its reaper would, but without submitting the
+    /// next (its completions are left to the flusher: the caller may hold
+    /// locks a completion takes).
     pub(super) fn gate(&self) -> MutexGuard<'_, ()> {
+        loop {
+            let gate = self.gate_raw();
+            if self.state().inflight.is_none() {
+                return gate;
+            }
+            self.reap_round(gate, false);
+        }
+    }
+
+    /// The tail gate, whatever is in flight (sync rounds only).
+    fn gate_raw(&self) -> MutexGuard<'_, ()> {
         self.gate.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -288,9 +338,21 @@ impl Shared {
         };
         drop(log);
         let written = prepared.write();
+        self.publish(prepared, written, &batches)
+    }
+
+    /// Publishes a direct write once done: part of the log if it went
+    /// well, else the log is poisoned. Returns the log, locked for the
+    /// capture.
+    fn publish(
+        &self,
+        prepared: PreparedWrite,
+        written: std::io::Result<()>,
+        batches: &[(BatchHeader, Vec<u8>)],
+    ) -> (RwLockWriteGuard<'_, Log>, Result<()>) {
         let mut log = self.log_write();
         let r = match written {
-            Ok(()) => log.publish_direct(prepared, &batches),
+            Ok(()) => log.publish_direct(prepared, batches),
             Err(e) => {
                 log.poison(Failure::of(&e));
                 Err(e.into())
@@ -298,6 +360,33 @@ impl Shared {
         };
         self.note_log_end(&log);
         (log, r)
+    }
+
+    /// Starts the next round's write now, while the caller (a round that
+    /// just ended, holding the gate and the log) has not yet woken anyone:
+    /// the device is busy again at once instead of idling while the next
+    /// leader is scheduled. Only for a queue that goes out in one direct
+    /// write ([`Log::prepare_direct`]); anything else stays queued for the
+    /// next leader.
+    fn submit_next(&self, log: &mut Log) {
+        let mut batches = std::mem::take(&mut self.state().pending);
+        if batches.is_empty() {
+            return;
+        }
+        let Ok(Some(prepared)) = log.prepare_direct(&mut batches) else {
+            // Back at the head of the queue, before what was queued since
+            // (a failure has poisoned the log: the next round reports it).
+            let mut st = self.state();
+            batches.append(&mut st.pending);
+            st.pending = batches;
+            return;
+        };
+        let write = prepared.start();
+        let mut st = self.state();
+        st.rounds += 1;
+        st.reaper = false;
+        st.inflight = Some(InFlight { write, batches });
+        st.pipelined += 1;
     }
 
     /// Records that everything below the log's end is written.
@@ -327,29 +416,71 @@ impl Shared {
         st.written = st.next_offset;
     }
 
-    /// Runs one sync round if one may start ([`SyncState::may_lead`]):
-    /// writes the queued appends, captures the end, syncs with no lock
-    /// held, then releases what became durable (the next round's leader
-    /// first). Returns whether this call ran one.
+    /// Runs one sync round if one may start ([`SyncState::may_lead`]), or
+    /// reaps the round in flight if nobody has taken it on
+    /// ([`SyncState::may_reap`]): writes the queued appends (or waits for
+    /// the write in flight), captures the end, submits the next round's
+    /// write if one is queued, syncs with no lock held if anything was
+    /// written buffered, then releases what became durable (the next
+    /// round's reaper or leader first). Returns whether this call ran one.
     ///
-    /// The leader hands on: it never runs the next round itself (measured:
-    /// a leader that ran one more round while more was queued lost 10–25 %
-    /// on 8 and 64 writers, its own next append waiting meanwhile).
+    /// The leader hands on: it never waits for the next round itself
+    /// (measured: a leader that ran one more round while more was queued
+    /// lost 10–25 % on 8 and 64 writers, its own next append waiting
+    /// meanwhile); it only submits it.
     pub(super) fn sync_round(&self) -> bool {
-        {
+        let reap = {
             let mut st = self.state();
-            if !st.may_lead() {
+            if st.may_reap() {
+                st.reaper = true;
+                true
+            } else if st.may_lead() {
+                st.rounds += 1;
+                false
+            } else {
                 return false;
             }
-            st.rounds += 1;
+        };
+        let gate = self.gate_raw();
+        if reap {
+            self.reap_round(gate, true);
+        } else {
+            let (log, written) = self.write_queue_for_sync();
+            self.close_round(gate, log, written, true);
         }
-        // Write what is queued and capture: the end to make durable, the
-        // file holding it, and the generation; move later appends to a
-        // fresh page.
+        true
+    }
+
+    /// Finishes the round in flight, if it still is (another thread may
+    /// have finished it before this one had the gate).
+    fn reap_round(&self, gate: MutexGuard<'_, ()>, pipeline: bool) {
+        let inflight = {
+            let mut st = self.state();
+            st.reaper = false;
+            st.inflight.take()
+        };
+        let Some(InFlight { write, batches }) = inflight else {
+            return;
+        };
+        let (prepared, written) = write.finish();
+        let (log, r) = self.publish(prepared, written, &batches);
+        self.close_round(gate, log, r, pipeline);
+    }
+
+    /// The rest of a round once its write is done: capture, submit the
+    /// next (`pipeline`, under `GroupCommit`, when this one needs no data
+    /// sync), sync, release.
+    fn close_round(
+        &self,
+        gate: MutexGuard<'_, ()>,
+        mut log: RwLockWriteGuard<'_, Log>,
+        written: Result<()>,
+        pipeline: bool,
+    ) {
+        // Capture: the end to make durable, the file holding it, and the
+        // generation; move later appends to a fresh page.
+        let r = written.and_then(|()| log.capture_sync_target());
         let captured = {
-            let _gate = self.gate();
-            let (mut log, written) = self.write_queue_for_sync();
-            let r = written.and_then(|()| log.capture_sync_target());
             // Read under the log lock: a truncation (which bumps it) waits.
             let mut st = self.state();
             let generation = st.generation;
@@ -358,6 +489,16 @@ impl Shared {
                 (target, file, generation)
             })
         };
+        if pipeline
+            && self.pipelined
+            && self.policy == SyncPolicy::GroupCommit
+            && matches!(captured, Ok((_, None, _)))
+        {
+            // Durable already (a direct write): the next may go now.
+            self.submit_next(&mut log);
+        }
+        drop(log);
+        drop(gate);
         let (target, generation, result) = match captured {
             Ok((target, file, generation)) => (
                 target,
@@ -386,8 +527,10 @@ impl Shared {
                     st.poisoned = Some(*f);
                 }
             }
-            let firer = claim_firing(&mut st);
-            if st.next_offset > st.flushed && st.waiters == 0 {
+            // A round finished by a gate-taker leaves its completions to
+            // the flusher (the gate-taker may hold locks they take).
+            let firer = pipeline && claim_firing(&mut st);
+            if st.next_offset > st.flushed && st.waiters == 0 || !pipeline && has_due(&st) {
                 self.wake_flusher.notify_one();
             }
             (firer, to_wake(&mut st))
@@ -402,7 +545,6 @@ impl Shared {
         if fired {
             self.fire_due();
         }
-        true
     }
 
     /// Blocks until `offset` is durable; with `GroupCommit`, runs the sync
@@ -429,7 +571,7 @@ impl Shared {
             if self.policy == SyncPolicy::Never {
                 break Err(Error::SyncDisabled);
             }
-            if self.policy == SyncPolicy::GroupCommit && st.may_lead() {
+            if self.policy == SyncPolicy::GroupCommit && (st.may_lead() || st.may_reap()) {
                 drop(st);
                 self.sync_round();
                 st = self.state();
@@ -489,7 +631,7 @@ pub(crate) fn to_wake(st: &mut SyncState) -> Vec<Thread> {
     };
     let covered = std::mem::replace(&mut st.parked, later);
     let mut wake = Vec::with_capacity(covered.len() + 1);
-    if st.may_lead() {
+    if st.may_lead() || st.may_reap() {
         if let Some((_, t)) = st.parked.pop_first() {
             wake.push(t);
         }
@@ -503,6 +645,14 @@ pub(crate) fn unpark(threads: Vec<Thread>) {
     for t in threads {
         t.unpark();
     }
+}
+
+/// Whether a registered completion is due (`flushed` covers it, or the
+/// state is poisoned).
+pub(crate) fn has_due(st: &SyncState) -> bool {
+    st.completions
+        .first_key_value()
+        .is_some_and(|((at, _), _)| st.poisoned.is_some() || *at <= st.flushed)
 }
 
 /// Removes the completions `flushed` covers (all of them, with an error,
@@ -595,7 +745,10 @@ pub(crate) fn flusher(shared: &Arc<Shared>) {
             // Under GroupCommit, waiting writers run their own rounds.
             let writers_lead =
                 |st: &SyncState| shared.policy == SyncPolicy::GroupCommit && st.waiters > 0;
-            while !st.shutdown && st.poisoned.is_none() && (!st.may_lead() || writers_lead(&st)) {
+            let work = |st: &SyncState| {
+                (st.may_lead() || st.may_reap()) && !writers_lead(st) || has_due(st) && !st.firing
+            };
+            while !st.shutdown && st.poisoned.is_none() && !work(&st) {
                 st = shared
                     .wake_flusher
                     .wait(st)
@@ -605,7 +758,13 @@ pub(crate) fn flusher(shared: &Arc<Shared>) {
                 return;
             }
         }
-        shared.sync_round();
+        if !shared.sync_round() {
+            // Completions a gate-taker's round left due.
+            let fire = claim_firing(&mut shared.state());
+            if fire {
+                shared.fire_due();
+            }
+        }
         if let SyncPolicy::Interval { interval_us } = shared.policy {
             let st = shared.state();
             let _ = shared

@@ -58,6 +58,69 @@ impl PreparedWrite {
     }
 }
 
+impl PreparedWrite {
+    /// Starts the durable write and returns while the device may still be
+    /// writing ([`quorumlog_io::File::start_write_at`]): a sync round's
+    /// next write, submitted before the previous round's waiters are woken.
+    pub(crate) fn start(self) -> StartedWrite {
+        let PreparedWrite {
+            file,
+            buf,
+            skip,
+            len,
+            start,
+            zeros_to,
+        } = self;
+        let ticket = file.start_write_at(buf, skip..skip + len, start);
+        StartedWrite {
+            ticket,
+            file,
+            skip,
+            len,
+            start,
+            zeros_to,
+        }
+    }
+}
+
+/// A [`PreparedWrite`] in flight ([`PreparedWrite::start`]).
+#[derive(Debug)]
+pub(crate) struct StartedWrite {
+    ticket: quorumlog_io::WriteTicket,
+    file: std::sync::Arc<dyn File>,
+    skip: usize,
+    len: usize,
+    start: u64,
+    zeros_to: u64,
+}
+
+impl StartedWrite {
+    /// Waits for the write; the prepared write back (for
+    /// [`Log::publish_direct`]) and how the write went.
+    pub(crate) fn finish(self) -> (PreparedWrite, std::io::Result<()>) {
+        let StartedWrite {
+            ticket,
+            file,
+            skip,
+            len,
+            start,
+            zeros_to,
+        } = self;
+        let (buf, result) = file.finish_write(ticket);
+        (
+            PreparedWrite {
+                file,
+                buf,
+                skip,
+                len,
+                start,
+                zeros_to,
+            },
+            result,
+        )
+    }
+}
+
 /// Where an append landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendInfo {

@@ -26,14 +26,14 @@ use crate::batch::BatchRef;
 use crate::dir::LogDir;
 use crate::error::{Error, Result};
 use crate::format::{segment_file_name, truncated, BatchHeader, Salt, BATCH_HEADER_BYTES};
-use crate::options::{LogOptions, Preallocation, TailWrites, WriteAlignment};
+use crate::options::{LogOptions, Preallocation, WriteAlignment};
 use crate::recovery::{recover, RecoveryReport};
 use crate::segment::walk::{self, BufSource, DataEnd, Slot};
 use crate::segment::Location;
 use crate::segment::Segment;
 
-pub(crate) use append::NextSegment;
 pub use append::{AppendInfo, FollowerBatch};
+pub(crate) use append::{NextSegment, PreparedWrite, StartedWrite};
 
 /// A segmented append log over one data directory.
 ///
@@ -198,7 +198,7 @@ impl Log {
     /// on first use; `None` when buffered (or refused by the file system,
     /// which is then remembered).
     pub(crate) fn direct_handle(&mut self) -> Result<Option<Arc<dyn File>>> {
-        if self.options().tail_writes != TailWrites::Direct || self.direct_refused {
+        if !self.options().tail_writes.is_direct() || self.direct_refused {
             return Ok(None);
         }
         if let Some(d) = &self.active().direct {
