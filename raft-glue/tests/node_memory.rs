@@ -61,14 +61,22 @@ fn an_idle_group_and_a_batch_of_log_cost_what_the_design_states() {
     let live = n.index_memory_bytes() - idle;
     eprintln!("live: {live} bytes for 4,000 batches");
     let batches = 4_000;
+    // The shared log's index: an entry per batch (8 bytes; its vectors'
+    // growth slack at most 2x), for the creates too.
+    let log_index = n.log_index_memory_bytes();
+    eprintln!("log index: {log_index} bytes");
+    assert!(
+        log_index >= batches * 8 && log_index <= (batches + 1_000) * 2 * 8,
+        "the log's index takes {log_index} bytes for {batches} batches"
+    );
     // Each run once, plus the growth slack of its deque (at most 2x) and
     // the pending queue's capacity (16 bytes per batch, at most 2x).
     assert!(
         live <= batches * (2 * RUN_BYTES + 2 * 16),
         "{batches} batches take {live} bytes of index"
     );
-    // 16 MiB of log: per GiB, 64 times as much.
-    let per_gib = live * 64;
+    // 16 MiB of log: per GiB, 64 times as much (both indexes).
+    let per_gib = (live + log_index) * 64;
     assert!(
         per_gib <= 24 << 20,
         "{per_gib} bytes per GiB at 4 KiB batches"

@@ -503,6 +503,11 @@ impl DurableLog {
         self.log().segments_recycled()
     }
 
+    /// See [`Log::index_memory_bytes`].
+    pub fn index_memory_bytes(&self) -> usize {
+        self.log().index_memory_bytes()
+    }
+
     /// Successful sync rounds so far.
     pub fn sync_count(&self) -> u64 {
         self.shared.state().syncs

@@ -331,9 +331,13 @@ impl Segment {
             Some((r, p)) => (Offset(self.base.0 + u64::from(r)), u64::from(p)),
             None => (self.base, SEGMENT_HEADER_BYTES as u64),
         };
-        let mut src = FileSource::new(self.file.as_ref(), self.end_position, WALK_CHUNK);
+        // The first read takes the header only: where the index has an
+        // entry for every batch (a node's log), the batch found is the one
+        // asked for and no other batch's bytes are read.
+        let mut src = FileSource::new(self.file.as_ref(), self.end_position, BATCH_HEADER_BYTES);
         loop {
             let (at, h) = self.expect_header(&mut src, pos, next)?;
+            src.set_chunk(WALK_CHUNK);
             if h.record_count == 0 {
                 return Err(corruption(
                     Location {

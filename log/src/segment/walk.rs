@@ -220,6 +220,11 @@ impl<'a> FileSource<'a> {
         }
     }
 
+    /// Reads ahead `chunk` bytes at a time from now on.
+    pub(crate) fn set_chunk(&mut self, chunk: usize) {
+        self.chunk = chunk;
+    }
+
     /// The file's length.
     pub(crate) fn file_len(&self) -> u64 {
         self.file_len

@@ -63,7 +63,11 @@ const NODE_EPOCH: Epoch = Epoch(1);
 /// How a node is opened.
 #[derive(Debug, Clone)]
 pub struct NodeOptions {
-    /// The shared log's options.
+    /// The shared log's options. Default: `LogOptions::default()` with
+    /// `index_interval_bytes` 1, an index entry for every batch (8 bytes
+    /// each), so a read of one group finds its batch at once and never
+    /// reads another group's bytes; a larger interval saves that memory
+    /// and makes a read walk up to one interval of other groups' batches.
     pub log: LogOptions,
     /// The shared log's sync policy. Default: group commit.
     pub sync: SyncPolicy,
@@ -84,7 +88,12 @@ pub struct NodeOptions {
 impl Default for NodeOptions {
     fn default() -> Self {
         NodeOptions {
-            log: LogOptions::default(),
+            // An index entry for every batch: a read of one group goes
+            // straight to its batch and reads no other group's bytes.
+            log: LogOptions {
+                index_interval_bytes: 1,
+                ..LogOptions::default()
+            },
             sync: SyncPolicy::GroupCommit,
             checkpoint_every_bytes: 64 << 20,
             garbage_percent: 200,
@@ -475,6 +484,12 @@ impl Node {
     /// Disk use against live data.
     pub fn space(&self) -> SpaceUse {
         self.inner.space()
+    }
+
+    /// Bytes of memory the shared log's sparse index takes (8 per batch
+    /// with the default options: an entry for every batch).
+    pub fn log_index_memory_bytes(&self) -> usize {
+        self.inner.log.index_memory_bytes()
     }
 
     /// Bytes of memory the groups' states take (indexes included).
