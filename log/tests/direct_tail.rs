@@ -144,73 +144,21 @@ fn direct_tail_writes_on_a_real_file_system_with(tail_writes: TailWrites) {
     assert_eq!(read_all(&log, Offset(0)).len(), 800);
 }
 
-/// A file system whose direct writes stop in the middle until the test
-/// lets them go: a read made while one is stopped must complete, so it
-/// proves the sync round's device write holds no lock readers need.
+/// Direct writes stop until the test lets them go: a read made while one
+/// is stopped must complete, so it proves the sync round's device write
+/// holds no lock readers need; a round's next write can be caught in
+/// flight.
 #[derive(Debug)]
-struct Gated {
-    inner: SimFs,
+struct Gate {
     entered: std::sync::mpsc::SyncSender<()>,
-    release: Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
 }
 
-#[derive(Debug)]
-struct GatedFile {
-    inner: Box<dyn quorumlog_io::File>,
-    entered: std::sync::mpsc::SyncSender<()>,
-    release: Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>,
-}
-
-impl quorumlog_io::FileSystem for Gated {
-    fn open(
-        &self,
-        path: &Path,
-        mode: quorumlog_io::OpenMode,
-    ) -> std::io::Result<Box<dyn quorumlog_io::File>> {
-        let f = self.inner.open(path, mode)?;
+impl quorumlog_testkit::hooked::Hooks for Gate {
+    fn before_write(&self, mode: quorumlog_io::OpenMode, _len: usize, _pos: u64) {
         if mode != quorumlog_io::OpenMode::DirectWrite {
-            return Ok(f);
+            return;
         }
-        Ok(Box::new(GatedFile {
-            inner: f,
-            entered: self.entered.clone(),
-            release: Arc::clone(&self.release),
-        }))
-    }
-    fn create_dir_all(&self, p: &Path) -> std::io::Result<()> {
-        self.inner.create_dir_all(p)
-    }
-    fn rename(&self, a: &Path, b: &Path) -> std::io::Result<()> {
-        self.inner.rename(a, b)
-    }
-    fn remove_file(&self, p: &Path) -> std::io::Result<()> {
-        self.inner.remove_file(p)
-    }
-    fn list(&self, p: &Path) -> std::io::Result<Vec<quorumlog_io::DirEntry>> {
-        self.inner.list(p)
-    }
-    fn exists(&self, p: &Path) -> std::io::Result<bool> {
-        self.inner.exists(p)
-    }
-    fn sync_dir(&self, p: &Path) -> std::io::Result<()> {
-        self.inner.sync_dir(p)
-    }
-    fn lock(&self, p: &Path) -> std::io::Result<Box<dyn quorumlog_io::LockGuard>> {
-        self.inner.lock(p)
-    }
-    fn backend_description(&self) -> String {
-        "gated simulated disk".into()
-    }
-}
-
-impl quorumlog_io::File for GatedFile {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn read_at(&self, buf: &mut [u8], pos: u64) -> std::io::Result<usize> {
-        self.inner.read_at(buf, pos)
-    }
-    fn write_all_at(&self, buf: &[u8], pos: u64) -> std::io::Result<()> {
         let _ = self.entered.try_send(());
         // A deadlock breaker, not a timing threshold: a read that does
         // not complete leaves the write stopped for good otherwise.
@@ -219,23 +167,26 @@ impl quorumlog_io::File for GatedFile {
             .lock()
             .unwrap()
             .recv_timeout(std::time::Duration::from_secs(20));
-        self.inner.write_all_at(buf, pos)
     }
-    fn len(&self) -> std::io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn allocate(&self, len: u64) -> std::io::Result<()> {
-        self.inner.allocate(len)
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn sync_all(&self) -> std::io::Result<()> {
-        self.inner.sync_all()
-    }
+}
+
+/// `sim` with its direct writes gated: the file system, a receiver told
+/// of each direct write as it starts, and the sender that lets one go.
+fn gated(
+    sim: SimFs,
+) -> (
+    SharedFs,
+    std::sync::mpsc::Receiver<()>,
+    std::sync::mpsc::Sender<()>,
+) {
+    let (entered_tx, entered) = std::sync::mpsc::sync_channel(16);
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let gate = Arc::new(Gate {
+        entered: entered_tx,
+        release: std::sync::Mutex::new(release_rx),
+    });
+    let fs: SharedFs = Arc::new(quorumlog_testkit::hooked::HookedFs::new(sim, gate));
+    (fs, entered, release)
 }
 
 #[test]
@@ -249,13 +200,7 @@ fn a_read_never_waits_behind_a_sync_rounds_device_write() {
         }
         log.close().unwrap();
     }
-    let (entered_tx, entered) = std::sync::mpsc::sync_channel(16);
-    let (release, release_rx) = std::sync::mpsc::channel();
-    let gated: SharedFs = Arc::new(Gated {
-        inner: sim,
-        entered: entered_tx,
-        release: Arc::new(std::sync::Mutex::new(release_rx)),
-    });
+    let (gated, entered, release) = gated(sim);
     let log = Arc::new(open(&gated, SyncPolicy::GroupCommit));
     let writer = {
         let log = Arc::clone(&log);
@@ -284,13 +229,7 @@ fn read_all_durable(log: &DurableLog) -> Vec<(u64, Epoch, Vec<u8>)> {
 #[test]
 fn a_round_submits_the_next_rounds_write_before_it_releases_anyone() {
     let (sim, _) = sim(4);
-    let (entered_tx, entered) = std::sync::mpsc::sync_channel(16);
-    let (release, release_rx) = std::sync::mpsc::channel();
-    let gated: SharedFs = Arc::new(Gated {
-        inner: sim.clone(),
-        entered: entered_tx,
-        release: Arc::new(std::sync::Mutex::new(release_rx)),
-    });
+    let (gated, entered, release) = gated(sim.clone());
     let log = Arc::new(
         DurableLog::open(
             open_dd(&gated, Path::new(DIR)),

@@ -17,8 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
-use quorumlog_io::{DirEntry, File, FileSystem, LockGuard, OpenMode, SimFs};
+use quorumlog_io::SimFs;
 use quorumlog_raft::{Group, Identity, Isolation, Node, NodeOptions};
+use quorumlog_testkit::hooked::{HookedFs, Hooks};
 
 /// The other group's payload byte.
 const THEIRS: u8 = 0xBB;
@@ -30,79 +31,11 @@ struct Recorder {
     seen: Mutex<Vec<Vec<u8>>>,
 }
 
-#[derive(Debug)]
-struct Recording {
-    inner: SimFs,
-    rec: Arc<Recorder>,
-}
-
-#[derive(Debug)]
-struct RecordingFile {
-    inner: Box<dyn File>,
-    rec: Arc<Recorder>,
-}
-
-impl FileSystem for Recording {
-    fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Box<dyn File>> {
-        Ok(Box::new(RecordingFile {
-            inner: self.inner.open(path, mode)?,
-            rec: Arc::clone(&self.rec),
-        }))
-    }
-    fn create_dir_all(&self, p: &Path) -> std::io::Result<()> {
-        self.inner.create_dir_all(p)
-    }
-    fn rename(&self, a: &Path, b: &Path) -> std::io::Result<()> {
-        self.inner.rename(a, b)
-    }
-    fn remove_file(&self, p: &Path) -> std::io::Result<()> {
-        self.inner.remove_file(p)
-    }
-    fn list(&self, p: &Path) -> std::io::Result<Vec<DirEntry>> {
-        self.inner.list(p)
-    }
-    fn exists(&self, p: &Path) -> std::io::Result<bool> {
-        self.inner.exists(p)
-    }
-    fn sync_dir(&self, p: &Path) -> std::io::Result<()> {
-        self.inner.sync_dir(p)
-    }
-    fn lock(&self, p: &Path) -> std::io::Result<Box<dyn LockGuard>> {
-        self.inner.lock(p)
-    }
-    fn backend_description(&self) -> String {
-        "recording simulated disk".into()
-    }
-}
-
-impl File for RecordingFile {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn read_at(&self, buf: &mut [u8], pos: u64) -> std::io::Result<usize> {
-        let n = self.inner.read_at(buf, pos)?;
-        if self.rec.armed.load(Ordering::SeqCst) {
-            self.rec.seen.lock().unwrap().push(buf[..n].to_vec());
+impl Hooks for Recorder {
+    fn after_read(&self, bytes: &[u8]) {
+        if self.armed.load(Ordering::SeqCst) {
+            self.seen.lock().unwrap().push(bytes.to_vec());
         }
-        Ok(n)
-    }
-    fn write_all_at(&self, buf: &[u8], pos: u64) -> std::io::Result<()> {
-        self.inner.write_all_at(buf, pos)
-    }
-    fn len(&self) -> std::io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn allocate(&self, len: u64) -> std::io::Result<()> {
-        self.inner.allocate(len)
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn sync_all(&self) -> std::io::Result<()> {
-        self.inner.sync_all()
     }
 }
 
@@ -149,10 +82,7 @@ fn mine_record(o: u64) -> Vec<u8> {
 /// after the reopen).
 fn run(index_interval_bytes: u64) -> (bool, bool) {
     let rec = Arc::new(Recorder::default());
-    let fs: SharedFs = Arc::new(Recording {
-        inner: SimFs::new(7),
-        rec: Arc::clone(&rec),
-    });
+    let fs: SharedFs = Arc::new(HookedFs::new(SimFs::new(7), Arc::clone(&rec)));
     let mut options = NodeOptions {
         background: false,
         ..NodeOptions::default()

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod harness;
+pub mod hooked;
 pub mod store_crash;
 
 /// The README's embedding example, compiled and run by `cargo test`.
