@@ -1,0 +1,392 @@
+//! [`LogStore`]: openraft 0.10's `RaftLogStorage` and `RaftLogReader`
+//! over a door of the store's kind ([`RaftStorage`]).
+//!
+//! | call | how |
+//! |---|---|
+//! | `append` | returns at once: the entries go into the adapter's tail (readable from then on) and are queued for the shared log's next sync round, one batch per epoch; the `IOFlushed` is completed from the round that makes the last of them durable (`on_durable`: each submitter's completions run in its submission order, so openraft's flush notifications arrive in order) |
+//! | `save_vote` | waits until every append before it is durable, then writes the vote durably: a vote saved after an append is never durable before it (on a node's group the vote is a record of the same shared log, behind the appends anyway) |
+//! | `truncate_after`, `purge` | durable on return; a purge writes openraft's last purged id first, then cuts the log |
+//! | `save_committed` | sets the store's high watermark (in memory; durable at the store's checkpoints and clean close); `read_committed` reads it back (after a restart, the durable one) |
+//! | reads | the tail first (entries not yet written), then the store |
+//!
+//! These calls block the calling task for a sync at most (`save_vote`,
+//! `truncate_after`, `purge`); `append` never does.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Debug;
+use std::io;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use openraft10::entry::RaftEntry;
+use openraft10::impls::Vote;
+use openraft10::storage::{IOFlushed, LogState, RaftLogStorage};
+use openraft10::type_config::alias::{CommittedLeaderIdOf, LogIdOf};
+use openraft10::{OptionalSend, RaftLogReader, RaftTypeConfig};
+use quorumlog_raft::{Epoch, Isolation, Offset, RaftStorage};
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::mapping::{self, AppMeta, EpochLeaderId};
+
+fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
+    io::Error::other(e)
+}
+
+/// openraft 0.10's log storage over `S` (a `Store` or a node's `Group`),
+/// shared by `Arc`; clones are readers of the same log and share its
+/// tail.
+pub struct LogStore<C: RaftTypeConfig, S: RaftStorage> {
+    store: Arc<S>,
+    me: u64,
+    /// Entries appended and not yet known durable (a queued append is not
+    /// readable from the store until its round writes it), by index.
+    tail: Arc<Mutex<BTreeMap<u64, C::Entry>>>,
+    /// Each append's `IOFlushed` with the end it waits for, in submission
+    /// order: completed strictly in that order (a truncation completes
+    /// those before it at once, as its own sync made what survives
+    /// durable), never one registered later before one registered earlier.
+    flushes: Arc<Mutex<Flushes<C>>>,
+    _config: PhantomData<fn() -> C>,
+}
+
+/// One batch of an append: its epoch, entries, their records and bytes.
+type Batch<C> = (Epoch, Vec<<C as RaftTypeConfig>::Entry>, Vec<Vec<u8>>, u64);
+
+/// The flushes not yet completed: (end waited for, callback).
+type Flushes<C> = VecDeque<(u64, IOFlushed<C>)>;
+
+/// Completes, in order, the flushes `flushed` covers (all of them with
+/// the error once the store failed); prunes the tail below `flushed`.
+fn complete<C: RaftTypeConfig>(
+    pending: &Mutex<Flushes<C>>,
+    tail: &Mutex<BTreeMap<u64, C::Entry>>,
+    r: &quorumlog_raft::Result<Offset>,
+) {
+    // Under the lock: two threads completing at once keep the order
+    // (`io_completed` only sends).
+    let mut q = pending.lock().unwrap_or_else(PoisonError::into_inner);
+    match r {
+        Ok(durable) => {
+            {
+                // Everything below the flushed offset is written: the
+                // store serves it from now on.
+                let mut t = tail.lock().unwrap_or_else(PoisonError::into_inner);
+                let keep = t.split_off(&durable.0);
+                *t = keep;
+            }
+            while q.front().is_some_and(|(end, _)| *end <= durable.0) {
+                if let Some((_, f)) = q.pop_front() {
+                    f.io_completed(Ok(()));
+                }
+            }
+        }
+        Err(e) => {
+            for (_, f) in q.drain(..) {
+                f.io_completed(Err(io::Error::other(e.to_string())));
+            }
+        }
+    }
+}
+
+impl<C: RaftTypeConfig, S: RaftStorage> Clone for LogStore<C, S> {
+    fn clone(&self) -> Self {
+        LogStore {
+            store: Arc::clone(&self.store),
+            me: self.me,
+            tail: Arc::clone(&self.tail),
+            flushes: Arc::clone(&self.flushes),
+            _config: PhantomData,
+        }
+    }
+}
+
+impl<C: RaftTypeConfig, S: RaftStorage> Debug for LogStore<C, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogStore")
+            .field("me", &self.me)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C, S> LogStore<C, S>
+where
+    C: RaftTypeConfig<NodeId = u64, Term = u64, Vote = Vote<<C as RaftTypeConfig>::LeaderId>>,
+    C::LeaderId: EpochLeaderId,
+    C::Entry: Serialize + DeserializeOwned + Clone,
+    S: RaftStorage,
+{
+    /// The log storage of node `me` over `store` (opened with
+    /// `SyncPolicy::GroupCommit`, so appends complete from sync rounds).
+    /// Completes a purge a crash interrupted (the purged id is written
+    /// first, then the log is cut).
+    ///
+    /// # Errors
+    /// The metadata does not decode; the store fails.
+    pub fn new(store: Arc<S>, me: u64) -> io::Result<Self> {
+        let s = LogStore {
+            store,
+            me,
+            tail: Arc::new(Mutex::new(BTreeMap::new())),
+            flushes: Arc::new(Mutex::new(VecDeque::new())),
+            _config: PhantomData,
+        };
+        s.cut_purged()?;
+        Ok(s)
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<S> {
+        &self.store
+    }
+
+    fn tail(&self) -> MutexGuard<'_, BTreeMap<u64, C::Entry>> {
+        self.tail.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn meta(&self) -> io::Result<AppMeta<C>> {
+        AppMeta::decode(self.store.app_metadata().as_deref()).map_err(io_err)
+    }
+
+    /// Deletes the log below openraft's last purged id, if it still holds
+    /// any of it.
+    fn cut_purged(&self) -> io::Result<()> {
+        let Some(purged) = self.meta()?.last_purged else {
+            return Ok(());
+        };
+        let cut = purged.index + 1;
+        if cut <= self.store.log_start_offset().0 {
+            return Ok(());
+        }
+        let epoch = C::LeaderId::committed_epoch(&purged.leader_id).map_err(io_err)?;
+        self.store.purge_to(Offset(cut), epoch).map_err(io_err)
+    }
+
+    /// The entries of `[lo, hi)`: the store's part, then the tail's.
+    fn entries(&self, lo: u64, hi: u64) -> io::Result<Vec<C::Entry>> {
+        let mut out = Vec::new();
+        if lo >= hi {
+            return Ok(out);
+        }
+        let (tail_start, tail_part): (u64, Vec<C::Entry>) = {
+            let tail = self.tail();
+            let start = tail.range(lo..).next().map_or(hi, |(i, _)| *i).min(hi);
+            (
+                start,
+                tail.range(start..hi).map(|(_, e)| e.clone()).collect(),
+            )
+        };
+        let from = lo.max(self.store.log_start_offset().0);
+        let to = tail_start.min(self.store.log_end_offset().0);
+        if from < to {
+            let got = self
+                .store
+                .read_entries(Offset(from), Offset(to), u64::MAX, Isolation::Uncommitted)
+                .map_err(io_err)?;
+            for e in got {
+                out.push(mapping::decode_entry(&e.bytes).map_err(io_err)?);
+            }
+        }
+        out.extend(tail_part);
+        Ok(out)
+    }
+
+    fn last_log_id(&self) -> io::Result<Option<LogIdOf<C>>> {
+        if let Some((_, e)) = self.tail().iter().next_back() {
+            return Ok(Some(e.log_id()));
+        }
+        let end = self.store.log_end_offset().0;
+        if end > self.store.log_start_offset().0 {
+            let epoch = self
+                .store
+                .epoch_at(Offset(end - 1))
+                .ok_or_else(|| io::Error::other("no epoch for the last entry"))?;
+            return Ok(Some(mapping::log_id::<C::LeaderId>(epoch, end - 1)));
+        }
+        Ok(self.meta()?.last_purged)
+    }
+}
+
+fn range_of<RB: RangeBounds<u64>>(range: &RB) -> (u64, u64) {
+    let lo = match range.start_bound() {
+        Bound::Included(&i) => i,
+        Bound::Excluded(&i) => i + 1,
+        Bound::Unbounded => 0,
+    };
+    let hi = match range.end_bound() {
+        Bound::Included(&i) => i + 1,
+        Bound::Excluded(&i) => i,
+        Bound::Unbounded => u64::MAX,
+    };
+    (lo, hi)
+}
+
+impl<C, S> RaftLogReader<C> for LogStore<C, S>
+where
+    C: RaftTypeConfig<NodeId = u64, Term = u64, Vote = Vote<<C as RaftTypeConfig>::LeaderId>>,
+    C::LeaderId: EpochLeaderId,
+    C::Entry: Serialize + DeserializeOwned + Clone,
+    S: RaftStorage,
+{
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, io::Error> {
+        let (lo, hi) = range_of(&range);
+        let end = self.last_log_id()?.map_or(0, |l| l.index + 1);
+        self.entries(lo, hi.min(end))
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<C::Vote>, io::Error> {
+        Ok(mapping::state_to_vote::<C::LeaderId>(
+            &self.store.quorum_state(),
+            self.me,
+        ))
+    }
+}
+
+impl<C, S> RaftLogStorage<C> for LogStore<C, S>
+where
+    C: RaftTypeConfig<NodeId = u64, Term = u64, Vote = Vote<<C as RaftTypeConfig>::LeaderId>>,
+    C::LeaderId: EpochLeaderId,
+    C::Entry: Serialize + DeserializeOwned + Clone,
+    S: RaftStorage,
+{
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<C>, io::Error> {
+        let last_purged_log_id = self.meta()?.last_purged;
+        let last_log_id = self.last_log_id()?;
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &C::Vote) -> Result<(), io::Error> {
+        // Every append before the vote is durable first.
+        self.store
+            .wait_durable(self.store.queued_end())
+            .map_err(io_err)?;
+        let next = mapping::vote_to_state::<C::LeaderId>(&self.store.quorum_state(), vote, self.me)
+            .map_err(io_err)?;
+        self.store.persist_quorum_state(&next).map_err(io_err)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogIdOf<C>>) -> Result<(), io::Error> {
+        if let Some(c) = committed {
+            self.store
+                .set_high_watermark(Offset(c.index + 1))
+                .map_err(io_err)?;
+        }
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogIdOf<C>>, io::Error> {
+        // After a restart the store's watermark is the durable one.
+        let Some(hw) = self.store.high_watermark() else {
+            return Ok(None);
+        };
+        let Some(index) = hw.0.checked_sub(1) else {
+            return Ok(None);
+        };
+        match self.store.epoch_at(Offset(index)) {
+            Some(epoch) => Ok(Some(mapping::log_id::<C::LeaderId>(epoch, index))),
+            // Below the log start: openraft's last purged id covers it.
+            None => Ok(self.meta()?.last_purged.filter(|p| p.index >= index)),
+        }
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<C>) -> Result<(), io::Error>
+    where
+        I: IntoIterator<Item = C::Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let max = self.store.max_batch_bytes();
+        // One batch per epoch, within the batch limit: (epoch, entries,
+        // their records, bytes).
+        let mut batches: Vec<Batch<C>> = Vec::new();
+        for e in entries {
+            let epoch = C::LeaderId::committed_epoch(e.log_id_parts().0).map_err(io_err)?;
+            let rec = mapping::encode_entry(&e).map_err(io_err)?;
+            let len = rec.len() as u64 + 16;
+            let fresh = batches
+                .last()
+                .is_none_or(|(ep, _, _, bytes)| *ep != epoch || bytes + len + 64 > max);
+            if fresh {
+                batches.push((epoch, Vec::new(), Vec::new(), 0));
+            }
+            if let Some((_, es, recs, bytes)) = batches.last_mut() {
+                es.push(e);
+                recs.push(rec);
+                *bytes += len;
+            }
+        }
+        for (epoch, es, recs, bytes) in batches {
+            let Some(base) = es.first().map(RaftEntry::index) else {
+                continue;
+            };
+            {
+                let mut tail = self.tail();
+                for e in es {
+                    tail.insert(e.index(), e);
+                }
+            }
+            self.store
+                .append_replicated_queued_with(Offset(base), epoch, recs.len(), bytes, |k, out| {
+                    out.extend_from_slice(recs.get(k).map_or(&[][..], Vec::as_slice));
+                    Ok(())
+                })
+                .map_err(io_err)?;
+        }
+        let end = self.store.queued_end();
+        self.flushes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back((end.0, callback));
+        let (flushes, tail) = (Arc::clone(&self.flushes), Arc::clone(&self.tail));
+        self.store
+            .on_durable(end, Box::new(move |r| complete(&flushes, &tail, &r)));
+        Ok(())
+    }
+
+    async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {
+        let keep = last_log_id.map_or(0, |l| l.index + 1);
+        self.tail().split_off(&keep);
+        if keep < self.store.queued_end().0 {
+            self.store.truncate_to(Offset(keep)).map_err(io_err)?;
+            // Durable now, what survives of every append before: their
+            // flushes complete, in order, before any later append's.
+            complete(&self.flushes, &self.tail, &Ok(Offset(u64::MAX)));
+        }
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogIdOf<C>) -> Result<(), io::Error> {
+        let index = log_id.index;
+        let mut meta = self.meta()?;
+        if meta.last_purged.as_ref().is_some_and(|p| p.index >= index) {
+            return Ok(());
+        }
+        meta.last_purged = Some(log_id);
+        let bytes = meta.encode().map_err(io_err)?;
+        self.store.write_app_metadata(&bytes).map_err(io_err)?;
+        {
+            let mut tail = self.tail();
+            let keep = tail.split_off(&(index + 1));
+            *tail = keep;
+        }
+        // The purged entries must be durable before the log is cut below
+        // them (a cut of queued entries would leave a hole).
+        let durable = Offset(index + 1).min(self.store.queued_end());
+        self.store.wait_durable(durable).map_err(io_err)?;
+        self.cut_purged()
+    }
+}
+
+/// The committed leader id type of `C` (for callers naming log ids).
+pub type Committed<C> = CommittedLeaderIdOf<C>;

@@ -1,0 +1,57 @@
+//! openraft 0.10's own storage suite (`openraft::testing::log::Suite`),
+//! every case, against the adapter on a real directory, with both kinds
+//! of leader id (advanced, openraft's default, and standard).
+#![allow(
+    clippy::unwrap_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{open_store, Adv, Machine, Std};
+use openraft10::testing::log::{StoreBuilder, Suite};
+use openraft10::StorageError;
+use quorumlog_io::RealFs;
+use quorumlog_openraft10::LogStore;
+use quorumlog_raft::{SharedFs, Store};
+
+struct Builder;
+
+impl StoreBuilder<Adv, LogStore<Adv, Store>, Machine<Adv>, tempfile::TempDir> for Builder {
+    async fn build(
+        &self,
+    ) -> Result<(tempfile::TempDir, LogStore<Adv, Store>, Machine<Adv>), StorageError<Adv>> {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: SharedFs = Arc::new(RealFs::new());
+        let store = open_store(&fs, dir.path(), 0, true);
+        Ok((dir, LogStore::new(store, 0).unwrap(), Machine::new()))
+    }
+}
+
+impl StoreBuilder<Std, LogStore<Std, Store>, Machine<Std>, tempfile::TempDir> for Builder {
+    async fn build(
+        &self,
+    ) -> Result<(tempfile::TempDir, LogStore<Std, Store>, Machine<Std>), StorageError<Std>> {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: SharedFs = Arc::new(RealFs::new());
+        let store = open_store(&fs, dir.path(), 0, true);
+        Ok((dir, LogStore::new(store, 0).unwrap(), Machine::new()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openraft_storage_suite_advanced_leader_ids() {
+    Suite::<Adv, LogStore<Adv, Store>, Machine<Adv>, Builder, tempfile::TempDir>::test_all(Builder)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openraft_storage_suite_standard_leader_ids() {
+    Suite::<Std, LogStore<Std, Store>, Machine<Std>, Builder, tempfile::TempDir>::test_all(Builder)
+        .await
+        .unwrap();
+}
