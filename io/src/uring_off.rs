@@ -52,6 +52,7 @@ impl Flight {
     /// # Errors
     /// `Unsupported`.
     pub(crate) fn wait(self) -> io::Result<usize> {
+        let Flight(()) = self;
         Err(unsupported())
     }
 }
