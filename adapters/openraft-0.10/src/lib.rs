@@ -19,5 +19,5 @@
 pub mod log_store;
 pub mod mapping;
 
-pub use log_store::LogStore;
+pub use log_store::{LogStore, COMMIT_PERSIST_EVERY};
 pub use mapping::{EpochLeaderId, MappingError};

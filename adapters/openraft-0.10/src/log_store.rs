@@ -6,7 +6,7 @@
 //! | `append` | returns at once: the entries go into the adapter's tail (readable from then on) and are queued for the shared log's next sync round, one batch per epoch; the `IOFlushed` is completed from the round that makes the last of them durable (`on_durable`: each submitter's completions run in its submission order, so openraft's flush notifications arrive in order) |
 //! | `save_vote` | waits until every append before it is durable, then writes the vote durably: a vote saved after an append is never durable before it (on a node's group the vote is a record of the same shared log, behind the appends anyway) |
 //! | `truncate_after`, `purge` | durable on return; a purge writes openraft's last purged id first, then cuts the log |
-//! | `save_committed` | sets the store's high watermark (in memory; durable at the store's checkpoints and clean close); `read_committed` reads it back (after a restart, the durable one) |
+//! | `save_committed` | sets the store's high watermark in memory (clamped to the log, never back); a task makes it durable at most every [`COMMIT_PERSIST_EVERY`] (100 ms, on the runtime's blocking pool); `read_committed` reads the store's watermark back (after a restart, the durable one) |
 //! | reads | the tail first (entries not yet written), then the store |
 //!
 //! These calls block the calling task for a sync at most (`save_vote`,
@@ -17,6 +17,7 @@ use std::fmt::Debug;
 use std::io;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use openraft10::entry::RaftEntry;
@@ -47,8 +48,18 @@ pub struct LogStore<C: RaftTypeConfig, S: RaftStorage> {
     /// those before it at once, as its own sync made what survives
     /// durable), never one registered later before one registered earlier.
     flushes: Arc<Mutex<Flushes<C>>>,
+    /// How often the commit point is made durable.
+    persist_every: Option<std::time::Duration>,
+    /// A persist of the commit point is scheduled.
+    persist_pending: Arc<AtomicBool>,
     _config: PhantomData<fn() -> C>,
 }
+
+/// How often [`LogStore`] makes the commit point durable by default, so a
+/// restarted node re-applies up to where it was (`read_committed`)
+/// instead of waiting for a leader; after a crash it may return an id up
+/// to that interval older, which openraft allows.
+pub const COMMIT_PERSIST_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// One batch of an append: its epoch, entries, their records and bytes.
 type Batch<C> = (Epoch, Vec<<C as RaftTypeConfig>::Entry>, Vec<Vec<u8>>, u64);
@@ -96,6 +107,8 @@ impl<C: RaftTypeConfig, S: RaftStorage> Clone for LogStore<C, S> {
             me: self.me,
             tail: Arc::clone(&self.tail),
             flushes: Arc::clone(&self.flushes),
+            persist_every: self.persist_every,
+            persist_pending: Arc::clone(&self.persist_pending),
             _config: PhantomData,
         }
     }
@@ -129,10 +142,45 @@ where
             me,
             tail: Arc::new(Mutex::new(BTreeMap::new())),
             flushes: Arc::new(Mutex::new(VecDeque::new())),
+            persist_every: Some(COMMIT_PERSIST_EVERY),
+            persist_pending: Arc::new(AtomicBool::new(false)),
             _config: PhantomData,
         };
         s.cut_purged()?;
         Ok(s)
+    }
+
+    /// Sets how often the commit point is made durable (`None`: only at
+    /// the store's checkpoints and clean close; the cost is one durable
+    /// write per interval while commits advance, off the write path).
+    #[must_use]
+    pub fn persist_commit_every(mut self, every: Option<std::time::Duration>) -> Self {
+        self.persist_every = every;
+        self
+    }
+
+    /// Schedules a persist of the commit point, unless one is (on the
+    /// runtime's blocking pool, [`COMMIT_PERSIST_EVERY`] from now).
+    fn schedule_persist(&self) {
+        let Some(every) = self.persist_every else {
+            return;
+        };
+        if self.persist_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Weak: a pending persist never keeps a store from closing.
+        let store = Arc::downgrade(&self.store);
+        let pending = Arc::clone(&self.persist_pending);
+        tokio::spawn(async move {
+            tokio::time::sleep(every).await;
+            // Cleared first: a commit from now on schedules the next one.
+            pending.store(false, Ordering::Release);
+            if let Some(store) = store.upgrade() {
+                // A failure poisons the store; openraft sees it at its
+                // next call.
+                let _ = tokio::task::spawn_blocking(move || store.persist_high_watermark()).await;
+            }
+        });
     }
 
     /// The store underneath.
@@ -278,10 +326,15 @@ where
     }
 
     async fn save_committed(&mut self, committed: Option<LogIdOf<C>>) -> Result<(), io::Error> {
-        if let Some(c) = committed {
-            self.store
-                .set_high_watermark(Offset(c.index + 1))
-                .map_err(io_err)?;
+        let Some(c) = committed else {
+            return Ok(());
+        };
+        // Never past what this log holds (a commit point learnt with a
+        // snapshot), never back.
+        let to = Offset(c.index + 1).min(self.store.log_end_offset());
+        if self.store.high_watermark().is_none_or(|h| h < to) {
+            self.store.set_high_watermark(to).map_err(io_err)?;
+            self.schedule_persist();
         }
         Ok(())
     }

@@ -1,0 +1,77 @@
+//! The commit point: `save_committed` moves the store's watermark (never
+//! back, never past the log), a task makes it durable, and after a power
+//! cut `read_committed` returns it, so a restarted node re-applies up to
+//! where it was. Invariants: the durable commit point survives a crash; a
+//! commit point past the log (learnt with a snapshot) is clamped, not an
+//! error; an older one never moves it back.
+#![allow(
+    clippy::unwrap_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{open_store, Adv};
+use openraft10::entry::RaftEntry;
+use openraft10::impls::leader_id_adv::LeaderId;
+use openraft10::storage::{IOFlushed, RaftLogStorage};
+use openraft10::type_config::alias::OneshotOf;
+use openraft10::type_config::async_runtime::Oneshot;
+use openraft10::LogId;
+use quorumlog_io::{CrashPlan, SimFs};
+use quorumlog_openraft10::LogStore;
+use quorumlog_raft::{Offset, SharedFs, Store};
+
+type Entry = <Adv as openraft10::RaftTypeConfig>::Entry;
+
+fn id(index: u64) -> LogId<LeaderId<u64, u64>> {
+    LogId::new(
+        LeaderId {
+            term: 1,
+            node_id: 1,
+        },
+        index,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_durable_commit_point_survives_a_power_cut() {
+    let sim = SimFs::new(5);
+    let fs: SharedFs = Arc::new(sim.clone());
+    let dir = Path::new("/d");
+    let store = open_store(&fs, dir, 1, true);
+    let mut log: LogStore<Adv, Store> = LogStore::new(Arc::clone(&store), 1).unwrap();
+    let (tx, rx) = OneshotOf::<Adv>::channel();
+    let entries: Vec<Entry> = (0..10).map(|i| Entry::new_blank(id(i))).collect();
+    log.append(entries, IOFlushed::signal(tx)).await.unwrap();
+    rx.await.unwrap().unwrap();
+
+    log.save_committed(Some(id(7))).await.unwrap();
+    assert_eq!(store.high_watermark(), Some(Offset(8)));
+    log.save_committed(Some(id(3))).await.unwrap();
+    assert_eq!(store.high_watermark(), Some(Offset(8)), "never back");
+    log.save_committed(Some(id(50))).await.unwrap();
+    assert_eq!(
+        store.high_watermark(),
+        Some(Offset(10)),
+        "clamped to the log"
+    );
+    // The persist task makes it durable (a deadlock breaker, not a
+    // timing threshold).
+    let t0 = std::time::Instant::now();
+    while store.durable_high_watermark() < Some(Offset(10)) && t0.elapsed().as_secs() < 30 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(store.durable_high_watermark(), Some(Offset(10)));
+
+    let crashed = sim.crash_with(CrashPlan::LoseUnsynced);
+    drop(log);
+    drop(store);
+    let fs: SharedFs = Arc::new(crashed);
+    let mut log: LogStore<Adv, Store> = LogStore::new(open_store(&fs, dir, 1, false), 1).unwrap();
+    assert_eq!(log.read_committed().await.unwrap(), Some(id(9)));
+}
