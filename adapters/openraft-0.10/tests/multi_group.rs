@@ -1,0 +1,280 @@
+//! Many Raft groups per node process on one shared log, with
+//! `openraft-multi` sharing the network: three node directories, each
+//! holding the same eight groups, each group an openraft 0.10 Raft whose
+//! log is a group of its node's shared log. Invariants: every group elects
+//! a leader and applies every write on all three nodes; a group reads
+//! only its own entries (each group's machine holds exactly its own
+//! writes). The syncs all groups' appends took on the three nodes are
+//! printed (one log per node: they share rounds; a count, not asserted).
+#![allow(
+    clippy::unwrap_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Adv, Machine, Put};
+use openraft10::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft10::network::RPCOption;
+use openraft10::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft10::type_config::alias::{SnapshotOf, VoteOf};
+use openraft10::{BasicNode, Config, Raft, RaftNetworkFactory};
+use openraft_multi::{GroupNetworkAdapter, GroupNetworkFactory, GroupRouter};
+use quorumlog_io::RealFs;
+use quorumlog_openraft10::LogStore;
+use quorumlog_raft::{
+    ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
+};
+
+type Data = BTreeMap<String, String>;
+type R = Raft<Adv, Machine<Adv>>;
+const GROUPS: u64 = 8;
+
+/// The one router every group of every node shares: (node, group) → Raft.
+#[derive(Clone, Default)]
+struct Router {
+    rafts: Arc<Mutex<BTreeMap<(u64, u64), R>>>,
+}
+
+#[derive(Debug)]
+struct Down;
+
+impl std::fmt::Display for Down {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no such node or group")
+    }
+}
+
+impl std::error::Error for Down {}
+
+impl Router {
+    fn get(&self, node: u64, group: u64) -> Option<R> {
+        self.rafts.lock().unwrap().get(&(node, group)).cloned()
+    }
+}
+
+impl GroupRouter<Adv, u64> for Router {
+    type SnapshotData = Data;
+
+    async fn append_entries(
+        &self,
+        target: u64,
+        group_id: u64,
+        rpc: AppendEntriesRequest<Adv>,
+        _option: RPCOption,
+    ) -> Result<AppendEntriesResponse<Adv>, RPCError<Adv>> {
+        let raft = self
+            .get(target, group_id)
+            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&Down)))?;
+        raft.append_entries(rpc)
+            .await
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
+    }
+
+    async fn vote(
+        &self,
+        target: u64,
+        group_id: u64,
+        rpc: VoteRequest<Adv>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<Adv>, RPCError<Adv>> {
+        let raft = self
+            .get(target, group_id)
+            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&Down)))?;
+        raft.vote(rpc)
+            .await
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
+    }
+
+    async fn pre_vote(
+        &self,
+        _target: u64,
+        _group_id: u64,
+        rpc: VoteRequest<Adv>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<Adv>, RPCError<Adv>> {
+        // Pre-vote not served: granted, so elections take the normal path.
+        Ok(VoteResponse::new(rpc.vote, None, true))
+    }
+
+    async fn full_snapshot(
+        &self,
+        target: u64,
+        group_id: u64,
+        vote: VoteOf<Adv>,
+        snapshot: SnapshotOf<Adv, Data>,
+        _cancel: impl std::future::Future<Output = ReplicationClosed> + Send + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<Adv>, StreamingError<Adv>> {
+        let raft = self
+            .get(target, group_id)
+            .ok_or_else(|| StreamingError::Unreachable(Unreachable::new(&Down)))?;
+        raft.install_full_snapshot(vote, snapshot)
+            .await
+            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))
+    }
+}
+
+impl RaftNetworkFactory<Adv> for GroupNetworkFactory<Router, u64> {
+    type Network = GroupNetworkAdapter<Adv, u64, Router>;
+
+    async fn new_client(&mut self, target: u64, _node: &BasicNode) -> Self::Network {
+        GroupNetworkAdapter::new(self.factory.clone(), target, self.group_id)
+    }
+}
+
+fn meta(id: u64) -> Meta {
+    Meta::new(ClusterId(1), NodeId(id), DirectoryId(u128::from(id) + 1))
+}
+
+type Machines = BTreeMap<(u64, u64), Machine<Adv>>;
+
+/// Three node directories with the same `GROUPS` groups, each a Raft.
+async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<Node>, Machines) {
+    let config = Arc::new(
+        Config {
+            heartbeat_interval: 100,
+            election_timeout_min: 1000,
+            election_timeout_max: 2000,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap(),
+    );
+    let (mut nodes, mut machines) = (Vec::new(), BTreeMap::new());
+    for id in 1..=3u64 {
+        let dir = root.join(format!("n{id}"));
+        fs.create_dir_all(&dir).unwrap();
+        let options = NodeOptions::default();
+        Node::format(fs, &dir, meta(id), &options).unwrap();
+        let (node, _) = Node::open(fs, &dir, &Identity::of(&meta(id)), &options).unwrap();
+        for g in 0..GROUPS {
+            node.create_group(g, Offset(0)).unwrap();
+            let group: Arc<Group> = Arc::new(node.group(g).unwrap());
+            let machine = Machine::<Adv>::new();
+            let raft = Raft::new(
+                id,
+                Arc::clone(&config),
+                GroupNetworkFactory::new(router.clone(), g),
+                LogStore::new(group, id).unwrap(),
+                machine.clone(),
+            )
+            .await
+            .unwrap();
+            router.rafts.lock().unwrap().insert((id, g), raft);
+            machines.insert((id, g), machine);
+        }
+        nodes.push(node);
+    }
+    (nodes, machines)
+}
+
+/// Group `g`'s leader once it has one.
+async fn leader_of(router: &Router, g: u64) -> R {
+    let id = router
+        .get(1, g)
+        .unwrap()
+        .wait(Some(Duration::from_secs(30)))
+        .metrics(|m| m.current_leader.is_some(), "a leader")
+        .await
+        .unwrap()
+        .current_leader
+        .unwrap();
+    router.get(id, g).unwrap()
+}
+
+/// Waits until every node of group `g` applied the leader's whole log.
+async fn settle(router: &Router, g: u64) {
+    let last = leader_of(router, g)
+        .await
+        .wait(Some(Duration::from_secs(30)))
+        .metrics(|m| m.last_applied.is_some(), "its first entry applied")
+        .await
+        .unwrap()
+        .last_log_index;
+    for id in 1..=3 {
+        router
+            .get(id, g)
+            .unwrap()
+            .wait(Some(Duration::from_secs(30)))
+            .applied_index_at_least(last, "applied everywhere")
+            .await
+            .unwrap();
+    }
+}
+
+/// Twenty writes to group `g` at once: their appends share rounds.
+async fn write(router: &Router, g: u64) {
+    let leader = leader_of(router, g).await;
+    let writes: Vec<_> = (0..20u64)
+        .map(|i| {
+            let leader = leader.clone();
+            tokio::spawn(async move {
+                leader
+                    .client_write(Put {
+                        key: format!("g{g}-k{i}"),
+                        value: format!("{i}"),
+                    })
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for w in writes {
+        w.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_groups_on_three_nodes_share_each_nodes_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let router = Router::default();
+    let (nodes, machines) = start(&router, &fs, tmp.path()).await;
+    let voters: BTreeMap<u64, BasicNode> = (1..=3).map(|i| (i, BasicNode::default())).collect();
+    // Each group initialised from a different node, so leaders spread.
+    for g in 0..GROUPS {
+        let first = router.get(1 + g % 3, g).unwrap();
+        first.initialize(voters.clone()).await.unwrap();
+    }
+    let syncs_before: u64 = nodes.iter().map(|n| n.stats().syncs).sum();
+    for g in 0..GROUPS {
+        // Its first entry applied everywhere: a quorum acknowledged it, so
+        // the leader's lease holds and it takes writes.
+        settle(&router, g).await;
+        write(&router, g).await;
+    }
+    for g in 0..GROUPS {
+        settle(&router, g).await;
+        for id in 1..=3 {
+            let m = &machines[&(id, g)];
+            for i in 0..20u64 {
+                assert_eq!(
+                    m.get(&format!("g{g}-k{i}")),
+                    Some(format!("{i}")),
+                    "node {id} group {g}"
+                );
+            }
+            for other in (0..GROUPS).filter(|o| *o != g) {
+                assert_eq!(
+                    m.get(&format!("g{other}-k0")),
+                    None,
+                    "group {g} read group {other}'s entry"
+                );
+            }
+        }
+    }
+    let syncs: u64 = nodes.iter().map(|n| n.stats().syncs).sum::<u64>() - syncs_before;
+    eprintln!("{} writes, {syncs} syncs on three nodes", GROUPS * 20);
+    let rafts: Vec<R> = router.rafts.lock().unwrap().values().cloned().collect();
+    for r in rafts {
+        r.shutdown().await.unwrap();
+    }
+}
