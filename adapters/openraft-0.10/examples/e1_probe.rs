@@ -11,20 +11,12 @@
 //!
 //! `cargo run --release -p quorumlog-openraft10 --example e1_probe [SECONDS] [CLIENTS] [ROUNDS]`
 
-use std::collections::BTreeMap;
-use std::io::Cursor;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use openraft10::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
-use openraft10::network::RPCOption;
-use openraft10::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
-};
 use openraft10::storage::RaftLogStorage;
-use openraft10::type_config::alias::{SnapshotOf, VoteOf};
-use openraft10::{Config, Raft, RaftNetworkFactory, RaftNetworkV2};
+use openraft10::{Config, Raft};
 use openraft_memstore::{
     new_mem_store, ClientRequest, IntoMemClientRequest, MemStateMachine, TypeConfig,
 };
@@ -38,88 +30,16 @@ type C = TypeConfig;
 type R = Raft<C, Arc<MemStateMachine>>;
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-#[derive(Clone, Default)]
-struct Router {
-    nodes: Arc<Mutex<BTreeMap<u64, R>>>,
-}
+/// The tests' in-process network (one group: 0).
+#[path = "../tests/common/net.rs"]
+#[allow(
+    dead_code,
+    unreachable_pub,
+    reason = "shared with the tests, which use all of it"
+)]
+mod net;
 
-struct Conn {
-    router: Router,
-    target: u64,
-}
-
-#[derive(Debug)]
-struct Down;
-
-impl std::fmt::Display for Down {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("node down")
-    }
-}
-
-impl std::error::Error for Down {}
-
-impl RaftNetworkFactory<C> for Router {
-    type Network = Conn;
-
-    async fn new_client(&mut self, target: u64, _node: &()) -> Conn {
-        Conn {
-            router: self.clone(),
-            target,
-        }
-    }
-}
-
-impl Conn {
-    fn raft(&self) -> Option<R> {
-        self.router.nodes.lock().ok()?.get(&self.target).cloned()
-    }
-}
-
-impl RaftNetworkV2<C> for Conn {
-    type SnapshotData = Cursor<Vec<u8>>;
-
-    async fn append_entries(
-        &mut self,
-        rpc: AppendEntriesRequest<C>,
-        _option: RPCOption,
-    ) -> Result<AppendEntriesResponse<C>, RPCError<C>> {
-        let raft = self
-            .raft()
-            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&Down)))?;
-        raft.append_entries(rpc)
-            .await
-            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
-    }
-
-    async fn vote(
-        &mut self,
-        rpc: VoteRequest<C>,
-        _option: RPCOption,
-    ) -> Result<VoteResponse<C>, RPCError<C>> {
-        let raft = self
-            .raft()
-            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&Down)))?;
-        raft.vote(rpc)
-            .await
-            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
-    }
-
-    async fn full_snapshot(
-        &mut self,
-        vote: VoteOf<C>,
-        snapshot: SnapshotOf<C, Cursor<Vec<u8>>>,
-        _cancel: impl std::future::Future<Output = ReplicationClosed> + Send + 'static,
-        _option: RPCOption,
-    ) -> Result<SnapshotResponse<C>, StreamingError<C>> {
-        let raft = self
-            .raft()
-            .ok_or_else(|| StreamingError::Unreachable(Unreachable::new(&Down)))?;
-        raft.install_full_snapshot(vote, snapshot)
-            .await
-            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))
-    }
-}
+type Router = net::Router<C, Arc<MemStateMachine>>;
 
 fn config() -> Result<Arc<Config>, Error> {
     Ok(Arc::new(
@@ -135,26 +55,15 @@ fn config() -> Result<Arc<Config>, Error> {
 
 async fn start_one<LS: RaftLogStorage<C>>(router: &Router, id: u64, log: LS) -> Result<(), Error> {
     let (_, sm) = new_mem_store();
-    let raft = Raft::new(id, config()?, router.clone(), log, sm).await?;
-    router
-        .nodes
-        .lock()
-        .map_err(|_| "router lock")?
-        .insert(id, raft);
+    let raft = Raft::new(id, config()?, router.factory(0), log, sm).await?;
+    router.insert(id, 0, raft);
     Ok(())
 }
 
 /// Initialises the cluster and returns its leader once it takes writes.
 async fn elect(router: &Router) -> Result<R, Error> {
-    let node = |id: u64| -> Result<R, Error> {
-        router
-            .nodes
-            .lock()
-            .map_err(|_| "router lock")?
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| "no such node".into())
-    };
+    let node =
+        |id: u64| -> Result<R, Error> { router.get(id, 0).ok_or_else(|| "no such node".into()) };
     let first = node(1)?;
     first
         .initialize(std::collections::BTreeSet::from([1u64, 2, 3]))
@@ -210,14 +119,7 @@ async fn measure(router: &Router, seconds: f64, clients: usize) -> Result<f64, E
     for t in tasks {
         let _ = t.await;
     }
-    let rafts: Vec<R> = router
-        .nodes
-        .lock()
-        .map_err(|_| "router lock")?
-        .values()
-        .cloned()
-        .collect();
-    for r in rafts {
+    for r in router.all() {
         r.shutdown().await?;
     }
     #[allow(clippy::cast_precision_loss, reason = "a rate for display")]

@@ -15,114 +15,22 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Adv, Machine, Put};
-use openraft10::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
-use openraft10::network::RPCOption;
-use openraft10::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
-};
-use openraft10::type_config::alias::{SnapshotOf, VoteOf};
-use openraft10::{BasicNode, Config, Raft, RaftNetworkFactory, RaftNetworkV2};
+use openraft10::{BasicNode, Config, Raft};
 use quorumlog_io::RealFs;
 use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{
     ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
 };
 
-type Data = BTreeMap<String, String>;
 type R = Raft<Adv, Machine<Adv>>;
+type Router = common::net::Router<Adv, Machine<Adv>>;
 
-/// Which node answers a call: the network.
-#[derive(Clone, Default)]
-struct Router {
-    nodes: Arc<Mutex<BTreeMap<u64, R>>>,
-}
-
-impl Router {
-    fn get(&self, id: u64) -> Option<R> {
-        self.nodes.lock().unwrap().get(&id).cloned()
-    }
-}
-
-struct Conn {
-    router: Router,
-    target: u64,
-}
-
-#[derive(Debug)]
-struct Down;
-
-impl std::fmt::Display for Down {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("node down")
-    }
-}
-
-impl std::error::Error for Down {}
-
-impl RaftNetworkFactory<Adv> for Router {
-    type Network = Conn;
-
-    async fn new_client(&mut self, target: u64, _node: &BasicNode) -> Conn {
-        Conn {
-            router: self.clone(),
-            target,
-        }
-    }
-}
-
-impl Conn {
-    fn raft(&self) -> Result<R, RPCError<Adv>> {
-        self.router
-            .get(self.target)
-            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&Down)))
-    }
-}
-
-impl RaftNetworkV2<Adv> for Conn {
-    type SnapshotData = Data;
-
-    async fn append_entries(
-        &mut self,
-        rpc: AppendEntriesRequest<Adv>,
-        _option: RPCOption,
-    ) -> Result<AppendEntriesResponse<Adv>, RPCError<Adv>> {
-        self.raft()?
-            .append_entries(rpc)
-            .await
-            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
-    }
-
-    async fn vote(
-        &mut self,
-        rpc: VoteRequest<Adv>,
-        _option: RPCOption,
-    ) -> Result<VoteResponse<Adv>, RPCError<Adv>> {
-        self.raft()?
-            .vote(rpc)
-            .await
-            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
-    }
-
-    async fn full_snapshot(
-        &mut self,
-        vote: VoteOf<Adv>,
-        snapshot: SnapshotOf<Adv, Data>,
-        _cancel: impl std::future::Future<Output = ReplicationClosed> + Send + 'static,
-        _option: RPCOption,
-    ) -> Result<SnapshotResponse<Adv>, StreamingError<Adv>> {
-        let raft = self
-            .router
-            .get(self.target)
-            .ok_or_else(|| StreamingError::Unreachable(Unreachable::new(&Down)))?;
-        raft.install_full_snapshot(vote, snapshot)
-            .await
-            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))
-    }
-}
+/// The one group each node holds.
+const GROUP: u64 = 0;
 
 /// One node: its directory, its node (shared log) and its Raft.
 struct Member {
@@ -159,10 +67,10 @@ async fn start(router: &Router, fs: &SharedFs, root: &Path, id: u64, fresh: bool
         .validate()
         .unwrap(),
     );
-    let raft = Raft::new(id, config, router.clone(), log, machine.clone())
+    let raft = Raft::new(id, config, router.factory(GROUP), log, machine.clone())
         .await
         .unwrap();
-    router.nodes.lock().unwrap().insert(id, raft.clone());
+    router.insert(id, GROUP, raft.clone());
     Member {
         node,
         raft,
@@ -234,7 +142,7 @@ async fn three_nodes_replicate_and_a_reopened_node_catches_up() {
         .find(|i| **i != leader_id)
         .unwrap();
     let gone = members.remove(&follower).unwrap();
-    router.nodes.lock().unwrap().remove(&follower);
+    router.remove(follower, GROUP);
     gone.raft.shutdown().await.unwrap();
     drop(gone.raft);
     gone.node.close().unwrap();

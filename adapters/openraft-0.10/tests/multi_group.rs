@@ -15,120 +15,20 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Adv, Machine, Put};
-use openraft10::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
-use openraft10::network::RPCOption;
-use openraft10::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
-};
-use openraft10::type_config::alias::{SnapshotOf, VoteOf};
-use openraft10::{BasicNode, Config, Raft, RaftNetworkFactory};
-use openraft_multi::{GroupNetworkAdapter, GroupNetworkFactory, GroupRouter};
+use openraft10::{BasicNode, Config, Raft};
 use quorumlog_io::RealFs;
 use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{
     ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
 };
 
-type Data = BTreeMap<String, String>;
 type R = Raft<Adv, Machine<Adv>>;
+type Router = common::net::Router<Adv, Machine<Adv>>;
 const GROUPS: u64 = 8;
-
-/// The one router every group of every node shares: (node, group) → Raft.
-#[derive(Clone, Default)]
-struct Router {
-    rafts: Arc<Mutex<BTreeMap<(u64, u64), R>>>,
-}
-
-#[derive(Debug)]
-struct Down;
-
-impl std::fmt::Display for Down {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("no such node or group")
-    }
-}
-
-impl std::error::Error for Down {}
-
-impl Router {
-    fn get(&self, node: u64, group: u64) -> Option<R> {
-        self.rafts.lock().unwrap().get(&(node, group)).cloned()
-    }
-}
-
-impl GroupRouter<Adv, u64> for Router {
-    type SnapshotData = Data;
-
-    async fn append_entries(
-        &self,
-        target: u64,
-        group_id: u64,
-        rpc: AppendEntriesRequest<Adv>,
-        _option: RPCOption,
-    ) -> Result<AppendEntriesResponse<Adv>, RPCError<Adv>> {
-        let raft = self
-            .get(target, group_id)
-            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&Down)))?;
-        raft.append_entries(rpc)
-            .await
-            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
-    }
-
-    async fn vote(
-        &self,
-        target: u64,
-        group_id: u64,
-        rpc: VoteRequest<Adv>,
-        _option: RPCOption,
-    ) -> Result<VoteResponse<Adv>, RPCError<Adv>> {
-        let raft = self
-            .get(target, group_id)
-            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&Down)))?;
-        raft.vote(rpc)
-            .await
-            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
-    }
-
-    async fn pre_vote(
-        &self,
-        _target: u64,
-        _group_id: u64,
-        rpc: VoteRequest<Adv>,
-        _option: RPCOption,
-    ) -> Result<VoteResponse<Adv>, RPCError<Adv>> {
-        // Pre-vote not served: granted, so elections take the normal path.
-        Ok(VoteResponse::new(rpc.vote, None, true))
-    }
-
-    async fn full_snapshot(
-        &self,
-        target: u64,
-        group_id: u64,
-        vote: VoteOf<Adv>,
-        snapshot: SnapshotOf<Adv, Data>,
-        _cancel: impl std::future::Future<Output = ReplicationClosed> + Send + 'static,
-        _option: RPCOption,
-    ) -> Result<SnapshotResponse<Adv>, StreamingError<Adv>> {
-        let raft = self
-            .get(target, group_id)
-            .ok_or_else(|| StreamingError::Unreachable(Unreachable::new(&Down)))?;
-        raft.install_full_snapshot(vote, snapshot)
-            .await
-            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))
-    }
-}
-
-impl RaftNetworkFactory<Adv> for GroupNetworkFactory<Router, u64> {
-    type Network = GroupNetworkAdapter<Adv, u64, Router>;
-
-    async fn new_client(&mut self, target: u64, _node: &BasicNode) -> Self::Network {
-        GroupNetworkAdapter::new(self.factory.clone(), target, self.group_id)
-    }
-}
 
 fn meta(id: u64) -> Meta {
     Meta::new(ClusterId(1), NodeId(id), DirectoryId(u128::from(id) + 1))
@@ -162,13 +62,13 @@ async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<N
             let raft = Raft::new(
                 id,
                 Arc::clone(&config),
-                GroupNetworkFactory::new(router.clone(), g),
+                router.factory(g),
                 LogStore::new(group, id).unwrap(),
                 machine.clone(),
             )
             .await
             .unwrap();
-            router.rafts.lock().unwrap().insert((id, g), raft);
+            router.insert(id, g, raft);
             machines.insert((id, g), machine);
         }
         nodes.push(node);
@@ -273,8 +173,7 @@ async fn eight_groups_on_three_nodes_share_each_nodes_log() {
     }
     let syncs: u64 = nodes.iter().map(|n| n.stats().syncs).sum::<u64>() - syncs_before;
     eprintln!("{} writes, {syncs} syncs on three nodes", GROUPS * 20);
-    let rafts: Vec<R> = router.rafts.lock().unwrap().values().cloned().collect();
-    for r in rafts {
+    for r in router.all() {
         r.shutdown().await.unwrap();
     }
 }

@@ -6,6 +6,8 @@
     reason = "each test binary uses part of it; the type config names `Put` publicly"
 )]
 
+pub mod net;
+
 use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;

@@ -1,0 +1,170 @@
+//! The in-process network the 0.10 adapter's cluster tests and its probe
+//! share: one router for every Raft of every node, by (node, group), with
+//! `openraft-multi` binding each connection to its group (a one-group
+//! cluster is group 0).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use openraft10::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft10::network::RPCOption;
+use openraft10::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft10::storage::RaftStateMachine;
+use openraft10::type_config::alias::{SnapshotOf, VoteOf};
+use openraft10::{Raft, RaftNetworkFactory, RaftTypeConfig};
+use openraft_multi::{GroupNetworkAdapter, GroupRouter};
+
+/// Rafts by (node, group).
+type Rafts<C, SM> = BTreeMap<(u64, u64), Raft<C, SM>>;
+
+/// Every Raft in the process, by (node, group).
+pub struct Router<C: RaftTypeConfig, SM: RaftStateMachine<C>> {
+    rafts: Arc<Mutex<Rafts<C, SM>>>,
+}
+
+impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Clone for Router<C, SM> {
+    fn clone(&self) -> Self {
+        Router {
+            rafts: Arc::clone(&self.rafts),
+        }
+    }
+}
+
+impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Default for Router<C, SM> {
+    fn default() -> Self {
+        Router {
+            rafts: Arc::new(Mutex::new(BTreeMap::new())),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Down;
+
+impl std::fmt::Display for Down {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no such node or group (down)")
+    }
+}
+
+impl std::error::Error for Down {}
+
+impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Router<C, SM> {
+    fn rafts(&self) -> MutexGuard<'_, Rafts<C, SM>> {
+        self.rafts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Group `group`'s Raft on `node` answers from now on.
+    pub fn insert(&self, node: u64, group: u64, raft: Raft<C, SM>) {
+        self.rafts().insert((node, group), raft);
+    }
+
+    /// Calls to `node`'s `group` fail from now on (the node is down).
+    pub fn remove(&self, node: u64, group: u64) -> Option<Raft<C, SM>> {
+        self.rafts().remove(&(node, group))
+    }
+
+    /// Group `group`'s Raft on `node`.
+    pub fn get(&self, node: u64, group: u64) -> Option<Raft<C, SM>> {
+        self.rafts().get(&(node, group)).cloned()
+    }
+
+    /// Every Raft.
+    pub fn all(&self) -> Vec<Raft<C, SM>> {
+        self.rafts().values().cloned().collect()
+    }
+
+    /// The network factory of `group`'s Rafts.
+    pub fn factory(&self, group: u64) -> Factory<C, SM> {
+        Factory {
+            router: self.clone(),
+            group,
+        }
+    }
+}
+
+impl<C, SM> GroupRouter<C, u64> for Router<C, SM>
+where
+    C: RaftTypeConfig<NodeId = u64>,
+    SM: RaftStateMachine<C>,
+{
+    type SnapshotData = SM::SnapshotData;
+
+    async fn append_entries(
+        &self,
+        target: u64,
+        group_id: u64,
+        rpc: AppendEntriesRequest<C>,
+        _option: RPCOption,
+    ) -> Result<AppendEntriesResponse<C>, RPCError<C>> {
+        let raft = self
+            .get(target, group_id)
+            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&Down)))?;
+        raft.append_entries(rpc)
+            .await
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
+    }
+
+    async fn vote(
+        &self,
+        target: u64,
+        group_id: u64,
+        rpc: VoteRequest<C>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<C>, RPCError<C>> {
+        let raft = self
+            .get(target, group_id)
+            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&Down)))?;
+        raft.vote(rpc)
+            .await
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))
+    }
+
+    async fn pre_vote(
+        &self,
+        _target: u64,
+        _group_id: u64,
+        rpc: VoteRequest<C>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<C>, RPCError<C>> {
+        // Pre-vote not served: granted, so elections take the normal path.
+        Ok(VoteResponse::new(rpc.vote, None, true))
+    }
+
+    async fn full_snapshot(
+        &self,
+        target: u64,
+        group_id: u64,
+        vote: VoteOf<C>,
+        snapshot: SnapshotOf<C, SM::SnapshotData>,
+        _cancel: impl std::future::Future<Output = ReplicationClosed> + Send + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<C>, StreamingError<C>> {
+        let raft = self
+            .get(target, group_id)
+            .ok_or_else(|| StreamingError::Unreachable(Unreachable::new(&Down)))?;
+        raft.install_full_snapshot(vote, snapshot)
+            .await
+            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))
+    }
+}
+
+/// One group's connections, each bound to (target, group).
+pub struct Factory<C: RaftTypeConfig, SM: RaftStateMachine<C>> {
+    router: Router<C, SM>,
+    group: u64,
+}
+
+impl<C, SM> RaftNetworkFactory<C> for Factory<C, SM>
+where
+    C: RaftTypeConfig<NodeId = u64>,
+    SM: RaftStateMachine<C>,
+{
+    type Network = GroupNetworkAdapter<C, u64, Router<C, SM>>;
+
+    async fn new_client(&mut self, target: u64, _node: &C::Node) -> Self::Network {
+        GroupNetworkAdapter::new(self.router.clone(), target, self.group)
+    }
+}
