@@ -37,6 +37,12 @@ impl SparseIndex {
         SparseIndex { entries, interval }
     }
 
+    /// Whether every batch has an entry (an interval of at most one
+    /// byte): a lookup then lands on the batch that holds the offset.
+    pub(crate) fn is_dense(&self) -> bool {
+        self.interval <= 1
+    }
+
     /// The entries.
     pub(crate) fn entries(&self) -> &[(u32, u32)] {
         &self.entries

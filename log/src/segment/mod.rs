@@ -331,10 +331,16 @@ impl Segment {
             Some((r, p)) => (Offset(self.base.0 + u64::from(r)), u64::from(p)),
             None => (self.base, SEGMENT_HEADER_BYTES as u64),
         };
-        // The first read takes the header only: where the index has an
-        // entry for every batch (a node's log), the batch found is the one
-        // asked for and no other batch's bytes are read.
-        let mut src = FileSource::new(self.file.as_ref(), self.end_position, BATCH_HEADER_BYTES);
+        // With an entry for every batch (a node's log) the batch found is
+        // the one asked for: the first read takes its header only, so no
+        // other batch's bytes are read. A sparse index walks, a chunk at a
+        // time from the start.
+        let first = if self.index.is_dense() {
+            BATCH_HEADER_BYTES
+        } else {
+            WALK_CHUNK
+        };
+        let mut src = FileSource::new(self.file.as_ref(), self.end_position, first);
         loop {
             let (at, h) = self.expect_header(&mut src, pos, next)?;
             src.set_chunk(WALK_CHUNK);
