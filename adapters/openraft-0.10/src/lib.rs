@@ -12,12 +12,19 @@
 //! leader per term: the epoch is the term) and the advanced one
 //! (`leader_id_adv`, the default: the epoch is `term << 32 | node id`).
 //!
+//! Snapshots are quorumlog snapshot files ([`snapshot`]): the state
+//! machine's `SnapshotData` is a [`SnapshotFile`], sent chunk by chunk and
+//! received into the store's install (durable per chunk, resumable,
+//! verified before it is published).
+//!
 //! The 0.9 adapter (`quorumlog-openraft`) stays for users on openraft's
 //! stable line; this crate depends on openraft 0.10 under the name
 //! `openraft10` so both can live in one workspace.
 
 pub mod log_store;
 pub mod mapping;
+pub mod snapshot;
 
 pub use log_store::{LogStore, COMMIT_PERSIST_EVERY};
 pub use mapping::{EpochLeaderId, MappingError};
+pub use snapshot::{FileSnapshot, Receiver, SnapshotFile, SnapshotFiles, CHUNK_BYTES};

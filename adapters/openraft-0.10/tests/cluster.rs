@@ -26,8 +26,8 @@ use quorumlog_raft::{
     ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
 };
 
-type R = Raft<Adv, Machine<Adv>>;
-type Router = common::net::Router<Adv, Machine<Adv>>;
+type R = Raft<Adv, Machine<Adv, Group>>;
+type Router = common::net::Router<Adv, Machine<Adv, Group>>;
 
 /// The one group each node holds.
 const GROUP: u64 = 0;
@@ -36,7 +36,7 @@ const GROUP: u64 = 0;
 struct Member {
     node: Node,
     raft: R,
-    machine: Machine<Adv>,
+    machine: Machine<Adv, Group>,
 }
 
 fn meta(id: u64) -> Meta {
@@ -55,8 +55,8 @@ async fn start(router: &Router, fs: &SharedFs, root: &Path, id: u64, fresh: bool
         node.create_group(7, Offset(0)).unwrap();
     }
     let group: Arc<Group> = Arc::new(node.group(7).unwrap());
+    let machine = Machine::<Adv, Group>::new(Arc::clone(&group));
     let log = LogStore::new(group, id).unwrap();
-    let machine = Machine::<Adv>::new();
     let config = Arc::new(
         Config {
             heartbeat_interval: 100,
@@ -70,7 +70,13 @@ async fn start(router: &Router, fs: &SharedFs, root: &Path, id: u64, fresh: bool
     let raft = Raft::new(id, config, router.factory(GROUP), log, machine.clone())
         .await
         .unwrap();
-    router.insert(id, GROUP, raft.clone());
+    let files = machine.files().clone();
+    router.insert_receiving(
+        id,
+        GROUP,
+        raft.clone(),
+        Arc::new(move |meta, from| common::receive_snapshot::<Adv, Group>(&files, meta, &from)),
+    );
     Member {
         node,
         raft,
@@ -145,6 +151,7 @@ async fn three_nodes_replicate_and_a_reopened_node_catches_up() {
     router.remove(follower, GROUP);
     gone.raft.shutdown().await.unwrap();
     drop(gone.raft);
+    drop(gone.machine);
     gone.node.close().unwrap();
     write(&leader, 200, 300).await;
     members.insert(

@@ -26,15 +26,15 @@ use quorumlog_raft::{
     ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
 };
 
-type R = Raft<Adv, Machine<Adv>>;
-type Router = common::net::Router<Adv, Machine<Adv>>;
+type R = Raft<Adv, Machine<Adv, Group>>;
+type Router = common::net::Router<Adv, Machine<Adv, Group>>;
 const GROUPS: u64 = 8;
 
 fn meta(id: u64) -> Meta {
     Meta::new(ClusterId(1), NodeId(id), DirectoryId(u128::from(id) + 1))
 }
 
-type Machines = BTreeMap<(u64, u64), Machine<Adv>>;
+type Machines = BTreeMap<(u64, u64), Machine<Adv, Group>>;
 
 /// Three node directories with the same `GROUPS` groups, each a Raft.
 async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<Node>, Machines) {
@@ -58,7 +58,7 @@ async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<N
         for g in 0..GROUPS {
             node.create_group(g, Offset(0)).unwrap();
             let group: Arc<Group> = Arc::new(node.group(g).unwrap());
-            let machine = Machine::<Adv>::new();
+            let machine = Machine::<Adv, Group>::new(Arc::clone(&group));
             let raft = Raft::new(
                 id,
                 Arc::clone(&config),
@@ -68,7 +68,15 @@ async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<N
             )
             .await
             .unwrap();
-            router.insert(id, g, raft);
+            let files = machine.files().clone();
+            router.insert_receiving(
+                id,
+                g,
+                raft,
+                Arc::new(move |meta, from| {
+                    common::receive_snapshot::<Adv, Group>(&files, meta, &from)
+                }),
+            );
             machines.insert((id, g), machine);
         }
         nodes.push(node);

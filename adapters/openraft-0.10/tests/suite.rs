@@ -11,7 +11,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{open_store, Adv, Machine, Std};
+use common::{open_store, Adv, MemMachine, Std};
 use openraft10::testing::log::{StoreBuilder, Suite};
 use openraft10::StorageError;
 use quorumlog_io::RealFs;
@@ -20,38 +20,42 @@ use quorumlog_raft::{SharedFs, Store};
 
 struct Builder;
 
-impl StoreBuilder<Adv, LogStore<Adv, Store>, Machine<Adv>, tempfile::TempDir> for Builder {
+impl StoreBuilder<Adv, LogStore<Adv, Store>, MemMachine<Adv>, tempfile::TempDir> for Builder {
     async fn build(
         &self,
-    ) -> Result<(tempfile::TempDir, LogStore<Adv, Store>, Machine<Adv>), StorageError<Adv>> {
+    ) -> Result<(tempfile::TempDir, LogStore<Adv, Store>, MemMachine<Adv>), StorageError<Adv>> {
         let dir = tempfile::tempdir().unwrap();
         let fs: SharedFs = Arc::new(RealFs::new());
         let store = open_store(&fs, dir.path(), 0, true);
-        Ok((dir, LogStore::new(store, 0).unwrap(), Machine::new()))
+        Ok((dir, LogStore::new(store, 0).unwrap(), MemMachine::new()))
     }
 }
 
-impl StoreBuilder<Std, LogStore<Std, Store>, Machine<Std>, tempfile::TempDir> for Builder {
+impl StoreBuilder<Std, LogStore<Std, Store>, MemMachine<Std>, tempfile::TempDir> for Builder {
     async fn build(
         &self,
-    ) -> Result<(tempfile::TempDir, LogStore<Std, Store>, Machine<Std>), StorageError<Std>> {
+    ) -> Result<(tempfile::TempDir, LogStore<Std, Store>, MemMachine<Std>), StorageError<Std>> {
         let dir = tempfile::tempdir().unwrap();
         let fs: SharedFs = Arc::new(RealFs::new());
         let store = open_store(&fs, dir.path(), 0, true);
-        Ok((dir, LogStore::new(store, 0).unwrap(), Machine::new()))
+        Ok((dir, LogStore::new(store, 0).unwrap(), MemMachine::new()))
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openraft_storage_suite_advanced_leader_ids() {
-    Suite::<Adv, LogStore<Adv, Store>, Machine<Adv>, Builder, tempfile::TempDir>::test_all(Builder)
-        .await
-        .unwrap();
+    Suite::<Adv, LogStore<Adv, Store>, MemMachine<Adv>, Builder, tempfile::TempDir>::test_all(
+        Builder,
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openraft_storage_suite_standard_leader_ids() {
-    Suite::<Std, LogStore<Std, Store>, Machine<Std>, Builder, tempfile::TempDir>::test_all(Builder)
-        .await
-        .unwrap();
+    Suite::<Std, LogStore<Std, Store>, MemMachine<Std>, Builder, tempfile::TempDir>::test_all(
+        Builder,
+    )
+    .await
+    .unwrap();
 }

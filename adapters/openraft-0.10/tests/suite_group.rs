@@ -13,7 +13,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Adv, Machine, Std};
+use common::{Adv, MemMachine, Std};
 use openraft10::testing::log::{StoreBuilder, Suite};
 use openraft10::{RaftTypeConfig, StorageError};
 use quorumlog_io::RealFs;
@@ -69,30 +69,34 @@ where
 
 struct Builder;
 
-impl StoreBuilder<Adv, LogStore<Adv, Group>, Machine<Adv>, Held> for Builder {
-    async fn build(&self) -> Result<(Held, LogStore<Adv, Group>, Machine<Adv>), StorageError<Adv>> {
+impl StoreBuilder<Adv, LogStore<Adv, Group>, MemMachine<Adv>, Held> for Builder {
+    async fn build(
+        &self,
+    ) -> Result<(Held, LogStore<Adv, Group>, MemMachine<Adv>), StorageError<Adv>> {
         let (held, log) = build::<Adv>();
-        Ok((held, log, Machine::new()))
+        Ok((held, log, MemMachine::new()))
     }
 }
 
-impl StoreBuilder<Std, LogStore<Std, Group>, Machine<Std>, Held> for Builder {
-    async fn build(&self) -> Result<(Held, LogStore<Std, Group>, Machine<Std>), StorageError<Std>> {
+impl StoreBuilder<Std, LogStore<Std, Group>, MemMachine<Std>, Held> for Builder {
+    async fn build(
+        &self,
+    ) -> Result<(Held, LogStore<Std, Group>, MemMachine<Std>), StorageError<Std>> {
         let (held, log) = build::<Std>();
-        Ok((held, log, Machine::new()))
+        Ok((held, log, MemMachine::new()))
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openraft_storage_suite_on_a_group_advanced_leader_ids() {
-    Suite::<Adv, LogStore<Adv, Group>, Machine<Adv>, Builder, Held>::test_all(Builder)
+    Suite::<Adv, LogStore<Adv, Group>, MemMachine<Adv>, Builder, Held>::test_all(Builder)
         .await
         .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openraft_storage_suite_on_a_group_standard_leader_ids() {
-    Suite::<Std, LogStore<Std, Group>, Machine<Std>, Builder, Held>::test_all(Builder)
+    Suite::<Std, LogStore<Std, Group>, MemMachine<Std>, Builder, Held>::test_all(Builder)
         .await
         .unwrap();
 }

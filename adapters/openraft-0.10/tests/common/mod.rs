@@ -1,5 +1,6 @@
 //! The 0.10 adapter tests' types and state machine: keys and values in
-//! memory, snapshots in memory (the tests are about the log store).
+//! memory, snapshots as the store's snapshot files (the adapter's
+//! `SnapshotFiles`), received chunk by chunk ([`receive_snapshot`]).
 #![allow(
     dead_code,
     unreachable_pub,
@@ -14,10 +15,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures_util::{Stream, TryStreamExt};
-use openraft10::storage::{EntryResponder, RaftStateMachine, Snapshot};
+use openraft10::storage::{EntryResponder, RaftStateMachine};
 use openraft10::type_config::alias::{LogIdOf, SnapshotMetaOf, StoredMembershipOf};
 use openraft10::{EntryPayload, OptionalSend, RaftSnapshotBuilder, RaftTypeConfig};
-use quorumlog_raft::{Identity, SharedFs, Store, StoreOptions, SyncPolicy};
+use quorumlog_openraft10::{EpochLeaderId, FileSnapshot, SnapshotFile, SnapshotFiles};
+use quorumlog_raft::{Identity, RaftStorage, SharedFs, Store, StoreOptions, SyncPolicy};
 use serde::{Deserialize, Serialize};
 
 openraft10::declare_raft_types!(
@@ -74,6 +76,8 @@ pub(crate) fn open_store(fs: &SharedFs, dir: &Path, node: u64, fresh: bool) -> A
     )
 }
 
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
 struct State<C: RaftTypeConfig> {
     last_applied: Option<LogIdOf<C>>,
     membership: StoredMembershipOf<C>,
@@ -100,26 +104,215 @@ impl<C: RaftTypeConfig> Default for State<C> {
     }
 }
 
+/// The test configurations' entries.
+pub(crate) trait TestConfig:
+    RaftTypeConfig<
+    NodeId = u64,
+    D = Put,
+    R = (),
+    Entry = openraft10::Entry<
+        openraft10::type_config::alias::CommittedLeaderIdOf<Self>,
+        EntryPayload<Put, u64, <Self as RaftTypeConfig>::Node>,
+    >,
+>
+where
+    Self::LeaderId: EpochLeaderId,
+{
+}
+
+impl TestConfig for Adv {}
+impl TestConfig for Std {}
+
+fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
+    io::Error::other(e)
+}
+
+/// The state machine (clones share it); its snapshots are snapshot files
+/// of its store.
+pub(crate) struct Machine<C: RaftTypeConfig, S: RaftStorage = Store> {
+    state: Arc<Mutex<State<C>>>,
+    files: SnapshotFiles<S>,
+}
+
+impl<C: RaftTypeConfig, S: RaftStorage> Clone for Machine<C, S> {
+    fn clone(&self) -> Self {
+        Machine {
+            state: Arc::clone(&self.state),
+            files: self.files.clone(),
+        }
+    }
+}
+
+impl<C: TestConfig, S: RaftStorage> Machine<C, S>
+where
+    C::LeaderId: EpochLeaderId,
+{
+    /// The machine of `store`, restored from its latest snapshot.
+    pub(crate) fn new(store: Arc<S>) -> Self {
+        let mut files = SnapshotFiles::new(store);
+        // Small chunks: a test's snapshot spans many, so an interrupted
+        // transfer resumes in the middle.
+        files.options.chunk_bytes = TEST_CHUNK;
+        let state = match files.latest::<C>().unwrap() {
+            Some((_, data)) => bincode::deserialize(&data).unwrap(),
+            None => State::default(),
+        };
+        Machine {
+            state: Arc::new(Mutex::new(state)),
+            files,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<C>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The value of `key`.
+    pub(crate) fn get(&self, key: &str) -> Option<String> {
+        self.lock().data.get(key).cloned()
+    }
+
+    /// The index applied last.
+    pub(crate) fn applied(&self) -> Option<u64> {
+        self.lock().last_applied.as_ref().map(|l| l.index)
+    }
+
+    /// Its snapshots.
+    pub(crate) fn files(&self) -> &SnapshotFiles<S> {
+        &self.files
+    }
+}
+
+/// Bytes per chunk of a test transfer: small, so a transfer takes many.
+pub(crate) const TEST_CHUNK: usize = 4 << 10;
+
+/// Copies `from` (the leader's file) into `files` chunk by chunk, as a
+/// network would, and finishes it there: what a follower's network does
+/// before `Raft::install_full_snapshot`.
+pub(crate) fn receive_snapshot<C: TestConfig, S: RaftStorage>(
+    files: &SnapshotFiles<S>,
+    meta: &SnapshotMetaOf<C>,
+    from: &SnapshotFile<S>,
+) -> io::Result<SnapshotFile<S>>
+where
+    C::LeaderId: EpochLeaderId,
+{
+    let mut rx = files.receive::<C>(meta, from.size)?;
+    while rx.position() < from.size {
+        let at = rx.position();
+        let chunk = from.read_chunk(at, TEST_CHUNK)?;
+        if chunk.is_empty() {
+            return Err(io::Error::other("the sender's file ended early"));
+        }
+        rx.write_chunk(at, &chunk)?;
+    }
+    rx.finish()
+}
+
+impl<C: TestConfig, S: RaftStorage> RaftSnapshotBuilder<C> for Machine<C, S>
+where
+    C::LeaderId: EpochLeaderId,
+{
+    type SnapshotData = SnapshotFile<S>;
+
+    async fn build_snapshot(&mut self) -> Result<FileSnapshot<C, S>, io::Error> {
+        let state = self.lock().clone();
+        let meta = SnapshotMetaOf::<C> {
+            last_log_id: state.last_applied.clone(),
+            last_membership: state.membership.clone(),
+        };
+        let data = bincode::serialize(&state).map_err(io_err)?;
+        let file = self.files.save_built::<C>(&meta, &data)?;
+        Ok(FileSnapshot::<C, S> {
+            meta,
+            snapshot: file,
+        })
+    }
+}
+
+impl<C: TestConfig, S: RaftStorage> RaftStateMachine<C> for Machine<C, S>
+where
+    C::LeaderId: EpochLeaderId,
+{
+    type SnapshotData = SnapshotFile<S>;
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogIdOf<C>>, StoredMembershipOf<C>), io::Error> {
+        let s = self.lock();
+        Ok((s.last_applied.clone(), s.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<C>, io::Error>> + Unpin + OptionalSend,
+    {
+        while let Some((e, responder)) = entries.try_next().await? {
+            {
+                let mut s = self.lock();
+                s.last_applied = Some(e.log_id.clone());
+                match e.payload {
+                    EntryPayload::Blank => {}
+                    EntryPayload::Normal(p) => {
+                        s.data.insert(p.key, p.value);
+                    }
+                    EntryPayload::Membership(m) => {
+                        s.membership = StoredMembershipOf::<C>::new(Some(e.log_id.clone()), m);
+                    }
+                }
+            }
+            if let Some(r) = responder {
+                r.send(());
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMetaOf<C>,
+        snapshot: Self::SnapshotData,
+    ) -> Result<(), io::Error> {
+        let data = self.files.installed::<C>(meta, &snapshot)?;
+        let state: State<C> = bincode::deserialize(&data).map_err(io_err)?;
+        *self.lock() = state;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<FileSnapshot<C, S>>, io::Error> {
+        self.files.current::<C>()
+    }
+}
+
 type Held<C> = Option<(SnapshotMetaOf<C>, BTreeMap<String, String>)>;
 
-/// The state machine (clones share it); snapshots are the data itself.
-pub(crate) struct Machine<C: RaftTypeConfig> {
+/// A state machine whose snapshots stay in memory, for openraft's suite:
+/// it applies entries its log never held and snapshots them, which the
+/// store's checked snapshot creation refuses (a state no committed entry
+/// of the log produced). Snapshot files are tested where openraft's order
+/// holds (the cluster tests).
+pub(crate) struct MemMachine<C: RaftTypeConfig> {
     state: Arc<Mutex<State<C>>>,
     held: Arc<Mutex<Held<C>>>,
 }
 
-impl<C: RaftTypeConfig> Clone for Machine<C> {
+impl<C: RaftTypeConfig> Clone for MemMachine<C> {
     fn clone(&self) -> Self {
-        Machine {
+        MemMachine {
             state: Arc::clone(&self.state),
             held: Arc::clone(&self.held),
         }
     }
 }
 
-impl<C: RaftTypeConfig> Machine<C> {
+impl<C: RaftTypeConfig> MemMachine<C> {
     pub(crate) fn new() -> Self {
-        Machine {
+        MemMachine {
             state: Arc::new(Mutex::new(State::default())),
             held: Arc::new(Mutex::new(None)),
         }
@@ -139,7 +332,7 @@ impl<C: RaftTypeConfig> Machine<C> {
     }
 }
 
-impl<C> RaftSnapshotBuilder<C> for Machine<C>
+impl<C> RaftSnapshotBuilder<C> for MemMachine<C>
 where
     C: RaftTypeConfig<
         D = Put,
@@ -155,7 +348,7 @@ where
     async fn build_snapshot(
         &mut self,
     ) -> Result<
-        Snapshot<
+        openraft10::storage::Snapshot<
             openraft10::type_config::alias::CommittedLeaderIdOf<C>,
             C::NodeId,
             C::Node,
@@ -169,14 +362,14 @@ where
             last_membership: state.membership.clone(),
         };
         *self.held() = Some((meta.clone(), state.data.clone()));
-        Ok(Snapshot {
+        Ok(openraft10::storage::Snapshot {
             meta,
             snapshot: state.data,
         })
     }
 }
 
-impl<C> RaftStateMachine<C> for Machine<C>
+impl<C> RaftStateMachine<C> for MemMachine<C>
 where
     C: RaftTypeConfig<
         D = Put,
@@ -244,7 +437,7 @@ where
         &mut self,
     ) -> Result<
         Option<
-            Snapshot<
+            openraft10::storage::Snapshot<
                 openraft10::type_config::alias::CommittedLeaderIdOf<C>,
                 C::NodeId,
                 C::Node,
@@ -253,9 +446,12 @@ where
         >,
         io::Error,
     > {
-        Ok(self.held().clone().map(|(meta, data)| Snapshot {
-            meta,
-            snapshot: data,
-        }))
+        Ok(self
+            .held()
+            .clone()
+            .map(|(meta, data)| openraft10::storage::Snapshot {
+                meta,
+                snapshot: data,
+            }))
     }
 }

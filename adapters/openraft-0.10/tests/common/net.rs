@@ -12,12 +12,24 @@ use openraft10::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
 use openraft10::storage::RaftStateMachine;
-use openraft10::type_config::alias::{SnapshotOf, VoteOf};
+use openraft10::type_config::alias::{SnapshotMetaOf, SnapshotOf, VoteOf};
 use openraft10::{Raft, RaftNetworkFactory, RaftTypeConfig};
 use openraft_multi::{GroupNetworkAdapter, GroupRouter};
 
+/// How a node takes in a snapshot the leader sends: the sender's data in,
+/// the receiver's out (for snapshot files: copied chunk by chunk into the
+/// receiver's store and finished there).
+pub type Receive<C, SD> =
+    Arc<dyn Fn(&SnapshotMetaOf<C>, SD) -> std::io::Result<SD> + Send + Sync + 'static>;
+
+/// A Raft and how it takes in snapshots (`None`: the data as sent).
+struct Entry<C: RaftTypeConfig, SM: RaftStateMachine<C>> {
+    raft: Raft<C, SM>,
+    receive: Option<Receive<C, SM::SnapshotData>>,
+}
+
 /// Rafts by (node, group).
-type Rafts<C, SM> = BTreeMap<(u64, u64), Raft<C, SM>>;
+type Rafts<C, SM> = BTreeMap<(u64, u64), Entry<C, SM>>;
 
 /// Every Raft in the process, by (node, group).
 pub struct Router<C: RaftTypeConfig, SM: RaftStateMachine<C>> {
@@ -58,22 +70,45 @@ impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Router<C, SM> {
 
     /// Group `group`'s Raft on `node` answers from now on.
     pub fn insert(&self, node: u64, group: u64, raft: Raft<C, SM>) {
-        self.rafts().insert((node, group), raft);
+        self.rafts().insert(
+            (node, group),
+            Entry {
+                raft,
+                receive: None,
+            },
+        );
+    }
+
+    /// As [`Router::insert`], the node taking in snapshots with `receive`.
+    pub fn insert_receiving(
+        &self,
+        node: u64,
+        group: u64,
+        raft: Raft<C, SM>,
+        receive: Receive<C, SM::SnapshotData>,
+    ) {
+        self.rafts().insert(
+            (node, group),
+            Entry {
+                raft,
+                receive: Some(receive),
+            },
+        );
     }
 
     /// Calls to `node`'s `group` fail from now on (the node is down).
     pub fn remove(&self, node: u64, group: u64) -> Option<Raft<C, SM>> {
-        self.rafts().remove(&(node, group))
+        self.rafts().remove(&(node, group)).map(|e| e.raft)
     }
 
     /// Group `group`'s Raft on `node`.
     pub fn get(&self, node: u64, group: u64) -> Option<Raft<C, SM>> {
-        self.rafts().get(&(node, group)).cloned()
+        self.rafts().get(&(node, group)).map(|e| e.raft.clone())
     }
 
     /// Every Raft.
     pub fn all(&self) -> Vec<Raft<C, SM>> {
-        self.rafts().values().cloned().collect()
+        self.rafts().values().map(|e| e.raft.clone()).collect()
     }
 
     /// The network factory of `group`'s Rafts.
@@ -142,9 +177,24 @@ where
         _cancel: impl std::future::Future<Output = ReplicationClosed> + Send + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<C>, StreamingError<C>> {
-        let raft = self
-            .get(target, group_id)
+        let (raft, receive) = self
+            .rafts()
+            .get(&(target, group_id))
+            .map(|e| (e.raft.clone(), e.receive.clone()))
             .ok_or_else(|| StreamingError::Unreachable(Unreachable::new(&Down)))?;
+        let snapshot = match receive {
+            None => snapshot,
+            Some(receive) => {
+                // The receiver finishes the transfer before openraft sees
+                // it: a transfer that fails is a failed RPC, retried.
+                let data = receive(&snapshot.meta, snapshot.snapshot)
+                    .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+                SnapshotOf::<C, SM::SnapshotData> {
+                    meta: snapshot.meta,
+                    snapshot: data,
+                }
+            }
+        };
         raft.install_full_snapshot(vote, snapshot)
             .await
             .map_err(|e| StreamingError::Network(NetworkError::new(&e)))

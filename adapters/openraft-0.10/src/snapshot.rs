@@ -1,0 +1,372 @@
+//! Snapshots for openraft 0.10 as quorumlog snapshot files.
+//!
+//! 0.10 puts `SnapshotData` on the state machine and hands the network a
+//! whole `Snapshot` to send; how the bytes travel is the application's.
+//! Here:
+//!
+//! - [`SnapshotFile`] is the state machine's `SnapshotData`: a published
+//!   snapshot file of one store (or group), by id. It holds no bytes: the
+//!   sender reads it chunk by chunk ([`SnapshotFile::read_chunk`]).
+//! - [`SnapshotFiles::save_built`] writes a snapshot the state machine
+//!   built (checksummed chunks, synced and published before it returns).
+//!   openraft 0.10 purges the log only once the snapshot covering it is
+//!   built or installed (its purge command waits for that), so the log is
+//!   never cut below a snapshot file.
+//! - [`SnapshotFiles::receive`] starts, or after a restart resumes, a
+//!   download into the store's install: each chunk is durable when
+//!   [`Receiver::write_chunk`] returns, bytes the install already holds
+//!   are skipped, and [`Receiver::finish`] verifies the whole file before
+//!   publishing it (a file that does not verify is never published, and the
+//!   sender can start again). The receiving side's network finishes the
+//!   download *before* it calls `Raft::install_full_snapshot`, so a
+//!   corrupt transfer is a failed RPC the leader retries, never a state
+//!   machine error (which openraft treats as fatal).
+//! - [`SnapshotFiles::installed`] is the state machine's
+//!   `install_snapshot`: it checks that the file is the one openraft's
+//!   meta names and returns the state in it, verified.
+//!
+//! The snapshot id is the store's: a snapshot covering openraft's log up
+//! to `last_log_id` ends at `last_log_id.index + 1`, in that entry's epoch
+//! ([`EpochLeaderId`]); openraft's `SnapshotMeta` is the file's metadata.
+
+use std::io;
+use std::sync::Arc;
+
+use openraft10::storage::Snapshot;
+use openraft10::type_config::alias::{CommittedLeaderIdOf, SnapshotMetaOf};
+use openraft10::RaftTypeConfig;
+use quorumlog_raft::{
+    Epoch, Offset, RaftStorage, Retention, SnapshotId, SnapshotInstall, SnapshotWrite,
+    WriterOptions,
+};
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::mapping::EpochLeaderId;
+
+fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
+    io::Error::other(e)
+}
+
+/// The most bytes [`SnapshotFile::read_chunk`] returns at once by default.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// openraft's snapshot of a state machine with `SnapshotData =
+/// SnapshotFile<S>`.
+pub type FileSnapshot<C, S> = Snapshot<
+    CommittedLeaderIdOf<C>,
+    <C as RaftTypeConfig>::NodeId,
+    <C as RaftTypeConfig>::Node,
+    SnapshotFile<S>,
+>;
+
+/// A published snapshot file of one store (the state machine's
+/// `SnapshotData`; see the module documentation).
+#[derive(Debug)]
+pub struct SnapshotFile<S: RaftStorage> {
+    store: Arc<S>,
+    /// Its id in the store.
+    pub id: SnapshotId,
+    /// Its file's size in bytes.
+    pub size: u64,
+}
+
+impl<S: RaftStorage> Clone for SnapshotFile<S> {
+    fn clone(&self) -> Self {
+        SnapshotFile {
+            store: Arc::clone(&self.store),
+            id: self.id,
+            size: self.size,
+        }
+    }
+}
+
+impl<S: RaftStorage> SnapshotFile<S> {
+    /// Up to `max_bytes` of the file from byte `position`, as on disk (what
+    /// a follower's [`Receiver::write_chunk`] takes at that position).
+    ///
+    /// # Errors
+    /// The snapshot was deleted since (a newer one replaced it); a
+    /// position beyond the file; I/O.
+    pub fn read_chunk(&self, position: u64, max_bytes: usize) -> io::Result<Vec<u8>> {
+        self.store
+            .read_snapshot_chunk(self.id, position, max_bytes)
+            .map_err(io_err)
+    }
+}
+
+/// The snapshots of one store (or group), for a state machine.
+#[derive(Debug)]
+pub struct SnapshotFiles<S: RaftStorage> {
+    store: Arc<S>,
+    /// Snapshots kept (the latest always).
+    pub keep: usize,
+    /// How built snapshots are written: the state's chunk size (each chunk
+    /// checksummed; an interrupted download resumes at a chunk boundary)
+    /// and compression.
+    pub options: WriterOptions,
+}
+
+impl<S: RaftStorage> Clone for SnapshotFiles<S> {
+    fn clone(&self) -> Self {
+        SnapshotFiles {
+            store: Arc::clone(&self.store),
+            keep: self.keep,
+            options: self.options,
+        }
+    }
+}
+
+impl<S: RaftStorage> SnapshotFiles<S> {
+    /// The snapshot files of `store`; the two latest are kept, written with
+    /// the default options (1 MiB chunks, uncompressed).
+    pub fn new(store: Arc<S>) -> Self {
+        SnapshotFiles {
+            store,
+            keep: 2,
+            options: WriterOptions::default(),
+        }
+    }
+
+    /// The store they are in.
+    pub fn store(&self) -> &Arc<S> {
+        &self.store
+    }
+
+    /// The store snapshot id of openraft's snapshot `meta`.
+    ///
+    /// # Errors
+    /// A leader id the store's epochs cannot hold.
+    pub fn id_of<C>(meta: &SnapshotMetaOf<C>) -> io::Result<SnapshotId>
+    where
+        C: RaftTypeConfig,
+        C::LeaderId: EpochLeaderId,
+    {
+        match &meta.last_log_id {
+            None => Ok(SnapshotId {
+                end_offset: Offset(0),
+                epoch: Epoch(0),
+            }),
+            Some(l) => Ok(SnapshotId {
+                end_offset: Offset(l.index + 1),
+                epoch: C::LeaderId::committed_epoch(&l.leader_id).map_err(io_err)?,
+            }),
+        }
+    }
+
+    fn file(&self, id: SnapshotId) -> io::Result<SnapshotFile<S>> {
+        Ok(SnapshotFile {
+            store: Arc::clone(&self.store),
+            id,
+            size: self.store.snapshot_size(id).map_err(io_err)?,
+        })
+    }
+
+    /// Writes `data`, the state machine's own snapshot (built from applied,
+    /// so committed, entries), through the store's checked creation: it is
+    /// refused beyond the high watermark and unless the log holds its last
+    /// entry in its term. Durable on return; a snapshot with the same id
+    /// already there is kept (it covers the same entries). Older snapshots
+    /// beyond `keep` are deleted.
+    ///
+    /// # Errors
+    /// The store's refusal (`SnapshotRefused`); I/O (which poisons the
+    /// store).
+    pub fn save_built<C>(
+        &self,
+        meta: &SnapshotMetaOf<C>,
+        data: &[u8],
+    ) -> io::Result<SnapshotFile<S>>
+    where
+        C: RaftTypeConfig,
+        C::LeaderId: EpochLeaderId,
+        SnapshotMetaOf<C>: Serialize,
+    {
+        let id = Self::id_of::<C>(meta)?;
+        if !self.store.has_snapshot(id) {
+            let m = bincode::serialize(meta).map_err(io_err)?;
+            let mut w = self
+                .store
+                .create_snapshot(id.end_offset, id.epoch, &m, self.options)
+                .map_err(io_err)?;
+            w.write(data).map_err(io_err)?;
+            w.freeze().map_err(io_err)?;
+        }
+        self.retain()?;
+        self.file(id)
+    }
+
+    fn retain(&self) -> io::Result<()> {
+        self.store
+            .retain_snapshots(Retention {
+                keep_latest: self.keep.max(1),
+                max_total_bytes: None,
+            })
+            .map_err(io_err)?;
+        Ok(())
+    }
+
+    /// The latest snapshot, as openraft's `get_current_snapshot` returns
+    /// it: its meta (read from the file) and the file.
+    ///
+    /// # Errors
+    /// Metadata that does not decode; I/O.
+    pub fn current<C>(&self) -> io::Result<Option<FileSnapshot<C, S>>>
+    where
+        C: RaftTypeConfig,
+        SnapshotMetaOf<C>: DeserializeOwned,
+    {
+        let Some(id) = self.store.latest_snapshot() else {
+            return Ok(None);
+        };
+        let m = self.store.snapshot_metadata(id).map_err(io_err)?;
+        let meta: SnapshotMetaOf<C> = bincode::deserialize(&m).map_err(io_err)?;
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: self.file(id)?,
+        }))
+    }
+
+    /// The latest snapshot's meta and state, verified (a state machine
+    /// restoring itself at start).
+    ///
+    /// # Errors
+    /// A snapshot that does not verify or whose metadata does not decode.
+    pub fn latest<C>(&self) -> io::Result<Option<(SnapshotMetaOf<C>, Vec<u8>)>>
+    where
+        C: RaftTypeConfig,
+        SnapshotMetaOf<C>: DeserializeOwned,
+    {
+        let Some(id) = self.store.latest_snapshot() else {
+            return Ok(None);
+        };
+        let (m, data) = self.store.read_snapshot(id).map_err(io_err)?;
+        Ok(Some((bincode::deserialize(&m).map_err(io_err)?, data)))
+    }
+
+    /// The state in `file`, installed by openraft as `meta` (the state
+    /// machine's `install_snapshot`), verified; old snapshots go.
+    ///
+    /// # Errors
+    /// `file` is not this store's snapshot `meta` names (a receiver that
+    /// did not finish it here); a snapshot that does not verify; I/O.
+    pub fn installed<C>(
+        &self,
+        meta: &SnapshotMetaOf<C>,
+        file: &SnapshotFile<S>,
+    ) -> io::Result<Vec<u8>>
+    where
+        C: RaftTypeConfig,
+        C::LeaderId: EpochLeaderId,
+    {
+        let want = Self::id_of::<C>(meta)?;
+        if file.id != want || !Arc::ptr_eq(&file.store, &self.store) {
+            return Err(io::Error::other(format!(
+                "installing snapshot {} of another store, or not the one openraft names ({want})",
+                file.id
+            )));
+        }
+        let (_, data) = self.store.read_snapshot(want).map_err(io_err)?;
+        self.retain()?;
+        Ok(data)
+    }
+
+    /// Starts, or resumes after a restart, receiving the snapshot `meta`
+    /// names, `size` bytes (the sender's [`SnapshotFile::size`]).
+    ///
+    /// # Errors
+    /// A leader id the store's epochs cannot hold; the store refuses the
+    /// install (for one, a snapshot below its high watermark); I/O.
+    pub fn receive<C>(&self, meta: &SnapshotMetaOf<C>, size: u64) -> io::Result<Receiver<S>>
+    where
+        C: RaftTypeConfig,
+        C::LeaderId: EpochLeaderId,
+    {
+        let id = Self::id_of::<C>(meta)?;
+        if self.store.has_snapshot(id) {
+            return Ok(Receiver {
+                files: self.clone(),
+                id,
+                size,
+                install: None,
+            });
+        }
+        let install = self
+            .store
+            .install_snapshot_owned(id, size)
+            .map_err(io_err)?;
+        Ok(Receiver {
+            files: self.clone(),
+            id,
+            size,
+            install: Some(install),
+        })
+    }
+}
+
+/// A snapshot being received into a store ([`SnapshotFiles::receive`]).
+#[derive(Debug)]
+pub struct Receiver<S: RaftStorage> {
+    files: SnapshotFiles<S>,
+    id: SnapshotId,
+    size: u64,
+    /// `None`: the snapshot is here already, the rest is read past.
+    install: Option<S::Install>,
+}
+
+impl<S: RaftStorage> Receiver<S> {
+    /// The snapshot being received.
+    pub fn id(&self) -> SnapshotId {
+        self.id
+    }
+
+    /// The next byte it needs: where a sender resumes (after a restart, what
+    /// the install already holds durably).
+    pub fn position(&self) -> u64 {
+        self.install
+            .as_ref()
+            .map_or(self.size, SnapshotInstall::position)
+    }
+
+    /// Takes `bytes` of the file at `position`, durable on return. Bytes
+    /// below [`Receiver::position`] are held already and skipped.
+    ///
+    /// # Errors
+    /// A gap (`position` beyond what it holds); more bytes than the size
+    /// announced; I/O.
+    pub fn write_chunk(&mut self, position: u64, bytes: &[u8]) -> io::Result<()> {
+        let Some(install) = self.install.as_mut() else {
+            return Ok(());
+        };
+        let have = install.position();
+        if position > have {
+            return Err(io::Error::other(format!(
+                "snapshot chunk at {position}, the install holds {have}"
+            )));
+        }
+        let skip = usize::try_from(have - position).unwrap_or(usize::MAX);
+        match bytes.get(skip..) {
+            Some(rest) if !rest.is_empty() => install.write_chunk(have, rest).map_err(io_err),
+            _ => Ok(()),
+        }
+    }
+
+    /// Verifies the whole file and publishes it; the log is made to
+    /// continue it. Returns the file to hand openraft
+    /// (`Raft::install_full_snapshot`).
+    ///
+    /// # Errors
+    /// Incomplete; a file that does not verify (nothing is published); the
+    /// store refuses (a snapshot below its high watermark); I/O.
+    pub fn finish(self) -> io::Result<SnapshotFile<S>> {
+        if let Some(install) = self.install {
+            let info = install.finish().map_err(io_err)?;
+            if info.id != self.id {
+                return Err(io::Error::other(format!(
+                    "received snapshot {}, expected {}",
+                    info.id, self.id
+                )));
+            }
+        }
+        self.files.file(self.id)
+    }
+}
