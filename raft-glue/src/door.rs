@@ -41,6 +41,11 @@ pub trait SnapshotInstall: Debug + Send + 'static {
     /// # Errors
     /// Out of order; I/O.
     fn write_chunk(&mut self, position: u64, bytes: &[u8]) -> Result<()>;
+    /// Verifies the whole file without publishing it.
+    ///
+    /// # Errors
+    /// Incomplete; verification; I/O.
+    fn verify(&self) -> Result<()>;
     /// Verifies, publishes, and makes the log continue the snapshot.
     ///
     /// # Errors
@@ -365,6 +370,9 @@ impl SnapshotInstall for StoreInstall<Arc<Store>> {
     fn write_chunk(&mut self, position: u64, bytes: &[u8]) -> Result<()> {
         StoreInstall::write_chunk(self, position, bytes)
     }
+    fn verify(&self) -> Result<()> {
+        StoreInstall::verify(self)
+    }
     fn finish(self) -> Result<SnapshotInfo> {
         StoreInstall::finish(self)
     }
@@ -382,6 +390,9 @@ impl SnapshotInstall for GroupInstall<Arc<Group>> {
     }
     fn write_chunk(&mut self, position: u64, bytes: &[u8]) -> Result<()> {
         GroupInstall::write_chunk(self, position, bytes)
+    }
+    fn verify(&self) -> Result<()> {
+        GroupInstall::verify(self)
     }
     fn finish(self) -> Result<SnapshotInfo> {
         GroupInstall::finish(self)

@@ -165,6 +165,37 @@ impl Install {
         Ok(())
     }
 
+    /// Verifies the whole file as [`Install::finish`] does, without
+    /// publishing it or removing it: a receiver checks a download before
+    /// it hands it on, and publishes it later with `finish` (which
+    /// verifies again: the file may have changed on disk meanwhile).
+    ///
+    /// # Errors
+    /// `Incomplete` before all bytes arrived; `Corruption` if it does not
+    /// verify (the file stays: `finish` then removes it); `Io`.
+    pub fn verify(&self) -> Result<()> {
+        if let Some(p) = self.poisoned {
+            return Err(Error::Poisoned {
+                op: p.op,
+                kind: p.kind,
+            });
+        }
+        if self.pos != self.total {
+            return Err(Error::Incomplete {
+                received: self.pos,
+                total: self.total,
+            });
+        }
+        let v = verify(self.file.as_ref(), &self.path, self.total)?;
+        if v.header.id != self.id {
+            return Err(Error::Corruption {
+                at: crate::error::Location::file(&self.path),
+                kind: crate::error::CorruptionKind::Malformed("another snapshot's id"),
+            });
+        }
+        Ok(())
+    }
+
     /// Verifies the whole file (footer, header, every chunk, the whole-file
     /// checksum, and that it is snapshot `id`), then publishes it.
     ///

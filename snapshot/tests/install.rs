@@ -203,3 +203,44 @@ fn an_unfinished_install_can_be_discarded() {
         0
     );
 }
+
+/// `verify` checks a whole download without publishing it: a clean one
+/// verifies and is still unpublished (its `finish` then publishes it); one
+/// with a flipped byte fails `verify`, stays unpublished, and its `finish`
+/// fails and removes it.
+#[test]
+fn verify_checks_a_download_without_publishing_it() {
+    let (l, s, data) = leader(9);
+    both(|fs, dir| {
+        let store = SnapshotStore::open(fs.clone(), dir).unwrap();
+        let copy = |flip: bool| {
+            let mut install = store.begin_install(s.id, s.size_bytes).unwrap();
+            let mut pos = 0;
+            while pos < s.size_bytes {
+                let mut c = l.read_chunk(s.id, pos, 1234).unwrap();
+                if flip && pos == 0 {
+                    let at = c.len() - 1;
+                    c[at] ^= 0x10;
+                }
+                install.write_chunk(pos, &c).unwrap();
+                pos += c.len() as u64;
+            }
+            install
+        };
+        let short = store.begin_install(s.id, s.size_bytes).unwrap();
+        assert!(matches!(short.verify(), Err(Error::Incomplete { .. })));
+        drop(short);
+
+        let bad = copy(true);
+        assert!(bad.verify().is_err(), "a flipped byte fails verify");
+        assert!(store.list().is_empty(), "nothing published");
+        assert!(bad.finish().is_err());
+        assert!(store.installs().unwrap().is_empty(), "finish removed it");
+
+        let good = copy(false);
+        good.verify().unwrap();
+        assert!(store.list().is_empty(), "verify publishes nothing");
+        assert_eq!(good.finish().unwrap(), s);
+        assert_eq!(store.reader(s.id).unwrap().read_to_end().unwrap(), data);
+    });
+}

@@ -13,9 +13,10 @@
 //! (`leader_id_adv`, the default: the epoch is `term << 32 | node id`).
 //!
 //! Snapshots are quorumlog snapshot files ([`snapshot`]): the state
-//! machine's `SnapshotData` is a [`SnapshotFile`], sent chunk by chunk and
-//! received into the store's install (durable per chunk, resumable,
-//! verified before it is published).
+//! machine's `SnapshotData` is a [`SnapshotData`]: a published file, sent
+//! chunk by chunk, or a download received into the store's install
+//! (durable per chunk, resumable, verified), published by the state
+//! machine's install once openraft has made the leader's vote durable.
 //!
 //! The 0.9 adapter (`quorumlog-openraft`) stays for users on openraft's
 //! stable line; this crate depends on openraft 0.10 under the name
@@ -27,4 +28,6 @@ pub mod snapshot;
 
 pub use log_store::{LogStore, COMMIT_PERSIST_EVERY};
 pub use mapping::{EpochLeaderId, MappingError};
-pub use snapshot::{FileSnapshot, Receiver, SnapshotFile, SnapshotFiles, CHUNK_BYTES};
+pub use snapshot::{
+    FileSnapshot, Receiver, SnapshotData, SnapshotFile, SnapshotFiles, CHUNK_BYTES,
+};

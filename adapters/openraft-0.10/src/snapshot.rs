@@ -4,9 +4,10 @@
 //! whole `Snapshot` to send; how the bytes travel is the application's.
 //! Here:
 //!
-//! - [`SnapshotFile`] is the state machine's `SnapshotData`: a published
-//!   snapshot file of one store (or group), by id. It holds no bytes: the
-//!   sender reads it chunk by chunk ([`SnapshotFile::read_chunk`]).
+//! - [`SnapshotData`] is the state machine's `SnapshotData`: a published
+//!   [`SnapshotFile`] of one store (or group), by id, holding no bytes (the
+//!   sender reads it chunk by chunk, [`SnapshotFile::read_chunk`]); or a
+//!   download received whole and verified, not yet published.
 //! - [`SnapshotFiles::save_built`] writes a snapshot the state machine
 //!   built (checksummed chunks, synced and published before it returns).
 //!   openraft 0.10 purges the log only once the snapshot covering it is
@@ -15,15 +16,20 @@
 //! - [`SnapshotFiles::receive`] starts, or after a restart resumes, a
 //!   download into the store's install: each chunk is durable when
 //!   [`Receiver::write_chunk`] returns, bytes the install already holds
-//!   are skipped, and [`Receiver::finish`] verifies the whole file before
-//!   publishing it (a file that does not verify is never published, and the
-//!   sender can start again). The receiving side's network finishes the
-//!   download *before* it calls `Raft::install_full_snapshot`, so a
-//!   corrupt transfer is a failed RPC the leader retries, never a state
-//!   machine error (which openraft treats as fatal).
+//!   are skipped. Once the whole file is there, [`Receiver::verified`]
+//!   checks it without publishing it: a file that does not verify is
+//!   removed and the call fails, so a corrupt transfer is a failed RPC the
+//!   leader retries, never a state machine error (which openraft treats as
+//!   fatal). The network then calls `Raft::install_full_snapshot` with it.
 //! - [`SnapshotFiles::installed`] is the state machine's
-//!   `install_snapshot`: it checks that the file is the one openraft's
-//!   meta names and returns the state in it, verified.
+//!   `install_snapshot`: only there, after openraft has made the leader's
+//!   vote durable, is a download published and the log made to continue
+//!   it. (Publishing it in the network, before openraft saw the vote, can
+//!   leave a log whose last entry is a newer leader's than the durable
+//!   vote, which openraft 0.10 refuses to restart from: found by the
+//!   key-value service's whole-cluster power-loss test.) It checks the
+//!   snapshot is the one openraft's meta names and returns the state in
+//!   it, verified.
 //!
 //! The snapshot id is the store's: a snapshot covering openraft's log up
 //! to `last_log_id` ends at `last_log_id.index + 1`, in that entry's epoch
@@ -51,13 +57,47 @@ fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
 pub const CHUNK_BYTES: usize = 1 << 20;
 
 /// openraft's snapshot of a state machine with `SnapshotData =
-/// SnapshotFile<S>`.
+/// SnapshotData<S>`.
 pub type FileSnapshot<C, S> = Snapshot<
     CommittedLeaderIdOf<C>,
     <C as RaftTypeConfig>::NodeId,
     <C as RaftTypeConfig>::Node,
-    SnapshotFile<S>,
+    SnapshotData<S>,
 >;
+
+/// A state machine's snapshot data on quorumlog (see the module
+/// documentation).
+#[derive(Debug)]
+pub enum SnapshotData<S: RaftStorage> {
+    /// A published snapshot file (built here, or the latest).
+    File(SnapshotFile<S>),
+    /// A download received whole and verified, published by the state
+    /// machine's install ([`SnapshotFiles::installed`]).
+    Received(Receiver<S>),
+}
+
+impl<S: RaftStorage> SnapshotData<S> {
+    /// The bytes a transfer sends.
+    pub fn size(&self) -> u64 {
+        match self {
+            SnapshotData::File(f) => f.size,
+            SnapshotData::Received(r) => r.size,
+        }
+    }
+
+    /// Up to `max_bytes` of a published file from `position`.
+    ///
+    /// # Errors
+    /// A download (not sent on); as [`SnapshotFile::read_chunk`].
+    pub fn read_chunk(&self, position: u64, max_bytes: usize) -> io::Result<Vec<u8>> {
+        match self {
+            SnapshotData::File(f) => f.read_chunk(position, max_bytes),
+            SnapshotData::Received(_) => Err(io::Error::other(
+                "a download not yet installed is not sent on",
+            )),
+        }
+    }
+}
 
 /// A published snapshot file of one store (the state machine's
 /// `SnapshotData`; see the module documentation).
@@ -222,7 +262,7 @@ impl<S: RaftStorage> SnapshotFiles<S> {
         let meta: SnapshotMetaOf<C> = bincode::deserialize(&m).map_err(io_err)?;
         Ok(Some(Snapshot {
             meta,
-            snapshot: self.file(id)?,
+            snapshot: SnapshotData::File(self.file(id)?),
         }))
     }
 
@@ -243,22 +283,36 @@ impl<S: RaftStorage> SnapshotFiles<S> {
         Ok(Some((bincode::deserialize(&m).map_err(io_err)?, data)))
     }
 
-    /// The state in `file`, installed by openraft as `meta` (the state
-    /// machine's `install_snapshot`), verified; old snapshots go.
+    /// The state in `data`, installed by openraft as `meta` (the state
+    /// machine's `install_snapshot`, after openraft made the leader's vote
+    /// durable): a download is published now and the log made to continue
+    /// it; the state is read back verified; old snapshots go.
     ///
     /// # Errors
-    /// `file` is not this store's snapshot `meta` names (a receiver that
-    /// did not finish it here); a snapshot that does not verify; I/O.
+    /// `data` is not this store's snapshot `meta` names; a snapshot that
+    /// does not verify; the store refuses (below its high watermark); I/O.
     pub fn installed<C>(
         &self,
         meta: &SnapshotMetaOf<C>,
-        file: &SnapshotFile<S>,
+        data: SnapshotData<S>,
     ) -> io::Result<Vec<u8>>
     where
         C: RaftTypeConfig,
         C::LeaderId: EpochLeaderId,
     {
         let want = Self::id_of::<C>(meta)?;
+        let file = match data {
+            SnapshotData::File(f) => f,
+            SnapshotData::Received(r) => {
+                if r.id != want {
+                    return Err(io::Error::other(format!(
+                        "installing download {}, openraft names {want}",
+                        r.id
+                    )));
+                }
+                r.finish()?
+            }
+        };
         if file.id != want || !Arc::ptr_eq(&file.store, &self.store) {
             return Err(io::Error::other(format!(
                 "installing snapshot {} of another store, or not the one openraft names ({want})",
@@ -350,14 +404,30 @@ impl<S: RaftStorage> Receiver<S> {
         }
     }
 
-    /// Verifies the whole file and publishes it; the log is made to
-    /// continue it. Returns the file to hand openraft
-    /// (`Raft::install_full_snapshot`).
+    /// Checks the whole file without publishing it; returns what to hand
+    /// openraft (`Raft::install_full_snapshot`), whose install publishes it.
     ///
     /// # Errors
-    /// Incomplete; a file that does not verify (nothing is published); the
-    /// store refuses (a snapshot below its high watermark); I/O.
-    pub fn finish(self) -> io::Result<SnapshotFile<S>> {
+    /// Incomplete (the durable part stays, to resume); a file that does not
+    /// verify (it is removed: the next transfer starts clean); I/O.
+    pub fn verified(self) -> io::Result<SnapshotData<S>> {
+        if let Some(install) = &self.install {
+            if let Err(e) = install.verify() {
+                let complete = install.position() == install.total_size();
+                if complete {
+                    if let Some(install) = self.install {
+                        // Fails as verify did, and removes the file.
+                        let _ = install.finish();
+                    }
+                }
+                return Err(io_err(e));
+            }
+        }
+        Ok(SnapshotData::Received(self))
+    }
+
+    /// Publishes the file (verified again) and makes the log continue it.
+    fn finish(self) -> io::Result<SnapshotFile<S>> {
         if let Some(install) = self.install {
             let info = install.finish().map_err(io_err)?;
             if info.id != self.id {

@@ -5,8 +5,9 @@
 //! the leader's snapshot file and ends with every acknowledged write; a
 //! transfer cut in the middle resumes where the follower's install holds
 //! it durably (not from byte 0); a transfer with a corrupt byte is refused
-//! at `finish` and publishes nothing (the next transfer starts clean); a
-//! node restarted after the install comes back from its snapshot file and
+//! when the follower verifies it and publishes nothing (the next transfer
+//! starts clean); a verified download is published only by openraft's
+//! install, after openraft made the leader's vote durable; a node restarted after the install comes back from its snapshot file and
 //! its log.
 #![allow(
     clippy::unwrap_used,
@@ -27,7 +28,7 @@ use common::{Adv, Machine, Put, TEST_CHUNK};
 use openraft10::type_config::alias::SnapshotMetaOf;
 use openraft10::{BasicNode, Config, Raft, SnapshotPolicy};
 use quorumlog_io::RealFs;
-use quorumlog_openraft10::{LogStore, SnapshotFile, SnapshotFiles};
+use quorumlog_openraft10::{LogStore, SnapshotData, SnapshotFiles};
 use quorumlog_raft::{
     ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
 };
@@ -47,6 +48,9 @@ struct Seen {
     corrupt_refused: bool,
     /// After it, the store published no snapshot.
     nothing_published: bool,
+    /// The clean transfer, verified, was not published before openraft's
+    /// install.
+    unpublished_until_installed: bool,
     sizes: Vec<u64>,
 }
 
@@ -55,20 +59,20 @@ struct Seen {
 fn scripted(
     files: &SnapshotFiles<Group>,
     meta: &SnapshotMetaOf<Adv>,
-    from: &SnapshotFile<Group>,
+    from: &SnapshotData<Group>,
     seen: &Mutex<Seen>,
-) -> io::Result<SnapshotFile<Group>> {
+) -> io::Result<SnapshotData<Group>> {
     let attempt = {
         let mut s = seen.lock().unwrap();
         s.attempts += 1;
-        s.sizes.push(from.size);
+        s.sizes.push(from.size());
         s.attempts - 1
     };
-    let mut rx = files.receive::<Adv>(meta, from.size)?;
+    let mut rx = files.receive::<Adv>(meta, from.size())?;
     seen.lock().unwrap().started_at.push(rx.position());
-    let half = from.size / 2;
+    let half = from.size() / 2;
     let mut flipped = false;
-    while rx.position() < from.size {
+    while rx.position() < from.size() {
         let at = rx.position();
         if attempt == 0 && at >= half {
             return Err(io::Error::other("connection cut (scripted)"));
@@ -82,12 +86,18 @@ fn scripted(
     }
     let id = rx.id();
     let store = Arc::clone(files.store());
-    match rx.finish() {
+    match rx.verified() {
         Err(e) if attempt == 1 => {
             let mut s = seen.lock().unwrap();
             s.corrupt_refused = true;
             s.nothing_published = !store.has_snapshot(id);
             Err(e)
+        }
+        Ok(data) => {
+            // Verified, and not yet published: only openraft's install
+            // (after it made the leader's vote durable) publishes it.
+            seen.lock().unwrap().unpublished_until_installed = !store.has_snapshot(id);
+            Ok(data)
         }
         other => other,
     }
@@ -144,7 +154,7 @@ async fn start(
         .await
         .unwrap();
     let files = machine.files().clone();
-    let receive: common::net::Receive<Adv, SnapshotFile<Group>> = match seen {
+    let receive: common::net::Receive<Adv, SnapshotData<Group>> = match seen {
         Some(seen) => Arc::new(move |meta, from| scripted(&files, meta, &from, &seen)),
         None => {
             Arc::new(move |meta, from| common::receive_snapshot::<Adv, Group>(&files, meta, &from))
@@ -236,6 +246,10 @@ fn check_transfers(s: &Seen) {
     assert!(
         s.nothing_published,
         "a refused file is not published: {s:?}"
+    );
+    assert!(
+        s.unpublished_until_installed,
+        "a verified download waits for openraft's install: {s:?}"
     );
     assert_eq!(
         s.started_at[2], 0,

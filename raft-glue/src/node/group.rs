@@ -1095,6 +1095,15 @@ impl<G: std::ops::Deref<Target = Group>> GroupInstall<G> {
         self.group.inner.note(r)
     }
 
+    /// Verifies the whole file without publishing it (see
+    /// `StoreInstall::verify`).
+    ///
+    /// # Errors
+    /// `Snapshot` (incomplete, verification, I/O).
+    pub fn verify(&self) -> Result<()> {
+        Ok(self.install.verify()?)
+    }
+
     /// Verifies, publishes, then makes the group's log continue the
     /// snapshot ([`Group::truncate_to_latest_snapshot`]; a crash between
     /// the two is completed when the group is next opened).

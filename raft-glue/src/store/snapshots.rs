@@ -380,12 +380,23 @@ impl<S: std::ops::Deref<Target = Store>> StoreInstall<S> {
             .guarded(|| Ok(install.write_chunk(position, bytes)?))
     }
 
+    /// Verifies the whole file without publishing it (a receiver checks a
+    /// download before it hands it to the Raft library, which publishes it
+    /// with [`StoreInstall::finish`] once it accepted the leader's vote).
+    ///
+    /// # Errors
+    /// `Snapshot(Incomplete)`; `Snapshot(Corruption)` (the file stays;
+    /// `finish` removes it); I/O.
+    pub fn verify(&self) -> Result<()> {
+        Ok(self.install.verify()?)
+    }
+
     /// Verifies and publishes the snapshot, then makes the log continue it
     /// ([`Store::truncate_to_latest_snapshot`]).
     ///
     /// # Errors
     /// `Snapshot(Incomplete)`; `Snapshot(Corruption)` (the partial file is
-    /// removed: start over); I/O.
+    /// removed: start over); `BelowHighWatermark`; I/O.
     pub fn finish(self) -> Result<SnapshotInfo> {
         let StoreInstall { store, install } = self;
         store.guarded(|| {

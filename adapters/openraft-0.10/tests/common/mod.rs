@@ -18,7 +18,7 @@ use futures_util::{Stream, TryStreamExt};
 use openraft10::storage::{EntryResponder, RaftStateMachine};
 use openraft10::type_config::alias::{LogIdOf, SnapshotMetaOf, StoredMembershipOf};
 use openraft10::{EntryPayload, OptionalSend, RaftSnapshotBuilder, RaftTypeConfig};
-use quorumlog_openraft10::{EpochLeaderId, FileSnapshot, SnapshotFile, SnapshotFiles};
+use quorumlog_openraft10::{EpochLeaderId, FileSnapshot, SnapshotData, SnapshotFiles};
 use quorumlog_raft::{Identity, RaftStorage, SharedFs, Store, StoreOptions, SyncPolicy};
 use serde::{Deserialize, Serialize};
 
@@ -187,18 +187,18 @@ where
 pub(crate) const TEST_CHUNK: usize = 4 << 10;
 
 /// Copies `from` (the leader's file) into `files` chunk by chunk, as a
-/// network would, and finishes it there: what a follower's network does
-/// before `Raft::install_full_snapshot`.
+/// network would, and verifies it there (unpublished): what a follower's
+/// network does before `Raft::install_full_snapshot`.
 pub(crate) fn receive_snapshot<C: TestConfig, S: RaftStorage>(
     files: &SnapshotFiles<S>,
     meta: &SnapshotMetaOf<C>,
-    from: &SnapshotFile<S>,
-) -> io::Result<SnapshotFile<S>>
+    from: &SnapshotData<S>,
+) -> io::Result<SnapshotData<S>>
 where
     C::LeaderId: EpochLeaderId,
 {
-    let mut rx = files.receive::<C>(meta, from.size)?;
-    while rx.position() < from.size {
+    let mut rx = files.receive::<C>(meta, from.size())?;
+    while rx.position() < from.size() {
         let at = rx.position();
         let chunk = from.read_chunk(at, TEST_CHUNK)?;
         if chunk.is_empty() {
@@ -206,14 +206,14 @@ where
         }
         rx.write_chunk(at, &chunk)?;
     }
-    rx.finish()
+    rx.verified()
 }
 
 impl<C: TestConfig, S: RaftStorage> RaftSnapshotBuilder<C> for Machine<C, S>
 where
     C::LeaderId: EpochLeaderId,
 {
-    type SnapshotData = SnapshotFile<S>;
+    type SnapshotData = SnapshotData<S>;
 
     async fn build_snapshot(&mut self) -> Result<FileSnapshot<C, S>, io::Error> {
         let state = self.lock().clone();
@@ -225,7 +225,7 @@ where
         let file = self.files.save_built::<C>(&meta, &data)?;
         Ok(FileSnapshot::<C, S> {
             meta,
-            snapshot: file,
+            snapshot: SnapshotData::File(file),
         })
     }
 }
@@ -234,7 +234,7 @@ impl<C: TestConfig, S: RaftStorage> RaftStateMachine<C> for Machine<C, S>
 where
     C::LeaderId: EpochLeaderId,
 {
-    type SnapshotData = SnapshotFile<S>;
+    type SnapshotData = SnapshotData<S>;
     type SnapshotBuilder = Self;
 
     async fn applied_state(
@@ -278,7 +278,7 @@ where
         meta: &SnapshotMetaOf<C>,
         snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
-        let data = self.files.installed::<C>(meta, &snapshot)?;
+        let data = self.files.installed::<C>(meta, snapshot)?;
         let state: State<C> = bincode::deserialize(&data).map_err(io_err)?;
         *self.lock() = state;
         Ok(())
