@@ -15,21 +15,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+use openraft10::async_runtime::WatchReceiver;
+use openraft10::error::{NetworkError, RPCError, StreamingError, Unreachable};
+use openraft10::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft10::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::storage::RaftLogStorage;
-use openraft::{BasicNode, Config, Raft};
+use openraft10::storage::RaftLogStorage;
+use openraft10::type_config::alias::{SnapshotOf, VoteOf};
+use openraft10::{BasicNode, Config};
 use quorumlog_raft::DirectoryId;
 use tokio::time::Instant;
 
 use crate::client::{CallError, Transport};
 use crate::error::{Error, Result};
-use crate::machine::KvMachine;
-use crate::node::{self, Running};
+use crate::machine::{KvMachine, KvSnapshot};
+use crate::network::{send_snapshot, Call};
+use crate::node::{self, KvRaft, Running};
 use crate::proto::{Put, Refusal, Request, Response, TypeConfig};
 
 #[derive(Default)]
@@ -56,12 +58,12 @@ impl Router {
     }
 
     /// Node `to` as node `from` reaches it (`None`: down or cut off).
-    fn peer(&self, from: u64, to: u64) -> Option<Raft<TypeConfig>> {
+    fn peer(&self, from: u64, to: u64) -> Option<Running> {
         let net = self.net.read().unwrap_or_else(PoisonError::into_inner);
         if net.cut.contains(&(from.min(to), from.max(to))) {
             return None;
         }
-        net.nodes.get(&to).map(|n| n.raft.clone())
+        net.nodes.get(&to).cloned()
     }
 
     fn set(&self, id: u64, node: Option<Running>) {
@@ -99,60 +101,106 @@ pub struct RouterPeer {
     router: Router,
 }
 
-type Rpc<T, E = RaftError<u64>> = Result<T, RPCError<u64, BasicNode, E>>;
+type Rpc<T> = Result<T, RPCError<TypeConfig>>;
+
+/// The target's own error, as a failed call.
+fn remote(target: u64, e: &impl std::fmt::Display) -> RPCError<TypeConfig> {
+    RPCError::Network(NetworkError::new(&std::io::Error::other(format!(
+        "node {target}: {e}"
+    ))))
+}
+
+fn down() -> std::io::Error {
+    std::io::Error::from(std::io::ErrorKind::NotConnected)
+}
 
 impl RouterPeer {
-    fn raft<E: std::error::Error>(&self) -> Result<Raft<TypeConfig>, RPCError<u64, BasicNode, E>> {
-        self.router.peer(self.me, self.target).ok_or_else(|| {
-            RPCError::Unreachable(Unreachable::new(&std::io::Error::from(
-                std::io::ErrorKind::NotConnected,
-            )))
-        })
+    fn target(&self) -> Result<Running, RPCError<TypeConfig>> {
+        self.router
+            .peer(self.me, self.target)
+            .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&down())))
+    }
+
+    fn raft(&self) -> Result<KvRaft, RPCError<TypeConfig>> {
+        self.target().map(|n| n.raft)
     }
 
     /// An answer that crosses a link cut meanwhile is lost.
-    fn back<T, E: std::error::Error>(&self, r: T) -> Result<T, RPCError<u64, BasicNode, E>> {
-        self.raft::<E>().map(|_| r)
+    fn back<T>(&self, r: T) -> Result<T, RPCError<TypeConfig>> {
+        self.raft().map(|_| r)
     }
 }
 
-impl RaftNetwork<TypeConfig> for RouterPeer {
+impl Call for RouterPeer {
+    /// The target's answer, as the TCP server gives it (a snapshot chunk
+    /// goes through [`node::answer`]); lost if the link is cut meanwhile.
+    async fn call(&mut self, req: &Request, _option: &RPCOption) -> std::io::Result<Response> {
+        let node = self.router.peer(self.me, self.target).ok_or_else(down)?;
+        let bytes = bincode::serialize(req).map_err(std::io::Error::other)?;
+        let req: Request = bincode::deserialize(&bytes).map_err(std::io::Error::other)?;
+        let r = node::answer(&node, req).await;
+        self.router
+            .peer(self.me, self.target)
+            .map(|_| r)
+            .ok_or_else(down)
+    }
+}
+
+impl RaftNetworkV2<TypeConfig> for RouterPeer {
+    type SnapshotData = KvSnapshot;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
-    ) -> Rpc<AppendEntriesResponse<u64>> {
+    ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
         let target = self.target;
         let r = self
             .raft()?
             .append_entries(rpc)
             .await
-            .map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))?;
+            .map_err(|e| remote(target, &e))?;
         self.back(r)
     }
 
-    async fn install_snapshot(
+    async fn vote(
         &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
+        rpc: VoteRequest<TypeConfig>,
         _option: RPCOption,
-    ) -> Rpc<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>> {
-        let target = self.target;
-        let r = self
-            .raft()?
-            .install_snapshot(rpc)
-            .await
-            .map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))?;
-        self.back(r)
-    }
-
-    async fn vote(&mut self, rpc: VoteRequest<u64>, _option: RPCOption) -> Rpc<VoteResponse<u64>> {
+    ) -> Rpc<VoteResponse<TypeConfig>> {
         let target = self.target;
         let r = self
             .raft()?
             .vote(rpc)
             .await
-            .map_err(|e| RPCError::RemoteError(RemoteError::new(target, e)))?;
+            .map_err(|e| remote(target, &e))?;
         self.back(r)
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Rpc<VoteResponse<TypeConfig>> {
+        let target = self.target;
+        let r = self
+            .raft()?
+            .pre_vote(rpc)
+            .await
+            .map_err(|e| remote(target, &e))?;
+        self.back(r)
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: VoteOf<TypeConfig>,
+        snapshot: SnapshotOf<TypeConfig, KvSnapshot>,
+        _cancel: impl std::future::Future<Output = openraft10::error::ReplicationClosed>
+            + Send
+            + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        send_snapshot(self, vote, &snapshot, &option).await
     }
 }
 
@@ -208,7 +256,7 @@ pub struct LocalCluster {
     router: Router,
     config: Arc<Config>,
     /// Each node's Raft and state machine.
-    pub nodes: BTreeMap<u64, (Raft<TypeConfig>, KvMachine)>,
+    pub nodes: BTreeMap<u64, (KvRaft, KvMachine)>,
 }
 
 /// The membership of nodes `ids` (addresses are [`addr`]s).
@@ -329,7 +377,7 @@ impl LocalCluster {
             let seen: Vec<Option<u64>> = self
                 .nodes
                 .values()
-                .map(|(r, _)| r.metrics().borrow().current_leader)
+                .map(|(r, _)| r.metrics().borrow_watched().current_leader)
                 .collect();
             if let Some(Some(l)) = seen.first() {
                 if seen.iter().all(|x| *x == Some(*l)) {

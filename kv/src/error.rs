@@ -47,7 +47,7 @@ pub enum Error {
     Store(#[from] quorumlog_raft::Error),
     /// openraft's storage (the adapter or the state machine) failed.
     #[error("storage: {0}")]
-    Storage(Box<openraft::StorageError<u64>>),
+    Storage(std::io::Error),
     /// openraft failed (starting, initializing, a membership change).
     #[error("raft: {0}")]
     Raft(String),
@@ -76,9 +76,9 @@ impl Error {
     }
 }
 
-impl From<openraft::StorageError<u64>> for Error {
-    fn from(e: openraft::StorageError<u64>) -> Error {
-        Error::Storage(Box::new(e))
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::Storage(e)
     }
 }
 

@@ -1,5 +1,5 @@
-//! A replicated key-value service: openraft over quorumlog
-//! (`quorumlog-openraft`), each node its own process with its own data
+//! A replicated key-value service: openraft 0.10 over quorumlog
+//! (`quorumlog-openraft10`), each node its own process with its own data
 //! directory, Raft RPCs and client requests in one small framed protocol
 //! over TCP.
 //!
@@ -57,13 +57,13 @@ pub const SNAPSHOT_EVERY: u64 = 20_000;
 ///
 /// # Panics
 /// Never: the values are valid.
-pub fn raft_config(snapshot_every: u64) -> std::sync::Arc<openraft::Config> {
-    let config = openraft::Config {
+pub fn raft_config(snapshot_every: u64) -> std::sync::Arc<openraft10::Config> {
+    let config = openraft10::Config {
         cluster_name: "quorumlog-kv".into(),
         heartbeat_interval: 100,
         election_timeout_min: 300,
         election_timeout_max: 600,
-        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(snapshot_every.max(1)),
+        snapshot_policy: openraft10::SnapshotPolicy::LogsSinceLast(snapshot_every.max(1)),
         max_in_snapshot_log_to_keep: 1_000,
         max_payload_entries: 1_000,
         ..Default::default()

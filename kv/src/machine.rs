@@ -14,22 +14,21 @@
 //! and a retry of that client's request could apply again.
 
 use std::collections::BTreeMap;
-use std::io::Cursor;
+use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{
-    BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend,
-    RaftSnapshotBuilder, SnapshotMeta, StorageError, StorageIOError, StoredMembership,
+use futures_util::TryStreamExt;
+use openraft10::storage::{EntryResponder, RaftStateMachine, Snapshot};
+use openraft10::type_config::alias::{
+    EntryOf, LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf,
 };
-use quorumlog_openraft::{SnapshotFiles, SnapshotStream};
+use openraft10::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
+use quorumlog_openraft10::{Receiver, SnapshotFile, SnapshotFiles};
 use quorumlog_raft::Store;
 use serde::{Deserialize, Serialize};
 
 use crate::proto::{Command, Put, ReassignmentState, Reply, RequestId, TypeConfig};
 use quorumlog_raft::voters::Reassignment;
-
-type Error = StorageError<u64>;
 
 /// Client sessions kept at most (see the module documentation).
 pub const MAX_SESSIONS: usize = 10_000;
@@ -78,20 +77,15 @@ impl Sessions {
     }
 }
 
-fn sm_error(verb: ErrorVerb, e: &dyn std::error::Error) -> Error {
-    StorageIOError::new(
-        ErrorSubject::StateMachine,
-        verb,
-        openraft::AnyError::error(e.to_string()),
-    )
-    .into()
+fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
+    io::Error::other(e)
 }
 
 /// What the machine holds (and a snapshot contains).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct State {
-    last_applied: Option<LogId<u64>>,
-    membership: StoredMembership<u64, BasicNode>,
+    last_applied: Option<LogIdOf<TypeConfig>>,
+    membership: StoredMembershipOf<TypeConfig>,
     data: BTreeMap<String, String>,
     reassignment: ReassignmentState,
     sessions: Sessions,
@@ -110,8 +104,107 @@ impl State {
     }
 }
 
+/// The machine's snapshot data: a snapshot file of its store, or (for the
+/// benchmark's other log stores) the state's bytes in memory.
+#[derive(Debug, Clone)]
+pub enum KvSnapshot {
+    /// A published snapshot file, read chunk by chunk as it is sent.
+    File(SnapshotFile<Store>),
+    /// The state in memory.
+    Memory(Arc<Vec<u8>>),
+}
+
+impl KvSnapshot {
+    /// The bytes a transfer sends.
+    pub fn size(&self) -> u64 {
+        match self {
+            KvSnapshot::File(f) => f.size,
+            KvSnapshot::Memory(b) => b.len() as u64,
+        }
+    }
+
+    /// Up to `max` bytes from `position`.
+    ///
+    /// # Errors
+    /// The file is gone (a newer snapshot replaced it); I/O.
+    pub fn read_chunk(&self, position: u64, max: usize) -> io::Result<Vec<u8>> {
+        match self {
+            KvSnapshot::File(f) => f.read_chunk(position, max),
+            KvSnapshot::Memory(b) => {
+                let from = usize::try_from(position).unwrap_or(usize::MAX).min(b.len());
+                let to = from.saturating_add(max).min(b.len());
+                Ok(b.get(from..to).unwrap_or_default().to_vec())
+            }
+        }
+    }
+}
+
+/// A snapshot being received ([`KvMachine::receive`]).
+#[derive(Debug)]
+pub enum Incoming {
+    /// Into the store's install: durable per chunk, resumable, verified.
+    File(Receiver<Store>),
+    /// Into memory.
+    Memory {
+        /// The bytes so far.
+        bytes: Vec<u8>,
+        /// The size announced.
+        size: u64,
+        /// The last log id of the snapshot it is.
+        last: Option<LogIdOf<TypeConfig>>,
+    },
+}
+
+impl Incoming {
+    /// The next byte it needs.
+    pub fn position(&self) -> u64 {
+        match self {
+            Incoming::File(r) => r.position(),
+            Incoming::Memory { bytes, .. } => bytes.len() as u64,
+        }
+    }
+
+    /// Takes `bytes` at `position` (bytes it holds already are skipped).
+    ///
+    /// # Errors
+    /// A gap; more than announced; I/O.
+    pub fn write_chunk(&mut self, position: u64, chunk: &[u8]) -> io::Result<()> {
+        match self {
+            Incoming::File(r) => r.write_chunk(position, chunk),
+            Incoming::Memory { bytes, size, .. } => {
+                let have = bytes.len() as u64;
+                if position > have || position + chunk.len() as u64 > *size {
+                    return Err(io::Error::other(format!(
+                        "snapshot chunk at {position} of {} bytes; holding {have} of {size}",
+                        chunk.len()
+                    )));
+                }
+                let skip = usize::try_from(have - position).unwrap_or(usize::MAX);
+                bytes.extend_from_slice(chunk.get(skip..).unwrap_or_default());
+                Ok(())
+            }
+        }
+    }
+
+    /// The whole snapshot, verified and published (a file).
+    ///
+    /// # Errors
+    /// Incomplete; a file that does not verify (nothing is published).
+    pub fn finish(self) -> io::Result<KvSnapshot> {
+        match self {
+            Incoming::File(r) => r.finish().map(KvSnapshot::File),
+            Incoming::Memory { bytes, size, .. } => {
+                if bytes.len() as u64 != size {
+                    return Err(io::Error::other("snapshot incomplete"));
+                }
+                Ok(KvSnapshot::Memory(Arc::new(bytes)))
+            }
+        }
+    }
+}
+
 /// A snapshot kept in memory.
-type Held = Option<(SnapshotMeta<u64, BasicNode>, Vec<u8>)>;
+type Held = Option<(SnapshotMetaOf<TypeConfig>, Arc<Vec<u8>>)>;
 
 /// The state machine (clones share it).
 #[derive(Debug, Clone)]
@@ -119,7 +212,7 @@ pub struct KvMachine {
     state: Arc<Mutex<State>>,
     /// Where snapshots go: quorumlog snapshot files, or (for the
     /// benchmark's other log stores) memory.
-    files: Option<SnapshotFiles>,
+    files: Option<SnapshotFiles<Store>>,
     held: Arc<Mutex<Held>>,
 }
 
@@ -128,12 +221,10 @@ impl KvMachine {
     ///
     /// # Errors
     /// A snapshot that does not verify or decode.
-    pub fn open(store: Arc<Store>) -> Result<Self, Error> {
+    pub fn open(store: Arc<Store>) -> io::Result<Self> {
         let files = SnapshotFiles::new(store);
-        let state = match files.latest::<BasicNode>()? {
-            Some((_, data)) => {
-                bincode::deserialize(&data).map_err(|e| sm_error(ErrorVerb::Read, &e))?
-            }
+        let state = match files.latest::<TypeConfig>()? {
+            Some((_, data)) => bincode::deserialize(&data).map_err(io_err)?,
             None => State::default(),
         };
         Ok(KvMachine {
@@ -153,50 +244,76 @@ impl KvMachine {
         }
     }
 
-    /// Keeps the snapshot this machine built of its state `data`; returns
-    /// what a follower receives for it: the snapshot file, streamed from
-    /// disk (verified by the follower's install), or in memory the state.
-    fn keep_built(
-        &self,
-        meta: &SnapshotMeta<u64, BasicNode>,
-        data: Vec<u8>,
-    ) -> Result<SnapshotStream, Error> {
-        if let Some(files) = &self.files {
-            files.save_built(meta, &data)?;
-            return files.sending(meta);
+    /// Starts (or resumes) receiving the snapshot `meta` names, `size`
+    /// bytes: into the store's install, or memory.
+    ///
+    /// # Errors
+    /// The store refuses the install; I/O.
+    pub fn receive(&self, meta: &SnapshotMetaOf<TypeConfig>, size: u64) -> io::Result<Incoming> {
+        match &self.files {
+            Some(files) => files.receive::<TypeConfig>(meta, size).map(Incoming::File),
+            None => Ok(Incoming::Memory {
+                bytes: Vec::new(),
+                size,
+                last: meta.last_log_id,
+            }),
         }
-        *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((meta.clone(), data.clone()));
-        Ok(SnapshotStream::Memory(Cursor::new(data)))
     }
 
-    /// Keeps a snapshot received from the leader (what its `keep_built`
-    /// returned, written into `received` as it arrived); returns its state.
-    fn keep_received(
-        &self,
-        meta: &SnapshotMeta<u64, BasicNode>,
-        received: SnapshotStream,
-    ) -> Result<Vec<u8>, Error> {
-        if let Some(files) = &self.files {
-            files.finish_received(meta, received)?;
-            return match files.latest::<BasicNode>()? {
-                Some((m, data)) if m.last_log_id == meta.last_log_id => Ok(data),
-                _ => Err(sm_error(
-                    ErrorVerb::Read,
-                    &std::io::Error::other("the installed snapshot is not the latest"),
-                )),
-            };
+    /// Whether an incoming snapshot is the one `meta` names.
+    pub fn receiving(incoming: &Incoming, meta: &SnapshotMetaOf<TypeConfig>) -> bool {
+        match incoming {
+            Incoming::File(r) => {
+                SnapshotFiles::<Store>::id_of::<TypeConfig>(meta).is_ok_and(|id| id == r.id())
+            }
+            Incoming::Memory { last, .. } => *last == meta.last_log_id,
         }
-        let SnapshotStream::Memory(c) = received else {
-            return Err(sm_error(
-                ErrorVerb::Read,
-                &std::io::Error::other("a memory machine received a snapshot file"),
-            ));
-        };
-        let data = c.into_inner();
+    }
+
+    /// Keeps the snapshot this machine built of its state `data`; returns
+    /// what a follower receives for it.
+    fn keep_built(&self, meta: &SnapshotMetaOf<TypeConfig>, data: Vec<u8>) -> io::Result<KvSnapshot> {
+        if let Some(files) = &self.files {
+            return files.save_built::<TypeConfig>(meta, &data).map(KvSnapshot::File);
+        }
+        let data = Arc::new(data);
         *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((meta.clone(), data.clone()));
-        Ok(data)
+            Some((meta.clone(), Arc::clone(&data)));
+        Ok(KvSnapshot::Memory(data))
+    }
+
+    /// The state in a snapshot openraft installs (received whole and
+    /// verified by the network before).
+    fn keep_received(&self, meta: &SnapshotMetaOf<TypeConfig>, got: KvSnapshot) -> io::Result<Vec<u8>> {
+        match (&self.files, got) {
+            (Some(files), KvSnapshot::File(f)) => files.installed::<TypeConfig>(meta, &f),
+            (None, KvSnapshot::Memory(data)) => {
+                *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some((meta.clone(), Arc::clone(&data)));
+                Ok(data.to_vec())
+            }
+            _ => Err(io::Error::other(
+                "a snapshot of the other kind (file or memory) than this machine keeps",
+            )),
+        }
+    }
+
+    /// Applies one committed entry; its reply.
+    pub fn apply_one(&self, e: EntryOf<TypeConfig>) -> Reply {
+        let mut s = self.lock();
+        s.last_applied = Some(e.log_id);
+        match e.payload {
+            EntryPayload::Blank => Reply::Done,
+            EntryPayload::Normal(Command::Put(put)) => s.apply_put(put, e.log_id.index),
+            EntryPayload::Normal(Command::Reassignment(r)) => {
+                s.reassignment = r;
+                Reply::Done
+            }
+            EntryPayload::Membership(m) => {
+                s.membership = StoredMembershipOf::<TypeConfig>::new(Some(e.log_id), m);
+                Reply::Done
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -239,99 +356,81 @@ impl KvMachine {
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for KvMachine {
-    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, Error> {
+    type SnapshotData = KvSnapshot;
+
+    async fn build_snapshot(&mut self) -> Result<SnapshotOf<TypeConfig, KvSnapshot>, io::Error> {
         let state = self.lock().clone();
-        let data = bincode::serialize(&state).map_err(|e| sm_error(ErrorVerb::Write, &e))?;
-        let meta = SnapshotMeta {
+        let data = bincode::serialize(&state).map_err(io_err)?;
+        let meta = SnapshotMetaOf::<TypeConfig> {
             last_log_id: state.last_applied,
             last_membership: state.membership.clone(),
-            snapshot_id: format!("{}", state.last_applied.map_or(0, |l| l.index + 1)),
         };
         let sent = self.keep_built(&meta, data)?;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(sent),
+            snapshot: sent,
         })
     }
 }
 
 impl RaftStateMachine<TypeConfig> for KvMachine {
+    type SnapshotData = KvSnapshot;
     type SnapshotBuilder = Self;
 
     async fn applied_state(
         &mut self,
-    ) -> Result<(Option<LogId<u64>>, StoredMembership<u64, BasicNode>), Error> {
+    ) -> Result<(Option<LogIdOf<TypeConfig>>, StoredMembershipOf<TypeConfig>), io::Error> {
         let s = self.lock();
         Ok((s.last_applied, s.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Reply>, Error>
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
     where
-        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
-        I::IntoIter: OptionalSend,
+        Strm: futures_util::Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>>
+            + Unpin
+            + OptionalSend,
     {
-        let mut s = self.lock();
-        let mut out = Vec::new();
-        for e in entries {
-            s.last_applied = Some(e.log_id);
-            out.push(match e.payload {
-                EntryPayload::Blank => Reply::Done,
-                EntryPayload::Normal(Command::Put(put)) => s.apply_put(put, e.log_id.index),
-                EntryPayload::Normal(Command::Reassignment(r)) => {
-                    s.reassignment = r;
-                    Reply::Done
-                }
-                EntryPayload::Membership(m) => {
-                    s.membership = StoredMembership::new(Some(e.log_id), m);
-                    Reply::Done
-                }
-            });
+        while let Some((e, responder)) = entries.try_next().await? {
+            let reply = self.apply_one(e);
+            if let Some(r) = responder {
+                r.send(reply);
+            }
         }
-        Ok(out)
+        Ok(())
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotStream>, Error> {
-        Ok(Box::new(match &self.files {
-            Some(files) => files.receiving(),
-            None => SnapshotStream::Memory(Cursor::new(Vec::new())),
-        }))
-    }
-
     async fn install_snapshot(
         &mut self,
-        meta: &SnapshotMeta<u64, BasicNode>,
-        snapshot: Box<SnapshotStream>,
-    ) -> Result<(), Error> {
-        let data = self.keep_received(meta, *snapshot)?;
-        let state: State =
-            bincode::deserialize(&data).map_err(|e| sm_error(ErrorVerb::Read, &e))?;
+        meta: &SnapshotMetaOf<TypeConfig>,
+        snapshot: KvSnapshot,
+    ) -> Result<(), io::Error> {
+        let data = self.keep_received(meta, snapshot)?;
+        let state: State = bincode::deserialize(&data).map_err(io_err)?;
         *self.lock() = state;
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
-        let latest = match &self.files {
-            Some(files) => match files.latest_meta::<BasicNode>()? {
-                Some(meta) => {
-                    let stream = files.sending(&meta)?;
-                    Some((meta, stream))
-                }
-                None => None,
-            },
-            None => self
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<SnapshotOf<TypeConfig, KvSnapshot>>, io::Error> {
+        match &self.files {
+            Some(files) => Ok(files.current::<TypeConfig>()?.map(|s| Snapshot {
+                meta: s.meta,
+                snapshot: KvSnapshot::File(s.snapshot),
+            })),
+            None => Ok(self
                 .held
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone()
-                .map(|(meta, data)| (meta, SnapshotStream::Memory(Cursor::new(data)))),
-        };
-        Ok(latest.map(|(meta, stream)| Snapshot {
-            meta,
-            snapshot: Box::new(stream),
-        }))
+                .map(|(meta, data)| Snapshot {
+                    meta,
+                    snapshot: KvSnapshot::Memory(data),
+                })),
+        }
     }
 }

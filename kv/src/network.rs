@@ -1,16 +1,25 @@
 //! openraft's network over TCP: one connection per peer, reopened after
-//! an error; each RPC is a request frame and its response frame.
+//! an error; each RPC is a request frame and its response frame. A
+//! snapshot goes chunk by chunk ([`send_snapshot`]).
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+use std::future::Future;
+
+use openraft10::error::{NetworkError, RPCError, StreamingError, Unreachable};
+use openraft10::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft10::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::BasicNode;
+use openraft10::type_config::alias::{SnapshotOf, VoteOf};
+use openraft10::BasicNode;
 use tokio::net::TcpStream;
 
-use crate::proto::{read_frame, write_frame, Request, Response, TypeConfig};
+use crate::machine::KvSnapshot;
+use crate::proto::{
+    read_frame, write_frame, Request, Response, SnapshotChunk, SnapshotStep, TypeConfig,
+};
+
+/// Bytes of a snapshot per request.
+pub const SNAPSHOT_CHUNK: usize = 1 << 20;
 
 /// Makes a [`TcpPeer`] per target.
 #[derive(Debug, Clone, Default)]
@@ -34,10 +43,20 @@ pub struct TcpPeer {
     conn: Option<TcpStream>,
 }
 
-type Rpc<T, E = RaftError<u64>> = Result<T, RPCError<u64, BasicNode, E>>;
+type Rpc<T> = Result<T, RPCError<TypeConfig>>;
 
-impl TcpPeer {
-    /// Sends `req`, returns the answer; an I/O error drops the connection.
+/// A peer that answers requests: what [`send_snapshot`] sends through.
+pub trait Call {
+    /// Sends `req`, returns the answer.
+    fn call(
+        &mut self,
+        req: &Request,
+        option: &RPCOption,
+    ) -> impl Future<Output = std::io::Result<Response>> + Send;
+}
+
+impl Call for TcpPeer {
+    /// An I/O error drops the connection.
     async fn call(&mut self, req: &Request, option: &RPCOption) -> std::io::Result<Response> {
         let ttl = option.hard_ttl();
         let r = tokio::time::timeout(ttl, async {
@@ -61,52 +80,116 @@ impl TcpPeer {
     }
 }
 
-fn unreachable<E: std::error::Error>(e: &std::io::Error) -> RPCError<u64, BasicNode, E> {
+fn unreachable(e: &std::io::Error) -> RPCError<TypeConfig> {
     RPCError::Unreachable(Unreachable::new(e))
 }
 
-fn unexpected<E: std::error::Error>() -> RPCError<u64, BasicNode, E> {
+fn unexpected() -> RPCError<TypeConfig> {
     RPCError::Network(NetworkError::new(&std::io::Error::other(
         "unexpected response",
     )))
 }
 
-impl RaftNetwork<TypeConfig> for TcpPeer {
+/// Sends `snapshot` to `peer`, chunk by chunk
+/// from where the follower asks: the first request carries no bytes and
+/// learns where the follower's durable copy ends; the last makes it verify
+/// the file and install it.
+///
+/// # Errors
+/// A call that fails or a follower's refusal (the leader starts again
+/// later); the leader's snapshot file gone (a newer one replaced it).
+pub async fn send_snapshot<P: Call>(
+    peer: &mut P,
+    vote: VoteOf<TypeConfig>,
+    snapshot: &SnapshotOf<TypeConfig, KvSnapshot>,
+    option: &RPCOption,
+) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+    let size = snapshot.snapshot.size();
+    let mut position = 0;
+    let mut bytes = Vec::new();
+    loop {
+        let req = Request::Snapshot(SnapshotChunk {
+            vote,
+            meta: snapshot.meta.clone(),
+            size,
+            position,
+            bytes: std::mem::take(&mut bytes),
+        });
+        match peer.call(&req, option).await {
+            Ok(Response::Snapshot(Ok(SnapshotStep::Installed(r)))) => return Ok(r),
+            Ok(Response::Snapshot(Ok(SnapshotStep::Next(at)))) => {
+                position = at;
+                bytes = snapshot
+                    .snapshot
+                    .read_chunk(at, SNAPSHOT_CHUNK)
+                    .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+                if bytes.is_empty() {
+                    return Err(StreamingError::Network(NetworkError::new(
+                        &std::io::Error::other("the snapshot file ended before its size"),
+                    )));
+                }
+            }
+            Ok(Response::Snapshot(Err(refused))) => {
+                return Err(StreamingError::Network(NetworkError::new(
+                    &std::io::Error::other(refused),
+                )))
+            }
+            Ok(_) => {
+                return Err(StreamingError::Network(NetworkError::new(
+                    &std::io::Error::other("unexpected response"),
+                )))
+            }
+            Err(e) => return Err(StreamingError::Unreachable(Unreachable::new(&e))),
+        }
+    }
+}
+
+impl RaftNetworkV2<TypeConfig> for TcpPeer {
+    type SnapshotData = KvSnapshot;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Rpc<AppendEntriesResponse<u64>> {
+    ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
         match self.call(&Request::Append(rpc), &option).await {
-            Ok(Response::Append(r)) => {
-                r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(0, e)))
-            }
+            Ok(Response::Append(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
             Ok(_) => Err(unexpected()),
             Err(e) => Err(unreachable(&e)),
         }
     }
 
-    async fn install_snapshot(
+    async fn vote(
         &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
+        rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Rpc<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>> {
-        match self.call(&Request::Snapshot(rpc), &option).await {
-            Ok(Response::Snapshot(r)) => {
-                r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(0, e)))
-            }
+    ) -> Rpc<VoteResponse<TypeConfig>> {
+        match self.call(&Request::Vote(rpc), &option).await {
+            Ok(Response::Vote(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
             Ok(_) => Err(unexpected()),
             Err(e) => Err(unreachable(&e)),
         }
     }
 
-    async fn vote(&mut self, rpc: VoteRequest<u64>, option: RPCOption) -> Rpc<VoteResponse<u64>> {
-        match self.call(&Request::Vote(rpc), &option).await {
-            Ok(Response::Vote(r)) => {
-                r.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(0, e)))
-            }
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Rpc<VoteResponse<TypeConfig>> {
+        match self.call(&Request::PreVote(rpc), &option).await {
+            Ok(Response::Vote(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
             Ok(_) => Err(unexpected()),
             Err(e) => Err(unreachable(&e)),
         }
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: VoteOf<TypeConfig>,
+        snapshot: SnapshotOf<TypeConfig, KvSnapshot>,
+        _cancel: impl Future<Output = openraft10::error::ReplicationClosed> + Send + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        send_snapshot(self, vote, &snapshot, &option).await
     }
 }

@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
-use openraft::storage::RaftLogStorage;
-use openraft::{BasicNode, Raft, ServerState};
-use quorumlog_openraft::LogStore;
+use openraft10::async_runtime::WatchReceiver;
+use openraft10::error::{ClientWriteError, LinearizableReadError, RaftError};
+use openraft10::storage::{RaftLogReader, RaftLogStorage, Snapshot};
+use openraft10::{BasicNode, Raft, ReadPolicy, ServerState};
+use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{
     ClusterId, DirectoryId, Identity, LogOptions, Meta, NodeId, RealFs, SharedFs, Store,
     StoreOptions, SyncPolicy,
@@ -18,12 +19,15 @@ use quorumlog_raft::{
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::error::{Error, Result};
-use crate::machine::KvMachine;
+use crate::machine::{Incoming, KvMachine};
 use crate::network::TcpNetwork;
 use crate::proto::{
-    read_frame, write_frame, Command, Put, Read, Refusal, Reply, Request, Response, Status,
-    TypeConfig,
+    read_frame, write_frame, Command, Put, Read, Refusal, Reply, Request, Response, SnapshotChunk,
+    SnapshotStep, Status, TypeConfig,
 };
+
+/// A node's Raft.
+pub type KvRaft = Raft<TypeConfig, KvMachine>;
 
 /// How a node runs.
 #[derive(Debug, Clone)]
@@ -96,7 +100,7 @@ pub struct Running {
     /// Its id.
     pub id: u64,
     /// Its Raft.
-    pub raft: Raft<TypeConfig>,
+    pub raft: KvRaft,
     /// Its state machine.
     pub machine: KvMachine,
     /// How long opening the store took, in milliseconds.
@@ -105,6 +109,8 @@ pub struct Running {
     pub directory: DirectoryId,
     /// Its term and last log index when it started (see [`read_floor`]).
     pub started: (u64, u64),
+    /// The snapshot being received from the leader, between its chunks.
+    pub incoming: Arc<tokio::sync::Mutex<Option<Incoming>>>,
 }
 
 /// Starts node `id` over `store` with `network` and `config`.
@@ -116,12 +122,13 @@ pub async fn start<N>(
     store: Arc<Store>,
     network: N,
     open_ms: u64,
-    config: Arc<openraft::Config>,
+    config: Arc<openraft10::Config>,
 ) -> Result<Running>
 where
-    N: openraft::network::RaftNetworkFactory<TypeConfig>,
+    N: openraft10::network::RaftNetworkFactory<TypeConfig>,
+    N::Network: openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
 {
-    let every = Some(quorumlog_openraft::COMMIT_PERSIST_EVERY);
+    let every = Some(quorumlog_openraft10::COMMIT_PERSIST_EVERY);
     start_persisting(id, store, network, open_ms, config, every).await
 }
 
@@ -135,14 +142,15 @@ pub async fn start_persisting<N>(
     store: Arc<Store>,
     network: N,
     open_ms: u64,
-    config: Arc<openraft::Config>,
+    config: Arc<openraft10::Config>,
     commit_persist: Option<std::time::Duration>,
 ) -> Result<Running>
 where
-    N: openraft::network::RaftNetworkFactory<TypeConfig>,
+    N: openraft10::network::RaftNetworkFactory<TypeConfig>,
+    N::Network: openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
 {
     let directory = store.me().directory_id;
-    let log = LogStore::new_bounded(Arc::clone(&store), id)?.persist_commit_every(commit_persist);
+    let log = LogStore::new(Arc::clone(&store), id)?.persist_commit_every(commit_persist);
     let machine = KvMachine::open(store)?;
     start_with(id, log, machine, network, config, open_ms, directory).await
 }
@@ -156,13 +164,14 @@ pub async fn start_with<L, N>(
     log: L,
     machine: KvMachine,
     network: N,
-    config: Arc<openraft::Config>,
+    config: Arc<openraft10::Config>,
     open_ms: u64,
     directory: DirectoryId,
 ) -> Result<Running>
 where
     L: RaftLogStorage<TypeConfig>,
-    N: openraft::network::RaftNetworkFactory<TypeConfig>,
+    N: openraft10::network::RaftNetworkFactory<TypeConfig>,
+    N::Network: openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
 {
     // From the storage itself: openraft's first metrics may not show it.
     let mut log = log;
@@ -172,9 +181,11 @@ where
         .last_log_id
         .map_or(0, |l| l.index);
     let term = log
+        .get_log_reader()
+        .await
         .read_vote()
         .await?
-        .map_or(0, |v| v.leader_id().get_term());
+        .map_or(0, |v| v.leader_id.term);
     let started = (term, last);
     let raft = Raft::new(id, config, network, log, machine.clone())
         .await
@@ -186,6 +197,7 @@ where
         open_ms,
         directory,
         started,
+        incoming: Arc::new(tokio::sync::Mutex::new(None)),
     })
 }
 
@@ -193,7 +205,7 @@ where
 ///
 /// # Errors
 /// openraft's (other than "already initialized").
-pub async fn initialize(raft: &Raft<TypeConfig>, peers: &[(u64, String)]) -> Result<()> {
+pub async fn initialize(raft: &KvRaft, peers: &[(u64, String)]) -> Result<()> {
     let members: BTreeMap<u64, BasicNode> = peers
         .iter()
         .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
@@ -248,7 +260,7 @@ async fn serve(mut conn: TcpStream, node: &Running) -> std::io::Result<()> {
     }
 }
 
-fn leader_of(f: &openraft::error::ForwardToLeader<u64, BasicNode>) -> Option<(u64, String)> {
+fn leader_of(f: &openraft10::error::ForwardToLeader<TypeConfig>) -> Option<(u64, String)> {
     f.leader_id
         .zip(f.leader_node.as_ref().map(|n| n.addr.clone()))
 }
@@ -299,7 +311,7 @@ pub async fn write(node: &Running, command: Command) -> Result<u64, Refusal> {
 /// test's staggered restart.)
 pub fn read_floor(node: &Running) -> Option<u64> {
     let (term, last) = node.started;
-    let in_start_term = node.raft.metrics().borrow().current_term == term;
+    let in_start_term = node.raft.metrics().borrow_watched().current_term == term;
     let applied = node.machine.applied().unwrap_or(0);
     (in_start_term && last > applied).then_some(last)
 }
@@ -313,7 +325,7 @@ pub fn read_floor(node: &Running) -> Option<u64> {
 pub async fn confirm_leadership(node: &Running) -> Result<(), Refusal> {
     let confirmed = async {
         node.raft
-            .ensure_linearizable()
+            .ensure_linearizable(ReadPolicy::ReadIndex)
             .await
             .map_err(|e| not_confirmed(&e))?;
         if let Some(floor) = read_floor(node) {
@@ -332,12 +344,12 @@ pub async fn confirm_leadership(node: &Running) -> Result<(), Refusal> {
         .unwrap_or(Err(Refusal::NoQuorum))
 }
 
-fn not_confirmed(e: &RaftError<u64, CheckIsLeaderError<u64, BasicNode>>) -> Refusal {
+fn not_confirmed(e: &RaftError<TypeConfig, LinearizableReadError<TypeConfig>>) -> Refusal {
     match e {
-        RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => Refusal::NotLeader {
+        RaftError::APIError(LinearizableReadError::ForwardToLeader(f)) => Refusal::NotLeader {
             leader: leader_of(f),
         },
-        RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)) => Refusal::NoQuorum,
+        RaftError::APIError(LinearizableReadError::QuorumNotEnough(_)) => Refusal::NoQuorum,
         e => Refusal::Failed {
             reason: e.to_string(),
         },
@@ -362,10 +374,14 @@ pub async fn read(node: &Running, key: &str, stale: bool) -> Result<Read, Refusa
 
 /// The node's status; `leading` only if a quorum confirms it now.
 pub async fn status(node: &Running) -> Status {
-    let m = node.raft.metrics().borrow().clone();
+    let m = node.raft.metrics().borrow_watched().clone();
     let leading = m.state == ServerState::Leader
         && matches!(
-            tokio::time::timeout(CONFIRM_WAIT, node.raft.get_read_log_id()).await,
+            tokio::time::timeout(
+                CONFIRM_WAIT,
+                node.raft.get_read_log_id(ReadPolicy::ReadIndex)
+            )
+            .await,
             Ok(Ok(_))
         );
     let membership = m.membership_config.membership();
@@ -392,7 +408,8 @@ pub async fn answer(node: &Running, req: Request) -> Response {
     match req {
         Request::Append(rpc) => Response::Append(node.raft.append_entries(rpc).await),
         Request::Vote(rpc) => Response::Vote(node.raft.vote(rpc).await),
-        Request::Snapshot(rpc) => Response::Snapshot(node.raft.install_snapshot(rpc).await),
+        Request::PreVote(rpc) => Response::Vote(node.raft.pre_vote(rpc).await),
+        Request::Snapshot(chunk) => Response::Snapshot(receive_snapshot(node, chunk).await),
         Request::Put(put) => Response::Put(write(node, Command::Put(put)).await),
         Request::Get { key, stale } => Response::Get(read(node, &key, stale).await),
         Request::Dump => Response::Dump(node.machine.dump()),
@@ -404,6 +421,46 @@ pub async fn answer(node: &Running, req: Request) -> Response {
         ),
         Request::Status => Response::Status(status(node).await),
     }
+}
+
+/// One step of a snapshot transfer from the leader: the bytes go into the
+/// incoming snapshot (started, or resumed, for the snapshot `chunk` names);
+/// once it holds the whole file, the file is verified and published, then
+/// openraft installs it. A failure drops the incoming snapshot (a file
+/// that did not verify is gone; one cut short stays durable, and the next
+/// transfer resumes it).
+async fn receive_snapshot(node: &Running, chunk: SnapshotChunk) -> Result<SnapshotStep, String> {
+    let mut incoming = node.incoming.lock().await;
+    let current = incoming
+        .take()
+        .filter(|i| KvMachine::receiving(i, &chunk.meta) && chunk.position > 0);
+    let mut rx = match current {
+        Some(rx) => rx,
+        None => node
+            .machine
+            .receive(&chunk.meta, chunk.size)
+            .map_err(|e| e.to_string())?,
+    };
+    if !chunk.bytes.is_empty() {
+        rx.write_chunk(chunk.position, &chunk.bytes)
+            .map_err(|e| e.to_string())?;
+    }
+    if rx.position() < chunk.size {
+        let next = rx.position();
+        *incoming = Some(rx);
+        return Ok(SnapshotStep::Next(next));
+    }
+    drop(incoming);
+    let data = rx.finish().map_err(|e| e.to_string())?;
+    let snapshot = Snapshot {
+        meta: chunk.meta,
+        snapshot: data,
+    };
+    node.raft
+        .install_full_snapshot(chunk.vote, snapshot)
+        .await
+        .map(SnapshotStep::Installed)
+        .map_err(|e| e.to_string())
 }
 
 /// Milliseconds since the Unix epoch (a reassignment's start time).
@@ -424,7 +481,7 @@ async fn reassign_request(
             let known: BTreeMap<u64, String> = node
                 .raft
                 .metrics()
-                .borrow()
+                .borrow_watched()
                 .membership_config
                 .membership()
                 .nodes()

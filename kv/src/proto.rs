@@ -8,23 +8,51 @@
 
 use std::collections::BTreeMap;
 
-use openraft::error::{InstallSnapshotError, RaftError};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+use openraft10::error::RaftError;
+use openraft10::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
+use openraft10::type_config::alias::{SnapshotMetaOf, VoteOf};
 use quorumlog_raft::voters::{ControlRecord, Reassignment};
 use serde::{de::DeserializeOwned, Deserialize, Deserializer, Serialize, Serializer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-openraft::declare_raft_types!(
+openraft10::declare_raft_types!(
     /// The cluster's types: entries are [`Command`]s, applying one answers
-    /// a [`Reply`], node ids are `u64`, nodes `BasicNode` (their address).
+    /// a [`Reply`], node ids are `u64`, nodes `BasicNode` (their address),
+    /// openraft's default (advanced) leader ids.
     pub TypeConfig:
         D = Command,
         R = Reply,
-        SnapshotData = quorumlog_openraft::SnapshotStream,
 );
+
+/// One step of a snapshot transfer (openraft 0.10 hands the network a
+/// whole snapshot; the service sends it chunk by chunk): the leader's
+/// vote, the snapshot's meta and size, and `bytes` of its file at
+/// `position` (none in the first request, which asks where to start: a
+/// follower that holds part of it durably resumes there).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SnapshotChunk {
+    /// The leader's vote.
+    pub vote: VoteOf<TypeConfig>,
+    /// The snapshot's meta.
+    pub meta: SnapshotMetaOf<TypeConfig>,
+    /// Its file's size.
+    pub size: u64,
+    /// Where `bytes` go.
+    pub position: u64,
+    /// Bytes of the file.
+    pub bytes: Vec<u8>,
+}
+
+/// A follower's answer to a [`SnapshotChunk`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum SnapshotStep {
+    /// Send the bytes from here.
+    Next(u64),
+    /// The file arrived whole, verified, and openraft installed it.
+    Installed(SnapshotResponse<TypeConfig>),
+}
 
 /// Names one client request: the client (a random id it picked) and the
 /// request's number in that client's sequence (from 1; one request at a
@@ -131,9 +159,11 @@ pub enum Request {
     /// Raft: append entries (and heartbeats).
     Append(AppendEntriesRequest<TypeConfig>),
     /// Raft: a vote request.
-    Vote(VoteRequest<u64>),
-    /// Raft: a snapshot chunk.
-    Snapshot(InstallSnapshotRequest<TypeConfig>),
+    Vote(VoteRequest<TypeConfig>),
+    /// Raft: a pre-vote request.
+    PreVote(VoteRequest<TypeConfig>),
+    /// Raft: a step of a snapshot transfer.
+    Snapshot(SnapshotChunk),
     /// Client: a write, acknowledged once committed and applied.
     Put(Put),
     /// Client: a key's value. Linearizable unless `stale`: answered by the
@@ -233,11 +263,12 @@ pub struct Status {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Response {
     /// To [`Request::Append`].
-    Append(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
-    /// To [`Request::Vote`].
-    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
-    /// To [`Request::Snapshot`].
-    Snapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    Append(Result<AppendEntriesResponse<TypeConfig>, RaftError<TypeConfig>>),
+    /// To [`Request::Vote`] and [`Request::PreVote`].
+    Vote(Result<VoteResponse<TypeConfig>, RaftError<TypeConfig>>),
+    /// To [`Request::Snapshot`]: the next step, or why the transfer failed
+    /// (the leader starts it again).
+    Snapshot(Result<SnapshotStep, String>),
     /// To [`Request::Put`]: the index of the entry that applied it.
     Put(Result<u64, Refusal>),
     /// To [`Request::Get`].

@@ -22,7 +22,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use openraft::BasicNode;
+use openraft10::async_runtime::WatchReceiver;
+use openraft10::BasicNode;
 use quorumlog_raft::voters::{
     next_step, plan_cancel, plan_reassignment, status, ControlState, Reassignment,
     ReassignmentStatus, Step, StepInput, VoterEntry, VoterSet,
@@ -149,7 +150,7 @@ async fn view(node: &Running) -> Result<View, Refusal> {
 }
 
 fn is_leader(node: &Running) -> bool {
-    node.raft.metrics().borrow().current_leader == Some(node.id)
+    node.raft.metrics().borrow_watched().current_leader == Some(node.id)
 }
 
 /// Starts a reassignment to `target` (node ids with addresses), replacing
@@ -292,7 +293,7 @@ pub async fn driver(node: Running) {
         } else if metrics.changed().await.is_err() {
             return; // Raft stopped.
         }
-        if node.raft.metrics().borrow().running_state.is_err() {
+        if node.raft.metrics().borrow_watched().running_state.is_err() {
             return;
         }
     }

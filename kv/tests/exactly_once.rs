@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::SimCluster;
-use openraft::storage::RaftStateMachine;
-use openraft::{Entry, EntryPayload};
+use openraft10::async_runtime::WatchReceiver;
+use openraft10::type_config::alias::EntryOf;
+use openraft10::EntryPayload;
 use quorumlog_io::CrashPlan;
 use quorumlog_kv::client::{CallError, Client, Transport};
 use quorumlog_kv::cluster::{addr, LocalTransport};
@@ -139,7 +140,7 @@ fn a_retried_put_after_a_lost_answer_applies_once() {
         let t0 = Instant::now();
         while sim.cluster.nodes.values().any(|(r, _)| {
             r.metrics()
-                .borrow()
+                .borrow_watched()
                 .purged
                 .is_none_or(|p| p.index <= applied)
         }) {
@@ -190,9 +191,12 @@ fn a_put_that_certainly_did_not_apply_fails_and_one_that_may_have_is_unknown() {
     });
 }
 
-fn put_entry(index: u64, client: u64, seq: u64) -> Entry<TypeConfig> {
-    Entry {
-        log_id: quorumlog_openraft::mapping::log_id(1, 1, index),
+fn put_entry(index: u64, client: u64, seq: u64) -> EntryOf<TypeConfig> {
+    EntryOf::<TypeConfig> {
+        log_id: quorumlog_openraft10::mapping::log_id::<openraft10::type_config::alias::LeaderIdOf<TypeConfig>>(
+            quorumlog_raft::Epoch((1 << 32) | 1),
+            index,
+        ),
         payload: EntryPayload::Normal(Command::Put(Put {
             key: format!("k{client}"),
             value: format!("v{index}"),
@@ -204,22 +208,24 @@ fn put_entry(index: u64, client: u64, seq: u64) -> Entry<TypeConfig> {
 #[test]
 fn the_session_table_is_bounded_and_forgets_the_oldest_client() {
     rt().block_on(async {
-        let mut m = KvMachine::in_memory();
+        let m = KvMachine::in_memory();
         let n = MAX_SESSIONS as u64 + 5;
         let entries: Vec<_> = (0..n).map(|c| put_entry(c + 1, c, 1)).collect();
-        m.apply(entries).await.unwrap();
+        for e in entries {
+            m.apply_one(e);
+        }
         assert_eq!(m.sessions(), MAX_SESSIONS);
         // The newest client's retry replays its first result.
         let newest = n - 1;
-        let r = m.apply([put_entry(n + 1, newest, 1)]).await.unwrap();
+        let r = vec![m.apply_one(put_entry(n + 1, newest, 1))];
         assert_eq!(r, vec![Reply::Put { index: n }]);
         // The oldest was forgotten: its retry applies again (documented).
-        let r = m.apply([put_entry(n + 2, 0, 1)]).await.unwrap();
+        let r = vec![m.apply_one(put_entry(n + 2, 0, 1))];
         assert_eq!(r, vec![Reply::Put { index: n + 2 }]);
         // An older request of a known client is not applied.
-        let r = m.apply([put_entry(n + 3, newest, 2)]).await.unwrap();
+        let r = vec![m.apply_one(put_entry(n + 3, newest, 2))];
         assert_eq!(r, vec![Reply::Put { index: n + 3 }]);
-        let r = m.apply([put_entry(n + 4, newest, 1)]).await.unwrap();
+        let r = vec![m.apply_one(put_entry(n + 4, newest, 1))];
         assert_eq!(r, vec![Reply::Superseded]);
         assert_eq!(
             m.get(&format!("k{newest}")).as_deref(),

@@ -141,6 +141,7 @@ async fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
     }
     for kind in kinds {
         tokio::time::sleep(Duration::from_millis(150 + rng.below(250))).await;
+        eprintln!("seed {seed}: fault {kind}");
         let name = inject(&mut sim, kind, &mut rng).await;
         *totals.faults.entry(name).or_insert(0) += 1;
     }
@@ -288,7 +289,7 @@ fn a_node_restarted_alone_after_a_power_loss_does_not_serve_reads() {
         assert!(read.is_err(), "a lone node answered {read:?}");
         let (raft, _) = sim.cluster.nodes.get(&leader).unwrap();
         assert!(
-            raft.ensure_linearizable().await.is_err(),
+            raft.ensure_linearizable(openraft10::ReadPolicy::ReadIndex).await.is_err(),
             "a lone node confirmed its leadership"
         );
         for id in (1..=3).filter(|i| *i != leader) {

@@ -22,13 +22,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::{LogId, RaftLogReader};
+use openraft10::async_runtime::WatchReceiver;
+use openraft10::type_config::alias::LogIdOf;
+use openraft10::RaftLogReader;
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
 use quorumlog_kv::cluster::LocalCluster;
 use quorumlog_kv::proto::{Command, Refusal};
 use quorumlog_kv::{KvMachine, Put, TypeConfig};
-use quorumlog_openraft::LogStore;
+use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{Identity, Store};
 
 mod common;
@@ -64,8 +66,8 @@ fn open(disk: &SimFs, id: u64, fresh: bool) -> Result<Arc<Store>, String> {
 }
 
 type Parts = (
-    Vec<(u64, LogStore<TypeConfig>, KvMachine)>,
-    Vec<LogStore<TypeConfig>>,
+    Vec<(u64, LogStore<TypeConfig, Store>, KvMachine)>,
+    Vec<LogStore<TypeConfig, Store>>,
 );
 
 fn parts(disks: &[SimFs], fresh: bool) -> Result<Parts, String> {
@@ -74,7 +76,7 @@ fn parts(disks: &[SimFs], fresh: bool) -> Result<Parts, String> {
     for (i, disk) in disks.iter().enumerate() {
         let id = i as u64 + 1;
         let store = open(disk, id, fresh)?;
-        let log = LogStore::new_bounded(Arc::clone(&store), id).map_err(|e| e.to_string())?;
+        let log = LogStore::new(Arc::clone(&store), id).map_err(|e| e.to_string())?;
         let machine = KvMachine::open(store).map_err(|e| e.to_string())?;
         logs.push(log.clone());
         parts.push((id, log, machine));
@@ -219,7 +221,7 @@ async fn commit_after_restart(cluster: &LocalCluster) -> Result<(u64, bool), Str
         match cluster.put(via, barrier.clone()).await {
             Ok(index) => {
                 let raft = &cluster.nodes.get(&via).ok_or("unknown leader")?.0;
-                let shown = raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
+                let shown = raft.metrics().borrow_watched().last_applied.map_or(0, |l| l.index);
                 return Ok((index, shown < index));
             }
             Err(Refusal::NotLeader {
@@ -238,7 +240,7 @@ fn describe(cluster: &LocalCluster) -> String {
         .nodes
         .iter()
         .map(|(id, (r, m))| {
-            let x = r.metrics().borrow().clone();
+            let x = r.metrics().borrow_watched().clone();
             format!(
                 "node {id}: applied {:?} (machine {:?}), last log {:?}, leader {:?}, purged {:?}, \
                  snapshot {:?}, state {:?}",
@@ -256,7 +258,7 @@ fn describe(cluster: &LocalCluster) -> String {
 }
 
 /// Where `keys` are in each node's log (index and log id per node).
-async fn locate(logs: &[LogStore<TypeConfig>], keys: &[String], last: u64) -> String {
+async fn locate(logs: &[LogStore<TypeConfig, Store>], keys: &[String], last: u64) -> String {
     let mut out = Vec::new();
     for (i, log) in logs.iter().enumerate() {
         let mut log = log.clone();
@@ -271,7 +273,7 @@ async fn locate(logs: &[LogStore<TypeConfig>], keys: &[String], last: u64) -> St
         let found: Vec<String> = entries
             .iter()
             .filter_map(|e| match &e.payload {
-                openraft::EntryPayload::Normal(Command::Put(p)) if keys.contains(&p.key) => {
+                openraft10::EntryPayload::Normal(Command::Put(p)) if keys.contains(&p.key) => {
                     Some(format!("{}@{}", p.key, e.log_id))
                 }
                 _ => None,
@@ -290,8 +292,8 @@ async fn locate(logs: &[LogStore<TypeConfig>], keys: &[String], last: u64) -> St
 /// Every node must hold a contiguous run of entries ending at `last` (it
 /// applied `last`, and a purge keeps openraft's last ten applied entries),
 /// so the comparison is never made over nothing. Returns the entries read.
-async fn check_logs(logs: Vec<LogStore<TypeConfig>>, last: u64) -> Result<u64, String> {
-    let mut by_index: BTreeMap<u64, LogId<u64>> = BTreeMap::new();
+async fn check_logs(logs: Vec<LogStore<TypeConfig, Store>>, last: u64) -> Result<u64, String> {
+    let mut by_index: BTreeMap<u64, LogIdOf<TypeConfig>> = BTreeMap::new();
     let mut read = 0u64;
     for (i, mut log) in logs.into_iter().enumerate() {
         let entries = log
@@ -383,7 +385,7 @@ async fn run_seed(seed: u64) -> Result<Counts, String> {
     let snapshots = cluster
         .nodes
         .values()
-        .filter(|(r, _)| r.metrics().borrow().snapshot.is_some())
+        .filter(|(r, _)| r.metrics().borrow_watched().snapshot.is_some())
         .count() as u64;
     // Logs are compared once the nodes stopped (no purge runs meanwhile).
     cluster.shutdown().await;

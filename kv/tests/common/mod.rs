@@ -24,7 +24,7 @@ use quorumlog_kv::cluster::{LocalCluster, LocalTransport};
 use quorumlog_kv::history::{record_get, record_put, Recorder};
 use quorumlog_kv::KvMachine;
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
-use quorumlog_openraft::LogStore;
+use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{Identity, Store, StoreOptions};
 use tokio::time::Instant;
 
@@ -45,13 +45,13 @@ pub fn options() -> StoreOptions {
 }
 
 /// Fast timers, and snapshots (with purges) every 150 entries.
-pub fn config() -> Arc<openraft::Config> {
+pub fn config() -> Arc<openraft10::Config> {
     Arc::new(
-        openraft::Config {
+        openraft10::Config {
             heartbeat_interval: 20,
             election_timeout_min: 80,
             election_timeout_max: 160,
-            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(150),
+            snapshot_policy: openraft10::SnapshotPolicy::LogsSinceLast(150),
             max_in_snapshot_log_to_keep: 10,
             ..Default::default()
         }
@@ -78,9 +78,9 @@ pub fn parts(
     disk: &SimFs,
     id: u64,
     fresh: bool,
-) -> (LogStore<quorumlog_kv::TypeConfig>, KvMachine) {
+) -> (LogStore<quorumlog_kv::TypeConfig, Store>, KvMachine) {
     let store = open(disk, id, fresh);
-    let log = LogStore::new_bounded(Arc::clone(&store), id).unwrap();
+    let log = LogStore::new(Arc::clone(&store), id).unwrap();
     let machine = KvMachine::open(store).unwrap();
     (log, machine)
 }
@@ -161,7 +161,7 @@ impl SimCluster {
         while t0.elapsed() < limit {
             if let Some(l) = self.cluster.leader(Duration::from_millis(200)).await {
                 if let Some((raft, _)) = self.cluster.nodes.get(&l) {
-                    if raft.ensure_linearizable().await.is_ok() {
+                    if raft.ensure_linearizable(openraft10::ReadPolicy::ReadIndex).await.is_ok() {
                         return Some(l);
                     }
                 }
