@@ -23,7 +23,7 @@ use openraft10::type_config::alias::{
     EntryOf, LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf,
 };
 use openraft10::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
-use quorumlog_openraft10::{Receiver, SnapshotFile, SnapshotFiles};
+use quorumlog_openraft10::{Receiver, SnapshotData, SnapshotFiles};
 use quorumlog_raft::Store;
 use serde::{Deserialize, Serialize};
 
@@ -106,10 +106,10 @@ impl State {
 
 /// The machine's snapshot data: a snapshot file of its store, or (for the
 /// benchmark's other log stores) the state's bytes in memory.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum KvSnapshot {
     /// A published snapshot file, read chunk by chunk as it is sent.
-    File(SnapshotFile<Store>),
+    File(SnapshotData<Store>),
     /// The state in memory.
     Memory(Arc<Vec<u8>>),
 }
@@ -118,7 +118,7 @@ impl KvSnapshot {
     /// The bytes a transfer sends.
     pub fn size(&self) -> u64 {
         match self {
-            KvSnapshot::File(f) => f.size,
+            KvSnapshot::File(f) => f.size(),
             KvSnapshot::Memory(b) => b.len() as u64,
         }
     }
@@ -192,7 +192,7 @@ impl Incoming {
     /// Incomplete; a file that does not verify (nothing is published).
     pub fn finish(self) -> io::Result<KvSnapshot> {
         match self {
-            Incoming::File(r) => r.finish().map(KvSnapshot::File),
+            Incoming::File(r) => r.verified().map(KvSnapshot::File),
             Incoming::Memory { bytes, size, .. } => {
                 if bytes.len() as u64 != size {
                     return Err(io::Error::other("snapshot incomplete"));
@@ -274,7 +274,9 @@ impl KvMachine {
     /// what a follower receives for it.
     fn keep_built(&self, meta: &SnapshotMetaOf<TypeConfig>, data: Vec<u8>) -> io::Result<KvSnapshot> {
         if let Some(files) = &self.files {
-            return files.save_built::<TypeConfig>(meta, &data).map(KvSnapshot::File);
+            return files
+                .save_built::<TypeConfig>(meta, &data)
+                .map(|f| KvSnapshot::File(SnapshotData::File(f)));
         }
         let data = Arc::new(data);
         *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
@@ -286,7 +288,7 @@ impl KvMachine {
     /// verified by the network before).
     fn keep_received(&self, meta: &SnapshotMetaOf<TypeConfig>, got: KvSnapshot) -> io::Result<Vec<u8>> {
         match (&self.files, got) {
-            (Some(files), KvSnapshot::File(f)) => files.installed::<TypeConfig>(meta, &f),
+            (Some(files), KvSnapshot::File(d)) => files.installed::<TypeConfig>(meta, d),
             (None, KvSnapshot::Memory(data)) => {
                 *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
                     Some((meta.clone(), Arc::clone(&data)));
