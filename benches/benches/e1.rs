@@ -1,5 +1,5 @@
-//! Criterion: E1 with 256 clients and 64-byte values, quorumlog and
-//! raft-engine (the whole matrix, with the in-memory ceiling and ratios,
+//! Criterion: E1 with 256 clients and 64-byte values on openraft 0.10,
+//! quorumlog, raft-log and raft-engine (the whole matrix, with the in-memory ceiling and ratios,
 //! is `compare --workloads E1`). Each sample is a fresh three-node cluster
 //! timed over a fixed number of acknowledged writes.
 #![allow(missing_docs, reason = "criterion's macros")]
@@ -16,7 +16,7 @@ fn e1_256_clients(c: &mut Criterion) {
     g.throughput(Throughput::Elements(WRITES));
     g.sample_size(10);
     g.measurement_time(Duration::from_secs(20));
-    for store in [E1Store::Quorumlog, E1Store::RaftEngine] {
+    for store in [E1Store::Quorumlog, E1Store::RaftLog, E1Store::RaftEngine] {
         g.bench_function(store.name(), |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;

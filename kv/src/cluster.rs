@@ -34,9 +34,18 @@ use crate::network::{send_snapshot, Call};
 use crate::node::{self, KvRaft, Running};
 use crate::proto::{Put, Refusal, Request, Response, TypeConfig};
 
+/// A running node's door: calls into its Raft hold it shared; stopping the
+/// node takes it whole (waiting for the calls in flight) and shuts it, so
+/// nothing calls a Raft that is shutting down (openraft 0.10.0-alpha.37
+/// panics when two calls race a stopped core).
+type Gate = Arc<tokio::sync::RwLock<bool>>;
+
+/// A call into a node, holding its gate open.
+type Entered = (Running, tokio::sync::OwnedRwLockReadGuard<bool>);
+
 #[derive(Default)]
 struct Net {
-    nodes: BTreeMap<u64, Running>,
+    nodes: BTreeMap<u64, (Running, Gate)>,
     /// Cut links, each as (lower id, higher id).
     cut: BTreeSet<(u64, u64)>,
 }
@@ -48,7 +57,7 @@ pub struct Router {
 }
 
 impl Router {
-    fn node(&self, id: u64) -> Option<Running> {
+    fn node(&self, id: u64) -> Option<(Running, Gate)> {
         self.net
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -57,21 +66,50 @@ impl Router {
             .cloned()
     }
 
-    /// Node `to` as node `from` reaches it (`None`: down or cut off).
-    fn peer(&self, from: u64, to: u64) -> Option<Running> {
-        let net = self.net.read().unwrap_or_else(PoisonError::into_inner);
-        if net.cut.contains(&(from.min(to), from.max(to))) {
-            return None;
-        }
-        net.nodes.get(&to).cloned()
+    /// Node `id`, its gate held open (`None`: down or stopping).
+    async fn enter(&self, id: u64) -> Option<Entered> {
+        let (node, gate) = self.node(id)?;
+        let open = gate.read_owned().await;
+        (*open).then_some((node, open))
     }
 
-    fn set(&self, id: u64, node: Option<Running>) {
-        let mut net = self.net.write().unwrap_or_else(PoisonError::into_inner);
-        match node {
-            Some(n) => net.nodes.insert(id, n),
-            None => net.nodes.remove(&id),
-        };
+    /// Whether `from` reaches `to` (not cut off, running).
+    fn reaches(&self, from: u64, to: u64) -> bool {
+        let net = self.net.read().unwrap_or_else(PoisonError::into_inner);
+        !net.cut.contains(&(from.min(to), from.max(to))) && net.nodes.contains_key(&to)
+    }
+
+    /// Node `to` as node `from` reaches it, its gate held open (`None`:
+    /// down, stopping or cut off).
+    async fn peer(&self, from: u64, to: u64) -> Option<Entered> {
+        if !self.reaches(from, to) {
+            return None;
+        }
+        self.enter(to).await
+    }
+
+    fn insert(&self, id: u64, node: Running) {
+        let gate = Arc::new(tokio::sync::RwLock::new(true));
+        self.net
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .nodes
+            .insert(id, (node, gate));
+    }
+
+    /// Takes node `id` off the network once the calls in flight into it
+    /// ended; later calls find it down.
+    async fn remove(&self, id: u64) {
+        let gate = self
+            .net
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .nodes
+            .remove(&id)
+            .map(|(_, g)| g);
+        if let Some(g) = gate {
+            *g.write().await = false;
+        }
     }
 }
 
@@ -115,19 +153,20 @@ fn down() -> std::io::Error {
 }
 
 impl RouterPeer {
-    fn target(&self) -> Result<Running, RPCError<TypeConfig>> {
+    async fn target(&self) -> Result<Entered, RPCError<TypeConfig>> {
         self.router
             .peer(self.me, self.target)
+            .await
             .ok_or_else(|| RPCError::Unreachable(Unreachable::new(&down())))
-    }
-
-    fn raft(&self) -> Result<KvRaft, RPCError<TypeConfig>> {
-        self.target().map(|n| n.raft)
     }
 
     /// An answer that crosses a link cut meanwhile is lost.
     fn back<T>(&self, r: T) -> Result<T, RPCError<TypeConfig>> {
-        self.raft().map(|_| r)
+        if self.router.reaches(self.me, self.target) {
+            Ok(r)
+        } else {
+            Err(RPCError::Unreachable(Unreachable::new(&down())))
+        }
     }
 }
 
@@ -135,14 +174,20 @@ impl Call for RouterPeer {
     /// The target's answer, as the TCP server gives it (a snapshot chunk
     /// goes through [`node::answer`]); lost if the link is cut meanwhile.
     async fn call(&mut self, req: &Request, _option: &RPCOption) -> std::io::Result<Response> {
-        let node = self.router.peer(self.me, self.target).ok_or_else(down)?;
+        let (node, open) = self
+            .router
+            .peer(self.me, self.target)
+            .await
+            .ok_or_else(down)?;
         let bytes = bincode::serialize(req).map_err(std::io::Error::other)?;
         let req: Request = bincode::deserialize(&bytes).map_err(std::io::Error::other)?;
         let r = node::answer(&node, req).await;
-        self.router
-            .peer(self.me, self.target)
-            .map(|_| r)
-            .ok_or_else(down)
+        drop(open);
+        if self.router.reaches(self.me, self.target) {
+            Ok(r)
+        } else {
+            Err(down())
+        }
     }
 }
 
@@ -155,11 +200,13 @@ impl RaftNetworkV2<TypeConfig> for RouterPeer {
         _option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
         let target = self.target;
-        let r = self
-            .raft()?
+        let (node, open) = self.target().await?;
+        let r = node
+            .raft
             .append_entries(rpc)
             .await
             .map_err(|e| remote(target, &e))?;
+        drop(open);
         self.back(r)
     }
 
@@ -169,11 +216,9 @@ impl RaftNetworkV2<TypeConfig> for RouterPeer {
         _option: RPCOption,
     ) -> Rpc<VoteResponse<TypeConfig>> {
         let target = self.target;
-        let r = self
-            .raft()?
-            .vote(rpc)
-            .await
-            .map_err(|e| remote(target, &e))?;
+        let (node, open) = self.target().await?;
+        let r = node.raft.vote(rpc).await.map_err(|e| remote(target, &e))?;
+        drop(open);
         self.back(r)
     }
 
@@ -183,11 +228,13 @@ impl RaftNetworkV2<TypeConfig> for RouterPeer {
         _option: RPCOption,
     ) -> Rpc<VoteResponse<TypeConfig>> {
         let target = self.target;
-        let r = self
-            .raft()?
+        let (node, open) = self.target().await?;
+        let r = node
+            .raft
             .pre_vote(rpc)
             .await
             .map_err(|e| remote(target, &e))?;
+        drop(open);
         self.back(r)
     }
 
@@ -227,7 +274,11 @@ impl Transport for LocalTransport {
         req: &Request,
         deadline: Instant,
     ) -> Result<Response, CallError> {
-        let Some(node) = id_of(addr).and_then(|id| self.router.node(id)) else {
+        let entered = match id_of(addr) {
+            Some(id) => self.router.enter(id).await,
+            None => None,
+        };
+        let Some((node, _open)) = entered else {
             return Err(CallError {
                 sent: false,
                 error: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
@@ -321,14 +372,14 @@ impl LocalCluster {
         .await?;
         self.nodes
             .insert(id, (running.raft.clone(), running.machine.clone()));
-        self.router.set(id, Some(running));
+        self.router.insert(id, running);
         Ok(())
     }
 
     /// Stops node `id` (as a crash: nothing more reaches its store through
     /// Raft; the caller drops or crashes the store).
     pub async fn stop(&mut self, id: u64) {
-        self.router.set(id, None);
+        self.router.remove(id).await;
         if let Some((raft, _)) = self.nodes.remove(&id) {
             let _ = raft.shutdown().await;
         }
@@ -396,7 +447,7 @@ impl LocalCluster {
     /// # Errors
     /// `NotLeader` (with the leader's id and [`addr`]); `Failed`.
     pub async fn put(&self, via: u64, put: Put) -> Result<u64, Refusal> {
-        let Some(node) = self.router.node(via) else {
+        let Some((node, _open)) = self.router.enter(via).await else {
             return Err(Refusal::NotLeader { leader: None });
         };
         node::write(&node, crate::proto::Command::Put(put)).await

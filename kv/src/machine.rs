@@ -272,7 +272,11 @@ impl KvMachine {
 
     /// Keeps the snapshot this machine built of its state `data`; returns
     /// what a follower receives for it.
-    fn keep_built(&self, meta: &SnapshotMetaOf<TypeConfig>, data: Vec<u8>) -> io::Result<KvSnapshot> {
+    fn keep_built(
+        &self,
+        meta: &SnapshotMetaOf<TypeConfig>,
+        data: Vec<u8>,
+    ) -> io::Result<KvSnapshot> {
         if let Some(files) = &self.files {
             return files
                 .save_built::<TypeConfig>(meta, &data)
@@ -286,7 +290,11 @@ impl KvMachine {
 
     /// The state in a snapshot openraft installs (received whole and
     /// verified by the network before).
-    fn keep_received(&self, meta: &SnapshotMetaOf<TypeConfig>, got: KvSnapshot) -> io::Result<Vec<u8>> {
+    fn keep_received(
+        &self,
+        meta: &SnapshotMetaOf<TypeConfig>,
+        got: KvSnapshot,
+    ) -> io::Result<Vec<u8>> {
         match (&self.files, got) {
             (Some(files), KvSnapshot::File(d)) => files.installed::<TypeConfig>(meta, d),
             (None, KvSnapshot::Memory(data)) => {

@@ -126,7 +126,8 @@ pub async fn start<N>(
 ) -> Result<Running>
 where
     N: openraft10::network::RaftNetworkFactory<TypeConfig>,
-    N::Network: openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
+    N::Network:
+        openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
 {
     let every = Some(quorumlog_openraft10::COMMIT_PERSIST_EVERY);
     start_persisting(id, store, network, open_ms, config, every).await
@@ -147,7 +148,8 @@ pub async fn start_persisting<N>(
 ) -> Result<Running>
 where
     N: openraft10::network::RaftNetworkFactory<TypeConfig>,
-    N::Network: openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
+    N::Network:
+        openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
 {
     let directory = store.me().directory_id;
     let log = LogStore::new(Arc::clone(&store), id)?.persist_commit_every(commit_persist);
@@ -171,7 +173,8 @@ pub async fn start_with<L, N>(
 where
     L: RaftLogStorage<TypeConfig>,
     N: openraft10::network::RaftNetworkFactory<TypeConfig>,
-    N::Network: openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
+    N::Network:
+        openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
 {
     // From the storage itself: openraft's first metrics may not show it.
     let mut log = log;

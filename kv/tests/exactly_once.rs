@@ -193,10 +193,9 @@ fn a_put_that_certainly_did_not_apply_fails_and_one_that_may_have_is_unknown() {
 
 fn put_entry(index: u64, client: u64, seq: u64) -> EntryOf<TypeConfig> {
     EntryOf::<TypeConfig> {
-        log_id: quorumlog_openraft10::mapping::log_id::<openraft10::type_config::alias::LeaderIdOf<TypeConfig>>(
-            quorumlog_raft::Epoch((1 << 32) | 1),
-            index,
-        ),
+        log_id: quorumlog_openraft10::mapping::log_id::<
+            openraft10::type_config::alias::LeaderIdOf<TypeConfig>,
+        >(quorumlog_raft::Epoch((1 << 32) | 1), index),
         payload: EntryPayload::Normal(Command::Put(Put {
             key: format!("k{client}"),
             value: format!("v{index}"),

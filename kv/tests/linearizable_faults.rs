@@ -15,7 +15,8 @@
 //!
 //! Seeded (the disks and the nemesis; the scheduler is not):
 //! `QUORUMLOG_LIN_SEEDS=N` (default 12), `QUORUMLOG_LIN_SEED=s` replays
-//! one.
+//! one; `QUORUMLOG_LIN_DUMP=1` prints a violating key's operations and the
+//! fault times.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -32,6 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{read_every_key, record_ops, SimCluster};
+use openraft10::async_runtime::WatchReceiver;
 use quorumlog_io::{CrashPlan, SimRng, Tear};
 use quorumlog_kv::check::check;
 use quorumlog_kv::client::Client;
@@ -60,9 +62,23 @@ fn plan(rng: &mut SimRng) -> CrashPlan {
 }
 
 async fn leader_of(sim: &SimCluster) -> u64 {
-    sim.confirmed_leader(Duration::from_secs(10))
-        .await
-        .expect("a leader")
+    if let Some(l) = sim.confirmed_leader(Duration::from_secs(10)).await {
+        return l;
+    }
+
+    let seen: Vec<String> = sim
+        .cluster
+        .nodes
+        .iter()
+        .map(|(id, (r, _))| {
+            let m = r.metrics().borrow_watched().clone();
+            format!(
+                "node {id}: {:?} term {} vote {} last log {:?} applied {:?} {:?}",
+                m.state, m.current_term, m.vote, m.last_log_index, m.last_applied, m.running_state
+            )
+        })
+        .collect();
+    panic!("no confirmed leader within 10 s: {seen:#?}")
 }
 
 /// Injects fault `kind` (healed before it returns); returns its name.
@@ -139,10 +155,13 @@ async fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
     for i in (1..kinds.len()).rev() {
         kinds.swap(i, rng.index(i + 1));
     }
+    let mut fault_times = Vec::new();
     for kind in kinds {
         tokio::time::sleep(Duration::from_millis(150 + rng.below(250))).await;
         eprintln!("seed {seed}: fault {kind}");
+        fault_times.push((history.now(), kind));
         let name = inject(&mut sim, kind, &mut rng).await;
+        fault_times.push((history.now(), kind + 100));
         *totals.faults.entry(name).or_insert(0) += 1;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -162,6 +181,26 @@ async fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
         return Err("no operation completed".into());
     }
     if !report.ok() {
+        if std::env::var("QUORUMLOG_LIN_DUMP").is_ok() {
+            // The violating key's operations in call order, and when each
+            // fault began (kind) and ended (kind + 100).
+            let key = report
+                .violations
+                .first()
+                .map(|v| v.key.clone())
+                .unwrap_or_default();
+            let mut mine: Vec<_> = ops.iter().filter(|o| o.key == key).collect();
+            mine.sort_by_key(|o| o.call);
+            for o in mine {
+                eprintln!(
+                    "DUMP {} {} {:?} {:?} c{}",
+                    o.call, o.ret, o.action, o.outcome, o.client
+                );
+            }
+            for (t, f) in &fault_times {
+                eprintln!("DUMP-FAULT {t} {f}");
+            }
+        }
         return Err(format!("not linearizable: {:#?}", report.violations));
     }
     Ok(())
@@ -289,7 +328,9 @@ fn a_node_restarted_alone_after_a_power_loss_does_not_serve_reads() {
         assert!(read.is_err(), "a lone node answered {read:?}");
         let (raft, _) = sim.cluster.nodes.get(&leader).unwrap();
         assert!(
-            raft.ensure_linearizable(openraft10::ReadPolicy::ReadIndex).await.is_err(),
+            raft.ensure_linearizable(openraft10::ReadPolicy::ReadIndex)
+                .await
+                .is_err(),
             "a lone node confirmed its leadership"
         );
         for id in (1..=3).filter(|i| *i != leader) {

@@ -221,7 +221,11 @@ async fn commit_after_restart(cluster: &LocalCluster) -> Result<(u64, bool), Str
         match cluster.put(via, barrier.clone()).await {
             Ok(index) => {
                 let raft = &cluster.nodes.get(&via).ok_or("unknown leader")?.0;
-                let shown = raft.metrics().borrow_watched().last_applied.map_or(0, |l| l.index);
+                let shown = raft
+                    .metrics()
+                    .borrow_watched()
+                    .last_applied
+                    .map_or(0, |l| l.index);
                 return Ok((index, shown < index));
             }
             Err(Refusal::NotLeader {

@@ -333,8 +333,13 @@ where
         // snapshot), never back.
         let to = Offset(c.index + 1).min(self.store.log_end_offset());
         if self.store.high_watermark().is_none_or(|h| h < to) {
-            self.store.set_high_watermark(to).map_err(io_err)?;
-            self.schedule_persist();
+            match self.store.set_high_watermark(to) {
+                Ok(()) => self.schedule_persist(),
+                // A snapshot of applied entries raised it past `to`
+                // meanwhile (`SnapshotFiles::save_built`).
+                Err(_) if self.store.high_watermark().is_some_and(|h| h >= to) => {}
+                Err(e) => return Err(io_err(e)),
+            }
         }
         Ok(())
     }

@@ -203,8 +203,10 @@ impl<S: RaftStorage> SnapshotFiles<S> {
 
     /// Writes `data`, the state machine's own snapshot (built from applied,
     /// so committed, entries), through the store's checked creation: it is
-    /// refused beyond the high watermark and unless the log holds its last
-    /// entry in its term. Durable on return; a snapshot with the same id
+    /// refused unless the log holds its last entry in its term. The entries
+    /// it covers are made durable here first and the high watermark raised
+    /// to them (a commit point can arrive before this node's copy of the
+    /// entries is durable). Durable on return; a snapshot with the same id
     /// already there is kept (it covers the same entries). Older snapshots
     /// beyond `keep` are deleted.
     ///
@@ -223,6 +225,7 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     {
         let id = Self::id_of::<C>(meta)?;
         if !self.store.has_snapshot(id) {
+            self.covered(id.end_offset)?;
             let m = bincode::serialize(meta).map_err(io_err)?;
             let mut w = self
                 .store
@@ -233,6 +236,33 @@ impl<S: RaftStorage> SnapshotFiles<S> {
         }
         self.retain()?;
         self.file(id)
+    }
+
+    /// Makes the store's high watermark cover `end`, the end of what the
+    /// state machine applied: openraft applies only committed entries, but
+    /// with appends pipelined a commit point can arrive before this node's
+    /// own copy of the entries is durable, and the adapter's
+    /// `save_committed` never sets the watermark past what the log holds;
+    /// so the entries are waited for here, then the watermark raised to
+    /// them (found by the key-value service's fault test on 0.10: a
+    /// snapshot refused as beyond the watermark stopped a node).
+    fn covered(&self, end: Offset) -> io::Result<()> {
+        if self.store.high_watermark().is_some_and(|h| h >= end) {
+            return Ok(());
+        }
+        if end > self.store.queued_end() {
+            return Err(io::Error::other(format!(
+                "a snapshot to {end} of a log that ends at {}",
+                self.store.queued_end()
+            )));
+        }
+        self.store.wait_durable(end).map_err(io_err)?;
+        match self.store.set_high_watermark(end) {
+            Ok(()) => Ok(()),
+            // openraft's commit point raised it past `end` meanwhile.
+            Err(_) if self.store.high_watermark().is_some_and(|h| h >= end) => Ok(()),
+            Err(e) => Err(io_err(e)),
+        }
     }
 
     fn retain(&self) -> io::Result<()> {

@@ -75,3 +75,38 @@ async fn the_durable_commit_point_survives_a_power_cut() {
     let mut log: LogStore<Adv, Store> = LogStore::new(open_store(&fs, dir, 1, false), 1).unwrap();
     assert_eq!(log.read_committed().await.unwrap(), Some(id(9)));
 }
+
+/// A commit point that arrives before this node's own copy of the entries
+/// is durable (appends are pipelined) leaves the watermark behind; the
+/// snapshot the state machine then builds of those applied entries is
+/// still saved: the entries are waited for and the watermark raised to
+/// them. Fails if `save_built` goes straight to the store's checked
+/// creation (refused: beyond the high watermark).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_of_entries_committed_before_they_were_durable_here_is_saved() {
+    let sim = SimFs::new(6);
+    let fs: SharedFs = Arc::new(sim.clone());
+    let store = open_store(&fs, Path::new("/d"), 1, true);
+    let mut log: LogStore<Adv, Store> = LogStore::new(Arc::clone(&store), 1).unwrap();
+    sim.set_sync_delay(std::time::Duration::from_millis(300));
+    let (tx, rx) = OneshotOf::<Adv>::channel();
+    let entries: Vec<Entry> = (0..10).map(|i| Entry::new_blank(id(i))).collect();
+    log.append(entries, IOFlushed::signal(tx)).await.unwrap();
+    log.save_committed(Some(id(9))).await.unwrap();
+    assert!(
+        store.high_watermark() < Some(Offset(10)),
+        "the round is still syncing: the watermark stays behind ({:?})",
+        store.high_watermark()
+    );
+    let files = quorumlog_openraft10::SnapshotFiles::new(Arc::clone(&store));
+    let meta = openraft10::type_config::alias::SnapshotMetaOf::<Adv> {
+        last_log_id: Some(id(9)),
+        last_membership: openraft10::type_config::alias::StoredMembershipOf::<Adv>::default(),
+    };
+    let file = files.save_built::<Adv>(&meta, b"state").unwrap();
+    assert_eq!(file.id.end_offset, Offset(10));
+    assert!(store.high_watermark() >= Some(Offset(10)));
+    rx.await.unwrap().unwrap();
+    sim.set_sync_delay(std::time::Duration::ZERO);
+    assert_eq!(files.latest::<Adv>().unwrap().unwrap().1, b"state");
+}

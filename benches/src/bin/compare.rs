@@ -351,9 +351,11 @@ fn run() -> Result<(), BenchError> {
     Ok(())
 }
 
-/// E1: the three-node openraft cluster persisted by quorumlog,
-/// raft-engine and memory, with 1, 16 and 256 clients and 64 B and 4 KiB
-/// values; the stores' order rotates between configurations.
+/// E1: the three-node openraft 0.10 cluster persisted by quorumlog,
+/// raft-log, raft-engine and memory (and quorumlog on openraft 0.9 for
+/// reference), with 1, 16 and 256 clients and 64 B and 4 KiB values; the
+/// stores' order rotates between configurations. Then the many-groups run:
+/// 16 groups per node, 256 clients spread over them.
 #[expect(
     clippy::cast_precision_loss,
     clippy::too_many_lines,
@@ -367,19 +369,25 @@ fn run_e1(
 ) -> Result<(), BenchError> {
     use quorumlog_benches::e1::{run, E1Store, Limit};
     use std::fmt::Write as _;
-    let stores: Vec<E1Store> = [E1Store::Quorumlog, E1Store::RaftEngine, E1Store::Memory]
-        .into_iter()
-        .filter(|s| {
-            args.systems
-                .as_ref()
-                .is_none_or(|l| l.iter().any(|n| n == s.name()))
-        })
-        .collect();
+    let stores: Vec<E1Store> = [
+        E1Store::Quorumlog,
+        E1Store::RaftLog,
+        E1Store::RaftEngine,
+        E1Store::Memory,
+        E1Store::Quorumlog09,
+    ]
+    .into_iter()
+    .filter(|s| {
+        args.systems
+            .as_ref()
+            .is_none_or(|l| l.iter().any(|n| n == s.name()))
+    })
+    .collect();
     // `QUORUMLOG_E1=c256-64B` (for example) runs one configuration.
     let only = std::env::var("QUORUMLOG_E1").ok();
     let _ = writeln!(
         extra,
-        "\nE1 (three-node openraft cluster in one process; writes/s, p50/p99 client latency):"
+        "\nE1 (three-node openraft 0.10 cluster in one process; writes/s, p50/p99 client latency):"
     );
     let mut k = 0;
     for clients in [1usize, 16, 256] {
@@ -430,13 +438,79 @@ fn run_e1(
                 .collect();
             let _ = writeln!(
                 extra,
-                "{name:<13} quorumlog / raft-engine = {:.2}x; quorumlog / memory = {:.2}x; {}",
+                "{name:<13} quorumlog / raft-log = {:.2}x; / raft-engine = {:.2}x; / memory = {:.2}x; \
+                 / quorumlog on 0.9 = {:.2}x; {}",
+                rate(E1Store::Quorumlog) / rate(E1Store::RaftLog),
                 rate(E1Store::Quorumlog) / rate(E1Store::RaftEngine),
                 rate(E1Store::Quorumlog) / rate(E1Store::Memory),
+                rate(E1Store::Quorumlog) / rate(E1Store::Quorumlog09),
                 lat.join("; ")
             );
         }
     }
+    let name = "E1-g16-c256-64B";
+    if only.as_ref().is_none_or(|o| name.ends_with(o.as_str())) {
+        run_e1_groups(args, base, rows, extra, name)?;
+    }
+    Ok(())
+}
+
+/// E1's many-groups run: 16 groups on the same three nodes, 256 clients
+/// spread over them, 64-byte values.
+#[expect(clippy::cast_precision_loss, reason = "latencies for display")]
+fn run_e1_groups(
+    args: &Args,
+    base: &Path,
+    rows: &mut Vec<Row>,
+    extra: &mut String,
+    name: &str,
+) -> Result<(), BenchError> {
+    use quorumlog_benches::e1::{groups, E1Store};
+    use std::fmt::Write as _;
+    let mut got = Vec::new();
+    for store in groups::SYSTEMS.into_iter().filter(|s| {
+        args.systems
+            .as_ref()
+            .is_none_or(|l| l.iter().any(|n| n == s.name()))
+    }) {
+        let dir = base.join(format!("{name}-{}", store.name()));
+        let r = groups::run(store, &dir, 16, 256, 64, args.seconds)?;
+        let _ = std::fs::remove_dir_all(&dir);
+        rows.push(Row {
+            workload: name.into(),
+            system: store.name().into(),
+            m: Measured {
+                entries: r.writes,
+                bytes: r.writes * 64,
+                seconds: args.seconds,
+            },
+        });
+        got.push((store, r));
+    }
+    let rate = |s: E1Store| {
+        got.iter()
+            .find(|(x, _)| *x == s)
+            .map_or(0.0, |(_, r)| r.writes_per_s)
+    };
+    let lat: Vec<String> = got
+        .iter()
+        .map(|(s, r)| {
+            format!(
+                "{} {:.0}/s {:.2}/{:.2} ms",
+                s.name(),
+                r.writes_per_s,
+                r.p50_us as f64 / 1e3,
+                r.p99_us as f64 / 1e3
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        extra,
+        "{name:<15} (16 groups per node) quorumlog / raft-log = {:.2}x; / memory = {:.2}x; {}",
+        rate(E1Store::Quorumlog) / rate(E1Store::RaftLog),
+        rate(E1Store::Quorumlog) / rate(E1Store::Memory),
+        lat.join("; ")
+    );
     Ok(())
 }
 

@@ -53,6 +53,8 @@ pub fn config() -> Arc<openraft10::Config> {
             election_timeout_max: 160,
             snapshot_policy: openraft10::SnapshotPolicy::LogsSinceLast(150),
             max_in_snapshot_log_to_keep: 10,
+            // As the service runs (`quorumlog_kv::raft_config`).
+            enable_leader_restore: Some(false),
             ..Default::default()
         }
         .validate()
@@ -161,7 +163,11 @@ impl SimCluster {
         while t0.elapsed() < limit {
             if let Some(l) = self.cluster.leader(Duration::from_millis(200)).await {
                 if let Some((raft, _)) = self.cluster.nodes.get(&l) {
-                    if raft.ensure_linearizable(openraft10::ReadPolicy::ReadIndex).await.is_ok() {
+                    if raft
+                        .ensure_linearizable(openraft10::ReadPolicy::ReadIndex)
+                        .await
+                        .is_ok()
+                    {
                         return Some(l);
                     }
                 }
