@@ -75,6 +75,10 @@ pub fn raft_config(snapshot_every: u64) -> std::sync::Arc<openraft10::Config> {
         // ids (the in-process fault test lost acknowledged writes so;
         // docs/decisions.md).
         enable_leader_restore: Some(false),
+        // Replicate an entry as soon as `append` returns, while the
+        // leader's own round syncs it: a write then waits for one sync,
+        // not the leader's and then a follower's.
+        broadcast_submitted_on_append: Some(true),
         ..Default::default()
     };
     #[expect(clippy::expect_used, reason = "a fixed, valid configuration")]

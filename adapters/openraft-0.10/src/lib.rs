@@ -26,7 +26,7 @@ pub mod log_store;
 pub mod mapping;
 pub mod snapshot;
 
-pub use log_store::{LogStore, COMMIT_PERSIST_EVERY};
+pub use log_store::{LogStore, COMMIT_PERSIST_EVERY, READ_CACHE_ENTRIES};
 pub use mapping::{EpochLeaderId, MappingError};
 pub use snapshot::{
     FileSnapshot, Receiver, SnapshotData, SnapshotFile, SnapshotFiles, CHUNK_BYTES,

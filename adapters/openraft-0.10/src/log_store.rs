@@ -41,8 +41,12 @@ pub struct LogStore<C: RaftTypeConfig, S: RaftStorage> {
     store: Arc<S>,
     me: u64,
     /// Entries appended and not yet known durable (a queued append is not
-    /// readable from the store until its round writes it), by index.
+    /// readable from the store until its round writes it), and the last
+    /// [`LogStore::read_cache_entries`] durable ones (what openraft reads
+    /// next, to replicate and apply, served from memory), by index.
     tail: Arc<Mutex<BTreeMap<u64, C::Entry>>>,
+    /// Durable entries the tail keeps.
+    keep: u64,
     /// Each append's `IOFlushed` with the end it waits for, in submission
     /// order: completed strictly in that order (a truncation completes
     /// those before it at once, as its own sync made what survives
@@ -54,6 +58,14 @@ pub struct LogStore<C: RaftTypeConfig, S: RaftStorage> {
     persist_pending: Arc<AtomicBool>,
     _config: PhantomData<fn() -> C>,
 }
+
+/// Durable entries a [`LogStore`] keeps in memory by default, besides
+/// those not yet durable: openraft reads an entry again soon after it is
+/// appended (a leader to replicate it, every node to apply it), and a
+/// store read of it would go to the disk (the tail is written with direct
+/// I/O, past the page cache). raft-engine and raft-log keep theirs in
+/// memory too.
+pub const READ_CACHE_ENTRIES: u64 = 8192;
 
 /// How often [`LogStore`] makes the commit point durable by default, so a
 /// restarted node re-applies up to where it was (`read_committed`)
@@ -72,6 +84,7 @@ type Flushes<C> = VecDeque<(u64, IOFlushed<C>)>;
 fn complete<C: RaftTypeConfig>(
     pending: &Mutex<Flushes<C>>,
     tail: &Mutex<BTreeMap<u64, C::Entry>>,
+    keep: u64,
     r: &quorumlog_raft::Result<Offset>,
 ) {
     // Under the lock: two threads completing at once keep the order
@@ -81,10 +94,10 @@ fn complete<C: RaftTypeConfig>(
         Ok(durable) => {
             {
                 // Everything below the flushed offset is written: the
-                // store serves it from now on.
+                // store serves it from now on, but for the last `keep`.
                 let mut t = tail.lock().unwrap_or_else(PoisonError::into_inner);
-                let keep = t.split_off(&durable.0);
-                *t = keep;
+                let rest = t.split_off(&durable.0.saturating_sub(keep));
+                *t = rest;
             }
             while q.front().is_some_and(|(end, _)| *end <= durable.0) {
                 if let Some((_, f)) = q.pop_front() {
@@ -109,6 +122,7 @@ impl<C: RaftTypeConfig, S: RaftStorage> Clone for LogStore<C, S> {
             flushes: Arc::clone(&self.flushes),
             persist_every: self.persist_every,
             persist_pending: Arc::clone(&self.persist_pending),
+            keep: self.keep,
             _config: PhantomData,
         }
     }
@@ -144,10 +158,19 @@ where
             flushes: Arc::new(Mutex::new(VecDeque::new())),
             persist_every: Some(COMMIT_PERSIST_EVERY),
             persist_pending: Arc::new(AtomicBool::new(false)),
+            keep: READ_CACHE_ENTRIES,
             _config: PhantomData,
         };
         s.cut_purged()?;
         Ok(s)
+    }
+
+    /// Sets how many durable entries stay in memory for reads (0: none,
+    /// every read of a durable entry goes to the store).
+    #[must_use]
+    pub fn read_cache_entries(mut self, entries: u64) -> Self {
+        self.keep = entries;
+        self
     }
 
     /// Sets how often the commit point is made durable (`None`: only at
@@ -406,9 +429,9 @@ where
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push_back((end.0, callback));
-        let (flushes, tail) = (Arc::clone(&self.flushes), Arc::clone(&self.tail));
+        let (flushes, tail, keep) = (Arc::clone(&self.flushes), Arc::clone(&self.tail), self.keep);
         self.store
-            .on_durable(end, Box::new(move |r| complete(&flushes, &tail, &r)));
+            .on_durable(end, Box::new(move |r| complete(&flushes, &tail, keep, &r)));
         Ok(())
     }
 
@@ -419,7 +442,7 @@ where
             self.store.truncate_to(Offset(keep)).map_err(io_err)?;
             // Durable now, what survives of every append before: their
             // flushes complete, in order, before any later append's.
-            complete(&self.flushes, &self.tail, &Ok(Offset(u64::MAX)));
+            complete(&self.flushes, &self.tail, self.keep, &Ok(Offset(u64::MAX)));
         }
         Ok(())
     }

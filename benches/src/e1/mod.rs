@@ -113,7 +113,9 @@ fn quorumlog_parts(dir: &Path) -> Result<Parts, BenchError> {
         );
         let log =
             LogStore::new(Arc::clone(&store), id).map_err(|e| BenchError::from(e.to_string()))?;
-        let machine = KvMachine::open(store).map_err(|e| BenchError::from(e.to_string()))?;
+        // The same machine as the peers': snapshots in memory, so only
+        // the log store differs (the service itself keeps them as files).
+        let machine = KvMachine::in_memory();
         parts.push((id, log, machine));
     }
     Ok(parts)
