@@ -18,6 +18,11 @@
 //! (durable per chunk, resumable, verified), published by the state
 //! machine's install once openraft has made the leader's vote durable.
 //!
+//! Run openraft with `enable_leader_restore` off: 0.10 replicates entries a
+//! leader has not made durable yet, so after a power cut a leader restored
+//! in its old term can write different entries under log ids its
+//! followers already hold (docs/decisions.md).
+//!
 //! The 0.9 adapter (`quorumlog-openraft`) stays for users on openraft's
 //! stable line; this crate depends on openraft 0.10 under the name
 //! `openraft10` so both can live in one workspace.

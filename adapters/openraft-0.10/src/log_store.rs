@@ -7,7 +7,7 @@
 //! | `save_vote` | waits until every append before it is durable, then writes the vote durably: a vote saved after an append is never durable before it (on a node's group the vote is a record of the same shared log, behind the appends anyway) |
 //! | `truncate_after`, `purge` | durable on return; a purge writes openraft's last purged id first, then cuts the log |
 //! | `save_committed` | sets the store's high watermark in memory (clamped to the log, never back); a task makes it durable at most every [`COMMIT_PERSIST_EVERY`] (100 ms, on the runtime's blocking pool); `read_committed` reads the store's watermark back (after a restart, the durable one) |
-//! | reads | the tail first (entries not yet written), then the store |
+//! | reads | the tail first (entries not yet written, and the last [`READ_CACHE_ENTRIES`] durable ones), then the store |
 //!
 //! These calls block the calling task for a sync at most (`save_vote`,
 //! `truncate_after`, `purge`); `append` never does.
