@@ -372,6 +372,20 @@ impl LocalCluster {
         .await?;
         self.nodes
             .insert(id, (running.raft.clone(), running.machine.clone()));
+        // A node whose Raft stops on its own (a fatal error) is reported:
+        // no fault the tests inject should stop one.
+        let mut metrics = running.raft.metrics();
+        tokio::spawn(async move {
+            while metrics.changed().await.is_ok() {
+                let stopped = metrics.borrow_watched().running_state.clone();
+                if let Err(e) = stopped {
+                    if !matches!(e, openraft10::error::Fatal::Stopped) {
+                        eprintln!("node {id}: Raft stopped: {e}");
+                    }
+                    break;
+                }
+            }
+        });
         self.router.insert(id, running);
         Ok(())
     }
