@@ -14,6 +14,7 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
+    clippy::indexing_slicing,
     missing_docs,
     reason = "test code: a panic is a failed assertion"
 )]
@@ -173,6 +174,57 @@ fn plan(rng: &mut SimRng) -> CrashPlan {
     }
 }
 
+type Acked = Arc<Mutex<Vec<(u64, String)>>>;
+
+/// Two writers per group, each putting unique keys until `stop`,
+/// recording the acknowledged ones.
+fn spawn_writers(
+    router: &Router,
+    acked: &Acked,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..GROUPS * 2)
+        .map(|w| {
+            let (router, acked, stop) = (router.clone(), Arc::clone(acked), Arc::clone(stop));
+            tokio::spawn(async move {
+                let g = w % GROUPS;
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("g{g}-w{w}-{n}");
+                    if put(&router, g, &key, Duration::from_millis(500))
+                        .await
+                        .is_some()
+                        && !stop.load(Ordering::Relaxed)
+                    {
+                        acked.lock().unwrap().push((g, key));
+                    }
+                    n += 1;
+                }
+            })
+        })
+        .collect()
+}
+
+/// Every write acknowledged before the cut is on every node of its group,
+/// and not on the next group's machine.
+fn check(machines: &Machines, before: &[(u64, String)], seed: u64) {
+    for (g, key) in before {
+        for id in 1..=3 {
+            assert_eq!(
+                machines[&(id, *g)].get(key).as_deref(),
+                Some(key.as_str()),
+                "seed {seed}: node {id} group {g} lost acknowledged {key}"
+            );
+            let other = (g + 1) % GROUPS;
+            assert_eq!(
+                machines[&(id, other)].get(key),
+                None,
+                "seed {seed}: group {other} holds {key}"
+            );
+        }
+    }
+}
+
 /// One seed; the number of acknowledged writes checked.
 async fn run_seed(seed: u64) -> usize {
     let mut rng = SimRng::new(seed);
@@ -196,28 +248,9 @@ async fn run_seed(seed: u64) -> usize {
     for d in &disks {
         d.set_sync_delay(delay);
     }
-    let acked: Arc<Mutex<Vec<(u64, String)>>> = Arc::new(Mutex::new(Vec::new()));
+    let acked: Acked = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..GROUPS * 2)
-        .map(|w| {
-            let (router, acked, stop) = (router.clone(), Arc::clone(&acked), Arc::clone(&stop));
-            tokio::spawn(async move {
-                let g = w % GROUPS;
-                let mut n = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let key = format!("g{g}-w{w}-{n}");
-                    if put(&router, g, &key, Duration::from_millis(500))
-                        .await
-                        .is_some()
-                        && !stop.load(Ordering::Relaxed)
-                    {
-                        acked.lock().unwrap().push((g, key));
-                    }
-                    n += 1;
-                }
-            })
-        })
-        .collect();
+    let writers = spawn_writers(&router, &acked, &stop);
     tokio::time::sleep(Duration::from_millis(300 + rng.below(700))).await;
     // The cut: what was acknowledged so far must survive it.
     let before: Vec<(u64, String)> = acked.lock().unwrap().clone();
@@ -239,21 +272,7 @@ async fn run_seed(seed: u64) -> usize {
             wait_applied(&router.get(id, g).unwrap(), after).await;
         }
     }
-    for (g, key) in &before {
-        for id in 1..=3 {
-            assert_eq!(
-                machines[&(id, *g)].get(key).as_deref(),
-                Some(key.as_str()),
-                "seed {seed}: node {id} group {g} lost acknowledged {key}"
-            );
-            let other = (g + 1) % GROUPS;
-            assert_eq!(
-                machines[&(id, other)].get(key),
-                None,
-                "seed {seed}: group {other} holds {key}"
-            );
-        }
-    }
+    check(&machines, &before, seed);
     stop_all(&router, nodes, machines).await;
     before.len()
 }
@@ -271,7 +290,9 @@ fn every_acknowledged_write_of_every_group_survives_a_power_loss() {
     } else {
         let base = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64);
+            .map_or(1, |d| {
+                u64::try_from(d.as_nanos() % u128::from(u64::MAX)).unwrap_or(1)
+            });
         let n = env("QUORUMLOG_GROUPS_SEEDS").unwrap_or(100);
         eprintln!("groups power loss: base seed {base}, {n} seeds");
         (0..n).map(|i| base.wrapping_add(i)).collect()

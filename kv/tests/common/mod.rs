@@ -119,6 +119,7 @@ impl SimCluster {
     /// Node `id` loses power: nothing more reaches its disk, its Raft
     /// stops, and it restarts from what the disk kept (`plan`).
     pub async fn crash(&mut self, id: u64, plan: CrashPlan) {
+        self.cluster.drain(id).await;
         self.disk(id).crash_after(0);
         self.cluster.stop(id).await;
         let image = self.disk(id).crash_with(plan);
@@ -136,6 +137,9 @@ impl SimCluster {
     /// Every node loses power at once, then they restart in `order`, `gap`
     /// apart (machines never come back together).
     pub async fn power_loss_staggered(&mut self, plan: CrashPlan, order: [u64; 3], gap: Duration) {
+        for id in 1..=3 {
+            self.cluster.drain(id).await;
+        }
         for d in &self.disks {
             d.crash_after(0);
         }
