@@ -1,5 +1,5 @@
 //! A first end-to-end probe of openraft 0.10 on quorumlog (issue 23's E1
-//! is to come in `compare`): three nodes in one process (calls as the
+//! is in `compare --workloads E1`): three nodes in one process (calls as the
 //! network), `CLIENTS` concurrent clients each writing 64-byte values
 //! through the leader for `SECONDS`, interleaved rounds of
 //!
