@@ -356,11 +356,6 @@ fn run() -> Result<(), BenchError> {
 /// reference), with 1, 16 and 256 clients and 64 B and 4 KiB values; the
 /// stores' order rotates between configurations. Then the many-groups run:
 /// 16 groups per node, 256 clients spread over them.
-#[expect(
-    clippy::cast_precision_loss,
-    clippy::too_many_lines,
-    reason = "latencies for display; one table built in order"
-)]
 fn run_e1(
     args: &Args,
     base: &Path,
@@ -419,23 +414,7 @@ fn run_e1(
                 got.push((store, r));
             }
             k += 1;
-            let rate = |s: E1Store| {
-                got.iter()
-                    .find(|(x, _)| *x == s)
-                    .map_or(0.0, |(_, r)| r.writes_per_s)
-            };
-            let lat: Vec<String> = got
-                .iter()
-                .map(|(s, r)| {
-                    format!(
-                        "{} {:.0}/s {:.2}/{:.2} ms",
-                        s.name(),
-                        r.writes_per_s,
-                        r.p50_us as f64 / 1e3,
-                        r.p99_us as f64 / 1e3
-                    )
-                })
-                .collect();
+            let rate = |s: E1Store| e1_rate(&got, s);
             let _ = writeln!(
                 extra,
                 "{name:<13} quorumlog / raft-log = {:.2}x; / raft-engine = {:.2}x; / memory = {:.2}x; \
@@ -444,7 +423,7 @@ fn run_e1(
                 rate(E1Store::Quorumlog) / rate(E1Store::RaftEngine),
                 rate(E1Store::Quorumlog) / rate(E1Store::Memory),
                 rate(E1Store::Quorumlog) / rate(E1Store::Quorumlog09),
-                lat.join("; ")
+                e1_latencies(&got)
             );
         }
     }
@@ -457,7 +436,6 @@ fn run_e1(
 
 /// E1's many-groups run: 16 groups on the same three nodes, 256 clients
 /// spread over them, 64-byte values.
-#[expect(clippy::cast_precision_loss, reason = "latencies for display")]
 fn run_e1_groups(
     args: &Args,
     base: &Path,
@@ -487,13 +465,39 @@ fn run_e1_groups(
         });
         got.push((store, r));
     }
-    let rate = |s: E1Store| {
-        got.iter()
-            .find(|(x, _)| *x == s)
-            .map_or(0.0, |(_, r)| r.writes_per_s)
-    };
-    let lat: Vec<String> = got
-        .iter()
+    let rate = |s: E1Store| e1_rate(&got, s);
+    let _ = writeln!(
+        extra,
+        "{name:<15} (16 groups per node) quorumlog / raft-log = {:.2}x; / memory = {:.2}x; {}",
+        rate(E1Store::Quorumlog) / rate(E1Store::RaftLog),
+        rate(E1Store::Quorumlog) / rate(E1Store::Memory),
+        e1_latencies(&got)
+    );
+    Ok(())
+}
+
+/// `store`'s writes/s among `got` (0 if it did not run).
+fn e1_rate(
+    got: &[(
+        quorumlog_benches::e1::E1Store,
+        quorumlog_benches::e1::E1Result,
+    )],
+    store: quorumlog_benches::e1::E1Store,
+) -> f64 {
+    got.iter()
+        .find(|(x, _)| *x == store)
+        .map_or(0.0, |(_, r)| r.writes_per_s)
+}
+
+/// Each system's writes/s and p50/p99 client latency, for the report.
+#[expect(clippy::cast_precision_loss, reason = "latencies for display")]
+fn e1_latencies(
+    got: &[(
+        quorumlog_benches::e1::E1Store,
+        quorumlog_benches::e1::E1Result,
+    )],
+) -> String {
+    got.iter()
         .map(|(s, r)| {
             format!(
                 "{} {:.0}/s {:.2}/{:.2} ms",
@@ -503,15 +507,8 @@ fn run_e1_groups(
                 r.p99_us as f64 / 1e3
             )
         })
-        .collect();
-    let _ = writeln!(
-        extra,
-        "{name:<15} (16 groups per node) quorumlog / raft-log = {:.2}x; / memory = {:.2}x; {}",
-        rate(E1Store::Quorumlog) / rate(E1Store::RaftLog),
-        rate(E1Store::Quorumlog) / rate(E1Store::Memory),
-        lat.join("; ")
-    );
-    Ok(())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// R1 and O1: a sequential read of a log of `args.gib` GiB against the raw

@@ -168,14 +168,8 @@ pub fn run(
                 })
             })
             .collect();
-        let t0 = Instant::now();
-        tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-        stop.store(true, Ordering::Relaxed);
-        let mut all = Vec::new();
-        for t in tasks {
-            all.extend(t.await.unwrap_or_default());
-        }
-        let result = E1Result::of(&mut all, t0.elapsed().as_secs_f64());
+        let (result, _) =
+            super::measure(super::Limit::Seconds(seconds), &acked, &stop, tasks).await;
         for c in clusters {
             if let Ok(c) = Arc::try_unwrap(c) {
                 c.shutdown().await;

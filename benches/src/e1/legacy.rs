@@ -354,22 +354,7 @@ pub fn run(
                 })
             })
             .collect();
-        let t0 = Instant::now();
-        match limit {
-            Limit::Seconds(s) => tokio::time::sleep(Duration::from_secs_f64(s)).await,
-            Limit::Writes(w) => {
-                while acked.load(Ordering::Relaxed) < w {
-                    tokio::time::sleep(Duration::from_micros(200)).await;
-                }
-            }
-        }
-        let writing = t0.elapsed();
-        stop.store(true, Ordering::Relaxed);
-        let mut all = Vec::new();
-        for t in tasks {
-            all.extend(t.await.unwrap_or_default());
-        }
-        let result = E1Result::of(&mut all, t0.elapsed().as_secs_f64());
+        let (result, writing) = super::measure(limit, &acked, &stop, tasks).await;
         let rafts: Vec<Raft09> = router
             .0
             .read()

@@ -198,6 +198,32 @@ fn clients_writing(
         .collect()
 }
 
+/// Lets the client `tasks` write until `limit`, stops them, and returns
+/// their result and the time spent writing.
+pub(crate) async fn measure(
+    limit: Limit,
+    acked: &std::sync::atomic::AtomicU64,
+    stop: &AtomicBool,
+    tasks: Vec<tokio::task::JoinHandle<Vec<u64>>>,
+) -> (E1Result, Duration) {
+    let t0 = Instant::now();
+    match limit {
+        Limit::Seconds(s) => tokio::time::sleep(Duration::from_secs_f64(s)).await,
+        Limit::Writes(w) => {
+            while acked.load(Ordering::Relaxed) < w {
+                tokio::time::sleep(Duration::from_micros(200)).await;
+            }
+        }
+    }
+    let writing = t0.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap_or_default());
+    }
+    (E1Result::of(&mut all, t0.elapsed().as_secs_f64()), writing)
+}
+
 /// How long an E1 run writes.
 #[derive(Debug, Clone, Copy)]
 pub enum Limit {
@@ -235,23 +261,7 @@ pub fn run(
         let stop = Arc::new(AtomicBool::new(false));
         let acked = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let tasks = clients_writing(&cluster, leader, clients, value_bytes, &stop, &acked);
-        let t0 = Instant::now();
-        match limit {
-            Limit::Seconds(s) => tokio::time::sleep(Duration::from_secs_f64(s)).await,
-            Limit::Writes(w) => {
-                while acked.load(Ordering::Relaxed) < w {
-                    tokio::time::sleep(Duration::from_micros(200)).await;
-                }
-            }
-        }
-        let writing = t0.elapsed();
-        stop.store(true, Ordering::Relaxed);
-        let mut all = Vec::new();
-        for t in tasks {
-            all.extend(t.await.unwrap_or_default());
-        }
-        let elapsed = t0.elapsed().as_secs_f64();
-        let result = E1Result::of(&mut all, elapsed);
+        let (result, writing) = measure(limit, &acked, &stop, tasks).await;
         if let Ok(c) = Arc::try_unwrap(cluster) {
             c.shutdown().await;
         }
