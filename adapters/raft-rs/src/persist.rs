@@ -1,0 +1,288 @@
+//! [`AsyncPersister`]: raft-rs's asynchronous persistence over the shared
+//! log's group commit. A Ready loop hands it each region's `Ready`; it
+//! queues the entries (readable at once), applies the hard state and any
+//! snapshot, and returns the messages that may leave at once. Once the
+//! round holding the Ready's entries is durable, the loop gets an
+//! [`Event::Persisted`] with the Ready's number and its persisted
+//! messages: it calls `on_persist_ready(number)` and only then sends them.
+//! No thread waits for a sync per Ready: one round covers every region's
+//! Readies queued before it.
+//!
+//! ```text
+//! loop {
+//!     for each region with has_ready():
+//!         let mut rd = raw.ready();
+//!         let written = persister.persist(&storage, &mut rd)?;
+//!         send(written.messages);                 // at once
+//!         apply(written.snapshot, rd.take_committed_entries());
+//!         raw.advance_append_async(rd);
+//!     for event in persister.try_events():
+//!         Persisted { region, number, messages } =>
+//!             raw.on_persist_ready(number); send(messages);
+//!         Fetched { region, context } => raw.on_entries_fetched(context);
+//!         Failed { .. } => stop the region (its store is poisoned)
+//! }
+//! ```
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryIter};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use quorumlog_raft::RaftStorage;
+use raft::eraftpb::Message;
+use raft::{GetEntriesContext, Ready};
+
+use crate::error::Result;
+use crate::storage::{Fetcher, RegionStorage};
+
+/// How often a region's commit index is made durable (at most).
+pub const COMMIT_PERSIST_EVERY: Duration = Duration::from_millis(100);
+
+/// A read the fetch thread runs.
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
+
+/// What the Ready loop is told, in order per region.
+#[derive(Debug)]
+pub enum Event {
+    /// Every Ready of `region` up to `number` is durable: call
+    /// `on_persist_ready(number)`, then send `messages` (the Ready's
+    /// `persisted_messages`).
+    Persisted {
+        /// The region.
+        region: u64,
+        /// The Ready's number.
+        number: u64,
+        /// Messages that could leave only after persistence.
+        messages: Vec<Message>,
+    },
+    /// An asynchronous fetch finished: call `on_entries_fetched(context)`.
+    Fetched {
+        /// The region.
+        region: u64,
+        /// The context `entries` was called with.
+        context: GetEntriesContext,
+    },
+    /// The region's store failed (a sync or a read): it is poisoned, and
+    /// nothing of its later Readies is reported persisted.
+    Failed {
+        /// The region.
+        region: u64,
+        /// What failed.
+        error: crate::Error,
+    },
+}
+
+/// What [`AsyncPersister::persist`] leaves to the loop.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// The Ready's `messages()`: they may leave at once.
+    pub messages: Vec<Message>,
+    /// The state bytes of the snapshot the Ready installed, if it did.
+    pub snapshot: Option<Vec<u8>>,
+}
+
+type Persist = Box<dyn Fn() -> Result<()> + Send>;
+
+#[derive(Default)]
+struct Commits {
+    dirty: Mutex<(HashMap<u64, Persist>, bool)>,
+    wake: Condvar,
+}
+
+/// The asynchronous persistence of one node's regions (one shared log, or
+/// several stores).
+pub struct AsyncPersister {
+    events_tx: Sender<Event>,
+    events: Receiver<Event>,
+    jobs: Option<Sender<Job>>,
+    commits: Arc<Commits>,
+    threads: Vec<JoinHandle<()>>,
+    early: AtomicBool,
+}
+
+impl std::fmt::Debug for AsyncPersister {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncPersister").finish_non_exhaustive()
+    }
+}
+
+impl Default for AsyncPersister {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AsyncPersister {
+    /// A persister with its two threads: one makes commit indexes durable
+    /// (every [`COMMIT_PERSIST_EVERY`]), one runs asynchronous fetches.
+    pub fn new() -> Self {
+        let (events_tx, events) = mpsc::channel();
+        let (jobs, job_rx) = mpsc::channel::<Job>();
+        let commits = Arc::new(Commits::default());
+        let c = Arc::clone(&commits);
+        let committer = std::thread::Builder::new()
+            .name("raftrs-commit".into())
+            .spawn(move || commit_loop(&c))
+            .ok();
+        // Detached: it ends when the last storage holding its sender goes.
+        let _ = std::thread::Builder::new()
+            .name("raftrs-fetch".into())
+            .spawn(move || {
+                while let Ok(job) = job_rx.recv() {
+                    job();
+                }
+            });
+        AsyncPersister {
+            events_tx,
+            events,
+            jobs: Some(jobs),
+            commits,
+            threads: committer.into_iter().collect(),
+            early: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn fetcher(&self) -> Fetcher {
+        Fetcher {
+            jobs: self.jobs.clone().unwrap_or_else(|| mpsc::channel().0),
+            events: self.events_tx.clone(),
+        }
+    }
+
+    /// Persists one region's Ready, asynchronously: a snapshot is
+    /// installed (durable on return), the entries queued for the next
+    /// round (readable at once), the hard state applied (a new term or
+    /// vote durable on return). Returns the messages that may leave now;
+    /// the persisted messages come back with [`Event::Persisted`] once the
+    /// round is durable. Call `advance_append_async(rd)` after it.
+    ///
+    /// # Errors
+    /// The storage's: nothing is reported persisted for this Ready.
+    pub fn persist<S: RaftStorage>(
+        &self,
+        storage: &RegionStorage<S>,
+        rd: &mut Ready,
+    ) -> Result<Written> {
+        let mut out = Written::default();
+        if !rd.snapshot().is_empty() {
+            out.snapshot = Some(storage.apply_snapshot(rd.snapshot())?);
+        }
+        storage.append(rd.entries())?;
+        if let Some(hs) = rd.hs() {
+            let raised = hs.commit > storage.hard_state().commit;
+            storage.set_hard_state(hs)?;
+            if raised {
+                self.commit_later(storage);
+            }
+        }
+        out.messages = rd.take_messages();
+        let (region, number) = (storage.region(), rd.number());
+        let messages = rd.take_persisted_messages();
+        let tx = self.events_tx.clone();
+        if self.early.load(Ordering::Relaxed) {
+            let _ = tx.send(Event::Persisted {
+                region,
+                number,
+                messages,
+            });
+            return Ok(out);
+        }
+        let store = storage.store();
+        store.on_durable(
+            store.queued_end(),
+            Box::new(move |r| {
+                let _ = tx.send(match r {
+                    Ok(_) => Event::Persisted {
+                        region,
+                        number,
+                        messages,
+                    },
+                    Err(e) => Event::Failed {
+                        region,
+                        error: e.into(),
+                    },
+                });
+            }),
+        );
+        Ok(out)
+    }
+
+    /// A fault for tests of the tests: report each Ready persisted as
+    /// soon as it is queued, before its round is durable. A crash test
+    /// must catch it.
+    #[doc(hidden)]
+    pub fn report_before_durable(&self, on: bool) {
+        self.early.store(on, Ordering::Relaxed);
+    }
+
+    fn commit_later<S: RaftStorage>(&self, storage: &RegionStorage<S>) {
+        let s = storage.clone();
+        let mut d = self
+            .commits
+            .dirty
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        d.0.entry(storage.region())
+            .or_insert_with(|| Box::new(move || s.persist_commit()));
+    }
+
+    /// The events so far, without waiting.
+    pub fn try_events(&self) -> TryIter<'_, Event> {
+        self.events.try_iter()
+    }
+
+    /// The next event, waiting up to `timeout`.
+    ///
+    /// # Errors
+    /// `Timeout` when none came.
+    pub fn recv_timeout(&self, timeout: Duration) -> std::result::Result<Event, RecvTimeoutError> {
+        self.events.recv_timeout(timeout)
+    }
+}
+
+fn commit_loop(c: &Commits) {
+    loop {
+        let batch = {
+            let mut d = c.dirty.lock().unwrap_or_else(PoisonError::into_inner);
+            let (next, _) = c
+                .wake
+                .wait_timeout_while(d, COMMIT_PERSIST_EVERY, |d| !d.1)
+                .unwrap_or_else(PoisonError::into_inner);
+            d = next;
+            if d.1 {
+                return;
+            }
+            std::mem::take(&mut d.0)
+        };
+        // A failure poisons the store; its next Ready reports it.
+        for persist in batch.values() {
+            let _ = persist();
+        }
+    }
+}
+
+impl Drop for AsyncPersister {
+    fn drop(&mut self) {
+        {
+            let mut d = self
+                .commits
+                .dirty
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            // The last commit indexes, durable before the threads stop.
+            for persist in d.0.values() {
+                let _ = persist();
+            }
+            d.0.clear();
+            d.1 = true;
+        }
+        self.commits.wake.notify_all();
+        self.jobs = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

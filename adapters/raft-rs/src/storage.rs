@@ -1,0 +1,711 @@
+//! [`RegionStorage`]: one raft-rs region's storage over a store or a
+//! node's group. It implements `raft::Storage` (what `RawNode` reads) and
+//! the writes a Ready loop makes (append, hard state, conf state,
+//! snapshot apply, compaction, snapshot creation).
+//!
+//! How raft-rs's values live in the store:
+//! - an entry is one record at offset = index, in a batch whose epoch is
+//!   the entry's term; the record is the entry's protobuf bytes, so its
+//!   length is the size raft-rs counts (`compute_size`);
+//! - term and vote are the store's quorum state (the epoch is the term,
+//!   the vote a voter with `DirectoryId(vote + 1)`); the commit index is
+//!   the high watermark minus one (the watermark is the end of what is
+//!   committed);
+//! - the conf state is the application metadata, in protobuf;
+//! - a snapshot at index `i`, term `t` is the store's snapshot
+//!   `(end_offset i + 1, epoch t)`: its metadata the conf state, its state
+//!   the application's bytes; `Snapshot::data` carries the whole snapshot
+//!   file, checked chunk by chunk by the receiver's install.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use protobuf::Message as _;
+use quorumlog_raft::{
+    DirectoryId, Epoch, Isolation, NodeId, Offset, QuorumState, RaftStorage, SnapshotId,
+    SnapshotInstall, SnapshotWrite, Vote, WriterOptions,
+};
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
+use raft::{GetEntriesContext, RaftState, StorageError};
+
+use crate::error::{budget, Error, Result};
+use crate::persist::{Event, Job};
+
+/// Entries kept in memory at the log's end per region by default: the
+/// queued ones (readable before their round writes them, as
+/// `advance_append_async` requires) and the most recent durable ones
+/// (what a leader sends its followers next).
+pub const CACHE_ENTRIES: usize = 256;
+
+/// One region's raft-rs storage. Cheap to clone: clones share it.
+#[derive(Debug)]
+pub struct RegionStorage<S: RaftStorage> {
+    inner: Arc<Inner<S>>,
+}
+
+impl<S: RaftStorage> Clone for RegionStorage<S> {
+    fn clone(&self) -> Self {
+        RegionStorage {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner<S> {
+    store: Arc<S>,
+    region: u64,
+    cache_entries: usize,
+    state: Mutex<State>,
+    fetcher: Mutex<Option<Fetcher>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Contiguous entries ending at the last index.
+    tail: VecDeque<Entry>,
+    hard: HardState,
+    conf: ConfState,
+    /// An asynchronous fetch's result: the entries from its first index.
+    fetched: Option<Vec<Entry>>,
+    fetching: bool,
+}
+
+/// Where a region's asynchronous fetches go ([`crate::AsyncPersister`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Fetcher {
+    pub(crate) jobs: Sender<Job>,
+    pub(crate) events: Sender<Event>,
+}
+
+fn decode<M: protobuf::Message>(what: &'static str, bytes: &[u8]) -> Result<M> {
+    M::parse_from_bytes(bytes).map_err(|source| Error::Decode { what, source })
+}
+
+fn encode<M: protobuf::Message>(what: &'static str, m: &M) -> Result<Vec<u8>> {
+    m.write_to_bytes()
+        .map_err(|source| Error::Decode { what, source })
+}
+
+fn vote_of(hs: &HardState) -> QuorumState {
+    QuorumState {
+        epoch: Epoch(hs.term),
+        leader: None,
+        voted: (hs.vote != 0).then_some(Vote {
+            node_id: NodeId(hs.vote),
+            directory_id: DirectoryId(u128::from(hs.vote) + 1),
+        }),
+    }
+}
+
+/// The store snapshot of raft-rs snapshot metadata.
+pub(crate) fn snapshot_id(meta: &SnapshotMetadata) -> SnapshotId {
+    SnapshotId {
+        end_offset: Offset(meta.index + 1),
+        epoch: Epoch(meta.term),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// raft-rs's size limit (`raft::util::limit_size`), counted while
+/// collecting: the first entry always, then each while the total stays
+/// within `max`.
+fn take_within<'a>(entries: impl Iterator<Item = &'a Entry>, max: u64) -> Vec<Entry> {
+    let mut size = 0u64;
+    let mut out = Vec::new();
+    for e in entries {
+        size += u64::from(e.compute_size());
+        if !out.is_empty() && size > max {
+            break;
+        }
+        out.push(e.clone());
+    }
+    out
+}
+
+impl<S: RaftStorage> RegionStorage<S> {
+    /// The region's storage over `store` (a node's group for a region of
+    /// many on one log, or a one-group store), with its state read back:
+    /// term and vote, the commit index (after a restart, the durable one,
+    /// within the log), the conf state.
+    ///
+    /// A fresh region's store starts at offset 1 (raft-rs's first index;
+    /// index 0 is its empty entry), or at the entry after the snapshot it
+    /// is created from.
+    ///
+    /// # Errors
+    /// A conf state that does not decode; the store's.
+    pub fn open(store: Arc<S>, region: u64) -> Result<Self> {
+        Self::with_cache(store, region, CACHE_ENTRIES)
+    }
+
+    /// [`RegionStorage::open`] keeping up to `cache_entries` durable
+    /// entries in memory (the queued ones are always kept).
+    ///
+    /// # Errors
+    /// As [`RegionStorage::open`].
+    pub fn with_cache(store: Arc<S>, region: u64, cache_entries: usize) -> Result<Self> {
+        if let Some(f) = store.poisoned() {
+            return Err(Error::Store(quorumlog_raft::Error::Poisoned(f)));
+        }
+        let qs = store.quorum_state();
+        let conf = match store.app_metadata() {
+            Some(b) => decode("the conf state", &b)?,
+            None => match store.latest_snapshot() {
+                Some(id) => decode("a snapshot's conf state", &store.snapshot_metadata(id)?)?,
+                None => ConfState::default(),
+            },
+        };
+        let first = store.log_start_offset().0;
+        let last = store.queued_end().0.saturating_sub(1);
+        let commit = store
+            .high_watermark()
+            .map_or(0, |h| h.0.saturating_sub(1))
+            .clamp(first.saturating_sub(1), last.max(first.saturating_sub(1)));
+        let hard = HardState {
+            term: qs.epoch.0,
+            vote: qs.voted.map_or(0, |v| v.node_id.0),
+            commit,
+            ..HardState::default()
+        };
+        Ok(RegionStorage {
+            inner: Arc::new(Inner {
+                store,
+                region,
+                cache_entries,
+                state: Mutex::new(State {
+                    hard,
+                    conf,
+                    ..State::default()
+                }),
+                fetcher: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<S> {
+        &self.inner.store
+    }
+
+    /// The region's id (what [`crate::Event`]s name).
+    pub fn region(&self) -> u64 {
+        self.inner.region
+    }
+
+    /// Lets `entries` answer `LogTemporarilyUnavailable` to a caller that
+    /// can wait (`context.can_async()`) when the range is not in memory,
+    /// and read it on `persister`'s fetch thread; the Ready loop then gets
+    /// [`crate::Event::Fetched`] and calls `on_entries_fetched`.
+    pub fn enable_async_fetch(&self, persister: &crate::AsyncPersister) {
+        *lock(&self.inner.fetcher) = Some(persister.fetcher());
+    }
+
+    /// The current hard state (term, vote, commit) as given.
+    pub fn hard_state(&self) -> HardState {
+        lock(&self.inner.state).hard.clone()
+    }
+
+    /// The current conf state.
+    pub fn conf_state(&self) -> ConfState {
+        lock(&self.inner.state).conf.clone()
+    }
+
+    fn first(&self) -> u64 {
+        self.inner.store.log_start_offset().0
+    }
+
+    fn last(&self) -> u64 {
+        self.inner.store.queued_end().0.saturating_sub(1)
+    }
+
+    // --- The writes a Ready loop makes. ---
+
+    /// Sets the conf state of a region that has none (a new cluster's
+    /// first members, as `MemStorage::initialize_with_conf_state`),
+    /// durably.
+    ///
+    /// # Errors
+    /// The store's.
+    pub fn initialize_with_conf_state(&self, conf: impl Into<ConfState>) -> Result<()> {
+        self.set_conf_state(&conf.into())
+    }
+
+    /// Appends a Ready's entries, queued for the shared log's next round
+    /// and readable at once. Entries from an index the log holds replace
+    /// it and everything after (a new leader's conflict: the truncation
+    /// is durable before the append is queued).
+    ///
+    /// # Errors
+    /// `Compacted` below the first index; `Gap` past the last index + 1;
+    /// `Unordered` for indexes that do not follow one another or terms
+    /// that go back; the store's (a truncation below the commit point).
+    pub fn append(&self, entries: &[Entry]) -> Result<()> {
+        let Some(head) = entries.first() else {
+            return Ok(());
+        };
+        for (position, w) in entries.windows(2).enumerate() {
+            if let [a, b] = w {
+                if b.index != a.index + 1 || b.term < a.term {
+                    return Err(Error::Unordered {
+                        position: position + 1,
+                        index: b.index,
+                        term: b.term,
+                        prev_index: a.index,
+                        prev_term: a.term,
+                    });
+                }
+            }
+        }
+        let store = &self.inner.store;
+        let mut st = lock(&self.inner.state);
+        let (first, last) = (self.first(), self.last());
+        if head.index < first {
+            return Err(Error::Compacted {
+                index: head.index,
+                first,
+            });
+        }
+        if head.index > last + 1 {
+            return Err(Error::Gap {
+                index: head.index,
+                last,
+            });
+        }
+        if head.index <= last {
+            store.truncate_to(Offset(head.index))?;
+            while st.tail.back().is_some_and(|e| e.index >= head.index) {
+                st.tail.pop_back();
+            }
+        }
+        if st.tail.back().is_some_and(|e| e.index + 1 != head.index) {
+            st.tail.clear();
+        }
+        let limit = store.max_batch_bytes().saturating_sub(4096).max(1);
+        let mut rest = entries;
+        while let Some(h) = rest.first() {
+            // One batch: one term, within the store's batch size.
+            let (mut n, mut bytes) = (0usize, 0u64);
+            for e in rest {
+                let size = u64::from(e.compute_size());
+                if e.term != h.term || (n > 0 && bytes + size > limit) {
+                    break;
+                }
+                n += 1;
+                bytes += size;
+            }
+            let (run, after) = rest.split_at(n);
+            store.append_replicated_queued_with(
+                Offset(h.index),
+                Epoch(h.term),
+                run.len(),
+                bytes,
+                |i, buf| {
+                    run.get(i)
+                        .ok_or_else(|| std::io::Error::other("an entry past the run"))?
+                        .write_to_vec(buf)
+                        .map_err(std::io::Error::other)
+                },
+            )?;
+            rest = after;
+        }
+        st.tail.extend(entries.iter().cloned());
+        self.trim(&mut st);
+        Ok(())
+    }
+
+    /// Drops durable entries from the front of the tail past the cache's
+    /// size (the queued ones stay: the store cannot read them yet).
+    fn trim(&self, st: &mut State) {
+        if st.tail.len() <= self.inner.cache_entries {
+            return;
+        }
+        let flushed = self.inner.store.flushed_offset().0;
+        while st.tail.len() > self.inner.cache_entries
+            && st.tail.front().is_some_and(|e| e.index < flushed)
+        {
+            st.tail.pop_front();
+        }
+    }
+
+    /// Applies a Ready's hard state: a new term or vote is durable on
+    /// return (before the Ready's persisted messages may leave); the
+    /// commit index raises the high watermark in memory (the persister
+    /// makes it durable at most every 100 ms; a restart re-learns what it
+    /// loses).
+    ///
+    /// # Errors
+    /// `CommitBackwards`; the store's: the term going back or a second
+    /// vote in one term (`Checkpoint(EpochRegression | VoteConflict)`), a
+    /// commit index past the last index.
+    pub fn set_hard_state(&self, hs: &HardState) -> Result<()> {
+        let store = &self.inner.store;
+        let mut st = lock(&self.inner.state);
+        if hs.commit < st.hard.commit {
+            return Err(Error::CommitBackwards {
+                commit: hs.commit,
+                current: st.hard.commit,
+            });
+        }
+        if hs.term != st.hard.term || hs.vote != st.hard.vote {
+            store.persist_quorum_state(&vote_of(hs))?;
+            st.hard.term = hs.term;
+            st.hard.vote = hs.vote;
+        }
+        if hs.commit > st.hard.commit {
+            let to = Offset(hs.commit + 1);
+            if store.high_watermark().is_none_or(|h| h < to) {
+                store.set_high_watermark(to)?;
+            }
+            st.hard.commit = hs.commit;
+        }
+        Ok(())
+    }
+
+    /// Makes the commit index durable as far as the log is.
+    ///
+    /// # Errors
+    /// The store's.
+    pub fn persist_commit(&self) -> Result<()> {
+        self.inner.store.persist_high_watermark()?;
+        Ok(())
+    }
+
+    /// Replaces the conf state (after applying a conf change), durably.
+    ///
+    /// # Errors
+    /// The store's.
+    pub fn set_conf_state(&self, conf: &ConfState) -> Result<()> {
+        self.inner
+            .store
+            .write_app_metadata(&encode("the conf state", conf)?)?;
+        lock(&self.inner.state).conf = conf.clone();
+        Ok(())
+    }
+
+    /// Applies a Ready's snapshot: its data (a snapshot file another
+    /// replica's [`RegionStorage`] made) is installed through the store,
+    /// verified chunk by chunk, published, and the log continues it;
+    /// durable on return. Returns the application's state bytes.
+    ///
+    /// # Errors
+    /// `SnapshotOutOfDate` below the first index; the store's (data that
+    /// is not a whole, valid snapshot file of that id is refused and
+    /// nothing is published).
+    pub fn apply_snapshot(&self, snapshot: &Snapshot) -> Result<Vec<u8>> {
+        let meta = snapshot.get_metadata();
+        let first = self.first();
+        if meta.index < first {
+            return Err(Error::SnapshotOutOfDate {
+                index: meta.index,
+                first,
+            });
+        }
+        let id = snapshot_id(meta);
+        let data = &snapshot.data;
+        let store = &self.inner.store;
+        let mut st = lock(&self.inner.state);
+        let mut install = store.install_snapshot_owned(id, data.len() as u64)?;
+        let at = usize::try_from(install.position()).unwrap_or(usize::MAX);
+        if let Some(rest) = data.get(at..).filter(|r| !r.is_empty()) {
+            install.write_chunk(at as u64, rest)?;
+        }
+        install.finish()?;
+        let conf = meta.get_conf_state();
+        store.write_app_metadata(&encode("the conf state", conf)?)?;
+        st.conf = conf.clone();
+        st.tail.clear();
+        st.fetched = None;
+        st.hard.commit = st.hard.commit.max(meta.index);
+        let (_, state) = store.read_snapshot(id)?;
+        Ok(state)
+    }
+
+    /// Deletes the entries below `index` (raft-rs's `compact`; at or below
+    /// the first index nothing happens). With snapshots present, entries
+    /// no snapshot covers stay: compaction past the latest snapshot is
+    /// refused.
+    ///
+    /// # Errors
+    /// `CompactBeyondEnd` past the last index + 1; the store's
+    /// (`MissingSnapshot`).
+    pub fn compact(&self, index: u64) -> Result<()> {
+        let (first, last) = (self.first(), self.last());
+        if index <= first {
+            return Ok(());
+        }
+        if index > last + 1 {
+            return Err(Error::CompactBeyondEnd { index, last });
+        }
+        let term = self.term_of(index - 1)?;
+        self.inner.store.purge_to(Offset(index), Epoch(term))?;
+        let mut st = lock(&self.inner.state);
+        while st.tail.front().is_some_and(|e| e.index < index) {
+            st.tail.pop_front();
+        }
+        Ok(())
+    }
+
+    /// Writes a snapshot of the application's state at `index` (applied,
+    /// at or below the commit index) with the conf state at that index,
+    /// durably. Returns its metadata.
+    ///
+    /// # Errors
+    /// The store's: above the commit index, an index the log does not
+    /// hold, one that exists.
+    pub fn create_snapshot(
+        &self,
+        index: u64,
+        conf: &ConfState,
+        state: &[u8],
+    ) -> Result<SnapshotMetadata> {
+        let term = self.term_of(index)?;
+        let id = SnapshotId {
+            end_offset: Offset(index + 1),
+            epoch: Epoch(term),
+        };
+        let mut w = self.inner.store.create_snapshot(
+            id.end_offset,
+            id.epoch,
+            &encode("the conf state", conf)?,
+            WriterOptions::default(),
+        )?;
+        w.write(state)?;
+        w.freeze()?;
+        let mut meta = SnapshotMetadata {
+            index,
+            term,
+            ..SnapshotMetadata::default()
+        };
+        meta.set_conf_state(conf.clone());
+        Ok(meta)
+    }
+
+    // --- Reads. ---
+
+    fn term_of(&self, idx: u64) -> Result<u64> {
+        {
+            let st = lock(&self.inner.state);
+            if let Some(t) = st.tail.front().map(|e| e.index) {
+                if idx >= t {
+                    if let Some(e) = st.tail.get(usize::try_from(idx - t).unwrap_or(usize::MAX)) {
+                        return Ok(e.term);
+                    }
+                }
+            }
+        }
+        let (first, last) = (self.first(), self.last());
+        let store = &self.inner.store;
+        if idx + 1 == first {
+            return match store.last_purged() {
+                Some((o, e)) if o.0 == idx => Ok(e.0),
+                _ if idx == 0 => Ok(0),
+                _ => Err(Error::Compacted { index: idx, first }),
+            };
+        }
+        if idx < first {
+            return Err(Error::Compacted { index: idx, first });
+        }
+        if idx > last {
+            return Err(Error::Store(quorumlog_raft::Error::OffsetOutOfRange {
+                offset: Offset(idx),
+                start: Offset(first),
+                end: Offset(last + 1),
+                snapshot: store.latest_snapshot(),
+            }));
+        }
+        store.epoch_at(Offset(idx)).map(|e| e.0).ok_or_else(|| {
+            Error::Store(quorumlog_raft::Error::OffsetOutOfRange {
+                offset: Offset(idx),
+                start: Offset(first),
+                end: Offset(last + 1),
+                snapshot: store.latest_snapshot(),
+            })
+        })
+    }
+
+    /// Entries `[low, high)` from the store, then the tail, within `max`.
+    fn read(&self, low: u64, high: u64, max: u64) -> Result<Vec<Entry>> {
+        let tail_start = lock(&self.inner.state).tail.front().map(|e| e.index);
+        let upto = tail_start.map_or(high, |t| t.min(high));
+        let mut out = Vec::new();
+        let mut size = 0u64;
+        if low < upto {
+            let read = self.inner.store.read_entries(
+                Offset(low),
+                Offset(upto),
+                max,
+                Isolation::Uncommitted,
+            )?;
+            for r in read {
+                let e: Entry = decode("an entry", &r.bytes)?;
+                size += u64::from(e.compute_size());
+                if !out.is_empty() && size > max {
+                    return Ok(out);
+                }
+                out.push(e);
+            }
+            if out.last().is_none_or(|e| e.index + 1 < upto) {
+                // The budget ended the read.
+                return Ok(out);
+            }
+        }
+        let from = out.last().map_or(low, |e| e.index + 1);
+        if from < high {
+            let st = lock(&self.inner.state);
+            let Some(t) = st.tail.front().map(|e| e.index).filter(|&t| t <= from) else {
+                // The tail moved (a truncation or snapshot): read again.
+                drop(st);
+                return if out.is_empty() {
+                    Err(Error::Gap {
+                        index: from,
+                        last: self.last(),
+                    })
+                } else {
+                    Ok(out)
+                };
+            };
+            let skip = usize::try_from(from - t).unwrap_or(usize::MAX);
+            let n = usize::try_from(high - from).unwrap_or(usize::MAX);
+            let left = max.saturating_sub(size);
+            let more = if out.is_empty() {
+                take_within(st.tail.iter().skip(skip).take(n), max)
+            } else {
+                let mut s = 0u64;
+                st.tail
+                    .iter()
+                    .skip(skip)
+                    .take(n)
+                    .take_while(|e| {
+                        s += u64::from(e.compute_size());
+                        s <= left
+                    })
+                    .cloned()
+                    .collect()
+            };
+            out.extend(more);
+        }
+        Ok(out)
+    }
+
+    /// Runs an asynchronous fetch of `[low, high)` on the fetch thread.
+    fn fetch_async(&self, low: u64, high: u64, max: u64, context: GetEntriesContext) {
+        let Some(f) = lock(&self.inner.fetcher).clone() else {
+            return;
+        };
+        let me = self.clone();
+        let region = self.inner.region;
+        let events = f.events.clone();
+        let job: Job = Box::new(move || {
+            let got = me.read(low, high, max);
+            let mut st = lock(&me.inner.state);
+            st.fetching = false;
+            match got {
+                Ok(e) => {
+                    st.fetched = Some(e);
+                    drop(st);
+                    let _ = events.send(Event::Fetched { region, context });
+                }
+                Err(error) => {
+                    drop(st);
+                    let _ = events.send(Event::Failed { region, error });
+                }
+            }
+        });
+        let _ = f.jobs.send(job);
+    }
+}
+
+impl<S: RaftStorage> raft::Storage for RegionStorage<S> {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        let st = lock(&self.inner.state);
+        Ok(RaftState::new(st.hard.clone(), st.conf.clone()))
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        let max = budget(max_size.into());
+        let (first, last) = (self.first(), self.last());
+        if low < first {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > last + 1 {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        if low >= high {
+            return Ok(Vec::new());
+        }
+        if context.can_async() && lock(&self.inner.fetcher).is_some() {
+            let mut st = lock(&self.inner.state);
+            let in_tail = st.tail.front().is_some_and(|e| e.index <= low);
+            if !in_tail {
+                if let Some(f) = st.fetched.take() {
+                    if f.first().is_some_and(|e| e.index == low) {
+                        let n = usize::try_from(high - low).unwrap_or(usize::MAX);
+                        return Ok(take_within(f.iter().take(n), max));
+                    }
+                }
+                if !st.fetching {
+                    st.fetching = true;
+                    drop(st);
+                    self.fetch_async(low, high, max, context);
+                }
+                return Err(raft::Error::Store(StorageError::LogTemporarilyUnavailable));
+            }
+        }
+        Ok(self.read(low, high, max)?)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        match self.term_of(idx) {
+            Ok(t) => Ok(t),
+            Err(Error::Compacted { .. }) => Err(raft::Error::Store(StorageError::Compacted)),
+            Err(Error::Store(quorumlog_raft::Error::OffsetOutOfRange { .. })) => {
+                Err(raft::Error::Store(StorageError::Unavailable))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.first())
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.last())
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        let store = &self.inner.store;
+        let unavailable = || raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable);
+        let Some(id) = store.latest_snapshot() else {
+            return Err(unavailable());
+        };
+        let index = id.end_offset.0.saturating_sub(1);
+        if index < request_index {
+            return Err(unavailable());
+        }
+        let conf: ConfState = decode(
+            "a snapshot's conf state",
+            &store.snapshot_metadata(id).map_err(Error::from)?,
+        )?;
+        let mut s = Snapshot {
+            data: store.snapshot_file(id).map_err(Error::from)?.into(),
+            ..Snapshot::default()
+        };
+        let m = s.mut_metadata();
+        m.index = index;
+        m.term = id.epoch.0;
+        m.set_conf_state(conf);
+        Ok(s)
+    }
+}
