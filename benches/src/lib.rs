@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod e1;
+pub mod e2;
 pub mod multi;
 pub mod systems;
 pub mod workloads;

@@ -107,6 +107,10 @@ pub trait RaftStorage: Debug + Send + Sync + 'static {
     fn set_high_watermark(&self, offset: Offset) -> Result<()>;
     /// Makes the high watermark durable as far as the log is.
     fn persist_high_watermark(&self) -> Result<Option<Offset>>;
+    /// Queues the high watermark for the log's next round without
+    /// waiting (durable with that round); `false` where the store cannot
+    /// (then [`RaftStorage::persist_high_watermark`] makes it durable).
+    fn queue_high_watermark(&self) -> Result<bool>;
     /// The high watermark as a crash now would recover it.
     fn durable_high_watermark(&self) -> Option<Offset>;
     /// A hint that `[from, to)` will be read soon.
@@ -299,6 +303,10 @@ impl RaftStorage for Store {
     type Writer<'a> = StoreWriter<'a>;
     type Install = StoreInstall<Arc<Store>>;
     delegate!(Store);
+    /// A one-group store's watermark is its own file: not queued.
+    fn queue_high_watermark(&self) -> Result<bool> {
+        Ok(false)
+    }
     fn create_snapshot(
         &self,
         end_offset: Offset,
@@ -321,6 +329,9 @@ impl RaftStorage for Group {
     type Writer<'a> = GroupWriter<'a>;
     type Install = GroupInstall<Arc<Group>>;
     delegate!(Group);
+    fn queue_high_watermark(&self) -> Result<bool> {
+        Group::queue_high_watermark(self).map(|()| true)
+    }
     fn create_snapshot(
         &self,
         end_offset: Offset,

@@ -101,7 +101,22 @@ pub struct AsyncPersister {
     commits: Arc<Commits>,
     threads: Vec<JoinHandle<()>>,
     early: AtomicBool,
+    waker: Arc<Mutex<Option<Waker>>>,
+    /// Set when the waker ran and the loop has not looked since: one
+    /// wake-up for a round's many completions.
+    wake_pending: Arc<AtomicBool>,
 }
+
+pub(crate) fn wake(waker: Option<&Waker>, pending: &AtomicBool) {
+    if let Some(w) = waker {
+        if !pending.swap(true, Ordering::AcqRel) {
+            w();
+        }
+    }
+}
+
+/// Called after each event is queued (from a sync thread: keep it short).
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
 impl std::fmt::Debug for AsyncPersister {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,6 +157,8 @@ impl AsyncPersister {
             commits,
             threads: committer.into_iter().collect(),
             early: AtomicBool::new(false),
+            waker: Arc::default(),
+            wake_pending: Arc::default(),
         }
     }
 
@@ -149,6 +166,8 @@ impl AsyncPersister {
         Fetcher {
             jobs: self.jobs.clone().unwrap_or_else(|| mpsc::channel().0),
             events: self.events_tx.clone(),
+            waker: Arc::clone(&self.waker),
+            wake_pending: Arc::clone(&self.wake_pending),
         }
     }
 
@@ -174,7 +193,9 @@ impl AsyncPersister {
         if let Some(hs) = rd.hs() {
             let raised = hs.commit > storage.hard_state().commit;
             storage.set_hard_state(hs)?;
-            if raised {
+            // On a node's shared log the commit index rides the Ready's
+            // round; a one-group store's is written every 100 ms.
+            if raised && !storage.store().queue_high_watermark()? {
                 self.commit_later(storage);
             }
         }
@@ -182,12 +203,15 @@ impl AsyncPersister {
         let (region, number) = (storage.region(), rd.number());
         let messages = rd.take_persisted_messages();
         let tx = self.events_tx.clone();
+        let waker = self.waker();
+        let pending = Arc::clone(&self.wake_pending);
         if self.early.load(Ordering::Relaxed) {
             let _ = tx.send(Event::Persisted {
                 region,
                 number,
                 messages,
             });
+            wake(waker.as_ref(), &pending);
             return Ok(out);
         }
         let store = storage.store();
@@ -205,9 +229,24 @@ impl AsyncPersister {
                         error: e.into(),
                     },
                 });
+                wake(waker.as_ref(), &pending);
             }),
         );
         Ok(out)
+    }
+
+    /// Sets what is called after each event is queued: a Ready loop that
+    /// sleeps on its own channel (its network's) wakes from it, instead
+    /// of polling [`AsyncPersister::try_events`].
+    pub fn set_waker(&self, waker: Waker) {
+        *self.waker.lock().unwrap_or_else(PoisonError::into_inner) = Some(waker);
+    }
+
+    fn waker(&self) -> Option<Waker> {
+        self.waker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// A fault for tests of the tests: report each Ready persisted as
@@ -229,8 +268,10 @@ impl AsyncPersister {
             .or_insert_with(|| Box::new(move || s.persist_commit()));
     }
 
-    /// The events so far, without waiting.
+    /// The events so far, without waiting. The waker is called again
+    /// for events after this call.
     pub fn try_events(&self) -> TryIter<'_, Event> {
+        self.wake_pending.store(false, Ordering::Release);
         self.events.try_iter()
     }
 

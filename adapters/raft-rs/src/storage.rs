@@ -73,10 +73,18 @@ struct State {
 }
 
 /// Where a region's asynchronous fetches go ([`crate::AsyncPersister`]).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Fetcher {
     pub(crate) jobs: Sender<Job>,
     pub(crate) events: Sender<Event>,
+    pub(crate) waker: Arc<Mutex<Option<crate::Waker>>>,
+    pub(crate) wake_pending: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetcher").finish_non_exhaustive()
+    }
 }
 
 fn decode<M: protobuf::Message>(what: &'static str, bytes: &[u8]) -> Result<M> {
@@ -600,6 +608,8 @@ impl<S: RaftStorage> RegionStorage<S> {
         let me = self.clone();
         let region = self.inner.region;
         let events = f.events.clone();
+        let waker = Arc::clone(&f.waker);
+        let pending = Arc::clone(&f.wake_pending);
         let job: Job = Box::new(move || {
             let got = me.read(low, high, max);
             let mut st = lock(&me.inner.state);
@@ -615,6 +625,7 @@ impl<S: RaftStorage> RegionStorage<S> {
                     let _ = events.send(Event::Failed { region, error });
                 }
             }
+            crate::persist::wake(lock(&waker).as_ref(), &pending);
         });
         let _ = f.jobs.send(job);
     }

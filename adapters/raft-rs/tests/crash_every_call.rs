@@ -17,7 +17,8 @@
 //!   (and no later truncation cut) is held, or covered by the snapshot;
 //! - an installed snapshot stays installed;
 //! - the term is at least every sent message's, and a vote granted in a
-//!   term is the vote held (the hard state never regresses).
+//!   term is the vote held; the commit index is at least the one of every
+//!   Ready reported persisted (the hard state never regresses).
 //!
 //! Fails when Readies are reported persisted before their round is
 //! durable (checked: `report_before_durable`). Seeded:
@@ -254,6 +255,11 @@ struct Seen {
     cuts: Vec<(u64, u64)>,
     /// A snapshot's Ready not yet reported persisted (number, index).
     snapshot_ready: Option<(u64, u64)>,
+    /// Each Ready's commit index, until it is reported persisted.
+    commits: BTreeMap<u64, u64>,
+    /// The highest commit index of a Ready reported persisted (it rides
+    /// that Ready's round).
+    commit: u64,
 }
 
 impl Seen {
@@ -318,6 +324,9 @@ fn run(
                     }
                 }
                 let snap = rd.snapshot().get_metadata().index;
+                if let Some(hs) = rd.hs() {
+                    seen.commits.insert(rd.number(), hs.commit);
+                }
                 let w = persister.persist(raw.store(), &mut rd).unwrap();
                 if w.snapshot.is_some() {
                     // The log restarts at the snapshot (raft-rs restores
@@ -348,6 +357,11 @@ fn run(
                     } => {
                         raw.on_persist_ready(number);
                         sent(seen, messages, number);
+                        let later = seen.commits.split_off(&(number + 1));
+                        if let Some(c) = seen.commits.values().max() {
+                            seen.commit = seen.commit.max(*c);
+                        }
+                        seen.commits = later;
                         if let Some((n, at)) = seen.snapshot_ready {
                             if n <= number {
                                 raw.advance_apply_to(at);
@@ -459,6 +473,13 @@ fn check_seed(seed: u64, early: bool) -> (usize, u64) {
             "{ctx}: term {} below a sent message's {}",
             hs.term,
             seen.term
+        );
+        assert!(
+            hs.commit >= seen.commit,
+            "{ctx}: commit index {} below {}, a persisted Ready's (log {first}..={last}, initial {:?})",
+            hs.commit,
+            seen.commit,
+            s.initial_state().unwrap().hard_state
         );
         for (t, c) in &seen.votes {
             assert!(

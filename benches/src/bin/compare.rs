@@ -346,6 +346,9 @@ fn run() -> Result<(), BenchError> {
     if args.workloads.iter().any(|n| n == "E1") {
         run_e1(&args, base, &mut rows, &mut extra)?;
     }
+    if args.workloads.iter().any(|n| n == "E2") {
+        run_e2(&args, base, &mut rows, &mut extra)?;
+    }
     multi::run_multi_all(&args, base, &mut rows, &mut ratios, &mut extra)?;
     report::report(&rows, &ratios, &args, &extra, &backend);
     Ok(())
@@ -430,6 +433,104 @@ fn run_e1(
     let name = "E1-g16-c256-64B";
     if only.as_ref().is_none_or(|o| name.ends_with(o.as_str())) {
         run_e1_groups(args, base, rows, extra, name)?;
+    }
+    Ok(())
+}
+
+/// E2: three raft-rs nodes persisted by quorumlog (asynchronous
+/// persistence), raft-engine (one batch per loop pass, as `TiKV`) and
+/// `MemStorage`, 1 and 1,000 regions, 1 and 256 proposals in flight per
+/// node; `args.rounds` interleaved rounds (the systems' order rotates),
+/// each system's median round reported.
+fn run_e2(
+    args: &Args,
+    base: &Path,
+    rows: &mut Vec<Row>,
+    extra: &mut String,
+) -> Result<(), BenchError> {
+    use quorumlog_benches::e1::E1Result;
+    use quorumlog_benches::e2::{run, E2Store};
+    use std::fmt::Write as _;
+    let stores: Vec<E2Store> = [E2Store::Quorumlog, E2Store::RaftEngine, E2Store::Memory]
+        .into_iter()
+        .filter(|s| {
+            args.systems
+                .as_ref()
+                .is_none_or(|l| l.iter().any(|n| n == s.name()))
+        })
+        .collect();
+    // `QUORUMLOG_E2=r1000-f256` (for example) runs one configuration.
+    let only = std::env::var("QUORUMLOG_E2").ok();
+    let _ = writeln!(
+        extra,
+        "\nE2 (three raft-rs nodes in one process; proposals/s, p50/p99 commit latency; median of {} rounds):",
+        args.rounds
+    );
+    let mut k = 0;
+    for regions in [1u64, 1000] {
+        for in_flight in [1usize, 256] {
+            let name = format!("E2-r{regions}-f{in_flight}");
+            if only.as_ref().is_some_and(|o| !name.ends_with(o.as_str())) {
+                continue;
+            }
+            let mut got: Vec<(E2Store, Vec<E1Result>)> =
+                stores.iter().map(|s| (*s, Vec::new())).collect();
+            for _ in 0..args.rounds {
+                for i in 0..stores.len() {
+                    let j = (i + k) % stores.len();
+                    let (store, results) = got.get_mut(j).ok_or("no such system")?;
+                    let dir = base.join(format!("{name}-{}", store.name()));
+                    let r = run(*store, &dir, regions, in_flight, args.seconds)?;
+                    let _ = std::fs::remove_dir_all(&dir);
+                    results.push(r);
+                }
+                k += 1;
+            }
+            let median: Vec<(E2Store, E1Result)> = got
+                .into_iter()
+                .map(|(s, mut rs)| {
+                    rs.sort_by(|a, b| a.writes_per_s.total_cmp(&b.writes_per_s));
+                    (s, rs.get(rs.len() / 2).copied().unwrap_or_default())
+                })
+                .collect();
+            for (s, r) in &median {
+                rows.push(Row {
+                    workload: name.clone(),
+                    system: s.name().into(),
+                    m: Measured {
+                        entries: r.writes,
+                        bytes: r.writes * 64,
+                        seconds: args.seconds,
+                    },
+                });
+            }
+            let rate = |s: E2Store| {
+                median
+                    .iter()
+                    .find(|(x, _)| *x == s)
+                    .map_or(0.0, |(_, r)| r.writes_per_s)
+            };
+            #[expect(clippy::cast_precision_loss, reason = "latencies for display")]
+            let lat = median
+                .iter()
+                .map(|(s, r)| {
+                    format!(
+                        "{} {:.0}/s {:.2}/{:.2} ms",
+                        s.name(),
+                        r.writes_per_s,
+                        r.p50_us as f64 / 1e3,
+                        r.p99_us as f64 / 1e3
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            let _ = writeln!(
+                extra,
+                "{name:<14} quorumlog / raft-engine = {:.2}x; / memory = {:.2}x; {lat}",
+                rate(E2Store::Quorumlog) / rate(E2Store::RaftEngine),
+                rate(E2Store::Quorumlog) / rate(E2Store::Memory),
+            );
+        }
     }
     Ok(())
 }

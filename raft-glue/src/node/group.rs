@@ -492,6 +492,35 @@ impl Group {
         Ok(self.durable_high_watermark())
     }
 
+    /// Queues the high watermark (as far as the group's log reaches, in
+    /// the log's order: a replay clamps it to the entries before it) for
+    /// the shared log's next round, without waiting: durable with that
+    /// round, which a Ready loop's appends share. The durable watermark
+    /// reported stays the one last made durable by
+    /// [`Group::persist_high_watermark`] or a reopen (never ahead of the
+    /// disk).
+    ///
+    /// # Errors
+    /// `Poisoned`; the log's refusal.
+    pub fn queue_high_watermark(&self) -> Result<()> {
+        self.inner.check_poisoned()?;
+        let (to, durable) = self.with(|g| (g.hw, g.durable_hw))?;
+        let Some(to) = to.filter(|&t| durable.is_none_or(|d| d < t)) else {
+            return Ok(());
+        };
+        let h = self.header(Kind::HighWatermark, to, 0);
+        let batch = self.inner.encode::<&[u8]>(&h, &[])?;
+        let mut st = self.inner.state();
+        let keep = st.groups.get(&self.id).and_then(|g| g.durable_hw);
+        let shared_end = self.inner.place(&mut st, &h, batch, None, 0, false)?;
+        if let Some(g) = st.groups.get_mut(&self.id) {
+            g.durable_hw = keep;
+            // A completion at the group's end waits for it too.
+            g.pending.push_back((g.end, shared_end));
+        }
+        Ok(())
+    }
+
     /// Blocks until every entry below `offset` (clamped to the group's
     /// end) is durable; returns that offset.
     ///
@@ -510,7 +539,9 @@ impl Group {
     }
 
     /// The completion form of [`Group::wait_durable`]: `completion` is
-    /// called once every entry below `offset` is durable, on the thread
+    /// called once every entry below `offset` is durable (at or past the
+    /// group's end: and every record it queued, a high watermark from
+    /// [`Group::queue_high_watermark`] included), on the thread
     /// that finished the sync (keep it short), or at once if they are.
     /// Completions of one group fire in its submission order.
     pub fn on_durable(&self, offset: Offset, completion: OnDurable) {
@@ -520,7 +551,14 @@ impl Group {
         }
         let r = self.with(|g| {
             let o = offset.0.min(g.end);
-            (g.durable_point(o), o)
+            // At the end: after everything the group queued, a queued
+            // high watermark included.
+            let point = if offset.0 >= g.end {
+                g.pending.back().map(|&(_, s)| s)
+            } else {
+                g.durable_point(o)
+            };
+            (point, o)
         });
         match r {
             Err(e) => completion(Err(e)),
