@@ -18,6 +18,7 @@
 //!   file, checked chunk by chunk by the receiver's install.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -59,6 +60,11 @@ struct Inner<S> {
     cache_entries: usize,
     state: Mutex<State>,
     fetcher: Mutex<Option<Fetcher>>,
+    /// The first and last index, kept as the adapter's writes (the only
+    /// ones to the region's log) move them: raft-rs asks for them, and
+    /// for terms, far more often than it writes.
+    first: AtomicU64,
+    last: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -135,6 +141,25 @@ fn take_within<'a>(entries: impl Iterator<Item = &'a Entry>, max: u64) -> Vec<En
     out
 }
 
+/// Refuses entries whose indexes do not follow one another or whose
+/// terms go back.
+fn check_order(entries: &[Entry]) -> Result<()> {
+    for (position, w) in entries.windows(2).enumerate() {
+        if let [a, b] = w {
+            if b.index != a.index + 1 || b.term < a.term {
+                return Err(Error::Unordered {
+                    position: position + 1,
+                    index: b.index,
+                    term: b.term,
+                    prev_index: a.index,
+                    prev_term: a.term,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 impl<S: RaftStorage> RegionStorage<S> {
     /// The region's storage over `store` (a node's group for a region of
     /// many on one log, or a one-group store), with its state read back:
@@ -191,6 +216,8 @@ impl<S: RaftStorage> RegionStorage<S> {
                     ..State::default()
                 }),
                 fetcher: Mutex::new(None),
+                first: AtomicU64::new(first),
+                last: AtomicU64::new(last),
             }),
         })
     }
@@ -224,11 +251,23 @@ impl<S: RaftStorage> RegionStorage<S> {
     }
 
     fn first(&self) -> u64 {
-        self.inner.store.log_start_offset().0
+        self.inner.first.load(Ordering::Acquire)
     }
 
     fn last(&self) -> u64 {
-        self.inner.store.queued_end().0.saturating_sub(1)
+        self.inner.last.load(Ordering::Acquire)
+    }
+
+    /// Reads the bounds back from the store (after a write that moved
+    /// them).
+    fn refresh(&self) {
+        let store = &self.inner.store;
+        self.inner
+            .first
+            .store(store.log_start_offset().0, Ordering::Release);
+        self.inner
+            .last
+            .store(store.queued_end().0.saturating_sub(1), Ordering::Release);
     }
 
     // --- The writes a Ready loop makes. ---
@@ -256,19 +295,7 @@ impl<S: RaftStorage> RegionStorage<S> {
         let Some(head) = entries.first() else {
             return Ok(());
         };
-        for (position, w) in entries.windows(2).enumerate() {
-            if let [a, b] = w {
-                if b.index != a.index + 1 || b.term < a.term {
-                    return Err(Error::Unordered {
-                        position: position + 1,
-                        index: b.index,
-                        term: b.term,
-                        prev_index: a.index,
-                        prev_term: a.term,
-                    });
-                }
-            }
-        }
+        check_order(entries)?;
         let store = &self.inner.store;
         let mut st = lock(&self.inner.state);
         let (first, last) = (self.first(), self.last());
@@ -285,7 +312,9 @@ impl<S: RaftStorage> RegionStorage<S> {
             });
         }
         if head.index <= last {
-            store.truncate_to(Offset(head.index))?;
+            let cut = store.truncate_to(Offset(head.index));
+            self.refresh();
+            cut?;
             while st.tail.back().is_some_and(|e| e.index >= head.index) {
                 st.tail.pop_back();
             }
@@ -307,7 +336,7 @@ impl<S: RaftStorage> RegionStorage<S> {
                 bytes += size;
             }
             let (run, after) = rest.split_at(n);
-            store.append_replicated_queued_with(
+            let queued = store.append_replicated_queued_with(
                 Offset(h.index),
                 Epoch(h.term),
                 run.len(),
@@ -318,7 +347,14 @@ impl<S: RaftStorage> RegionStorage<S> {
                         .write_to_vec(buf)
                         .map_err(std::io::Error::other)
                 },
-            )?;
+            );
+            if let Err(e) = queued {
+                self.refresh();
+                return Err(e.into());
+            }
+            if let Some(e) = run.last() {
+                self.inner.last.store(e.index, Ordering::Release);
+            }
             rest = after;
         }
         st.tail.extend(entries.iter().cloned());
@@ -422,7 +458,9 @@ impl<S: RaftStorage> RegionStorage<S> {
         if let Some(rest) = data.get(at..).filter(|r| !r.is_empty()) {
             install.write_chunk(at as u64, rest)?;
         }
-        install.finish()?;
+        let finished = install.finish();
+        self.refresh();
+        finished?;
         let conf = meta.get_conf_state();
         store.write_app_metadata(&encode("the conf state", conf)?)?;
         st.conf = conf.clone();
@@ -450,7 +488,9 @@ impl<S: RaftStorage> RegionStorage<S> {
             return Err(Error::CompactBeyondEnd { index, last });
         }
         let term = self.term_of(index - 1)?;
-        self.inner.store.purge_to(Offset(index), Epoch(term))?;
+        let purged = self.inner.store.purge_to(Offset(index), Epoch(term));
+        self.refresh();
+        purged?;
         let mut st = lock(&self.inner.state);
         while st.tail.front().is_some_and(|e| e.index < index) {
             st.tail.pop_front();

@@ -504,35 +504,47 @@ fn run_e2(
                     },
                 });
             }
-            let rate = |s: E2Store| {
-                median
-                    .iter()
-                    .find(|(x, _)| *x == s)
-                    .map_or(0.0, |(_, r)| r.writes_per_s)
-            };
-            #[expect(clippy::cast_precision_loss, reason = "latencies for display")]
-            let lat = median
-                .iter()
-                .map(|(s, r)| {
-                    format!(
-                        "{} {:.0}/s {:.2}/{:.2} ms",
-                        s.name(),
-                        r.writes_per_s,
-                        r.p50_us as f64 / 1e3,
-                        r.p99_us as f64 / 1e3
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ");
-            let _ = writeln!(
-                extra,
-                "{name:<14} quorumlog / raft-engine = {:.2}x; / memory = {:.2}x; {lat}",
-                rate(E2Store::Quorumlog) / rate(E2Store::RaftEngine),
-                rate(E2Store::Quorumlog) / rate(E2Store::Memory),
-            );
+            let _ = writeln!(extra, "{}", e2_line(&name, &median));
         }
     }
     Ok(())
+}
+
+/// One E2 configuration's report line: the ratios, then each system's
+/// proposals/s and p50/p99 commit latency.
+fn e2_line(
+    name: &str,
+    median: &[(
+        quorumlog_benches::e2::E2Store,
+        quorumlog_benches::e1::E1Result,
+    )],
+) -> String {
+    use quorumlog_benches::e2::E2Store;
+    let rate = |s: E2Store| {
+        median
+            .iter()
+            .find(|(x, _)| *x == s)
+            .map_or(0.0, |(_, r)| r.writes_per_s)
+    };
+    #[expect(clippy::cast_precision_loss, reason = "latencies for display")]
+    let lat = median
+        .iter()
+        .map(|(s, r)| {
+            format!(
+                "{} {:.0}/s {:.2}/{:.2} ms",
+                s.name(),
+                r.writes_per_s,
+                r.p50_us as f64 / 1e3,
+                r.p99_us as f64 / 1e3
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    format!(
+        "{name:<14} quorumlog / raft-engine = {:.2}x; / memory = {:.2}x; {lat}",
+        rate(E2Store::Quorumlog) / rate(E2Store::RaftEngine),
+        rate(E2Store::Quorumlog) / rate(E2Store::Memory),
+    )
 }
 
 /// E1's many-groups run: 16 groups on the same three nodes, 256 clients
