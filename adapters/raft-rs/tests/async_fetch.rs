@@ -1,0 +1,83 @@
+//! Asynchronous fetch: `entries` answers `LogTemporarilyUnavailable` only
+//! to a caller that can wait (`context.can_async()`) and only for a range
+//! outside the in-memory tail; the range is read on the persister's fetch
+//! thread, the loop is told (`Event::Fetched`, with the context back),
+//! and the next call returns exactly what a synchronous read returns.
+#![allow(
+    clippy::unwrap_used,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use quorumlog_io::SimFs;
+use quorumlog_raft::SharedFs;
+use quorumlog_raftrs::{AsyncPersister, Event, RegionStorage};
+use raft::{GetEntriesContext, Storage, StorageError};
+
+#[test]
+fn a_range_outside_the_tail_is_fetched_on_the_fetch_thread() {
+    let fs: SharedFs = Arc::new(SimFs::new(3));
+    common::format(&fs, Path::new("/n"), 1);
+    let node = common::open(&fs, Path::new("/n"), 1);
+    node.create_group(1, quorumlog_raft::Offset(1)).unwrap();
+    let group = Arc::new(node.group(1).unwrap());
+    // No durable entries kept in memory: reads below the queued ones go
+    // to the store.
+    let s = RegionStorage::with_cache(group, 1, 0).unwrap();
+    let entries: Vec<_> = (1..=40).map(|i| common::entry(i, 1)).collect();
+    s.append(&entries).unwrap();
+    s.store().wait_durable(s.store().queued_end()).unwrap();
+    // The tail is trimmed at the next append once the first are durable.
+    s.append(&[common::entry(41, 1)]).unwrap();
+    let persister = AsyncPersister::new();
+    let woken = Arc::new(AtomicUsize::new(0));
+    let w = Arc::clone(&woken);
+    persister.set_waker(Arc::new(move || {
+        w.fetch_add(1, Ordering::Relaxed);
+    }));
+    s.enable_async_fetch(&persister);
+
+    // A caller that cannot wait reads at once.
+    let sync = s
+        .entries(5, 20, None, GetEntriesContext::empty(false))
+        .unwrap();
+    assert_eq!(sync, entries[4..19].to_vec());
+    // One that can is told to wait, and gets its context back.
+    assert_eq!(
+        s.entries(5, 20, None, GetEntriesContext::empty(true)),
+        Err(raft::Error::Store(StorageError::LogTemporarilyUnavailable))
+    );
+    match persister.recv_timeout(Duration::from_secs(30)).unwrap() {
+        Event::Fetched { region, context } => {
+            assert_eq!(region, 1);
+            assert!(context.can_async());
+        }
+        other => panic!("expected a fetch, got {other:?}"),
+    }
+    // The waker runs right after the event is queued.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while woken.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    assert!(
+        woken.load(Ordering::Relaxed) >= 1,
+        "the waker was not called"
+    );
+    // The next call returns what the synchronous read did.
+    assert_eq!(
+        s.entries(5, 20, None, GetEntriesContext::empty(true)),
+        Ok(sync)
+    );
+    // The queued tail is answered at once even to a caller that can wait.
+    assert_eq!(
+        s.entries(41, 42, None, GetEntriesContext::empty(true)),
+        Ok(vec![common::entry(41, 1)])
+    );
+}
