@@ -15,19 +15,7 @@
 #[path = "../tests/common/cluster.rs"]
 mod cluster;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-
-fn payloads(regions: u64, round: u32, per: u32) -> BTreeMap<u64, Vec<Vec<u8>>> {
-    (0..regions)
-        .map(|r| {
-            let ds = (0..per)
-                .map(|k| format!("r{r}-round{round}-{k}").into_bytes())
-                .collect();
-            (r, ds)
-        })
-        .collect()
-}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -36,7 +24,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let t = Instant::now();
     let mut c = cluster::Cluster::start(dir.path(), regions);
-    let first = payloads(regions, 0, per);
+    let first = cluster::payloads(regions, 0, per);
     assert!(c.write_all(&first, Duration::from_secs(300)));
     println!(
         "{regions} regions x 3 nodes: {} proposals applied everywhere in {:.2?}",
@@ -45,7 +33,7 @@ fn main() {
     );
     let t = Instant::now();
     c.restart(3);
-    let second = payloads(regions, 1, per);
+    let second = cluster::payloads(regions, 1, per);
     assert!(c.write_all(&second, Duration::from_secs(300)));
     assert!(c.wait_applied(&first, Duration::from_secs(300)));
     println!(

@@ -14,21 +14,9 @@
 #[path = "common/cluster.rs"]
 mod cluster;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cluster::Cluster;
-
-fn payloads(regions: u64, round: u32, per: u32) -> BTreeMap<u64, Vec<Vec<u8>>> {
-    (0..regions)
-        .map(|r| {
-            let ds = (0..per)
-                .map(|k| format!("r{r}-round{round}-{k}").into_bytes())
-                .collect();
-            (r, ds)
-        })
-        .collect()
-}
 
 #[test]
 fn many_regions_agree_on_every_node_across_a_restart() {
@@ -38,13 +26,13 @@ fn many_regions_agree_on_every_node_across_a_restart() {
         .unwrap_or(20);
     let dir = tempfile::tempdir().unwrap();
     let mut c = Cluster::start(dir.path(), regions);
-    let first = payloads(regions, 0, 5);
+    let first = cluster::payloads(regions, 0, 5);
     assert!(
         c.write_all(&first, Duration::from_secs(120)),
         "round 0 incomplete"
     );
     c.restart(3);
-    let second = payloads(regions, 1, 5);
+    let second = cluster::payloads(regions, 1, 5);
     assert!(
         c.write_all(&second, Duration::from_secs(120)),
         "round 1 incomplete"

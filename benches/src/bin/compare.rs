@@ -375,11 +375,7 @@ fn run_e1(
         E1Store::Quorumlog09,
     ]
     .into_iter()
-    .filter(|s| {
-        args.systems
-            .as_ref()
-            .is_none_or(|l| l.iter().any(|n| n == s.name()))
-    })
+    .filter(|s| selected(args, s.name()))
     .collect();
     // `QUORUMLOG_E1=c256-64B` (for example) runs one configuration.
     let only = std::env::var("QUORUMLOG_E1").ok();
@@ -453,11 +449,7 @@ fn run_e2(
     use std::fmt::Write as _;
     let stores: Vec<E2Store> = [E2Store::Quorumlog, E2Store::RaftEngine, E2Store::Memory]
         .into_iter()
-        .filter(|s| {
-            args.systems
-                .as_ref()
-                .is_none_or(|l| l.iter().any(|n| n == s.name()))
-        })
+        .filter(|s| selected(args, s.name()))
         .collect();
     // `QUORUMLOG_E2=r1000-f256` (for example) runs one configuration.
     let only = std::env::var("QUORUMLOG_E2").ok();
@@ -526,20 +518,7 @@ fn e2_line(
             .find(|(x, _)| *x == s)
             .map_or(0.0, |(_, r)| r.writes_per_s)
     };
-    #[expect(clippy::cast_precision_loss, reason = "latencies for display")]
-    let lat = median
-        .iter()
-        .map(|(s, r)| {
-            format!(
-                "{} {:.0}/s {:.2}/{:.2} ms",
-                s.name(),
-                r.writes_per_s,
-                r.p50_us as f64 / 1e3,
-                r.p99_us as f64 / 1e3
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
+    let lat = latencies(median.iter().map(|(s, r)| (s.name(), r)));
     format!(
         "{name:<14} quorumlog / raft-engine = {:.2}x; / memory = {:.2}x; {lat}",
         rate(E2Store::Quorumlog) / rate(E2Store::RaftEngine),
@@ -559,11 +538,10 @@ fn run_e1_groups(
     use quorumlog_benches::e1::{groups, E1Store};
     use std::fmt::Write as _;
     let mut got = Vec::new();
-    for store in groups::SYSTEMS.into_iter().filter(|s| {
-        args.systems
-            .as_ref()
-            .is_none_or(|l| l.iter().any(|n| n == s.name()))
-    }) {
+    for store in groups::SYSTEMS
+        .into_iter()
+        .filter(|s| selected(args, s.name()))
+    {
         let dir = base.join(format!("{name}-{}", store.name()));
         let r = groups::run(store, &dir, 16, 256, 64, args.seconds)?;
         let _ = std::fs::remove_dir_all(&dir);
@@ -603,25 +581,38 @@ fn e1_rate(
 }
 
 /// Each system's writes/s and p50/p99 client latency, for the report.
-#[expect(clippy::cast_precision_loss, reason = "latencies for display")]
 fn e1_latencies(
     got: &[(
         quorumlog_benches::e1::E1Store,
         quorumlog_benches::e1::E1Result,
     )],
 ) -> String {
-    got.iter()
-        .map(|(s, r)| {
-            format!(
-                "{} {:.0}/s {:.2}/{:.2} ms",
-                s.name(),
-                r.writes_per_s,
-                r.p50_us as f64 / 1e3,
-                r.p99_us as f64 / 1e3
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
+    latencies(got.iter().map(|(s, r)| (s.name(), r)))
+}
+
+/// Whether `--systems` (if given) names `name`.
+fn selected(args: &Args, name: &str) -> bool {
+    args.systems
+        .as_ref()
+        .is_none_or(|l| l.iter().any(|n| n == name))
+}
+
+/// `name rate/s p50/p99 ms` for each system, joined.
+#[expect(clippy::cast_precision_loss, reason = "latencies for display")]
+fn latencies<'a>(
+    got: impl Iterator<Item = (&'static str, &'a quorumlog_benches::e1::E1Result)>,
+) -> String {
+    got.map(|(name, r)| {
+        format!(
+            "{} {:.0}/s {:.2}/{:.2} ms",
+            name,
+            r.writes_per_s,
+            r.p50_us as f64 / 1e3,
+            r.p99_us as f64 / 1e3
+        )
+    })
+    .collect::<Vec<_>>()
+    .join("; ")
 }
 
 /// R1 and O1: a sequential read of a log of `args.gib` GiB against the raw

@@ -36,6 +36,18 @@ enum Ask {
     Propose(u64, Vec<u8>),
 }
 
+/// Round `round`'s payloads: `per` distinct ones on each region.
+pub fn payloads(regions: u64, round: u32, per: u32) -> BTreeMap<u64, Vec<Vec<u8>>> {
+    (0..regions)
+        .map(|r| {
+            let ds = (0..per)
+                .map(|k| format!("r{r}-round{round}-{k}").into_bytes())
+                .collect();
+            (r, ds)
+        })
+        .collect()
+}
+
 /// Each node's applied entries: region → index → (term, data).
 pub type Applied = Arc<Mutex<BTreeMap<u64, BTreeMap<u64, (u64, Vec<u8>)>>>>;
 
