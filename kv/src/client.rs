@@ -215,6 +215,7 @@ pub struct Client<T: Transport = Tcp> {
     next: usize,
     id: u64,
     seq: u64,
+    partition: Option<u32>,
 }
 
 impl Client<Tcp> {
@@ -234,6 +235,25 @@ impl<T: Transport> Client<T> {
             next: 0,
             id: random_id(),
             seq: 0,
+            partition: None,
+        }
+    }
+
+    /// A client of partition `partition` of the partitioned service
+    /// (its requests tagged with it).
+    #[must_use]
+    pub fn of_partition(mut self, partition: u32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    fn wrap(&self, req: Request) -> Request {
+        match self.partition {
+            None => req,
+            Some(partition) => Request::Partition {
+                partition,
+                request: Box::new(req),
+            },
         }
     }
 
@@ -265,14 +285,14 @@ impl<T: Transport> Client<T> {
     /// have applied it and none was answered by the deadline.
     pub async fn put(&mut self, key: &str, value: &str, deadline: Instant) -> Result<u64> {
         self.seq += 1;
-        let req = Request::Put(Put {
+        let req = self.wrap(Request::Put(Put {
             key: key.to_string(),
             value: value.to_string(),
             request: Some(RequestId {
                 client: self.id,
                 seq: self.seq,
             }),
-        });
+        }));
         let mut maybe_applied = false;
         let mut last = String::from("no attempt before the deadline");
         loop {
@@ -327,10 +347,10 @@ impl<T: Transport> Client<T> {
     /// # Errors
     /// `Timeout` without such an answer by the deadline.
     pub async fn get(&mut self, key: &str, deadline: Instant) -> Result<Read> {
-        let req = Request::Get {
+        let req = self.wrap(Request::Get {
             key: key.to_string(),
             stale: false,
-        };
+        });
         let mut last = String::from("no attempt before the deadline");
         loop {
             if Instant::now() >= deadline {
@@ -371,10 +391,10 @@ impl<T: Transport> Client<T> {
     /// # Errors
     /// `Timeout`, `Io`, or the node's refusal.
     pub async fn get_stale(&mut self, addr: &str, key: &str, deadline: Instant) -> Result<Read> {
-        let req = Request::Get {
+        let req = self.wrap(Request::Get {
             key: key.to_string(),
             stale: true,
-        };
+        });
         match self.transport.call(addr, &req, deadline).await {
             Ok(Response::Get(r)) => r.map_err(Error::from),
             Ok(_) => Err(Error::Protocol { addr: addr.into() }),

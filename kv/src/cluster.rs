@@ -173,13 +173,13 @@ impl RouterPeer {
 impl Call for RouterPeer {
     /// The target's answer, as the TCP server gives it (a snapshot chunk
     /// goes through [`node::answer`]); lost if the link is cut meanwhile.
-    async fn call(&mut self, req: &Request, _option: &RPCOption) -> std::io::Result<Response> {
+    async fn call(&mut self, req: Request, _option: &RPCOption) -> std::io::Result<Response> {
         let (node, open) = self
             .router
             .peer(self.me, self.target)
             .await
             .ok_or_else(down)?;
-        let bytes = bincode::serialize(req).map_err(std::io::Error::other)?;
+        let bytes = bincode::serialize(&req).map_err(std::io::Error::other)?;
         let req: Request = bincode::deserialize(&bytes).map_err(std::io::Error::other)?;
         let r = node::answer(&node, req).await;
         drop(open);

@@ -116,6 +116,12 @@ pub struct Processes {
     children: BTreeMap<u64, Child>,
     /// Arguments every node gets besides its own.
     pub extra: Vec<String>,
+    /// The subcommand that runs a node (`node`; `part node` for the
+    /// partitioned service).
+    pub subcommand: Vec<String>,
+    /// Every initial node gets `--init` on its first start (the
+    /// partitioned service), not only node 1.
+    pub init_every: bool,
 }
 
 fn free_port() -> std::io::Result<u16> {
@@ -141,6 +147,8 @@ impl Processes {
             initial: members,
             children: BTreeMap::new(),
             extra: Vec::new(),
+            subcommand: vec!["node".into()],
+            init_every: false,
         })
     }
 
@@ -182,7 +190,7 @@ impl Processes {
             .append(true)
             .open(self.base.join(format!("node-{id}.log")))?;
         let mut cmd = Command::new(&self.exe);
-        cmd.arg("node")
+        cmd.args(&self.subcommand)
             .args(["--id", &id.to_string()])
             .arg("--dir")
             .arg(self.base.join(format!("node-{id}")))
@@ -192,7 +200,7 @@ impl Processes {
             .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(log);
-        if id == 1 {
+        if id == 1 || (self.init_every && id <= self.initial) {
             cmd.arg("--init");
         }
         self.children.insert(id, cmd.spawn()?);

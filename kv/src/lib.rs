@@ -39,6 +39,7 @@ pub mod history;
 pub mod machine;
 pub mod network;
 pub mod node;
+pub mod parts;
 pub mod proto;
 pub mod reassign;
 pub mod restart;

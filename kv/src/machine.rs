@@ -24,9 +24,10 @@ use openraft10::type_config::alias::{
 };
 use openraft10::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use quorumlog_openraft10::{Receiver, SnapshotData, SnapshotFiles};
-use quorumlog_raft::Store;
+use quorumlog_raft::{RaftStorage, Store};
 use serde::{Deserialize, Serialize};
 
+use crate::parts::control::Controller;
 use crate::proto::{Command, Put, ReassignmentState, Reply, RequestId, TypeConfig};
 use quorumlog_raft::voters::Reassignment;
 
@@ -89,6 +90,11 @@ struct State {
     data: BTreeMap<String, String>,
     reassignment: ReassignmentState,
     sessions: Sessions,
+    /// The controller generation the partition's reassignment carries
+    /// out (the partitioned service).
+    generation: u64,
+    /// The controller state (the partitioned service's controller group).
+    control: Controller,
 }
 
 impl State {
@@ -107,14 +113,14 @@ impl State {
 /// The machine's snapshot data: a snapshot file of its store, or (for the
 /// benchmark's other log stores) the state's bytes in memory.
 #[derive(Debug)]
-pub enum KvSnapshot {
+pub enum KvSnapshot<S: RaftStorage = Store> {
     /// A published snapshot file, read chunk by chunk as it is sent.
-    File(SnapshotData<Store>),
+    File(SnapshotData<S>),
     /// The state in memory.
     Memory(Arc<Vec<u8>>),
 }
 
-impl KvSnapshot {
+impl<S: RaftStorage> KvSnapshot<S> {
     /// The bytes a transfer sends.
     pub fn size(&self) -> u64 {
         match self {
@@ -141,9 +147,9 @@ impl KvSnapshot {
 
 /// A snapshot being received ([`KvMachine::receive`]).
 #[derive(Debug)]
-pub enum Incoming {
+pub enum Incoming<S: RaftStorage = Store> {
     /// Into the store's install: durable per chunk, resumable, verified.
-    File(Receiver<Store>),
+    File(Receiver<S>),
     /// Into memory.
     Memory {
         /// The bytes so far.
@@ -155,7 +161,7 @@ pub enum Incoming {
     },
 }
 
-impl Incoming {
+impl<S: RaftStorage> Incoming<S> {
     /// The next byte it needs.
     pub fn position(&self) -> u64 {
         match self {
@@ -190,7 +196,7 @@ impl Incoming {
     ///
     /// # Errors
     /// Incomplete; a file that does not verify (nothing is published).
-    pub fn finish(self) -> io::Result<KvSnapshot> {
+    pub fn finish(self) -> io::Result<KvSnapshot<S>> {
         match self {
             Incoming::File(r) => r.verified().map(KvSnapshot::File),
             Incoming::Memory { bytes, size, .. } => {
@@ -207,21 +213,47 @@ impl Incoming {
 type Held = Option<(SnapshotMetaOf<TypeConfig>, Arc<Vec<u8>>)>;
 
 /// The state machine (clones share it).
-#[derive(Debug, Clone)]
-pub struct KvMachine {
+///
+/// `S` is the store's door it keeps its snapshots in: a one-group
+/// [`Store`] (the single-group service) or a node's `Group` (a partition
+/// of the partitioned service).
+#[derive(Debug)]
+pub struct KvMachine<S: RaftStorage = Store> {
     state: Arc<Mutex<State>>,
     /// Where snapshots go: quorumlog snapshot files, or (for the
     /// benchmark's other log stores) memory.
-    files: Option<SnapshotFiles<Store>>,
+    files: Option<SnapshotFiles<S>>,
     held: Arc<Mutex<Held>>,
 }
 
-impl KvMachine {
+impl<S: RaftStorage> Clone for KvMachine<S> {
+    fn clone(&self) -> Self {
+        KvMachine {
+            state: Arc::clone(&self.state),
+            files: self.files.clone(),
+            held: Arc::clone(&self.held),
+        }
+    }
+}
+
+impl KvMachine<Store> {
+    /// A machine whose snapshots stay in memory (for log stores other than
+    /// quorumlog, in the benchmark).
+    pub fn in_memory() -> Self {
+        KvMachine {
+            state: Arc::new(Mutex::new(State::default())),
+            files: None,
+            held: Arc::new(Mutex::new(None)),
+        }
+    }
+}
+
+impl<S: RaftStorage> KvMachine<S> {
     /// The machine of `store`, restored from its latest snapshot.
     ///
     /// # Errors
     /// A snapshot that does not verify or decode.
-    pub fn open(store: Arc<Store>) -> io::Result<Self> {
+    pub fn open(store: Arc<S>) -> io::Result<Self> {
         let files = SnapshotFiles::new(store);
         let state = match files.latest::<TypeConfig>()? {
             Some((_, data)) => bincode::deserialize(&data).map_err(io_err)?,
@@ -234,22 +266,12 @@ impl KvMachine {
         })
     }
 
-    /// A machine whose snapshots stay in memory (for log stores other than
-    /// quorumlog, in the benchmark).
-    pub fn in_memory() -> Self {
-        KvMachine {
-            state: Arc::new(Mutex::new(State::default())),
-            files: None,
-            held: Arc::new(Mutex::new(None)),
-        }
-    }
-
     /// Starts (or resumes) receiving the snapshot `meta` names, `size`
     /// bytes: into the store's install, or memory.
     ///
     /// # Errors
     /// The store refuses the install; I/O.
-    pub fn receive(&self, meta: &SnapshotMetaOf<TypeConfig>, size: u64) -> io::Result<Incoming> {
+    pub fn receive(&self, meta: &SnapshotMetaOf<TypeConfig>, size: u64) -> io::Result<Incoming<S>> {
         match &self.files {
             Some(files) => files.receive::<TypeConfig>(meta, size).map(Incoming::File),
             None => Ok(Incoming::Memory {
@@ -261,10 +283,10 @@ impl KvMachine {
     }
 
     /// Whether an incoming snapshot is the one `meta` names.
-    pub fn receiving(incoming: &Incoming, meta: &SnapshotMetaOf<TypeConfig>) -> bool {
+    pub fn receiving(incoming: &Incoming<S>, meta: &SnapshotMetaOf<TypeConfig>) -> bool {
         match incoming {
             Incoming::File(r) => {
-                SnapshotFiles::<Store>::id_of::<TypeConfig>(meta).is_ok_and(|id| id == r.id())
+                SnapshotFiles::<S>::id_of::<TypeConfig>(meta).is_ok_and(|id| id == r.id())
             }
             Incoming::Memory { last, .. } => *last == meta.last_log_id,
         }
@@ -276,7 +298,7 @@ impl KvMachine {
         &self,
         meta: &SnapshotMetaOf<TypeConfig>,
         data: Vec<u8>,
-    ) -> io::Result<KvSnapshot> {
+    ) -> io::Result<KvSnapshot<S>> {
         if let Some(files) = &self.files {
             return files
                 .save_built::<TypeConfig>(meta, &data)
@@ -293,7 +315,7 @@ impl KvMachine {
     fn keep_received(
         &self,
         meta: &SnapshotMetaOf<TypeConfig>,
-        got: KvSnapshot,
+        got: KvSnapshot<S>,
     ) -> io::Result<Vec<u8>> {
         match (&self.files, got) {
             (Some(files), KvSnapshot::File(d)) => files.installed::<TypeConfig>(meta, d),
@@ -319,6 +341,12 @@ impl KvMachine {
                 s.reassignment = r;
                 Reply::Done
             }
+            EntryPayload::Normal(Command::Reassign { state, generation }) => {
+                s.reassignment = state;
+                s.generation = s.generation.max(generation);
+                Reply::Done
+            }
+            EntryPayload::Normal(Command::Control(c)) => Reply::Control(s.control.apply(c)),
             EntryPayload::Membership(m) => {
                 s.membership = StoredMembershipOf::<TypeConfig>::new(Some(e.log_id), m);
                 Reply::Done
@@ -349,6 +377,22 @@ impl KvMachine {
         self.lock().reassignment.0.clone()
     }
 
+    /// The controller generation the partition's reassignment state
+    /// carries out (0: none yet).
+    pub fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    /// The store its snapshots go to (`None`: kept in memory).
+    pub fn store(&self) -> Option<&Arc<S>> {
+        self.files.as_ref().map(SnapshotFiles::store)
+    }
+
+    /// The controller state (the controller group's machine).
+    pub fn controller(&self) -> Controller {
+        self.lock().control.clone()
+    }
+
     /// How many client sessions the machine keeps.
     pub fn sessions(&self) -> usize {
         self.lock().sessions.by_client.len()
@@ -365,10 +409,10 @@ impl KvMachine {
     }
 }
 
-impl RaftSnapshotBuilder<TypeConfig> for KvMachine {
-    type SnapshotData = KvSnapshot;
+impl<S: RaftStorage> RaftSnapshotBuilder<TypeConfig> for KvMachine<S> {
+    type SnapshotData = KvSnapshot<S>;
 
-    async fn build_snapshot(&mut self) -> Result<SnapshotOf<TypeConfig, KvSnapshot>, io::Error> {
+    async fn build_snapshot(&mut self) -> Result<SnapshotOf<TypeConfig, KvSnapshot<S>>, io::Error> {
         let state = self.lock().clone();
         let data = bincode::serialize(&state).map_err(io_err)?;
         let meta = SnapshotMetaOf::<TypeConfig> {
@@ -383,8 +427,8 @@ impl RaftSnapshotBuilder<TypeConfig> for KvMachine {
     }
 }
 
-impl RaftStateMachine<TypeConfig> for KvMachine {
-    type SnapshotData = KvSnapshot;
+impl<S: RaftStorage> RaftStateMachine<TypeConfig> for KvMachine<S> {
+    type SnapshotData = KvSnapshot<S>;
     type SnapshotBuilder = Self;
 
     async fn applied_state(
@@ -416,7 +460,7 @@ impl RaftStateMachine<TypeConfig> for KvMachine {
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMetaOf<TypeConfig>,
-        snapshot: KvSnapshot,
+        snapshot: KvSnapshot<S>,
     ) -> Result<(), io::Error> {
         let data = self.keep_received(meta, snapshot)?;
         let state: State = bincode::deserialize(&data).map_err(io_err)?;
@@ -426,7 +470,7 @@ impl RaftStateMachine<TypeConfig> for KvMachine {
 
     async fn get_current_snapshot(
         &mut self,
-    ) -> Result<Option<SnapshotOf<TypeConfig, KvSnapshot>>, io::Error> {
+    ) -> Result<Option<SnapshotOf<TypeConfig, KvSnapshot<S>>>, io::Error> {
         match &self.files {
             Some(files) => Ok(files.current::<TypeConfig>()?.map(|s| Snapshot {
                 meta: s.meta,

@@ -3,20 +3,25 @@
 //! snapshot goes chunk by chunk ([`send_snapshot`]).
 
 use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
 
 use openraft10::error::{NetworkError, RPCError, StreamingError, Unreachable};
 use openraft10::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft10::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft10::type_config::alias::{SnapshotOf, VoteOf};
 use openraft10::BasicNode;
 use tokio::net::TcpStream;
 
 use crate::machine::KvSnapshot;
+use crate::parts::throttle::Throttle;
 use crate::proto::{
     read_frame, write_frame, Request, Response, SnapshotChunk, SnapshotStep, TypeConfig,
 };
+use quorumlog_raft::{RaftStorage, Store};
 
 /// Bytes of a snapshot per request.
 pub const SNAPSHOT_CHUNK: usize = 1 << 20;
@@ -26,21 +31,81 @@ pub const SNAPSHOT_CHUNK: usize = 1 << 20;
 pub struct TcpNetwork;
 
 impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
-    type Network = TcpPeer;
+    type Network = TcpPeer<Store>;
 
-    async fn new_client(&mut self, _target: u64, node: &BasicNode) -> TcpPeer {
+    async fn new_client(&mut self, _target: u64, node: &BasicNode) -> TcpPeer<Store> {
         TcpPeer {
             addr: node.addr.clone(),
             conn: None,
+            route: None,
+            _store: PhantomData,
         }
     }
 }
 
+/// Makes a [`TcpPeer`] per target for one partition's Raft (the
+/// partitioned service): its requests are tagged with the partition, and
+/// those to a replica being added pass the node's reassignment throttle.
+#[derive(Debug, Clone)]
+pub struct PartitionNetwork {
+    /// The partition.
+    pub partition: u32,
+    /// The node's throttle.
+    pub throttle: Arc<Throttle>,
+}
+
+impl<S: RaftStorage> RaftNetworkFactory<TypeConfig> for PartitionNetworkOf<S>
+where
+    S::Install: Sync,
+{
+    type Network = TcpPeer<S>;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> TcpPeer<S> {
+        TcpPeer {
+            addr: node.addr.clone(),
+            conn: None,
+            route: Some(Route {
+                partition: self.net.partition,
+                target,
+                throttle: Arc::clone(&self.net.throttle),
+            }),
+            _store: PhantomData,
+        }
+    }
+}
+
+/// A [`PartitionNetwork`] for a partition whose machine keeps snapshots
+/// in `S`.
+#[derive(Debug)]
+pub struct PartitionNetworkOf<S> {
+    net: PartitionNetwork,
+    _store: PhantomData<fn() -> S>,
+}
+
+impl<S> PartitionNetworkOf<S> {
+    /// The factory of `net`.
+    pub fn new(net: PartitionNetwork) -> Self {
+        PartitionNetworkOf {
+            net,
+            _store: PhantomData,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Route {
+    partition: u32,
+    target: u64,
+    throttle: Arc<Throttle>,
+}
+
 /// The connection to one peer.
 #[derive(Debug)]
-pub struct TcpPeer {
+pub struct TcpPeer<S = Store> {
     addr: String,
     conn: Option<TcpStream>,
+    route: Option<Route>,
+    _store: PhantomData<fn() -> S>,
 }
 
 type Rpc<T> = Result<T, RPCError<TypeConfig>>;
@@ -50,14 +115,30 @@ pub trait Call {
     /// Sends `req`, returns the answer.
     fn call(
         &mut self,
-        req: &Request,
+        req: Request,
         option: &RPCOption,
     ) -> impl Future<Output = std::io::Result<Response>> + Send;
 }
 
-impl Call for TcpPeer {
-    /// An I/O error drops the connection.
-    async fn call(&mut self, req: &Request, option: &RPCOption) -> std::io::Result<Response> {
+impl<S: RaftStorage> Call for TcpPeer<S> {
+    /// An I/O error drops the connection. A partition's request is tagged
+    /// with it; one to a replica being added first takes its bytes from
+    /// the node's throttle (a heartbeat too: it is that replica's traffic).
+    async fn call(&mut self, req: Request, option: &RPCOption) -> std::io::Result<Response> {
+        let req = match &self.route {
+            None => req,
+            Some(route) => {
+                if route.throttle.applies(route.partition, route.target) {
+                    let bytes = bincode::serialized_size(&req).unwrap_or(0);
+                    route.throttle.take(bytes).await;
+                }
+                Request::Partition {
+                    partition: route.partition,
+                    request: Box::new(req),
+                }
+            }
+        };
+        let req = &req;
         let ttl = option.hard_ttl();
         let r = tokio::time::timeout(ttl, async {
             if self.conn.is_none() {
@@ -76,7 +157,13 @@ impl Call for TcpPeer {
         if r.is_err() {
             self.conn = None;
         }
-        r
+        match r {
+            Ok(Response::NotHosted(p)) => Err(std::io::Error::other(format!(
+                "{} does not host partition {p}",
+                self.addr
+            ))),
+            r => r,
+        }
     }
 }
 
@@ -98,12 +185,15 @@ fn unexpected() -> RPCError<TypeConfig> {
 /// # Errors
 /// A call that fails or a follower's refusal (the leader starts again
 /// later); the leader's snapshot file gone (a newer one replaced it).
-pub async fn send_snapshot<P: Call>(
+pub async fn send_snapshot<P: Call, S: RaftStorage>(
     peer: &mut P,
     vote: VoteOf<TypeConfig>,
-    snapshot: &SnapshotOf<TypeConfig, KvSnapshot>,
+    snapshot: &SnapshotOf<TypeConfig, KvSnapshot<S>>,
     option: &RPCOption,
-) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>>
+where
+    S::Install: Sync,
+{
     let size = snapshot.snapshot.size();
     let mut position = 0;
     let mut bytes = Vec::new();
@@ -115,7 +205,7 @@ pub async fn send_snapshot<P: Call>(
             position,
             bytes: std::mem::take(&mut bytes),
         });
-        match peer.call(&req, option).await {
+        match peer.call(req, option).await {
             Ok(Response::Snapshot(Ok(SnapshotStep::Installed(r)))) => return Ok(r),
             Ok(Response::Snapshot(Ok(SnapshotStep::Next(at)))) => {
                 position = at;
@@ -144,15 +234,18 @@ pub async fn send_snapshot<P: Call>(
     }
 }
 
-impl RaftNetworkV2<TypeConfig> for TcpPeer {
-    type SnapshotData = KvSnapshot;
+impl<S: RaftStorage> RaftNetworkV2<TypeConfig> for TcpPeer<S>
+where
+    S::Install: Sync,
+{
+    type SnapshotData = KvSnapshot<S>;
 
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
-        match self.call(&Request::Append(rpc), &option).await {
+        match self.call(Request::Append(rpc), &option).await {
             Ok(Response::Append(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
             Ok(_) => Err(unexpected()),
             Err(e) => Err(unreachable(&e)),
@@ -164,7 +257,7 @@ impl RaftNetworkV2<TypeConfig> for TcpPeer {
         rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Rpc<VoteResponse<TypeConfig>> {
-        match self.call(&Request::Vote(rpc), &option).await {
+        match self.call(Request::Vote(rpc), &option).await {
             Ok(Response::Vote(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
             Ok(_) => Err(unexpected()),
             Err(e) => Err(unreachable(&e)),
@@ -176,8 +269,22 @@ impl RaftNetworkV2<TypeConfig> for TcpPeer {
         rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Rpc<VoteResponse<TypeConfig>> {
-        match self.call(&Request::PreVote(rpc), &option).await {
+        match self.call(Request::PreVote(rpc), &option).await {
             Ok(Response::Vote(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(unreachable(&e)),
+        }
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        req: TransferLeaderRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Rpc<TransferLeaderResponse<TypeConfig>> {
+        match self.call(Request::TransferLeader(req), &option).await {
+            Ok(Response::TransferLeader(r)) => {
+                r.map_err(|e| RPCError::Network(NetworkError::new(&std::io::Error::other(e))))
+            }
             Ok(_) => Err(unexpected()),
             Err(e) => Err(unreachable(&e)),
         }
@@ -186,7 +293,7 @@ impl RaftNetworkV2<TypeConfig> for TcpPeer {
     async fn full_snapshot(
         &mut self,
         vote: VoteOf<TypeConfig>,
-        snapshot: SnapshotOf<TypeConfig, KvSnapshot>,
+        snapshot: SnapshotOf<TypeConfig, KvSnapshot<S>>,
         _cancel: impl Future<Output = openraft10::error::ReplicationClosed> + Send + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {

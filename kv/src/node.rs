@@ -13,8 +13,8 @@ use openraft10::storage::{RaftLogReader, RaftLogStorage, Snapshot};
 use openraft10::{BasicNode, Raft, ReadPolicy, ServerState};
 use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{
-    ClusterId, DirectoryId, Identity, LogOptions, Meta, NodeId, RealFs, SharedFs, Store,
-    StoreOptions, SyncPolicy,
+    ClusterId, DirectoryId, Identity, LogOptions, Meta, NodeId, RaftStorage, RealFs, SharedFs,
+    Store, StoreOptions, SyncPolicy,
 };
 use tokio::net::{TcpListener, TcpStream};
 
@@ -26,8 +26,8 @@ use crate::proto::{
     SnapshotStep, Status, TypeConfig,
 };
 
-/// A node's Raft.
-pub type KvRaft = Raft<TypeConfig, KvMachine>;
+/// A node's Raft (of a one-group store, or of a partition's group).
+pub type KvRaft<S = Store> = Raft<TypeConfig, KvMachine<S>>;
 
 /// How a node runs.
 #[derive(Debug, Clone)]
@@ -94,15 +94,15 @@ pub fn open_store(
     Ok((Arc::new(store), fresh, ms))
 }
 
-/// A running node's parts.
-#[derive(Clone)]
-pub struct Running {
+/// A running node's parts (of the single-group service, or one
+/// partition's on a node of the partitioned service).
+pub struct Running<S: RaftStorage = Store> {
     /// Its id.
     pub id: u64,
     /// Its Raft.
-    pub raft: KvRaft,
+    pub raft: KvRaft<S>,
     /// Its state machine.
-    pub machine: KvMachine,
+    pub machine: KvMachine<S>,
     /// How long opening the store took, in milliseconds.
     pub open_ms: u64,
     /// Its data directory's id.
@@ -110,7 +110,32 @@ pub struct Running {
     /// Its term and last log index when it started (see [`read_floor`]).
     pub started: (u64, u64),
     /// The snapshot being received from the leader, between its chunks.
-    pub incoming: Arc<tokio::sync::Mutex<Option<Incoming>>>,
+    pub incoming: Arc<tokio::sync::Mutex<Option<Incoming<S>>>>,
+    /// The partition it is (the partitioned service): an adding replica's
+    /// node is asked to host it before it joins as a learner.
+    pub partition: Option<u32>,
+    /// Where a node's directory id is known without asking it (the
+    /// partitioned service's controller); `None`: the node is asked.
+    pub directories: Option<Directories>,
+}
+
+/// A node's directory id by its node id, if known.
+pub type Directories = Arc<dyn Fn(u64) -> Option<DirectoryId> + Send + Sync>;
+
+impl<S: RaftStorage> Clone for Running<S> {
+    fn clone(&self) -> Self {
+        Running {
+            id: self.id,
+            raft: self.raft.clone(),
+            machine: self.machine.clone(),
+            open_ms: self.open_ms,
+            directory: self.directory,
+            started: self.started,
+            incoming: Arc::clone(&self.incoming),
+            partition: self.partition,
+            directories: self.directories.clone(),
+        }
+    }
 }
 
 /// Starts node `id` over `store` with `network` and `config`.
@@ -161,20 +186,21 @@ where
 ///
 /// # Errors
 /// openraft's.
-pub async fn start_with<L, N>(
+pub async fn start_with<S, L, N>(
     id: u64,
     log: L,
-    machine: KvMachine,
+    machine: KvMachine<S>,
     network: N,
     config: Arc<openraft10::Config>,
     open_ms: u64,
     directory: DirectoryId,
-) -> Result<Running>
+) -> Result<Running<S>>
 where
+    S: RaftStorage,
     L: RaftLogStorage<TypeConfig>,
     N: openraft10::network::RaftNetworkFactory<TypeConfig>,
     N::Network:
-        openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
+        openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot<S>>,
 {
     // From the storage itself: openraft's first metrics may not show it.
     let mut log = log;
@@ -201,6 +227,8 @@ where
         directory,
         started,
         incoming: Arc::new(tokio::sync::Mutex::new(None)),
+        partition: None,
+        directories: None,
     })
 }
 
@@ -208,7 +236,7 @@ where
 ///
 /// # Errors
 /// openraft's (other than "already initialized").
-pub async fn initialize(raft: &KvRaft, peers: &[(u64, String)]) -> Result<()> {
+pub async fn initialize<S: RaftStorage>(raft: &KvRaft<S>, peers: &[(u64, String)]) -> Result<()> {
     let members: BTreeMap<u64, BasicNode> = peers
         .iter()
         .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
@@ -273,15 +301,26 @@ fn leader_of(f: &openraft10::error::ForwardToLeader<TypeConfig>) -> Option<(u64,
 /// # Errors
 /// `NotLeader` (refused before it was appended, or cut from this node's log
 /// by a newer leader: certainly not applied); `Failed` otherwise.
-pub async fn write(node: &Running, command: Command) -> Result<u64, Refusal> {
+pub async fn write<S: RaftStorage>(node: &Running<S>, command: Command) -> Result<u64, Refusal> {
+    match write_reply(node, command).await? {
+        (_, Reply::Put { index }) | (index, Reply::Done | Reply::Control(_)) => Ok(index),
+        (_, Reply::Superseded) => Err(Refusal::Refused {
+            reason: "a later request of this client was applied".into(),
+        }),
+    }
+}
+
+/// A write through Raft: the index of its entry and what applying it
+/// answered.
+///
+/// # Errors
+/// As [`write()`].
+pub async fn write_reply<S: RaftStorage>(
+    node: &Running<S>,
+    command: Command,
+) -> Result<(u64, Reply), Refusal> {
     match node.raft.client_write(command).await {
-        Ok(r) => match r.data {
-            Reply::Put { index } => Ok(index),
-            Reply::Done => Ok(r.log_id.index),
-            Reply::Superseded => Err(Refusal::Refused {
-                reason: "a later request of this client was applied".into(),
-            }),
-        },
+        Ok(r) => Ok((r.log_id.index, r.data)),
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(Refusal::NotLeader {
             leader: leader_of(&f),
         }),
@@ -312,7 +351,7 @@ pub async fn write(node: &Running, command: Command) -> Result<u64, Refusal> {
 /// a restarted leader confirmed by a quorum while its metrics did not yet
 /// name it served a read below the floor, found by the in-process fault
 /// test's staggered restart.)
-pub fn read_floor(node: &Running) -> Option<u64> {
+pub fn read_floor<S: RaftStorage>(node: &Running<S>) -> Option<u64> {
     let (term, last) = node.started;
     let in_start_term = node.raft.metrics().borrow_watched().current_term == term;
     let applied = node.machine.applied().unwrap_or(0);
@@ -325,7 +364,7 @@ pub fn read_floor(node: &Running) -> Option<u64> {
 ///
 /// # Errors
 /// `NotLeader`; `NoQuorum` (no quorum within [`CONFIRM_WAIT`]); `Failed`.
-pub async fn confirm_leadership(node: &Running) -> Result<(), Refusal> {
+pub async fn confirm_leadership<S: RaftStorage>(node: &Running<S>) -> Result<(), Refusal> {
     let confirmed = async {
         node.raft
             .ensure_linearizable(ReadPolicy::ReadIndex)
@@ -363,7 +402,11 @@ fn not_confirmed(e: &RaftError<TypeConfig, LinearizableReadError<TypeConfig>>) -
 ///
 /// # Errors
 /// As [`confirm_leadership`], for a linearizable read.
-pub async fn read(node: &Running, key: &str, stale: bool) -> Result<Read, Refusal> {
+pub async fn read<S: RaftStorage>(
+    node: &Running<S>,
+    key: &str,
+    stale: bool,
+) -> Result<Read, Refusal> {
     if !stale {
         confirm_leadership(node).await?;
     }
@@ -376,7 +419,7 @@ pub async fn read(node: &Running, key: &str, stale: bool) -> Result<Read, Refusa
 }
 
 /// The node's status; `leading` only if a quorum confirms it now.
-pub async fn status(node: &Running) -> Status {
+pub async fn status<S: RaftStorage>(node: &Running<S>) -> Status {
     let m = node.raft.metrics().borrow_watched().clone();
     let leading = m.state == ServerState::Leader
         && matches!(
@@ -407,12 +450,18 @@ pub async fn status(node: &Running) -> Status {
 }
 
 /// The node's answer to `req`.
-pub async fn answer(node: &Running, req: Request) -> Response {
+pub async fn answer<S: RaftStorage>(node: &Running<S>, req: Request) -> Response {
     match req {
         Request::Append(rpc) => Response::Append(node.raft.append_entries(rpc).await),
         Request::Vote(rpc) => Response::Vote(node.raft.vote(rpc).await),
         Request::PreVote(rpc) => Response::Vote(node.raft.pre_vote(rpc).await),
         Request::Snapshot(chunk) => Response::Snapshot(receive_snapshot(node, chunk).await),
+        Request::TransferLeader(req) => Response::TransferLeader(
+            node.raft
+                .handle_transfer_leader(req)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
         Request::Put(put) => Response::Put(write(node, Command::Put(put)).await),
         Request::Get { key, stale } => Response::Get(read(node, &key, stale).await),
         Request::Dump => Response::Dump(node.machine.dump()),
@@ -423,6 +472,17 @@ pub async fn answer(node: &Running, req: Request) -> Response {
                 .map(|s| crate::reassign::describe(s.as_ref())),
         ),
         Request::Status => Response::Status(status(node).await),
+        // The partitioned service's requests, to one group's node.
+        Request::Partition { .. }
+        | Request::Host { .. }
+        | Request::Control(_)
+        | Request::List { .. }
+        | Request::Record { .. }
+        | Request::Partitions
+        | Request::Metrics
+        | Request::Throttle { .. } => Response::Done(Err(Refusal::Refused {
+            reason: "a request of the partitioned service, to one group".into(),
+        })),
     }
 }
 
@@ -432,7 +492,10 @@ pub async fn answer(node: &Running, req: Request) -> Response {
 /// openraft installs it. A failure drops the incoming snapshot (a file
 /// that did not verify is gone; one cut short stays durable, and the next
 /// transfer resumes it).
-async fn receive_snapshot(node: &Running, chunk: SnapshotChunk) -> Result<SnapshotStep, String> {
+async fn receive_snapshot<S: RaftStorage>(
+    node: &Running<S>,
+    chunk: SnapshotChunk,
+) -> Result<SnapshotStep, String> {
     let mut incoming = node.incoming.lock().await;
     let current = incoming
         .take()
@@ -474,8 +537,8 @@ pub fn now_ms() -> u64 {
 }
 
 /// A reassignment request: addresses of members come from the membership.
-async fn reassign_request(
-    node: &Running,
+async fn reassign_request<S: RaftStorage>(
+    node: &Running<S>,
     target: Option<Vec<(u64, Option<String>)>>,
 ) -> Result<(), Refusal> {
     let target = match target {
@@ -509,6 +572,10 @@ async fn reassign_request(
 ///
 /// # Errors
 /// As [`write()`].
-pub async fn put(node: &Running, key: &str, value: &str) -> Result<u64, Refusal> {
+pub async fn put<S: RaftStorage>(
+    node: &Running<S>,
+    key: &str,
+    value: &str,
+) -> Result<u64, Refusal> {
     write(node, Command::Put(Put::new(key, value))).await
 }

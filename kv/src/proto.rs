@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use openraft10::error::RaftError;
 use openraft10::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft10::type_config::alias::{SnapshotMetaOf, VoteOf};
 use quorumlog_raft::voters::{ControlRecord, Reassignment};
@@ -126,6 +127,18 @@ pub enum Command {
     Put(Put),
     /// The voter reassignment in progress, replacing the previous state.
     Reassignment(ReassignmentState),
+    /// A partition's reassignment started (or replaced, or cancelled back)
+    /// for the controller's `generation` of its target (the partitioned
+    /// service, [`crate::parts`]).
+    Reassign {
+        /// The partition's reassignment state.
+        state: ReassignmentState,
+        /// The controller's generation it carries out.
+        generation: u64,
+    },
+    /// A change of the partitioned service's controller state (only in
+    /// the controller group).
+    Control(crate::parts::control::Control),
 }
 
 impl std::fmt::Display for Command {
@@ -133,12 +146,20 @@ impl std::fmt::Display for Command {
         match self {
             Command::Put(p) => write!(f, "put {p}"),
             Command::Reassignment(r) => write!(f, "reassignment {:?}", r.0.is_some()),
+            Command::Reassign { state, generation } => {
+                write!(
+                    f,
+                    "reassign {:?} (generation {generation})",
+                    state.0.is_some()
+                )
+            }
+            Command::Control(c) => write!(f, "control {c:?}"),
         }
     }
 }
 
 /// What applying a command answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reply {
     /// A write applied at log index `index`: this entry's, or for a retry
     /// the entry that applied the request first.
@@ -151,6 +172,9 @@ pub enum Reply {
     Superseded,
     /// Nothing to answer (a reassignment state).
     Done,
+    /// A controller change: accepted (the generation it took), or refused
+    /// whole with a reason per refused partition (nothing changed).
+    Control(Result<u64, Vec<(u32, crate::parts::control::AlterError)>>),
 }
 
 /// What a node is asked.
@@ -164,6 +188,8 @@ pub enum Request {
     PreVote(VoteRequest<TypeConfig>),
     /// Raft: a step of a snapshot transfer.
     Snapshot(SnapshotChunk),
+    /// Raft: a leader hands its leadership over (it is leaving the voters).
+    TransferLeader(TransferLeaderRequest<TypeConfig>),
     /// Client: a write, acknowledged once committed and applied.
     Put(Put),
     /// Client: a key's value. Linearizable unless `stale`: answered by the
@@ -186,6 +212,50 @@ pub enum Request {
     Reassign(Option<Vec<(u64, Option<String>)>>),
     /// Admin: the reassignment in progress. Leader only.
     Reassignments,
+    /// Partitioned service: `request` for partition `partition`'s Raft
+    /// group on this node (its Raft RPCs, a client's put or get, its
+    /// status), answered as the single-group service answers it.
+    Partition {
+        /// The partition (or [`crate::parts::CONTROLLER`]).
+        partition: u32,
+        /// What it is asked.
+        request: Box<Request>,
+    },
+    /// Partitioned service, node to node: create partition `partition`'s
+    /// group here (an adding replica), empty, to receive its log.
+    Host {
+        /// The partition.
+        partition: u32,
+    },
+    /// Partitioned service, controller leader: change the controller state
+    /// (alter reassignments, cancel them all, a finished reassignment).
+    Control(crate::parts::control::Control),
+    /// Partitioned service, controller leader: partition `partition`'s
+    /// record, read linearizably.
+    Record {
+        /// The partition.
+        partition: u32,
+    },
+    /// Partitioned service, controller leader: the reassignments in
+    /// progress (those of `partitions`, or all if empty), with each adding
+    /// replica's progress from its partition's leader.
+    List {
+        /// The partitions asked about (all if empty).
+        partitions: Vec<u32>,
+    },
+    /// Partitioned service: every partition this node hosts, as it sees
+    /// it (leader, voters, learners, commit point; lag per replica where
+    /// it leads).
+    Partitions,
+    /// Partitioned service: this node's metrics (for the partitions it
+    /// leads, and its reassignment traffic).
+    Metrics,
+    /// Partitioned service: this node's reassignment throttle in bytes/s
+    /// (0: none).
+    Throttle {
+        /// Bytes per second of catch-up traffic to adding replicas.
+        bytes_per_sec: u64,
+    },
 }
 
 /// Why a node did not do what it was asked. `NotLeader` and `NoQuorum`
@@ -269,6 +339,8 @@ pub enum Response {
     /// To [`Request::Snapshot`]: the next step, or why the transfer failed
     /// (the leader starts it again).
     Snapshot(Result<SnapshotStep, String>),
+    /// To [`Request::TransferLeader`].
+    TransferLeader(Result<TransferLeaderResponse<TypeConfig>, String>),
     /// To [`Request::Put`]: the index of the entry that applied it.
     Put(Result<u64, Refusal>),
     /// To [`Request::Get`].
@@ -281,6 +353,21 @@ pub enum Response {
     Reassign(Result<(), Refusal>),
     /// To [`Request::Reassignments`]: the listing as text, or why not.
     Reassignments(Result<String, Refusal>),
+    /// To a [`Request::Partition`] for a partition this node does not
+    /// host.
+    NotHosted(u32),
+    /// To [`Request::Host`], [`Request::Throttle`]: done, or why not.
+    Done(Result<(), Refusal>),
+    /// To [`Request::Control`]: the reply of the change as applied.
+    Control(Result<Result<u64, Vec<(u32, crate::parts::control::AlterError)>>, Refusal>),
+    /// To [`Request::Record`].
+    Record(Result<Option<crate::parts::control::PartitionRecord>, Refusal>),
+    /// To [`Request::List`].
+    List(Result<Vec<crate::parts::admin::Listing>, Refusal>),
+    /// To [`Request::Partitions`].
+    Partitions(crate::parts::admin::NodeView),
+    /// To [`Request::Metrics`].
+    Metrics(crate::parts::admin::Metrics),
 }
 
 /// Largest frame accepted (a snapshot chunk or a batch of entries).

@@ -28,7 +28,7 @@ use quorumlog_raft::voters::{
     next_step, plan_cancel, plan_reassignment, status, ControlState, Reassignment,
     ReassignmentStatus, Step, StepInput, VoterEntry, VoterSet,
 };
-use quorumlog_raft::{DirectoryId, NodeId, Offset, Voter};
+use quorumlog_raft::{DirectoryId, NodeId, Offset, RaftStorage, Voter};
 
 use crate::node::Running;
 use crate::proto::{Command, ReassignmentState, Refusal};
@@ -62,9 +62,16 @@ struct View {
 
 /// The directory id of node `id` at `addr` (this node's own from its
 /// store).
-async fn directory(node: &Running, id: u64, addr: &str) -> Result<DirectoryId, Refusal> {
+async fn directory<S: RaftStorage>(
+    node: &Running<S>,
+    id: u64,
+    addr: &str,
+) -> Result<DirectoryId, Refusal> {
     if id == node.id {
         return Ok(node.directory);
+    }
+    if let Some(known) = node.directories.as_ref().and_then(|d| d(id)) {
+        return Ok(known);
     }
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
     let s = crate::client::status(addr, deadline)
@@ -83,7 +90,7 @@ async fn directory(node: &Running, id: u64, addr: &str) -> Result<DirectoryId, R
 /// for metrics that have applied at least what the machine had when the
 /// record was read: a cancel or a new target is never planned from the
 /// voter set before a promotion or removal that already happened.
-async fn view(node: &Running) -> Result<View, Refusal> {
+async fn view<S: RaftStorage>(node: &Running<S>) -> Result<View, Refusal> {
     let reassignment = node.machine.reassignment();
     let floor = node.machine.applied();
     let m = node
@@ -149,7 +156,7 @@ async fn view(node: &Running) -> Result<View, Refusal> {
     })
 }
 
-fn is_leader(node: &Running) -> bool {
+fn is_leader<S: RaftStorage>(node: &Running<S>) -> bool {
     node.raft.metrics().borrow_watched().current_leader == Some(node.id)
 }
 
@@ -160,8 +167,8 @@ fn is_leader(node: &Running) -> bool {
 /// # Errors
 /// Not the leader; a membership change in flight; a refused plan; a node
 /// that cannot be asked its directory; the write.
-pub async fn request(
-    node: &Running,
+pub async fn request<S: RaftStorage>(
+    node: &Running<S>,
     target: Option<Vec<(u64, String)>>,
     now_ms: u64,
 ) -> Result<(), Refusal> {
@@ -171,27 +178,86 @@ pub async fn request(
         return Err(Refusal::MembershipInFlight);
     }
     let r = match target {
-        Some(t) => {
-            let mut entries = Vec::new();
-            for (id, addr) in t {
-                let dir = directory(node, id, &addr).await?;
-                entries.push(VoterEntry {
-                    voter: Voter {
-                        node_id: NodeId(id),
-                        directory_id: dir,
-                    },
-                    endpoint: Some(addr),
-                });
-            }
-            let set = VoterSet::new(entries).map_err(refused)?;
-            plan_reassignment(&v.state, set, now_ms).map_err(refused)?
-        }
+        Some(t) => plan_to(node, &v, t, now_ms).await?,
         None => plan_cancel(&v.state, now_ms).map_err(refused)?,
     };
     write_state(node, Some(r)).await
 }
 
-async fn write_state(node: &Running, r: Option<Reassignment>) -> Result<(), Refusal> {
+/// The reassignment from the current voters to `target` (ids with
+/// addresses), each target node asked its directory.
+async fn plan_to<S: RaftStorage>(
+    node: &Running<S>,
+    v: &View,
+    target: Vec<(u64, String)>,
+    now_ms: u64,
+) -> Result<Reassignment, Refusal> {
+    let mut entries = Vec::new();
+    for (id, addr) in target {
+        let dir = directory(node, id, &addr).await?;
+        entries.push(VoterEntry {
+            voter: Voter {
+                node_id: NodeId(id),
+                directory_id: dir,
+            },
+            endpoint: Some(addr),
+        });
+    }
+    let set = VoterSet::new(entries).map_err(refused)?;
+    plan_reassignment(&v.state, set, now_ms).map_err(refused)
+}
+
+/// Starts the reassignment of this partition's voters to `target` that
+/// carries out the controller's `generation` (the partitioned service):
+/// from the current voters, replacing a pending reassignment. A pending
+/// one whose removals began is not replaced: `Completing`, and the caller
+/// tries again once it finished.
+///
+/// # Errors
+/// Not the leader; a membership change in flight; a refused plan; a node
+/// that cannot be asked its directory; the write.
+pub async fn request_generation<S: RaftStorage>(
+    node: &Running<S>,
+    target: Vec<(u64, String)>,
+    generation: u64,
+    now_ms: u64,
+) -> Result<(), Refusal> {
+    crate::node::confirm_leadership(node).await?;
+    let v = view(node).await?;
+    if !v.settled {
+        return Err(Refusal::MembershipInFlight);
+    }
+    let r = plan_to(node, &v, target, now_ms).await?;
+    crate::node::write(
+        node,
+        Command::Reassign {
+            state: ReassignmentState(Some(r)),
+            generation,
+        },
+    )
+    .await
+    .map(|_| ())
+}
+
+/// The voters (node ids) of the membership this node has applied, and
+/// whether that membership change is applied (no change in flight).
+pub fn voters<S: RaftStorage>(node: &Running<S>) -> (BTreeSet<u64>, bool) {
+    let m = node.raft.metrics().borrow_watched().clone();
+    let applied = m.last_applied.map_or(0, |l| l.index + 1);
+    let settled = m
+        .membership_config
+        .log_id()
+        .is_none_or(|l| l.index < applied);
+    (
+        m.membership_config.membership().voter_ids().collect(),
+        settled,
+    )
+}
+
+async fn write_state<S: RaftStorage>(
+    node: &Running<S>,
+    r: Option<Reassignment>,
+) -> Result<(), Refusal> {
     crate::node::write(node, Command::Reassignment(ReassignmentState(r)))
         .await
         .map(|_| ())
@@ -201,7 +267,10 @@ async fn write_state(node: &Running, r: Option<Reassignment>) -> Result<(), Refu
 ///
 /// # Errors
 /// Not the leader; a node that cannot be asked its directory.
-pub async fn list(node: &Running, now_ms: u64) -> Result<Option<ReassignmentStatus>, Refusal> {
+pub async fn list<S: RaftStorage>(
+    node: &Running<S>,
+    now_ms: u64,
+) -> Result<Option<ReassignmentStatus>, Refusal> {
     crate::node::confirm_leadership(node).await?;
     let v = view(node).await?;
     Ok(status(&v.state, &v.progress, v.committed_end, now_ms))
@@ -211,7 +280,7 @@ pub async fn list(node: &Running, now_ms: u64) -> Result<Option<ReassignmentStat
 ///
 /// # Errors
 /// openraft's membership calls or the write.
-pub async fn drive(node: &Running) -> Result<Step, Refusal> {
+pub async fn drive<S: RaftStorage>(node: &Running<S>) -> Result<Step, Refusal> {
     // Nothing pending (the common case): no node is asked anything.
     if node.machine.reassignment().is_none() || !is_leader(node) {
         return Ok(Step::Idle);
@@ -260,12 +329,19 @@ pub async fn drive(node: &Running) -> Result<Step, Refusal> {
 }
 
 /// Adds `e` as a learner unless it is a member already.
-async fn ensure_learner(node: &Running, v: &View, e: &VoterEntry) -> Result<(), Refusal> {
+async fn ensure_learner<S: RaftStorage>(
+    node: &Running<S>,
+    v: &View,
+    e: &VoterEntry,
+) -> Result<(), Refusal> {
     let id = e.voter.node_id.0;
     if v.addrs.contains_key(&id) {
         return Ok(());
     }
     let addr = e.endpoint.clone().unwrap_or_default();
+    if let Some(p) = node.partition {
+        crate::parts::host_on(&addr, p, std::time::Duration::from_secs(5)).await?;
+    }
     node.raft
         .add_learner(id, BasicNode { addr }, false)
         .await
@@ -275,7 +351,7 @@ async fn ensure_learner(node: &Running, v: &View, e: &VoterEntry) -> Result<(), 
 
 /// Drives reassignments on this node for as long as its Raft runs: a step
 /// whenever its metrics change (see the module documentation).
-pub async fn driver(node: Running) {
+pub async fn driver<S: RaftStorage>(node: Running<S>) {
     let mut metrics = node.raft.metrics();
     loop {
         metrics.borrow_and_update();

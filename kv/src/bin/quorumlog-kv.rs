@@ -106,6 +106,12 @@ enum Cmd {
         #[arg(long)]
         addr: String,
     },
+    /// The partitioned service: many partitions per node, each its own
+    /// Raft group, and reassignment across partitions.
+    Part {
+        #[command(subcommand)]
+        cmd: quorumlog_kv::parts::cli::PartCmd,
+    },
     /// Three node processes, a leader kill, a restart, and the check.
     Demo {
         /// Seconds of writing.
@@ -237,6 +243,7 @@ async fn run(command: Cmd) -> Result<bool, Error> {
             cancel,
         } => reassign(&addr, target, peers, cancel).await,
         Cmd::Reassignments { addr } => reassignments(&addr).await,
+        Cmd::Part { cmd } => quorumlog_kv::parts::cli::run(cmd).await,
         c @ (Cmd::Demo { .. } | Cmd::Soak { .. }) => checks(c).await,
         Cmd::RestartTime { entries, dir } => {
             let exe = this_program()?;

@@ -1,0 +1,752 @@
+//! A node of the partitioned service: one process, one data directory (a
+//! `quorumlog_raft::Node`: one shared log, one group commit), a Raft per
+//! partition it hosts and one for the controller, and a TCP server that
+//! routes each request to its partition.
+//!
+//! On the first start with `init`, the node creates the groups of the
+//! partitions the placement gives it and of the controller; the first
+//! replica of each partition initializes it, node `min(peers)` the
+//! controller, and once every node answers it writes the cluster's
+//! creation (nodes, directories, placement) to the controller. Later
+//! starts run a Raft for every group in the directory. A node asked to
+//! host a partition ([`Host::host`]) creates its group empty: the
+//! partition's leader fills it (entries, or a snapshot).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use openraft10::async_runtime::WatchReceiver;
+use quorumlog_openraft10::{LogStore, COMMIT_PERSIST_EVERY};
+use quorumlog_raft::{
+    ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, RealFs,
+    SharedFs,
+};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::error::{Error, Result};
+use crate::machine::KvMachine;
+use crate::network::{PartitionNetwork, PartitionNetworkOf};
+use crate::node::{self, Running};
+use crate::parts::control::{AlterError, Control};
+use crate::parts::throttle::Throttle;
+use crate::parts::{group_id, partition_of_group, placement, CONTROLLER, CONTROLLER_GROUP};
+use crate::proto::{read_frame, write_frame, Command, Read, Refusal, Reply, Request, Response};
+
+/// How a node of the partitioned service runs.
+#[derive(Debug, Clone)]
+pub struct HostArgs {
+    /// Its id.
+    pub id: u64,
+    /// The cluster's id (checked against the data directory's).
+    pub cluster: u128,
+    /// Its data directory (formatted if blank or absent).
+    pub dir: PathBuf,
+    /// Where it listens.
+    pub listen: String,
+    /// Every node: id and address (itself included).
+    pub peers: Vec<(u64, String)>,
+    /// Partitions (used at creation).
+    pub partitions: u32,
+    /// Replicas per partition (used at creation).
+    pub replication: usize,
+    /// Create the cluster on the first start.
+    pub init: bool,
+    /// The reassignment throttle, bytes/s (0: none).
+    pub throttle: u64,
+    /// Entries between a partition's snapshots.
+    pub snapshot_every: u64,
+}
+
+/// A partition's Raft on this node.
+pub type Partition = Running<Group>;
+
+/// A partition's Raft holds its gate shared for each call into it;
+/// retiring the partition takes it whole (waiting for the calls in flight)
+/// before shutting the Raft, so nothing calls a Raft that is shutting down
+/// (openraft 0.10.0-alpha.37 panics when two calls race a stopped core).
+type Gate = Arc<tokio::sync::RwLock<bool>>;
+
+#[derive(Clone)]
+struct Hosted {
+    part: Partition,
+    group: u64,
+    gate: Gate,
+    /// When a leader's append (or snapshot) last reached it, in ms since
+    /// the host started.
+    last_leader_rpc: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// How long a replica must have heard no leader before it may be retired.
+pub const RETIRE_QUIET: Duration = Duration::from_secs(3);
+
+/// A running node of the partitioned service.
+pub struct Host {
+    /// Its id.
+    pub id: u64,
+    /// Its address.
+    pub addr: String,
+    /// Its data directory's id.
+    pub directory: DirectoryId,
+    /// Its shared log and groups.
+    pub node: Arc<Node>,
+    /// The controller group's Raft.
+    pub controller: Partition,
+    controller_gate: Gate,
+    /// The partitions it hosts.
+    partitions: RwLock<BTreeMap<u32, Hosted>>,
+    /// Its reassignment throttle.
+    pub throttle: Arc<Throttle>,
+    config: Arc<openraft10::Config>,
+    /// How long opening the directory took, ms.
+    pub open_ms: u64,
+    started: Instant,
+    creating: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("id", &self.id)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The openraft configuration of a partition: the service's, with
+/// heartbeats every 200 ms (a node runs a heartbeat per partition it
+/// leads) and elections after 1–2 s.
+///
+/// # Panics
+/// Never: the values are valid.
+pub fn partition_config(snapshot_every: u64) -> Arc<openraft10::Config> {
+    let base = crate::raft_config(snapshot_every);
+    let config = openraft10::Config {
+        heartbeat_interval: 200,
+        election_timeout_min: 1000,
+        election_timeout_max: 2000,
+        ..(*base).clone()
+    };
+    #[expect(clippy::expect_used, reason = "a fixed, valid configuration")]
+    Arc::new(config.validate().expect("a valid configuration"))
+}
+
+fn ms_since(t0: Instant) -> u64 {
+    u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Host {
+    /// Opens (or formats) the node's directory and starts every group's
+    /// Raft in it; on a first start with `init`, creates the cluster.
+    ///
+    /// # Errors
+    /// Opening or formatting the directory; starting a Raft.
+    pub async fn start(fs: &SharedFs, args: &HostArgs) -> Result<Arc<Host>> {
+        let t0 = Instant::now();
+        let (node, fresh) = open_or_format(fs, args)?;
+        let directory = node.identity().directory_id.unwrap_or(DirectoryId(0));
+        let node = Arc::new(node);
+        let placed = placed(args);
+        if fresh {
+            node.create_group(CONTROLLER_GROUP, Offset(0))?;
+            if args.init {
+                for (p, set) in placed.iter().enumerate() {
+                    if set.contains(&args.id) {
+                        let p = u32::try_from(p).unwrap_or(u32::MAX);
+                        node.create_group(group_id(p, 0), Offset(0))?;
+                    }
+                }
+            }
+        }
+        let throttle = Arc::new(Throttle::new(args.throttle));
+        let config = partition_config(args.snapshot_every);
+        let open_ms = ms_since(t0);
+        let controller = start_group(
+            &node,
+            args.id,
+            CONTROLLER_GROUP,
+            CONTROLLER,
+            &throttle,
+            &config,
+            open_ms,
+            directory,
+        )
+        .await?;
+        let host = Arc::new(Host {
+            id: args.id,
+            addr: args.listen.clone(),
+            directory,
+            node: Arc::clone(&node),
+            controller,
+            controller_gate: Arc::new(tokio::sync::RwLock::new(true)),
+            partitions: RwLock::new(BTreeMap::new()),
+            throttle,
+            config,
+            open_ms,
+            started: Instant::now(),
+            creating: tokio::sync::Mutex::new(()),
+        });
+        for (p, g) in latest_incarnations(&node) {
+            host.start_partition(p, g).await?;
+        }
+        if fresh && args.init {
+            host.create(args, placed).await?;
+        } else if fresh {
+            // A node new to the cluster, or back with an empty disk: the
+            // controller learns its directory.
+            tokio::spawn(register(Arc::clone(&host)));
+        }
+        Ok(host)
+    }
+
+    /// The first start of a new cluster: the first replica of each
+    /// partition initializes it, the lowest node id the controller, and
+    /// then writes the cluster's creation.
+    async fn create(self: &Arc<Self>, args: &HostArgs, placed: Vec<Vec<u64>>) -> Result<()> {
+        let addr_of = |id: u64| {
+            args.peers
+                .iter()
+                .find(|(i, _)| *i == id)
+                .map(|(_, a)| a.clone())
+                .unwrap_or_default()
+        };
+        let min = args.peers.iter().map(|(id, _)| *id).min();
+        if min == Some(self.id) {
+            node::initialize(&self.controller.raft, &args.peers).await?;
+        }
+        for (p, set) in placed.iter().enumerate() {
+            if set.first() == Some(&self.id) {
+                let members: Vec<(u64, String)> =
+                    set.iter().map(|id| (*id, addr_of(*id))).collect();
+                if let Some(part) = self.partition(u32::try_from(p).unwrap_or(0)) {
+                    node::initialize(&part.raft, &members).await?;
+                }
+            }
+        }
+        if min == Some(self.id) {
+            tokio::spawn(create_cluster(Arc::clone(self), args.peers.clone(), placed));
+        }
+        Ok(())
+    }
+
+    /// Partition `p`'s Raft here, if it hosts it.
+    pub fn partition(&self, p: u32) -> Option<Partition> {
+        if p == CONTROLLER {
+            return Some(self.controller.clone());
+        }
+        self.partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&p)
+            .map(|h| h.part.clone())
+    }
+
+    /// Partition `p`'s Raft, its gate held open (`None`: not hosted, or
+    /// retiring).
+    async fn enter(&self, p: u32) -> Option<(Partition, tokio::sync::OwnedRwLockReadGuard<bool>)> {
+        if p == CONTROLLER {
+            let gate = Arc::clone(&self.controller_gate);
+            return Some((self.controller.clone(), gate.read_owned().await));
+        }
+        let hosted = self
+            .partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&p)
+            .cloned()?;
+        let open = hosted.gate.read_owned().await;
+        (*open).then_some((hosted.part, open))
+    }
+
+    fn heard_leader(&self, p: u32) {
+        if let Some(h) = self
+            .partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&p)
+        {
+            h.last_leader_rpc
+                .store(ms_since(self.started), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The partitions it hosts.
+    pub fn hosted(&self) -> Vec<(u32, Partition)> {
+        self.partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(p, h)| (*p, h.part.clone()))
+            .collect()
+    }
+
+    async fn start_partition(self: &Arc<Self>, p: u32, group: u64) -> Result<()> {
+        let part = start_group(
+            &self.node,
+            self.id,
+            group,
+            p,
+            &self.throttle,
+            &self.config,
+            self.open_ms,
+            self.directory,
+        )
+        .await?;
+        let mut part = part;
+        let controller = self.controller.machine.clone();
+        part.directories = Some(Arc::new(move |id| {
+            controller
+                .controller()
+                .nodes
+                .get(&id)
+                .map(|n| DirectoryId(n.directory))
+        }));
+        let hosted = Hosted {
+            part: part.clone(),
+            group,
+            gate: Arc::new(tokio::sync::RwLock::new(true)),
+            last_leader_rpc: Arc::new(std::sync::atomic::AtomicU64::new(ms_since(self.started))),
+        };
+        self.partitions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(p, hosted);
+        tokio::spawn(crate::parts::reconcile::run(Arc::clone(self), part));
+        Ok(())
+    }
+
+    /// Retires this node's replica of partition `p` if it is no longer one
+    /// of the partition's replicas: the controller's record (read on its
+    /// leader, confirmed by a quorum) names neither it nor a reassignment
+    /// in progress, and no leader has sent it anything for
+    /// [`RETIRE_QUIET`] (a leader replicating to it, as a voter or a
+    /// learner, heartbeats it far more often). Returns whether it retired.
+    pub async fn retire_if_removed(self: &Arc<Self>, p: u32) -> bool {
+        let quiet = |host: &Host| {
+            host.partitions
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&p)
+                .is_some_and(|h| {
+                    let last = h.last_leader_rpc.load(std::sync::atomic::Ordering::Relaxed);
+                    ms_since(host.started).saturating_sub(last)
+                        > u64::try_from(RETIRE_QUIET.as_millis()).unwrap_or(u64::MAX)
+                })
+        };
+        if !quiet(self) {
+            return false;
+        }
+        let removed = |r: &crate::parts::control::PartitionRecord| {
+            r.pending.is_none() && !r.replicas.iter().any(|x| x.node == self.id)
+        };
+        match self.controller_record(p).await {
+            Ok(Some(r)) if removed(&r) => {}
+            _ => return false,
+        }
+        let _one = self.creating.lock().await;
+        if !quiet(self) {
+            return false;
+        }
+        self.retire_locked(p).await;
+        true
+    }
+
+    /// Partition `p`'s controller record from the controller's leader.
+    ///
+    /// # Errors
+    /// No leader answered.
+    pub async fn controller_record(
+        &self,
+        p: u32,
+    ) -> Result<Option<crate::parts::control::PartitionRecord>, Refusal> {
+        let m = self.controller.raft.metrics().borrow_watched().clone();
+        let leader = m.current_leader.and_then(|l| {
+            m.membership_config
+                .membership()
+                .nodes()
+                .find(|(id, _)| **id == l)
+                .map(|(id, n)| (*id, n.addr.clone()))
+        });
+        match leader {
+            Some((l, _)) if l == self.id => record(&self.controller, p).await,
+            Some((_, addr)) => {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+                match crate::client::request(&addr, &Request::Record { partition: p }, deadline)
+                    .await
+                {
+                    Ok(Response::Record(r)) => r,
+                    _ => Err(Refusal::NoQuorum),
+                }
+            }
+            None => Err(Refusal::NotLeader { leader: None }),
+        }
+    }
+
+    /// Retires this node's replica of partition `p`: its Raft stops once
+    /// the calls in flight into it ended, and its group is dropped (at
+    /// once, or as soon as the last handle closes; a restart drops what is
+    /// left). A removed replica that kept running would campaign with
+    /// ever higher terms, and when added back later would depose the
+    /// partition's leader with them.
+    async fn retire_locked(self: &Arc<Self>, p: u32) {
+        let hosted = self
+            .partitions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&p);
+        let Some(hosted) = hosted else {
+            return;
+        };
+        *hosted.gate.write().await = false;
+        let _ = hosted.part.raft.shutdown().await;
+        tracing::info!("partition {p}: replica retired (group {:#x})", hosted.group);
+        let node = Arc::clone(&self.node);
+        let group = hosted.group;
+        drop(hosted);
+        tokio::spawn(async move {
+            for _ in 0..120 {
+                match node.drop_group(group) {
+                    Err(quorumlog_raft::Error::GroupInUse { .. }) => {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    _ => return,
+                }
+            }
+        });
+    }
+
+    /// Hosts partition `p` (an adding replica): its group is created empty
+    /// and its Raft started, to be filled by the partition's leader. A
+    /// partition hosted already is left as it is.
+    ///
+    /// # Errors
+    /// Creating the group; starting its Raft.
+    pub async fn host(self: &Arc<Self>, p: u32) -> Result<(), Refusal> {
+        let _one = self.creating.lock().await;
+        if p == CONTROLLER || self.partition(p).is_some() {
+            return Ok(());
+        }
+        let failed = |e: Error| Refusal::Failed {
+            reason: e.to_string(),
+        };
+        // A new incarnation: ids of dropped (or not yet dropped) ones are
+        // skipped.
+        let mut incarnation = 0;
+        let group = loop {
+            let g = group_id(p, incarnation);
+            match self.node.create_group(g, Offset(0)) {
+                Ok(()) => break g,
+                Err(
+                    quorumlog_raft::Error::GroupDropped { .. }
+                    | quorumlog_raft::Error::GroupExists { .. },
+                ) if incarnation < u32::MAX => incarnation += 1,
+                Err(e) => return Err(failed(e.into())),
+            }
+        };
+        self.start_partition(p, group).await.map_err(failed)
+    }
+
+    /// Sends controller change `c` to the controller's leader (this node's
+    /// own if it leads); the reply of `c` as applied.
+    ///
+    /// # Errors
+    /// No leader reachable within `wait`.
+    pub async fn to_controller(
+        &self,
+        c: Control,
+        wait: Duration,
+    ) -> Result<Result<u64, Vec<(u32, AlterError)>>, Refusal> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut last = Refusal::NoQuorum;
+        while tokio::time::Instant::now() < deadline {
+            let m = self.controller.raft.metrics().borrow_watched().clone();
+            let leader = m.current_leader.and_then(|l| {
+                m.membership_config
+                    .membership()
+                    .nodes()
+                    .find(|(id, _)| **id == l)
+                    .map(|(id, n)| (*id, n.addr.clone()))
+            });
+            let r = match leader {
+                Some((l, _)) if l == self.id => control(&self.controller, c.clone()).await,
+                Some((_, addr)) => {
+                    let req = Request::Control(c.clone());
+                    match crate::client::request(&addr, &req, deadline).await {
+                        Ok(Response::Control(r)) => r,
+                        Ok(_) => Err(Refusal::Failed {
+                            reason: format!("{addr}: unexpected answer"),
+                        }),
+                        Err(e) => Err(Refusal::Failed {
+                            reason: e.to_string(),
+                        }),
+                    }
+                }
+                None => Err(Refusal::NotLeader { leader: None }),
+            };
+            match r {
+                Ok(reply) => return Ok(reply),
+                Err(e) => last = e,
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(last)
+    }
+
+    /// This node's answer to `req`.
+    pub async fn answer(self: &Arc<Self>, req: Request) -> Response {
+        match req {
+            Request::Partition { partition, request } => match self.enter(partition).await {
+                Some((part, _open)) => {
+                    if matches!(*request, Request::Append(_) | Request::Snapshot(_)) {
+                        self.heard_leader(partition);
+                    }
+                    node::answer(&part, *request).await
+                }
+                None => match *request {
+                    // A client's request: try another node.
+                    Request::Put(_) => Response::Put(Err(Refusal::NotLeader { leader: None })),
+                    Request::Get { .. } => {
+                        Response::Get(Err::<Read, _>(Refusal::NotLeader { leader: None }))
+                    }
+                    _ => Response::NotHosted(partition),
+                },
+            },
+            Request::Host { partition } => Response::Done(self.host(partition).await),
+            Request::Status => Response::Status(node::status(&self.controller).await),
+            Request::Control(c) => Response::Control(control(&self.controller, c).await),
+            Request::Record { partition } => {
+                Response::Record(record(&self.controller, partition).await)
+            }
+            Request::List { partitions } => {
+                Response::List(crate::parts::admin::list(self, &partitions).await)
+            }
+            Request::Partitions => Response::Partitions(crate::parts::admin::node_view(self)),
+            Request::Metrics => Response::Metrics(crate::parts::admin::metrics(self)),
+            Request::Throttle { bytes_per_sec } => {
+                self.throttle.set_rate(bytes_per_sec);
+                Response::Done(Ok(()))
+            }
+            Request::Put(_) => Response::Put(Err(unpartitioned())),
+            Request::Get { .. } => Response::Get(Err(unpartitioned())),
+            Request::Reassign(_) => Response::Reassign(Err(unpartitioned())),
+            Request::Reassignments => Response::Reassignments(Err(unpartitioned())),
+            Request::Dump => Response::Dump(BTreeMap::new()),
+            Request::Append(_)
+            | Request::Vote(_)
+            | Request::PreVote(_)
+            | Request::Snapshot(_)
+            | Request::TransferLeader(_) => Response::NotHosted(CONTROLLER),
+        }
+    }
+
+    /// Serves `listen` until the process ends.
+    ///
+    /// # Errors
+    /// Binding the address.
+    pub async fn serve(self: Arc<Self>) -> Result<()> {
+        let listener = TcpListener::bind(&self.addr)
+            .await
+            .map_err(|e| Error::io(format!("listen on {}", self.addr), e))?;
+        loop {
+            let Ok((conn, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = conn.set_nodelay(true);
+            let host = Arc::clone(&self);
+            tokio::spawn(async move {
+                let _ = serve_conn(conn, &host).await;
+            });
+        }
+    }
+}
+
+fn unpartitioned() -> Refusal {
+    Refusal::Refused {
+        reason: "a partitioned node: name the partition (Request::Partition)".into(),
+    }
+}
+
+async fn serve_conn(mut conn: TcpStream, host: &Arc<Host>) -> std::io::Result<()> {
+    loop {
+        let req: Request = read_frame(&mut conn).await?;
+        let resp = host.answer(req).await;
+        write_frame(&mut conn, &resp).await?;
+    }
+}
+
+/// Writes controller change `c` on this node's controller Raft (leader
+/// only): the reply of `c` as applied. An `Alter` without a time takes
+/// this node's clock.
+async fn control(
+    controller: &Partition,
+    c: Control,
+) -> Result<Result<u64, Vec<(u32, AlterError)>>, Refusal> {
+    let c = match c {
+        Control::Alter { targets, now_ms: 0 } => Control::Alter {
+            targets,
+            now_ms: node::now_ms(),
+        },
+        c => c,
+    };
+    match node::write_reply(controller, Command::Control(c)).await? {
+        (_, Reply::Control(r)) => Ok(r),
+        (_, other) => Err(Refusal::Failed {
+            reason: format!("unexpected reply {other:?}"),
+        }),
+    }
+}
+
+/// Opens the node's directory, formatting it if there is none (with a
+/// new directory id); whether it was formatted now.
+fn open_or_format(fs: &SharedFs, args: &HostArgs) -> Result<(Node, bool)> {
+    let expect = Identity::node(ClusterId(args.cluster), NodeId(args.id));
+    let options = NodeOptions::default();
+    match Node::open(fs, &args.dir, &expect, &options) {
+        Ok((node, _)) => Ok((node, false)),
+        Err(e) if e.is_not_formatted() => {
+            fs.create_dir_all(&args.dir)
+                .map_err(|e| Error::io(format!("create {}", args.dir.display()), e))?;
+            let meta = Meta::new(
+                ClusterId(args.cluster),
+                NodeId(args.id),
+                DirectoryId::random(),
+            );
+            Node::format(fs, &args.dir, meta, &options)?;
+            Ok((Node::open(fs, &args.dir, &expect, &options)?.0, true))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The placement of the cluster's partitions over its nodes' ids.
+fn placed(args: &HostArgs) -> Vec<Vec<u64>> {
+    let ids: Vec<u64> = args.peers.iter().map(|(id, _)| *id).collect();
+    placement(
+        args.partitions,
+        u64::try_from(ids.len()).unwrap_or(1),
+        args.replication,
+    )
+    .into_iter()
+    .map(|set| {
+        set.iter()
+            .filter_map(|i| ids.get(usize::try_from(i.saturating_sub(1)).unwrap_or(0)))
+            .copied()
+            .collect()
+    })
+    .collect()
+}
+
+/// The latest incarnation of each partition in `node` (an older one left
+/// by a retirement that could not drop it yet is dropped now).
+fn latest_incarnations(node: &Node) -> BTreeMap<u32, u64> {
+    let mut latest: BTreeMap<u32, u64> = BTreeMap::new();
+    for g in node.groups() {
+        let Some((p, _)) = partition_of_group(g) else {
+            continue;
+        };
+        let newest = latest.get(&p).map_or(g, |x| g.max(*x));
+        let older = latest.insert(p, newest).map_or(g, |x| g.min(x));
+        if older != newest {
+            let _ = node.drop_group(older);
+        }
+    }
+    latest
+}
+
+/// Partition `p`'s controller record, read on the controller's leader
+/// once a quorum confirmed it leads (nothing committed is missing).
+async fn record(
+    controller: &Partition,
+    p: u32,
+) -> Result<Option<crate::parts::control::PartitionRecord>, Refusal> {
+    node::confirm_leadership(controller).await?;
+    Ok(controller.machine.controller().partitions.get(&p).cloned())
+}
+
+/// Starts the Raft of partition `p` (or the controller) over group
+/// `gid`.
+#[expect(clippy::too_many_arguments, reason = "one call site each")]
+async fn start_group(
+    node: &Arc<Node>,
+    id: u64,
+    gid: u64,
+    p: u32,
+    throttle: &Arc<Throttle>,
+    config: &Arc<openraft10::Config>,
+    open_ms: u64,
+    directory: DirectoryId,
+) -> Result<Partition> {
+    let group = Arc::new(node.group(gid)?);
+    let log =
+        LogStore::new(Arc::clone(&group), id)?.persist_commit_every(Some(COMMIT_PERSIST_EVERY));
+    let machine = KvMachine::open(group)?;
+    let network = PartitionNetworkOf::<Group>::new(PartitionNetwork {
+        partition: p,
+        throttle: Arc::clone(throttle),
+    });
+    let mut part = node::start_with(
+        id,
+        log,
+        machine,
+        network,
+        Arc::clone(config),
+        open_ms,
+        directory,
+    )
+    .await?;
+    part.partition = (p != CONTROLLER).then_some(p);
+    Ok(part)
+}
+
+/// Writes the cluster's creation once every node answers with its
+/// directory id.
+async fn create_cluster(host: Arc<Host>, peers: Vec<(u64, String)>, placement: Vec<Vec<u64>>) {
+    let mut nodes = Vec::new();
+    for (id, addr) in &peers {
+        let directory = if *id == host.id {
+            host.directory.0
+        } else {
+            loop {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+                match crate::client::status(addr, deadline).await {
+                    Ok(s) if s.id == *id => break s.directory,
+                    _ => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        };
+        nodes.push((*id, addr.clone(), directory));
+    }
+    let c = Control::Create { nodes, placement };
+    loop {
+        match host.to_controller(c.clone(), Duration::from_secs(5)).await {
+            Ok(_) => return,
+            Err(e) => tracing::warn!("creating the cluster: {e}"),
+        }
+    }
+}
+
+/// Registers this node's (new) directory with the controller.
+async fn register(host: Arc<Host>) {
+    let c = Control::Register {
+        node: host.id,
+        addr: host.addr.clone(),
+        directory: host.directory.0,
+    };
+    loop {
+        match host.to_controller(c.clone(), Duration::from_secs(5)).await {
+            Ok(_) => return,
+            Err(e) => tracing::warn!("registering with the controller: {e}"),
+        }
+    }
+}
+
+/// Runs a node of the partitioned service until the process is killed.
+///
+/// # Errors
+/// Opening the directory, starting Raft, binding the address.
+pub async fn run(args: HostArgs) -> Result<()> {
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let host = Host::start(&fs, &args).await?;
+    host.serve().await
+}
