@@ -224,7 +224,15 @@ pub struct KvMachine<S: RaftStorage = Store> {
     /// benchmark's other log stores) memory.
     files: Option<SnapshotFiles<S>>,
     held: Arc<Mutex<Held>>,
+    /// Every membership this machine applied since it started: (log index,
+    /// its voter sets: one, or two while joint). Not in snapshots: what a
+    /// test or an operator reads back of the changes it saw.
+    memberships: Arc<Mutex<Vec<MembershipSeen>>>,
 }
+
+/// A membership a machine applied: its log index and voter sets (one, or
+/// two while joint).
+pub type MembershipSeen = (u64, Vec<Vec<u64>>);
 
 impl<S: RaftStorage> Clone for KvMachine<S> {
     fn clone(&self) -> Self {
@@ -232,6 +240,7 @@ impl<S: RaftStorage> Clone for KvMachine<S> {
             state: Arc::clone(&self.state),
             files: self.files.clone(),
             held: Arc::clone(&self.held),
+            memberships: Arc::clone(&self.memberships),
         }
     }
 }
@@ -244,6 +253,7 @@ impl KvMachine<Store> {
             state: Arc::new(Mutex::new(State::default())),
             files: None,
             held: Arc::new(Mutex::new(None)),
+            memberships: Arc::default(),
         }
     }
 }
@@ -263,6 +273,7 @@ impl<S: RaftStorage> KvMachine<S> {
             state: Arc::new(Mutex::new(state)),
             files: Some(files),
             held: Arc::new(Mutex::new(None)),
+            memberships: Arc::default(),
         })
     }
 
@@ -348,6 +359,15 @@ impl<S: RaftStorage> KvMachine<S> {
             }
             EntryPayload::Normal(Command::Control(c)) => Reply::Control(s.control.apply(c)),
             EntryPayload::Membership(m) => {
+                let sets = m
+                    .get_joint_config()
+                    .iter()
+                    .map(|set| set.iter().copied().collect())
+                    .collect();
+                self.memberships
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push((e.log_id.index, sets));
                 s.membership = StoredMembershipOf::<TypeConfig>::new(Some(e.log_id), m);
                 Reply::Done
             }
@@ -381,6 +401,15 @@ impl<S: RaftStorage> KvMachine<S> {
     /// carries out (0: none yet).
     pub fn generation(&self) -> u64 {
         self.lock().generation
+    }
+
+    /// Every membership applied since the machine started, in order: (log
+    /// index, voter sets: one, or two while joint).
+    pub fn membership_history(&self) -> Vec<MembershipSeen> {
+        self.memberships
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The store its snapshots go to (`None`: kept in memory).

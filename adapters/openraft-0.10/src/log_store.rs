@@ -76,37 +76,66 @@ pub const COMMIT_PERSIST_EVERY: std::time::Duration = std::time::Duration::from_
 /// One batch of an append: its epoch, entries, their records and bytes.
 type Batch<C> = (Epoch, Vec<<C as RaftTypeConfig>::Entry>, Vec<Vec<u8>>, u64);
 
-/// The flushes not yet completed: (end waited for, callback).
-type Flushes<C> = VecDeque<(u64, IOFlushed<C>)>;
+/// The flushes not yet completed, each with its sequence number, in
+/// submission order; the next number; how many truncations there were.
+///
+/// A completion names the flushes it completes by sequence number, never
+/// by log offset: after a truncation, a later append's entries can end
+/// below an earlier append's end, and a completion of that earlier append
+/// (due at once, as the truncation's sync made it durable, but run a
+/// moment later on the log's thread) must not complete the later one
+/// before its entries are durable. (Completing by offset did: a follower
+/// then acknowledged entries a power cut took back, and openraft's leader
+/// saw its log revert; found by the partitioned service's simulation.)
+struct Flushes<C: RaftTypeConfig> {
+    queue: VecDeque<(u64, IOFlushed<C>)>,
+    next: u64,
+    cuts: u64,
+}
 
-/// Completes, in order, the flushes `flushed` covers (all of them with
-/// the error once the store failed); prunes the tail below `flushed`.
+impl<C: RaftTypeConfig> Default for Flushes<C> {
+    fn default() -> Self {
+        Flushes {
+            queue: VecDeque::new(),
+            next: 0,
+            cuts: 0,
+        }
+    }
+}
+
+/// Completes, in order, the flushes numbered up to `through` (all of them
+/// with the error once the store failed); prunes the tail below the
+/// durable offset unless a truncation came since the completion was
+/// registered (`cuts` then differs: the offset may be past entries
+/// appended since, not yet durable).
 fn complete<C: RaftTypeConfig>(
     pending: &Mutex<Flushes<C>>,
     tail: &Mutex<BTreeMap<u64, C::Entry>>,
     keep: u64,
     r: &quorumlog_raft::Result<Offset>,
+    through: u64,
+    cuts: u64,
 ) {
     // Under the lock: two threads completing at once keep the order
     // (`io_completed` only sends).
     let mut q = pending.lock().unwrap_or_else(PoisonError::into_inner);
     match r {
         Ok(durable) => {
-            {
+            if q.cuts == cuts {
                 // Everything below the flushed offset is written: the
                 // store serves it from now on, but for the last `keep`.
                 let mut t = tail.lock().unwrap_or_else(PoisonError::into_inner);
                 let rest = t.split_off(&durable.0.saturating_sub(keep));
                 *t = rest;
             }
-            while q.front().is_some_and(|(end, _)| *end <= durable.0) {
-                if let Some((_, f)) = q.pop_front() {
+            while q.queue.front().is_some_and(|(seq, _)| *seq <= through) {
+                if let Some((_, f)) = q.queue.pop_front() {
                     f.io_completed(Ok(()));
                 }
             }
         }
         Err(e) => {
-            for (_, f) in q.drain(..) {
+            for (_, f) in q.queue.drain(..) {
                 f.io_completed(Err(io::Error::other(e.to_string())));
             }
         }
@@ -155,7 +184,7 @@ where
             store,
             me,
             tail: Arc::new(Mutex::new(BTreeMap::new())),
-            flushes: Arc::new(Mutex::new(VecDeque::new())),
+            flushes: Arc::new(Mutex::new(Flushes::default())),
             persist_every: Some(COMMIT_PERSIST_EVERY),
             persist_pending: Arc::new(AtomicBool::new(false)),
             keep: READ_CACHE_ENTRIES,
@@ -425,13 +454,18 @@ where
                 .map_err(io_err)?;
         }
         let end = self.store.queued_end();
-        self.flushes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push_back((end.0, callback));
+        let (seq, cuts) = {
+            let mut q = self.flushes.lock().unwrap_or_else(PoisonError::into_inner);
+            let seq = q.next;
+            q.next += 1;
+            q.queue.push_back((seq, callback));
+            (seq, q.cuts)
+        };
         let (flushes, tail, keep) = (Arc::clone(&self.flushes), Arc::clone(&self.tail), self.keep);
-        self.store
-            .on_durable(end, Box::new(move |r| complete(&flushes, &tail, keep, &r)));
+        self.store.on_durable(
+            end,
+            Box::new(move |r| complete(&flushes, &tail, keep, &r, seq, cuts)),
+        );
         Ok(())
     }
 
@@ -442,7 +476,19 @@ where
             self.store.truncate_to(Offset(keep)).map_err(io_err)?;
             // Durable now, what survives of every append before: their
             // flushes complete, in order, before any later append's.
-            complete(&self.flushes, &self.tail, self.keep, &Ok(Offset(u64::MAX)));
+            let cuts = {
+                let mut q = self.flushes.lock().unwrap_or_else(PoisonError::into_inner);
+                q.cuts += 1;
+                q.cuts
+            };
+            complete(
+                &self.flushes,
+                &self.tail,
+                self.keep,
+                &Ok(Offset(keep)),
+                u64::MAX,
+                cuts,
+            );
         }
         Ok(())
     }

@@ -102,6 +102,7 @@ pub struct Host {
     /// How long opening the directory took, ms.
     pub open_ms: u64,
     started: Instant,
+    stopped: std::sync::atomic::AtomicBool,
     creating: tokio::sync::Mutex<()>,
 }
 
@@ -186,6 +187,7 @@ impl Host {
             open_ms,
             started: Instant::now(),
             creating: tokio::sync::Mutex::new(()),
+            stopped: std::sync::atomic::AtomicBool::new(false),
         });
         for (p, g) in latest_incarnations(&node) {
             host.start_partition(p, g).await?;
@@ -242,12 +244,16 @@ impl Host {
             .map(|h| h.part.clone())
     }
 
-    /// Partition `p`'s Raft, its gate held open (`None`: not hosted, or
-    /// retiring).
-    async fn enter(&self, p: u32) -> Option<(Partition, tokio::sync::OwnedRwLockReadGuard<bool>)> {
+    /// Partition `p`'s Raft (or the controller's), its gate held open:
+    /// every call into a Raft holds it (`None`: not hosted, retiring, or
+    /// the host stopped).
+    pub async fn enter(
+        &self,
+        p: u32,
+    ) -> Option<(Partition, tokio::sync::OwnedRwLockReadGuard<bool>)> {
         if p == CONTROLLER {
-            let gate = Arc::clone(&self.controller_gate);
-            return Some((self.controller.clone(), gate.read_owned().await));
+            let open = Arc::clone(&self.controller_gate).read_owned().await;
+            return (*open).then(|| (self.controller.clone(), open));
         }
         let hosted = self
             .partitions
@@ -345,9 +351,27 @@ impl Host {
             _ => return false,
         }
         let _one = self.creating.lock().await;
+        let Some(hosted) = self
+            .partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&p)
+            .cloned()
+        else {
+            return false;
+        };
+        // The gate closed first: every leader RPC answered so far has been
+        // counted, and none is answered from here on, so the check below
+        // is conclusive (a leader that matched this replica's log is never
+        // left facing an empty one, which openraft forbids: "follower log
+        // reversion").
+        let mut gate = hosted.gate.write().await;
+        *gate = false;
         if !quiet(self) {
+            *gate = true;
             return false;
         }
+        drop(gate);
         self.retire_locked(p).await;
         true
     }
@@ -369,7 +393,10 @@ impl Host {
                 .map(|(id, n)| (*id, n.addr.clone()))
         });
         match leader {
-            Some((l, _)) if l == self.id => record(&self.controller, p).await,
+            Some((l, _)) if l == self.id => match self.enter(CONTROLLER).await {
+                Some((c, _open)) => record(&c, p).await,
+                None => Err(stopped()),
+            },
             Some((_, addr)) => {
                 let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
                 match crate::client::request(&addr, &Request::Record { partition: p }, deadline)
@@ -469,7 +496,7 @@ impl Host {
                     .map(|(id, n)| (*id, n.addr.clone()))
             });
             let r = match leader {
-                Some((l, _)) if l == self.id => control(&self.controller, c.clone()).await,
+                Some((l, _)) if l == self.id => self.control_here(c.clone()).await,
                 Some((_, addr)) => {
                     let req = Request::Control(c.clone());
                     match crate::client::request(&addr, &req, deadline).await {
@@ -493,11 +520,61 @@ impl Host {
         Err(last)
     }
 
+    /// Writes controller change `c` on this node's controller Raft (leader
+    /// only), its gate held.
+    async fn control_here(
+        &self,
+        c: Control,
+    ) -> Result<Result<u64, Vec<(u32, AlterError)>>, Refusal> {
+        match self.enter(CONTROLLER).await {
+            Some((controller, _open)) => control(&controller, c).await,
+            None => Err(stopped()),
+        }
+    }
+
+    /// Whether [`Host::stop`] was called.
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stops the node as a power cut would find it stopped: no call enters
+    /// a Raft any more (the calls in flight end first), then every Raft
+    /// shuts down. Connections get no further answers. The caller cuts
+    /// the disk's power between [`Host::drain`] and this, if it wants.
+    pub async fn stop(&self) {
+        self.drain().await;
+        for (_, h) in self.hosted_all() {
+            let _ = h.part.raft.shutdown().await;
+        }
+        let _ = self.controller.raft.shutdown().await;
+    }
+
+    /// Closes every gate once the calls in flight through it ended: no
+    /// call enters a Raft from now on.
+    pub async fn drain(&self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        for (_, h) in self.hosted_all() {
+            *h.gate.write().await = false;
+        }
+        *self.controller_gate.write().await = false;
+    }
+
+    fn hosted_all(&self) -> Vec<(u32, Hosted)> {
+        self.partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(p, h)| (*p, h.clone()))
+            .collect()
+    }
+
     /// This node's answer to `req`.
     pub async fn answer(self: &Arc<Self>, req: Request) -> Response {
         match req {
             Request::Partition { partition, request } => match self.enter(partition).await {
                 Some((part, _open)) => {
+                    // Counted before it is answered (see `retire_if_removed`).
                     if matches!(*request, Request::Append(_) | Request::Snapshot(_)) {
                         self.heard_leader(partition);
                     }
@@ -513,14 +590,21 @@ impl Host {
                 },
             },
             Request::Host { partition } => Response::Done(self.host(partition).await),
-            Request::Status => Response::Status(node::status(&self.controller).await),
-            Request::Control(c) => Response::Control(control(&self.controller, c).await),
-            Request::Record { partition } => {
-                Response::Record(record(&self.controller, partition).await)
-            }
-            Request::List { partitions } => {
-                Response::List(crate::parts::admin::list(self, &partitions).await)
-            }
+            Request::Status => match self.enter(CONTROLLER).await {
+                Some((c, _open)) => Response::Status(node::status(&c).await),
+                None => Response::NotHosted(CONTROLLER),
+            },
+            Request::Control(c) => Response::Control(self.control_here(c).await),
+            Request::Record { partition } => match self.enter(CONTROLLER).await {
+                Some((c, _open)) => Response::Record(record(&c, partition).await),
+                None => Response::Record(Err(stopped())),
+            },
+            Request::List { partitions } => match self.enter(CONTROLLER).await {
+                Some((_, _open)) => {
+                    Response::List(crate::parts::admin::list(self, &partitions).await)
+                }
+                None => Response::List(Err(stopped())),
+            },
             Request::Partitions => Response::Partitions(crate::parts::admin::node_view(self)),
             Request::Metrics => Response::Metrics(crate::parts::admin::metrics(self)),
             Request::Throttle { bytes_per_sec } => {
@@ -561,6 +645,12 @@ impl Host {
     }
 }
 
+fn stopped() -> Refusal {
+    Refusal::Failed {
+        reason: "the node is stopping".into(),
+    }
+}
+
 fn unpartitioned() -> Refusal {
     Refusal::Refused {
         reason: "a partitioned node: name the partition (Request::Partition)".into(),
@@ -570,6 +660,9 @@ fn unpartitioned() -> Refusal {
 async fn serve_conn(mut conn: TcpStream, host: &Arc<Host>) -> std::io::Result<()> {
     loop {
         let req: Request = read_frame(&mut conn).await?;
+        if host.stopped() {
+            return Ok(());
+        }
         let resp = host.answer(req).await;
         write_frame(&mut conn, &resp).await?;
     }

@@ -35,6 +35,10 @@ use crate::proto::Refusal;
 /// partition's own.
 pub const POLL: Duration = Duration::from_millis(300);
 
+/// What [`step`] answers for a replica its node's controller replica no
+/// longer names (the caller may retire it).
+const REMOVED: &str = "not a replica by the controller";
+
 fn is_leader(part: &Partition) -> bool {
     part.raft.metrics().borrow_watched().current_leader == Some(part.id)
 }
@@ -45,9 +49,23 @@ pub async fn run(host: Arc<Host>, part: Partition) {
     let mut metrics = part.raft.metrics();
     loop {
         metrics.borrow_and_update();
-        match step(&host, &part).await {
+        // The step holds the partition's gate: a host stopping waits for it.
+        let Some(p) = part.partition else {
+            return;
+        };
+        let Some((_, open)) = host.enter(p).await else {
+            return; // Retired, or the host stopped.
+        };
+        let r = step(&host, &part).await;
+        drop(open);
+        match r {
             Ok(()) => {}
-            Err(Refusal::Refused { reason }) if reason == "retired" => return,
+            // Retiring takes the gate whole: outside the step.
+            Err(Refusal::Refused { reason }) if reason == REMOVED => {
+                if host.retire_if_removed(p).await {
+                    return;
+                }
+            }
             Err(e) => tracing::debug!("partition {:?}: {e}", part.partition),
         }
         if let Ok(Err(_)) = tokio::time::timeout(POLL, metrics.changed()).await {
@@ -77,9 +95,9 @@ pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
             .partitions
             .get(&p)
             .is_some_and(|r| r.pending.is_none() && !r.replicas.iter().any(|x| x.node == host.id));
-        if removed && host.retire_if_removed(p).await {
+        if removed {
             return Err(Refusal::Refused {
-                reason: "retired".into(),
+                reason: REMOVED.into(),
             });
         }
         return Ok(());

@@ -1,0 +1,537 @@
+//! The partitioned service in one process: 5 nodes on simulated disks
+//! (loopback sockets between them), 8 partitions of 3 replicas, writers
+//! throughout, and a seeded sequence of random alters (new targets for idle
+//! partitions), replacements and cancels of pending ones, cancel-alls, and
+//! power cuts of random nodes (the node drained, its disk's power cut
+//! with a random crash plan, the node restarted from what the disk kept).
+//!
+//! Invariants:
+//! - consecutive voter sets a partition's replicas applied differ by one
+//!   voter (each joint configuration too);
+//! - a cancelled reassignment targets, and ends at, exactly the set
+//!   before its first call (however many replacements came between); a
+//!   new reassignment starts from the set the previous one ended at; every
+//!   partition ends at the target last accepted for it;
+//! - nothing acknowledged is lost: every acknowledged write is on every
+//!   final replica of its partition;
+//! - an alter is refused only for a cancel of a partition whose
+//!   reassignment finished meanwhile (nothing else the sequence asks is
+//!   invalid).
+//!
+//! `QUORUMLOG_PARTS_SEEDS=N` (default 1) seeds from 1;
+//! `QUORUMLOG_PARTS_SEED=s` replays one (the disks are deterministic, the
+//! scheduler and the network are not).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::too_many_lines,
+    clippy::indexing_slicing,
+    clippy::cast_possible_truncation,
+    clippy::single_match_else,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use quorumlog_checkpoint::SharedFs;
+use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
+use quorumlog_kv::parts::admin::Listing;
+use quorumlog_kv::parts::client::{self as pclient, PartitionedClient};
+use quorumlog_kv::parts::control::{AlterError, Control};
+use quorumlog_kv::parts::host::{Host, HostArgs};
+use quorumlog_kv::parts::partition_of;
+
+const PARTITIONS: u32 = 8;
+const NODES: u64 = 5;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct SimNode {
+    args: HostArgs,
+    disk: SimFs,
+    host: Option<Arc<Host>>,
+    server: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl SimNode {
+    async fn start(&mut self) {
+        let fs: SharedFs = Arc::new(self.disk.clone());
+        let host = Host::start(&fs, &self.args).await.unwrap_or_else(|e| {
+            panic!("node {} does not restart: {e}", self.args.id);
+        });
+        let serving = Arc::clone(&host);
+        self.server = Some(tokio::spawn(async move {
+            let _ = serving.serve().await;
+        }));
+        self.host = Some(host);
+    }
+
+    /// A power cut: nothing enters a Raft any more, the disk loses power,
+    /// the Rafts stop; the node restarts from what the disk kept.
+    async fn power_cut(&mut self, plan: CrashPlan) {
+        let host = self.host.take().unwrap();
+        host.drain().await;
+        self.disk.crash_after(0);
+        host.stop().await;
+        if let Some(s) = self.server.take() {
+            s.abort();
+            let _ = s.await;
+        }
+        self.disk = self.disk.crash_with(plan);
+        // The old host's tasks hold it; it answers nothing any more.
+        drop(host);
+        self.start().await;
+    }
+}
+
+fn deadline(s: u64) -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(s)
+}
+
+fn set(v: &[u64]) -> BTreeSet<u64> {
+    v.iter().copied().collect()
+}
+
+/// What the test knows of a partition's reassignments.
+#[derive(Debug, Clone)]
+struct Model {
+    /// The sets the partition may end at once nothing is pending (one,
+    /// except after a cancel-all raced a reassignment finishing: then the
+    /// origin or the target, resolved by what comes next).
+    expected: Vec<BTreeSet<u64>>,
+    /// The set before the first call of the reassignment in progress.
+    origin: Option<BTreeSet<u64>>,
+}
+
+async fn listing(nodes: &[String], p: u32) -> Option<Listing> {
+    pclient::list(nodes, vec![p], deadline(30))
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|l| l.partition == p)
+}
+
+/// Learns what an accepted alter of `p` (to `target`; empty: cancel) did,
+/// and checks it against the model.
+async fn learn(nodes: &[String], model: &mut Model, p: u32, target: &[u64]) {
+    let cancel = target.is_empty();
+    match listing(nodes, p).await {
+        Some(l) => {
+            let origin = set(&l.origin);
+            if model.origin.as_ref() != Some(&origin) {
+                assert!(
+                    model.expected.contains(&origin),
+                    "partition {p}: a new reassignment starts from where the last ended: {origin:?}, not one of {:?}",
+                    model.expected
+                );
+                assert!(
+                    !cancel,
+                    "partition {p}: a cancel accepted with nothing pending"
+                );
+                model.origin = Some(origin.clone());
+            }
+            if cancel {
+                assert!(l.cancelled, "partition {p}: {l:?}");
+                assert_eq!(
+                    set(&l.target),
+                    origin,
+                    "partition {p}: a cancel targets the origin"
+                );
+            } else {
+                assert_eq!(set(&l.target), set(target), "partition {p}");
+            }
+            model.expected = vec![set(&l.target)];
+        }
+        None => {
+            // Done already (a target equal to the current set is).
+            model.expected = if cancel {
+                vec![model
+                    .origin
+                    .clone()
+                    .expect("a cancel accepted with nothing pending")]
+            } else {
+                vec![set(target)]
+            };
+            model.origin = None;
+        }
+    }
+}
+
+/// After a cancel-all: a partition still listed was cancelled (its target
+/// is its origin); one not listed either finished before the cancel-all
+/// or rolled back since.
+async fn learn_cancel_all(nodes: &[String], model: &mut Model, p: u32) {
+    let Some(origin) = model.origin.clone() else {
+        return;
+    };
+    match listing(nodes, p).await {
+        Some(l) if set(&l.origin) == origin => {
+            assert!(l.cancelled, "partition {p}: {l:?}");
+            assert_eq!(
+                set(&l.target),
+                origin,
+                "partition {p}: a cancel targets the origin"
+            );
+            model.expected = vec![origin];
+        }
+        Some(l) => panic!("partition {p}: a reassignment nobody asked for: {l:?}"),
+        None => {
+            model.expected.push(origin);
+            model.origin = None;
+        }
+    }
+}
+
+/// Notes partitions whose reassignment finished (not listed any more).
+async fn settle(nodes: &[String], models: &mut BTreeMap<u32, Model>) {
+    let pending: BTreeSet<u32> = pclient::list(nodes, Vec::new(), deadline(30))
+        .await
+        .unwrap()
+        .iter()
+        .map(|l| l.partition)
+        .collect();
+    for (p, m) in models.iter_mut() {
+        if !pending.contains(p) {
+            m.origin = None;
+        }
+    }
+}
+
+fn random_target(rng: &mut SimRng) -> Vec<u64> {
+    let mut all: Vec<u64> = (1..=NODES).collect();
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        let i = rng.below(all.len() as u64) as usize;
+        out.push(all.remove(i));
+    }
+    out
+}
+
+/// Consecutive distinct voter sets in `history` differ by one voter.
+fn check_history(p: u32, node: u64, history: &[(u64, Vec<Vec<u64>>)]) -> usize {
+    let mut seq: Vec<BTreeSet<u64>> = Vec::new();
+    for (_, sets) in history {
+        for s in sets {
+            let s = set(s);
+            if seq.last() != Some(&s) {
+                seq.push(s);
+            }
+        }
+    }
+    for w in seq.windows(2) {
+        let diff = w[0].symmetric_difference(&w[1]).count();
+        assert_eq!(
+            diff, 1,
+            "partition {p} on node {node}: voter sets {:?} then {:?}",
+            w[0], w[1]
+        );
+    }
+    seq.len()
+}
+
+/// One seed; `power`: cuts lose unsynced writes (a power cut), else they
+/// keep everything written (a process kill: the OS kept its page cache).
+async fn run(seed: u64, power: bool) -> String {
+    let mut rng = SimRng::new(seed);
+    let peers: Vec<(u64, String)> = (1..=NODES)
+        .map(|id| (id, format!("127.0.0.1:{}", free_port())))
+        .collect();
+    let addrs: Vec<String> = peers.iter().map(|(_, a)| a.clone()).collect();
+    let mut nodes: Vec<SimNode> = peers
+        .iter()
+        .map(|(id, addr)| SimNode {
+            args: HostArgs {
+                id: *id,
+                cluster: 11,
+                dir: PathBuf::from("/node"),
+                listen: addr.clone(),
+                peers: peers.clone(),
+                partitions: PARTITIONS,
+                replication: 3,
+                init: true,
+                throttle: 0,
+                snapshot_every: quorumlog_kv::SNAPSHOT_EVERY,
+            },
+            disk: SimFs::new(seed.wrapping_mul(7).wrapping_add(*id)),
+            host: None,
+            server: None,
+        })
+        .collect();
+    for n in &mut nodes {
+        n.start().await;
+    }
+    // Ready: the controller knows the cluster, every partition has a
+    // leader.
+    let t0 = Instant::now();
+    let placed = quorumlog_kv::parts::placement(PARTITIONS, NODES, 3);
+    loop {
+        let created = matches!(
+            pclient::control(&addrs, Control::CancelAll, deadline(2)).await,
+            Ok(Ok(_))
+        ) && pclient::list(&addrs, Vec::new(), deadline(2)).await.is_ok();
+        let views = pclient::views(&addrs, deadline(2)).await;
+        let led = quorumlog_kv::parts::admin::leaders(views.values().flatten()).len();
+        if created && led == PARTITIONS as usize {
+            let ctl = nodes[0]
+                .host
+                .as_ref()
+                .unwrap()
+                .controller
+                .machine
+                .controller();
+            if ctl.partitions.len() == PARTITIONS as usize {
+                break;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "seed {seed}: the cluster never came up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut models: BTreeMap<u32, Model> = (0..PARTITIONS)
+        .map(|p| {
+            (
+                p,
+                Model {
+                    expected: vec![set(&placed[p as usize])],
+                    origin: None,
+                },
+            )
+        })
+        .collect();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (addrs, stop, acked) = (addrs.clone(), Arc::clone(&stop), Arc::clone(&acked));
+            tokio::spawn(async move {
+                let mut c = PartitionedClient::new(&addrs, PARTITIONS);
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let (k, v) = (format!("s{w}-{i}"), format!("v{i}"));
+                    if c.put(&k, &v, deadline(5)).await.is_ok() {
+                        acked.lock().unwrap().push((k, v));
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+
+    let rounds = 14;
+    let mut log = Vec::new();
+    for round in 0..rounds {
+        settle(&addrs, &mut models).await;
+        let pending: Vec<u32> = models
+            .iter()
+            .filter(|(_, m)| m.origin.is_some())
+            .map(|(p, _)| *p)
+            .collect();
+        let idle: Vec<u32> = models
+            .iter()
+            .filter(|(_, m)| m.origin.is_none())
+            .map(|(p, _)| *p)
+            .collect();
+        let mut action = rng.below(12);
+        if std::env::var("QUORUMLOG_PARTS_ONLY_CUTS").is_ok() {
+            action = 11;
+        }
+        let keep_all = !power || std::env::var("QUORUMLOG_PARTS_KEEPALL").is_ok();
+        let mut targets: Vec<(u32, Vec<u64>)> = Vec::new();
+        match action {
+            0..=3 if !idle.is_empty() => {
+                for _ in 0..=rng.below(3) {
+                    let p = idle[rng.below(idle.len() as u64) as usize];
+                    if targets.iter().all(|(q, _)| *q != p) {
+                        targets.push((p, random_target(&mut rng)));
+                    }
+                }
+            }
+            4 | 5 if !pending.is_empty() => {
+                let p = pending[rng.below(pending.len() as u64) as usize];
+                targets.push((p, random_target(&mut rng)));
+            }
+            6 | 7 if !pending.is_empty() => {
+                let p = pending[rng.below(pending.len() as u64) as usize];
+                targets.push((p, Vec::new()));
+            }
+            8 => {
+                let r = pclient::control(&addrs, Control::CancelAll, deadline(30)).await;
+                assert!(matches!(r, Ok(Ok(_))), "seed {seed}: cancel-all {r:?}");
+                log.push(format!("{round}: cancel all"));
+                for p in pending {
+                    learn_cancel_all(&addrs, models.get_mut(&p).unwrap(), p).await;
+                }
+            }
+            _ => {
+                let id = rng.below(NODES) as usize;
+                let plan = match if keep_all { 9 } else { rng.below(3) } {
+                    9 => CrashPlan::KeepAll,
+                    0 => CrashPlan::LoseUnsynced,
+                    1 => CrashPlan::Torn(Tear::Garbage),
+                    _ => CrashPlan::Random,
+                };
+                log.push(format!("{round}: power cut of node {} ({plan:?})", id + 1));
+                nodes[id].power_cut(plan).await;
+            }
+        }
+        if !targets.is_empty() {
+            log.push(format!("{round}: alter {targets:?}"));
+            let r = pclient::alter(&addrs, targets.clone(), deadline(30))
+                .await
+                .unwrap();
+            match r {
+                Ok(_) => {
+                    for (p, t) in &targets {
+                        learn(&addrs, models.get_mut(p).unwrap(), *p, t).await;
+                    }
+                }
+                Err(refused) => {
+                    // Only a cancel of one that finished meanwhile.
+                    for (p, e) in &refused {
+                        assert_eq!(*e, AlterError::NoReassignment, "seed {seed}: {refused:?}");
+                        models.get_mut(p).unwrap().origin = None;
+                    }
+                    log.push(format!("{round}: refused {refused:?}"));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300 + rng.below(1200))).await;
+    }
+
+    // Everything finishes (all nodes up).
+    let t1 = Instant::now();
+    loop {
+        let l = pclient::list(&addrs, Vec::new(), deadline(30))
+            .await
+            .unwrap();
+        if l.is_empty() {
+            break;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(120),
+            "seed {seed}: still pending {l:#?}\n{log:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+
+    // Every partition's voters are the last target accepted, on its leader.
+    let t2 = Instant::now();
+    let finals = loop {
+        let views = pclient::views(&addrs, deadline(5)).await;
+        let leaders = quorumlog_kv::parts::admin::leaders(views.values().flatten());
+        let finals: BTreeMap<u32, BTreeSet<u64>> =
+            leaders.iter().map(|(p, v)| (*p, set(&v.voters))).collect();
+        let right = finals.len() == models.len()
+            && models
+                .iter()
+                .all(|(p, m)| finals.get(p).is_some_and(|f| m.expected.contains(f)));
+        if right {
+            break finals;
+        }
+        assert!(
+            t2.elapsed() < Duration::from_secs(30),
+            "seed {seed}: voters {finals:?}, expected {models:?}\n{log:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+
+    // Nothing acknowledged lost; voter changes one at a time.
+    let mut sets_seen = 0;
+    for (p, voters) in &finals {
+        for n in voters {
+            let host = nodes[(*n - 1) as usize].host.as_ref().unwrap();
+            let part = host
+                .partition(*p)
+                .unwrap_or_else(|| panic!("node {n} lacks partition {p}"));
+            sets_seen += check_history(*p, *n, &part.machine.membership_history());
+            let t3 = Instant::now();
+            loop {
+                let missing = acked
+                    .iter()
+                    .filter(|(k, _)| partition_of(k, PARTITIONS) == *p)
+                    .filter(|(k, v)| part.machine.get(k).as_ref() != Some(v))
+                    .count();
+                if missing == 0 {
+                    break;
+                }
+                assert!(
+                    t3.elapsed() < Duration::from_secs(20),
+                    "seed {seed}: node {n} partition {p}: {missing} acknowledged writes missing\n{log:#?}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    for n in &mut nodes {
+        if let Some(h) = n.host.take() {
+            h.stop().await;
+        }
+        if let Some(s) = n.server.take() {
+            s.abort();
+        }
+    }
+    format!(
+        "seed {seed}: {} acknowledged writes on every replica, {sets_seen} voter sets checked; {}",
+        acked.len(),
+        log.join("; ")
+    )
+}
+
+fn seeds() -> Vec<u64> {
+    match std::env::var("QUORUMLOG_PARTS_SEED") {
+        Ok(s) => vec![s.parse().unwrap()],
+        Err(_) => {
+            let n = std::env::var("QUORUMLOG_PARTS_SEEDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(1);
+            (1..=n).collect()
+        }
+    }
+}
+
+/// Nodes killed and restarted with what they wrote (the OS kept it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_alters_cancels_and_node_kills_keep_every_promise() {
+    for seed in seeds() {
+        println!("{}", run(seed, false).await);
+    }
+}
+
+/// Power cuts: a restarted node keeps only what it synced.
+///
+/// Ignored: it fails. A replica comes back from a power cut with less log
+/// than it had acknowledged to its leader (openraft's debug check
+/// "follower log reversion" fires, then acknowledged writes are missing on
+/// a replica). It fails with power cuts alone (no reassignment,
+/// `QUORUMLOG_PARTS_ONLY_CUTS=1`), with the node's background work off,
+/// and not with cuts that keep every write; the storage layer's own cut
+/// test (`raft-glue/tests/node_cut_midway.rs`) passes. Open in issue 25's
+/// note; run with `cargo test -p quorumlog-kv --test partitions_sim --
+/// --ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fails: a replica loses acknowledged entries in a power cut (issue 25's note)"]
+async fn random_alters_cancels_and_power_cuts_keep_every_promise() {
+    for seed in seeds() {
+        println!("{}", run(seed, true).await);
+    }
+}
