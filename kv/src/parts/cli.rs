@@ -143,6 +143,25 @@ pub enum PartCmd {
         #[arg(long)]
         throttle: Option<u64>,
     },
+    /// Writes from many clients for a while; prints the aggregate
+    /// writes/s (the scaling measurement).
+    Load {
+        /// Node addresses, separated by commas.
+        #[arg(long)]
+        nodes: String,
+        /// Partitions.
+        #[arg(long, default_value_t = crate::parts::PARTITIONS)]
+        partitions: u32,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 64)]
+        clients: usize,
+        /// Seconds of writing.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Value size in bytes.
+        #[arg(long, default_value_t = 64)]
+        value_bytes: usize,
+    },
     /// Sets every node's reassignment throttle (bytes/s; 0: none).
     Throttle {
         /// Node addresses, separated by commas.
@@ -425,6 +444,13 @@ async fn run_admin(cmd: PartCmd) -> Result<bool> {
             Ok(true)
         }
         c @ PartCmd::Reassign { .. } => run_plan(c).await,
+        PartCmd::Load {
+            nodes,
+            partitions,
+            clients,
+            seconds,
+            value_bytes,
+        } => load(&nodes_of(&nodes), partitions, clients, seconds, value_bytes).await,
         PartCmd::Throttle {
             nodes,
             bytes_per_sec,
@@ -440,6 +466,53 @@ async fn run_admin(cmd: PartCmd) -> Result<bool> {
         }
         _ => Ok(false),
     }
+}
+
+/// `load`: `clients` writers of unique keys for `seconds`; prints the
+/// acknowledged writes per second and the failures.
+async fn load(
+    nodes: &[String],
+    partitions: u32,
+    clients: usize,
+    seconds: u64,
+    value_bytes: usize,
+) -> Result<bool> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let t0 = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let (nodes, stop) = (nodes.to_vec(), std::sync::Arc::clone(&stop));
+            tokio::spawn(async move {
+                let mut client = PartitionedClient::new(&nodes, partitions);
+                let value = "v".repeat(value_bytes);
+                let (mut ok, mut failed) = (0u64, 0u64);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let key = format!("load-{c}-{ok}-{failed}");
+                    match client.put(&key, &value, deadline(10)).await {
+                        Ok(_) => ok += 1,
+                        Err(_) => failed += 1,
+                    }
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut ok, mut failed) = (0, 0);
+    for t in tasks {
+        if let Ok((o, f)) = t.await {
+            ok += o;
+            failed += f;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    #[expect(clippy::cast_precision_loss, reason = "a count of writes")]
+    let rate = ok as f64 / secs;
+    println!(
+        "partitions {partitions} clients {clients}: {ok} writes in {secs:.1} s = {rate:.0} writes/s ({failed} failed)"
+    );
+    Ok(failed == 0)
 }
 
 /// `--verify`: per partition of the plan, done or pending; the throttle
