@@ -84,15 +84,13 @@ impl Throttle {
     }
 
     /// Waits until `bytes` fit the budget, then counts them as moved.
+    /// It waits in slices of at most 100 ms, so a new rate takes effect
+    /// at once (a wait computed at the old rate could last many seconds).
     pub async fn take(&self, bytes: u64) {
-        self.moved.fetch_add(bytes, Ordering::Relaxed);
-        loop {
-            let wait = self.try_take(bytes, Instant::now());
-            match wait {
-                None => return,
-                Some(d) => tokio::time::sleep(d).await,
-            }
+        while let Some(d) = self.try_take(bytes, Instant::now()) {
+            tokio::time::sleep(d.min(Duration::from_millis(100))).await;
         }
+        self.moved.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Takes `bytes` at `now` if they fit (`None`), else how long to wait.
