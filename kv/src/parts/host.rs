@@ -376,6 +376,18 @@ impl Host {
         true
     }
 
+    /// The controller's leader as this node knows it: id and address.
+    fn controller_leader(&self) -> Option<(u64, String)> {
+        let m = self.controller.raft.metrics().borrow_watched().clone();
+        m.current_leader.and_then(|l| {
+            m.membership_config
+                .membership()
+                .nodes()
+                .find(|(id, _)| **id == l)
+                .map(|(id, n)| (*id, n.addr.clone()))
+        })
+    }
+
     /// Partition `p`'s controller record from the controller's leader.
     ///
     /// # Errors
@@ -384,15 +396,7 @@ impl Host {
         &self,
         p: u32,
     ) -> Result<Option<crate::parts::control::PartitionRecord>, Refusal> {
-        let m = self.controller.raft.metrics().borrow_watched().clone();
-        let leader = m.current_leader.and_then(|l| {
-            m.membership_config
-                .membership()
-                .nodes()
-                .find(|(id, _)| **id == l)
-                .map(|(id, n)| (*id, n.addr.clone()))
-        });
-        match leader {
+        match self.controller_leader() {
             Some((l, _)) if l == self.id => match self.enter(CONTROLLER).await {
                 Some((c, _open)) => record(&c, p).await,
                 None => Err(stopped()),
@@ -487,15 +491,7 @@ impl Host {
         let deadline = tokio::time::Instant::now() + wait;
         let mut last = Refusal::NoQuorum;
         while tokio::time::Instant::now() < deadline {
-            let m = self.controller.raft.metrics().borrow_watched().clone();
-            let leader = m.current_leader.and_then(|l| {
-                m.membership_config
-                    .membership()
-                    .nodes()
-                    .find(|(id, _)| **id == l)
-                    .map(|(id, n)| (*id, n.addr.clone()))
-            });
-            let r = match leader {
+            let r = match self.controller_leader() {
                 Some((l, _)) if l == self.id => self.control_here(c.clone()).await,
                 Some((_, addr)) => {
                     let req = Request::Control(c.clone());
