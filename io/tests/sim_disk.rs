@@ -328,3 +328,38 @@ fn page_tearing_can_damage_durable_bytes_sharing_the_page() {
         assert_eq!(got[..100], [0xAA; 100]);
     }
 }
+
+/// A held disk: a write waits, unseen, until the hold is let go; a sync
+/// waits and makes nothing durable meanwhile; a power cut while held ends
+/// the wait with an error (so no test hangs on a held disk it cut).
+#[test]
+fn a_held_disk_keeps_writes_and_syncs_waiting_until_let_go() {
+    let fs = disk(9);
+    durable_file(&fs, b"old");
+    let f: std::sync::Arc<dyn quorumlog_io::File> =
+        fs.open(p("/d/f"), OpenMode::ReadWrite).unwrap().into();
+    fs.hold_io(true);
+    let writer = {
+        let f = std::sync::Arc::clone(&f);
+        std::thread::spawn(move || {
+            f.write_all_at(b"new", 0).unwrap();
+            f.sync_data().unwrap();
+        })
+    };
+    // A deadlock breaker, not a timing threshold: the writer must still
+    // be waiting however long this takes.
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    assert!(!writer.is_finished(), "the write waits while held");
+    assert_eq!(read(&fs, "/d/f").unwrap(), b"old", "nothing seen yet");
+    fs.hold_io(false);
+    writer.join().unwrap();
+    assert_eq!(fs.durable_contents(p("/d/f")).unwrap(), b"new");
+
+    fs.hold_io(true);
+    let waiting = {
+        let f = std::sync::Arc::clone(&f);
+        std::thread::spawn(move || f.write_all_at(b"cut", 0))
+    };
+    let _after = fs.crash();
+    assert!(waiting.join().unwrap().is_err(), "a cut ends the wait");
+}

@@ -77,25 +77,31 @@ async fn the_durable_commit_point_survives_a_power_cut() {
 }
 
 /// A commit point that arrives before this node's own copy of the entries
-/// is durable (appends are pipelined) leaves the watermark behind; the
-/// snapshot the state machine then builds of those applied entries is
-/// still saved: the entries are waited for and the watermark raised to
-/// them. Fails if `save_built` goes straight to the store's checked
-/// creation (refused: beyond the high watermark).
+/// is in its log (appends are pipelined) is clamped and leaves the
+/// watermark behind; the snapshot the state machine then builds of those
+/// applied entries is still saved: the entries are waited for and the
+/// watermark raised to them. The clamp is made certain by a commit point
+/// short of the entries (where the flusher has got to is timing) and by a
+/// held disk, so the entries are not durable when `save_built` starts.
+/// Fails if `save_built` goes straight to the store's checked creation
+/// (refused: beyond the high watermark).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_of_entries_committed_before_they_were_durable_here_is_saved() {
     let sim = SimFs::new(6);
     let fs: SharedFs = Arc::new(sim.clone());
     let store = open_store(&fs, Path::new("/d"), 1, true);
     let mut log: LogStore<Adv, Store> = LogStore::new(Arc::clone(&store), 1).unwrap();
-    sim.set_sync_delay(std::time::Duration::from_millis(300));
+    // The disk is held (not slowed by a guessed duration), so the entries
+    // are surely not durable before `save_built`; the guard lets the disk
+    // go if an assertion fails.
+    let held = Held::new(&sim);
     let (tx, rx) = OneshotOf::<Adv>::channel();
     let entries: Vec<Entry> = (0..10).map(|i| Entry::new_blank(id(i))).collect();
     log.append(entries, IOFlushed::signal(tx)).await.unwrap();
-    log.save_committed(Some(id(9))).await.unwrap();
+    log.save_committed(Some(id(4))).await.unwrap();
     assert!(
-        store.high_watermark() < Some(Offset(10)),
-        "the round is still syncing: the watermark stays behind ({:?})",
+        store.high_watermark() <= Some(Offset(5)),
+        "the watermark stays behind the entries ({:?})",
         store.high_watermark()
     );
     let files = quorumlog_openraft10::SnapshotFiles::new(Arc::clone(&store));
@@ -103,10 +109,33 @@ async fn a_snapshot_of_entries_committed_before_they_were_durable_here_is_saved(
         last_log_id: Some(id(9)),
         last_membership: openraft10::type_config::alias::StoredMembershipOf::<Adv>::default(),
     };
+    // Let the disk go while `save_built` waits for the entries (if it
+    // goes first, `save_built` still finds the watermark behind and must
+    // raise it).
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(held);
+    });
     let file = files.save_built::<Adv>(&meta, b"state").unwrap();
+    release.join().unwrap();
     assert_eq!(file.id.end_offset, Offset(10));
     assert!(store.high_watermark() >= Some(Offset(10)));
     rx.await.unwrap().unwrap();
-    sim.set_sync_delay(std::time::Duration::ZERO);
     assert_eq!(files.latest::<Adv>().unwrap().unwrap().1, b"state");
+}
+
+/// Holds the simulated disk's writes and syncs while alive.
+struct Held(SimFs);
+
+impl Held {
+    fn new(sim: &SimFs) -> Self {
+        sim.hold_io(true);
+        Held(sim.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.hold_io(false);
+    }
 }

@@ -12,6 +12,24 @@ impl SimFile {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Waits (the disk's lock released) while [`SimFs::hold_io`] holds
+    /// writes and syncs; a power cut meanwhile ends the wait with its
+    /// error.
+    fn wait_while_held<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        op: &'static str,
+    ) -> io::Result<MutexGuard<'a, State>> {
+        while st.io_held {
+            drop(st);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            st = self.lock_state();
+            st.check_alive()
+                .map_err(|e| path_error(op, &self.path, e))?;
+        }
+        Ok(st)
+    }
+
     fn check_writable(&self, op: &'static str) -> io::Result<()> {
         if self.writable {
             Ok(())
@@ -75,6 +93,7 @@ impl SimFile {
             }
             return Err(path_error(op, &self.path, e));
         }
+        st = self.wait_while_held(st, op)?;
         let inode = st.inode_mut(self.inode);
         for p in std::mem::take(&mut inode.pending) {
             p.apply(&mut inode.durable);
@@ -115,6 +134,7 @@ impl File for SimFile {
         let mut st = self.lock_state();
         st.begin(FaultOp::Write)
             .map_err(|e| path_error("write", &self.path, e))?;
+        let mut st = self.wait_while_held(st, "write")?;
         let inode = st.inode_mut(self.inode);
         write_into(&mut inode.current, pos, buf);
         inode.pending.push(Pending::Write {

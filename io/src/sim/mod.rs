@@ -170,6 +170,10 @@ struct State {
     page_tearing: bool,
     /// How long each file sync takes (a slow disk); none by default.
     sync_delay: std::time::Duration,
+    /// While set, every file write and sync waits before it takes effect
+    /// (a disk whose queue has stalled), so a test can hold a round in
+    /// flight for as long as it needs without guessing a duration.
+    io_held: bool,
 }
 
 fn power_lost() -> io::Error {
@@ -208,6 +212,7 @@ impl State {
             crash_at: None,
             page_tearing: false,
             sync_delay: std::time::Duration::ZERO,
+            io_held: false,
         }
     }
 
@@ -319,6 +324,14 @@ impl SimFs {
     /// sleeps after the sync's effect, holding no lock of the disk's).
     pub fn set_sync_delay(&self, delay: std::time::Duration) {
         self.lock_state().sync_delay = delay;
+    }
+
+    /// Holds every file write and sync before it takes effect until called
+    /// again with `false`: the calling thread waits, and nothing it writes
+    /// becomes visible or durable meanwhile. A power cut while held ends
+    /// the wait with the power-loss error.
+    pub fn hold_io(&self, held: bool) {
+        self.lock_state().io_held = held;
     }
 
     /// Whether the power is still on.
