@@ -172,8 +172,12 @@ pub fn format_with(fs: &SharedFs, dir: &Path, meta: Meta) -> Result<Meta> {
     }
     if !fs.exists(dir)? {
         fs.create_dir_all(dir)?;
-        fs.sync_dir(parent_dir(dir))?;
     }
+    // The directory's own entry (and its ancestors'), whoever created it:
+    // a caller's `create_dir_all` is not durable until each parent is
+    // synced, and a format that a power cut undoes whole brings the node
+    // back blank, with a new directory id, as if its disk were replaced.
+    sync_ancestors(fs.as_ref(), dir)?;
     match small_file::read::<Meta>(fs.as_ref(), dir) {
         Ok(Some(_)) => {
             return Err(Error::AlreadyFormatted {
@@ -197,6 +201,20 @@ pub fn format_with(fs: &SharedFs, dir: &Path, meta: Meta) -> Result<Meta> {
     small_file::write(fs.as_ref(), dir, &EpochMap::new())?;
     small_file::write(fs.as_ref(), dir, &meta)?;
     Ok(meta)
+}
+
+/// Syncs every directory above `dir`, nearest first, so that `dir`'s
+/// path survives a power cut.
+fn sync_ancestors(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    let mut at = dir;
+    loop {
+        let parent = parent_dir(at);
+        fs.sync_dir(parent)?;
+        if parent == at || parent.parent().is_none() {
+            return Ok(());
+        }
+        at = parent;
+    }
 }
 
 impl DataDir {

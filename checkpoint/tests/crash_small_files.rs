@@ -273,24 +273,46 @@ fn app_metadata_write_is_old_or_new() {
     });
 }
 
+/// Format at `dir`, which the caller may have made itself first
+/// (`create_dir_all`, not synced: what a service does before it formats).
+fn format_at(fs: &SimFs, dir: &Path, caller_made: bool) -> Result<Meta, Error> {
+    use quorumlog_io::FileSystem as _;
+    let shared: SharedFs = Arc::new(fs.clone());
+    if caller_made {
+        fs.create_dir_all(dir).map_err(Error::from)?;
+    }
+    format_with(&shared, dir, meta())
+}
+
+/// Invariant: a format that returned survives any power cut (the node
+/// never comes back blank, with a new directory id); one cut short leaves
+/// a directory that is not formatted, and a new format completes.
 #[test]
 fn crash_during_format_leaves_a_directory_format_completes() {
+    for (dir, caller_made) in [(DIR, false), (DIR, true), ("/srv/q/data", true)] {
+        crash_during_format(Path::new(dir), caller_made);
+    }
+}
+
+fn crash_during_format(dir: &Path, caller_made: bool) {
     let count = {
         let fs = SimFs::new(0);
-        let shared: SharedFs = Arc::new(fs.clone());
-        format_with(&shared, Path::new(DIR), meta()).unwrap();
+        format_at(&fs, dir, caller_made).unwrap();
         fs.calls()
     };
     let mut states = 0;
     for point in 0..=count {
         for (p, plan) in plans().into_iter().enumerate() {
             let fs = SimFs::new(point * 100 + p as u64);
-            let shared: SharedFs = Arc::new(fs.clone());
             fs.crash_after(point);
-            let formatted = format_with(&shared, Path::new(DIR), meta()).is_ok();
+            let formatted = format_at(&fs, dir, caller_made).is_ok();
             let disk = fs.crash_with(plan);
-            let what = format!("format point {point} plan {plan:?}");
-            match open(&disk) {
+            let what = format!(
+                "format of {} (made by the caller: {caller_made}) point {point} plan {plan:?}",
+                dir.display()
+            );
+            let shared: SharedFs = Arc::new(disk.clone());
+            match DataDir::open(Arc::clone(&shared), dir, &OpenOptions::default()) {
                 Ok(dd) => assert_eq!(dd.quorum_state(), QuorumState::default(), "{what}"),
                 Err(Error::NotFormatted { reason, .. }) => {
                     assert!(!formatted, "{what}: acknowledged format lost");
@@ -301,10 +323,9 @@ fn crash_during_format_leaves_a_directory_format_completes() {
                         ),
                         "{what}: {reason}"
                     );
-                    let shared: SharedFs = Arc::new(disk.clone());
-                    format_with(&shared, Path::new(DIR), meta())
+                    format_at(&disk, dir, caller_made)
                         .unwrap_or_else(|e| panic!("{what}: format again: {e}"));
-                    let dd = open(&disk).unwrap();
+                    let dd = DataDir::open(shared, dir, &OpenOptions::default()).unwrap();
                     assert!(dd.report().degraded.is_empty(), "{what}");
                 }
                 Err(e) => panic!("{what}: {e}"),
