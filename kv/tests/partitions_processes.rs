@@ -201,6 +201,9 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
     let mut ps = Processes::new(EXE.as_ref(), dir.path(), 5).unwrap();
     ps.subcommand = vec!["part".into(), "node".into()];
     ps.init_every = true;
+    // 4 MiB segments: five nodes do not write 384 MiB of segments each
+    // before they serve.
+    ps.extra = vec!["--segment-bytes".into(), (4u64 << 20).to_string()];
     for id in 1..=5 {
         ps.spawn(id).unwrap();
     }

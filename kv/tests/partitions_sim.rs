@@ -289,6 +289,9 @@ async fn run(seed: u64, power: bool) -> String {
                 init: true,
                 throttle: 0,
                 snapshot_every: quorumlog_kv::SNAPSHOT_EVERY,
+                // Small segments: rolls, recycling and rewrites happen
+                // within the run, and no 128 MiB segment is kept in memory.
+                segment_bytes: 1 << 20,
             },
             disk: SimFs::new(seed.wrapping_mul(7).wrapping_add(*id)),
             host: None,

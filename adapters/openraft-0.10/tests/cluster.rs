@@ -29,6 +29,20 @@ use quorumlog_raft::{
 type R = Raft<Adv, Machine<Adv, Group>>;
 type Router = common::net::Router<Adv, Machine<Adv, Group>>;
 
+/// Small segments, none prepared ahead: a case opens its node in
+/// milliseconds (the defaults write 128 MiB segments, two ahead).
+fn small_options() -> NodeOptions {
+    NodeOptions {
+        log: quorumlog_raft::LogOptions {
+            segment_size_bytes: 1 << 20,
+            max_batch_bytes: 256 << 10,
+            prefill_segments: 0,
+            ..NodeOptions::default().log
+        },
+        ..NodeOptions::default()
+    }
+}
+
 /// The one group each node holds.
 const GROUP: u64 = 0;
 
@@ -45,7 +59,7 @@ fn meta(id: u64) -> Meta {
 
 async fn start(router: &Router, fs: &SharedFs, root: &Path, id: u64, fresh: bool) -> Member {
     let dir = root.join(format!("n{id}"));
-    let options = NodeOptions::default();
+    let options = small_options();
     if fresh {
         fs.create_dir_all(&dir).unwrap();
         Node::format(fs, &dir, meta(id), &options).unwrap();

@@ -28,6 +28,21 @@ use quorumlog_raft::{
 
 type R = Raft<Adv, Machine<Adv, Group>>;
 type Router = common::net::Router<Adv, Machine<Adv, Group>>;
+
+/// Small segments, none prepared ahead: a case opens its node in
+/// milliseconds (the defaults write 128 MiB segments, two ahead).
+fn small_options() -> NodeOptions {
+    NodeOptions {
+        log: quorumlog_raft::LogOptions {
+            segment_size_bytes: 1 << 20,
+            max_batch_bytes: 256 << 10,
+            prefill_segments: 0,
+            ..NodeOptions::default().log
+        },
+        ..NodeOptions::default()
+    }
+}
+
 const GROUPS: u64 = 8;
 
 fn meta(id: u64) -> Meta {
@@ -52,7 +67,7 @@ async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<N
     for id in 1..=3u64 {
         let dir = root.join(format!("n{id}"));
         fs.create_dir_all(&dir).unwrap();
-        let options = NodeOptions::default();
+        let options = small_options();
         Node::format(fs, &dir, meta(id), &options).unwrap();
         let (node, _) = Node::open(fs, &dir, &Identity::of(&meta(id)), &options).unwrap();
         for g in 0..GROUPS {

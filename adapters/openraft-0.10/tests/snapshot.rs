@@ -36,6 +36,20 @@ use quorumlog_raft::{
 type R = Raft<Adv, Machine<Adv, Group>>;
 type Router = common::net::Router<Adv, Machine<Adv, Group>>;
 
+/// Small segments, none prepared ahead: a case opens its node in
+/// milliseconds (the defaults write 128 MiB segments, two ahead).
+fn small_options() -> NodeOptions {
+    NodeOptions {
+        log: quorumlog_raft::LogOptions {
+            segment_size_bytes: 1 << 20,
+            max_batch_bytes: 256 << 10,
+            prefill_segments: 0,
+            ..NodeOptions::default().log
+        },
+        ..NodeOptions::default()
+    }
+}
+
 const GROUP: u64 = 0;
 
 /// What the follower's network saw, attempt by attempt.
@@ -138,7 +152,7 @@ async fn start(
     seen: Option<Arc<Mutex<Seen>>>,
 ) -> Member {
     let dir = root.join(format!("n{id}"));
-    let options = NodeOptions::default();
+    let options = small_options();
     if fresh {
         fs.create_dir_all(&dir).unwrap();
         Node::format(fs, &dir, meta(id), &options).unwrap();

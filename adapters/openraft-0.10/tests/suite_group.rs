@@ -23,6 +23,20 @@ use quorumlog_raft::{
     SharedFs,
 };
 
+/// Small segments, none prepared ahead: a case opens its node in
+/// milliseconds (the defaults write 128 MiB segments, two ahead).
+fn small_options() -> NodeOptions {
+    NodeOptions {
+        log: quorumlog_raft::LogOptions {
+            segment_size_bytes: 1 << 20,
+            max_batch_bytes: 256 << 10,
+            prefill_segments: 0,
+            ..NodeOptions::default().log
+        },
+        ..NodeOptions::default()
+    }
+}
+
 /// The node stays open as long as the case (its directory with it).
 struct Held {
     _node: Node,
@@ -42,7 +56,7 @@ where
 {
     let dir = tempfile::tempdir().unwrap();
     let fs: SharedFs = Arc::new(RealFs::new());
-    let options = NodeOptions::default();
+    let options = small_options();
     let meta = Meta::new(ClusterId(1), NodeId(0), DirectoryId(1));
     Node::format(&fs, dir.path(), meta, &options).unwrap();
     let (node, _) = Node::open(&fs, dir.path(), &Identity::of(&meta), &options).unwrap();

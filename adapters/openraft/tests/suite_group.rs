@@ -23,6 +23,20 @@ use quorumlog_raft::{Epoch, Group, Identity, Node, NodeOptions, Offset, SharedFs
 
 type GroupLog = LogStore<TypeConfig, Group>;
 
+/// Small segments, none prepared ahead: a case opens its node in
+/// milliseconds (the defaults write 128 MiB segments, two ahead).
+fn small_options() -> NodeOptions {
+    NodeOptions {
+        log: quorumlog_raft::LogOptions {
+            segment_size_bytes: 1 << 20,
+            max_batch_bytes: 256 << 10,
+            prefill_segments: 0,
+            ..NodeOptions::default().log
+        },
+        ..NodeOptions::default()
+    }
+}
+
 /// The node stays open as long as the case (its directory with it).
 struct Held {
     _node: Node,
@@ -36,7 +50,7 @@ impl StoreBuilder<TypeConfig, GroupLog, Machine, Held> for Builder {
     async fn build(&self) -> Result<(Held, GroupLog, Machine), StorageError<u64>> {
         let dir = tempfile::tempdir().unwrap();
         let fs: SharedFs = Arc::new(RealFs::new());
-        let options = NodeOptions::default();
+        let options = small_options();
         Node::format(&fs, dir.path(), meta(0), &options).unwrap();
         let (node, _) = Node::open(&fs, dir.path(), &Identity::of(&meta(0)), &options).unwrap();
         for id in [1, 2, 3] {

@@ -54,6 +54,10 @@ pub enum PartCmd {
         /// Entries between a partition's snapshots.
         #[arg(long, default_value_t = crate::SNAPSHOT_EVERY)]
         snapshot_every: u64,
+        /// The shared log's segment size in bytes (0: the log's default,
+        /// 128 MiB with two prepared ahead; smaller: none prepared ahead).
+        #[arg(long, default_value_t = 0)]
+        segment_bytes: u64,
     },
     /// Writes `key = value` through its partition's leader.
     Put {
@@ -294,6 +298,7 @@ async fn run_node(cmd: PartCmd) -> Result<bool> {
             init,
             throttle,
             snapshot_every,
+            segment_bytes,
         } => {
             let peers = peers
                 .split(',')
@@ -316,6 +321,7 @@ async fn run_node(cmd: PartCmd) -> Result<bool> {
                 init,
                 throttle,
                 snapshot_every,
+                segment_bytes,
             })
             .await
             .map(|()| true)

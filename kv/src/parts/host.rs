@@ -57,6 +57,10 @@ pub struct HostArgs {
     pub throttle: u64,
     /// Entries between a partition's snapshots.
     pub snapshot_every: u64,
+    /// The shared log's segment size in bytes; 0: the log's default
+    /// (128 MiB, two prepared ahead). A smaller one prepares none ahead
+    /// and caps a batch at a quarter of it (tests on simulated disks).
+    pub segment_bytes: u64,
 }
 
 /// A partition's Raft on this node.
@@ -690,7 +694,12 @@ async fn control(
 /// new directory id); whether it was formatted now.
 fn open_or_format(fs: &SharedFs, args: &HostArgs) -> Result<(Node, bool)> {
     let expect = Identity::node(ClusterId(args.cluster), NodeId(args.id));
-    let options = NodeOptions::default();
+    let mut options = NodeOptions::default();
+    if args.segment_bytes > 0 {
+        options.log.segment_size_bytes = args.segment_bytes;
+        options.log.max_batch_bytes = options.log.max_batch_bytes.min(args.segment_bytes / 4);
+        options.log.prefill_segments = 0;
+    }
     match Node::open(fs, &args.dir, &expect, &options) {
         Ok((node, _)) => Ok((node, false)),
         Err(e) if e.is_not_formatted() => {

@@ -25,6 +25,20 @@ use quorumlog_raftrs::{AsyncPersister, Event, RegionStorage};
 use raft::eraftpb::{ConfState, EntryType, Message};
 use raft::{Config, RawNode, StateRole};
 
+/// Small segments, none prepared ahead: a case opens its node in
+/// milliseconds (the defaults write 128 MiB segments, two ahead).
+fn small_options() -> NodeOptions {
+    NodeOptions {
+        log: quorumlog_raft::LogOptions {
+            segment_size_bytes: 1 << 20,
+            max_batch_bytes: 256 << 10,
+            prefill_segments: 0,
+            ..NodeOptions::default().log
+        },
+        ..NodeOptions::default()
+    }
+}
+
 /// The nodes' ids.
 pub const NODES: [u64; 3] = [1, 2, 3];
 
@@ -87,7 +101,7 @@ impl Cluster {
         for id in NODES {
             let dir = root.join(format!("n{id}"));
             std::fs::create_dir_all(&dir).unwrap();
-            Node::format(&fs, &dir, meta(id), &NodeOptions::default()).unwrap();
+            Node::format(&fs, &dir, meta(id), &small_options()).unwrap();
             let (tx, rx) = mpsc::channel();
             mail.insert(id, tx);
             inboxes.insert(id, Arc::new(Mutex::new(rx)));
@@ -111,8 +125,7 @@ impl Cluster {
     fn run(&mut self, id: u64, fresh: bool) {
         let fs: SharedFs = Arc::new(RealFs::new());
         let dir = self.root.join(format!("n{id}"));
-        let (node, _) =
-            Node::open(&fs, &dir, &Identity::of(&meta(id)), &NodeOptions::default()).unwrap();
+        let (node, _) = Node::open(&fs, &dir, &Identity::of(&meta(id)), &small_options()).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let (asks, ask_rx) = mpsc::channel();
         let ctx = Loop {
