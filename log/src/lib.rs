@@ -57,6 +57,7 @@ mod format;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod inspect;
 mod intent;
 mod log;
 mod options;

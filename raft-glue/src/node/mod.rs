@@ -50,6 +50,7 @@ pub use batch::WriteBatch;
 pub use group::{Group, GroupInstall, GroupWriter};
 pub use import::ImportReport;
 pub use index::RUN_BYTES;
+pub use record::{describe_node_record, NodeRecordInfo};
 
 use crate::error::{Error, Result};
 use crate::store::Identity;

@@ -176,3 +176,32 @@ mod tests {
         assert!(Header::decode(&[1; 29]).is_err());
     }
 }
+
+/// What a node batch's first record (its header) says: for inspectors
+/// (`quorumlog dump`), which read a node's log without opening it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRecordInfo {
+    /// The group it belongs to.
+    pub group: u64,
+    /// What it is: `Create`, `Drop`, `Entries`, `Rewrite`, `Truncate`,
+    /// `Purge`, `Reset`, `Vote`, `HighWatermark` or `AppMetadata`.
+    pub kind: String,
+    /// The group offset it names (its first entry's for entries).
+    pub offset: u64,
+    /// The epoch it names (entries, purges, resets).
+    pub epoch: u64,
+}
+
+/// Decodes a node batch's header record.
+///
+/// # Errors
+/// What is wrong with it, as a phrase.
+pub fn describe_node_record(header: &[u8]) -> Result<NodeRecordInfo, &'static str> {
+    let h = Header::decode(header)?;
+    Ok(NodeRecordInfo {
+        group: h.group,
+        kind: format!("{:?}", h.kind),
+        offset: h.offset,
+        epoch: h.epoch,
+    })
+}

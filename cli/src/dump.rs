@@ -1,0 +1,236 @@
+//! `quorumlog dump`: the log's batches as stored, read without opening the
+//! directory. In a node's directory (a shared log of many groups) each
+//! batch's first record is the node's header: group, kind, group offset;
+//! the records after it are the group's entries.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use quorumlog_io::{FileSystem, OpenMode};
+use quorumlog_log::inspect::{
+    batch_records, inspect_log_dir, BatchInfo, Problem, SegmentReport, Walk,
+};
+use quorumlog_raft::{describe_node_record, NodeRecordInfo};
+use serde_json::json;
+
+/// What `dump` shows.
+#[derive(Debug, Clone)]
+pub(crate) struct Filter {
+    pub(crate) group: Option<u64>,
+    pub(crate) from: Option<u64>,
+    pub(crate) to: Option<u64>,
+    pub(crate) records: bool,
+    pub(crate) json: bool,
+    pub(crate) raw: bool,
+}
+
+/// Prints the dump; Ok(false) when damage was found.
+pub(crate) fn run(fs: &dyn FileSystem, dir: &Path, f: &Filter) -> Result<bool, String> {
+    let node = fs
+        .exists(&dir.join("groups.ckpt"))
+        .map_err(|e| e.to_string())?;
+    let walk = if f.raw { Walk::Raw } else { Walk::Stop };
+    let log_dir = dir.join("log");
+    let segments =
+        inspect_log_dir(fs, &log_dir, walk).map_err(|e| format!("{}: {e}", log_dir.display()))?;
+    let mut clean = true;
+    for s in &segments {
+        clean &= dump_segment(fs, s, node, f)?;
+    }
+    Ok(clean)
+}
+
+/// One segment's dump; Ok(false) when it has damage.
+fn dump_segment(
+    fs: &dyn FileSystem,
+    s: &SegmentReport,
+    node: bool,
+    f: &Filter,
+) -> Result<bool, String> {
+    let mut clean = true;
+    let name = s
+        .file
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    if f.json {
+        println!(
+            "{}",
+            json!({
+                "type": "segment", "file": name, "base_offset": s.base_offset.0,
+                "size": s.size, "data_end": s.data_end, "end_offset": s.end_offset.0,
+                "batches": s.batches.len(), "problems": s.problems.len(),
+            })
+        );
+    } else {
+        println!(
+            "segment {name}: base offset {}, {} bytes, data to {} (offsets to {}), {} batches",
+            s.base_offset.0,
+            s.size,
+            s.data_end,
+            s.end_offset.0,
+            s.batches.len()
+        );
+    }
+    let bytes = if f.records || node {
+        fs.open(&s.file, OpenMode::Read)
+            .and_then(|file| file.read_to_end())
+            .map_err(|e| format!("{}: {e}", s.file.display()))?
+    } else {
+        Vec::new()
+    };
+    // Problems in position order among the batches.
+    let mut problems = s.problems.iter().peekable();
+    for b in &s.batches {
+        while let Some(p) = problems.next_if(|p| p.position < b.position) {
+            clean = false;
+            print_problem(p, f.json);
+        }
+        if !in_range(b, f) {
+            continue;
+        }
+        let raw = batch_bytes(&bytes, b);
+        let records = if f.records || node {
+            raw.map(batch_records)
+        } else {
+            None
+        };
+        let header = match (&records, node) {
+            (Some(Ok(r)), true) => r.first().map(|h| describe_node_record(h)),
+            _ => None,
+        };
+        if let Some(g) = f.group {
+            if !matches!(header, Some(Ok(ref h)) if h.group == g) {
+                continue;
+            }
+        }
+        print_batch(b, header.as_ref(), f.json);
+        if f.records {
+            match records {
+                Some(Ok(r)) => print_records(b, &r, header.as_ref(), f.json),
+                Some(Err(e)) => println!("  records do not decode: {e}"),
+                None => {}
+            }
+        }
+    }
+    for p in problems {
+        clean = false;
+        print_problem(p, f.json);
+    }
+    Ok(clean)
+}
+
+fn in_range(b: &BatchInfo, f: &Filter) -> bool {
+    let next = b.base_offset.0 + u64::from(b.record_count);
+    f.from.is_none_or(|from| next > from) && f.to.is_none_or(|to| b.base_offset.0 < to)
+}
+
+fn batch_bytes<'a>(file: &'a [u8], b: &BatchInfo) -> Option<&'a [u8]> {
+    let start = usize::try_from(b.position).ok()?;
+    file.get(start..start.checked_add(b.bytes as usize)?)
+}
+
+type Header = Result<NodeRecordInfo, &'static str>;
+
+fn print_batch(b: &BatchInfo, header: Option<&Header>, json: bool) {
+    let next = b.base_offset.0 + u64::from(b.record_count);
+    if json {
+        let h = header.and_then(|h| h.as_ref().ok());
+        let v = json!({
+            "type": "batch", "position": b.position, "offset": b.base_offset.0,
+            "next_offset": next, "epoch": b.epoch.0, "bytes": b.bytes,
+            "checksum": format!("{:#010x}", b.checksum), "compression": b.compression,
+            "control": b.control,
+            "group": h.map(|h| h.group), "kind": h.map(|h| h.kind.clone()),
+            "group_offset": h.map(|h| h.offset), "group_epoch": h.map(|h| h.epoch),
+            "header_error": header.and_then(|h| h.as_ref().err()),
+        });
+        println!("{v}");
+        return;
+    }
+    let mut line = format!(
+        "batch at {}: offsets {}..{next}, epoch {}, {} bytes, crc {:#010x}, {}",
+        b.position, b.base_offset.0, b.epoch.0, b.bytes, b.checksum, b.compression
+    );
+    if b.control {
+        line.push_str(", control");
+    }
+    match header {
+        Some(Ok(h)) => {
+            let _ = write!(line, "; group {} {} at {}", h.group, h.kind, h.offset);
+            if h.kind == "Entries" || h.kind == "Rewrite" {
+                let _ = write!(line, " epoch {}", h.epoch);
+            }
+        }
+        Some(Err(e)) => {
+            let _ = write!(line, "; node header does not decode: {e}");
+        }
+        None => {}
+    }
+    println!("{line}");
+}
+
+fn print_records(b: &BatchInfo, records: &[Vec<u8>], header: Option<&Header>, json: bool) {
+    // A node batch: the header record, then the group's entries from its
+    // group offset. A one-group log: every record is an entry at its log
+    // offset.
+    let (skip, first) = match header {
+        Some(Ok(h)) => (1, h.offset),
+        _ => (0, b.base_offset.0),
+    };
+    for (i, r) in records.iter().skip(skip).enumerate() {
+        let offset = first + i as u64;
+        let text = preview(r);
+        if json {
+            println!(
+                "{}",
+                json!({"type": "record", "offset": offset, "len": r.len(), "preview": text})
+            );
+        } else {
+            println!("  record {offset}: {} bytes: {text}", r.len());
+        }
+    }
+}
+
+/// Up to 64 bytes: as text when printable, else hex.
+fn preview(bytes: &[u8]) -> String {
+    let head = bytes.get(..64).unwrap_or(bytes);
+    let printable = head.iter().all(|b| b.is_ascii_graphic() || *b == b' ');
+    let mut s = if printable {
+        String::from_utf8_lossy(head).into_owned()
+    } else {
+        head.iter().fold(String::new(), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+    };
+    if bytes.len() > head.len() {
+        s.push('…');
+    }
+    s
+}
+
+pub(crate) fn print_problem(p: &Problem, json: bool) {
+    let offset = p.offset.map(|o| o.0);
+    if json {
+        println!(
+            "{}",
+            json!({
+                "type": "problem", "file": p.file.display().to_string(), "position": p.position,
+                "offset": offset, "kind": p.kind.to_string(), "skipped": p.skipped,
+            })
+        );
+    } else {
+        let at = offset.map_or_else(String::new, |o| format!(" (offset {o})"));
+        let skipped = if p.skipped > 0 {
+            format!("; {} bytes skipped to the next valid batch", p.skipped)
+        } else {
+            String::new()
+        };
+        println!(
+            "DAMAGED {} at {}{at}: {}{skipped}",
+            p.file.display(),
+            p.position,
+            p.kind
+        );
+    }
+}

@@ -1,0 +1,279 @@
+//! A read-only walk of a log directory's segment files, for inspectors
+//! (`quorumlog dump` and `quorumlog verify`): it takes no lock, repairs
+//! nothing and writes nothing, so it may look at a directory a crashed
+//! node left, exactly as the crash left it.
+//!
+//! Each segment is walked from its header, batch after batch, each
+//! checked as recovery checks it (magic, fields, the salted CRC, the
+//! offset the position must hold). Zeros after a batch that ends a sync
+//! round are skipped to the next page, as the writer left them. Where a
+//! batch fails, the walk looks for a later batch of this segment's life
+//! (its salt) that verifies:
+//! - none: the data ends there (a torn tail or a recycled file's stale
+//!   bytes), which is not a problem;
+//! - one: the failure is damage inside the data, reported as a
+//!   [`Problem`]; [`Walk::Raw`] goes on from that batch, marking the gap,
+//!   [`Walk::Stop`] stops at the damage.
+
+use std::path::{Path, PathBuf};
+
+use quorumlog_checkpoint::{CorruptionKind, Epoch, Offset};
+use quorumlog_io::{FileSystem, OpenMode};
+
+use crate::batch::BatchRef;
+use crate::error::Result;
+use crate::format::{
+    align_up, decode_segment_header, parse_file_name, BatchHeader, Salt, BATCH_HEADER_BYTES,
+    BATCH_MAGIC, COMPRESSION_ZSTD, SEGMENT_HEADER_BYTES,
+};
+
+/// How far a walk goes past damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walk {
+    /// Stop a segment's walk at its first damaged batch.
+    Stop,
+    /// Go on from the next batch that verifies (like etcd-dump-logs
+    /// `-raw`), marking what was skipped.
+    Raw,
+}
+
+/// One verified batch as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchInfo {
+    /// Its byte position in the segment file.
+    pub position: u64,
+    /// The offset of its first record.
+    pub base_offset: Offset,
+    /// Its records.
+    pub record_count: u32,
+    /// The epoch it was written in.
+    pub epoch: Epoch,
+    /// Its length in bytes, header included.
+    pub bytes: u32,
+    /// Its stored checksum (CRC32C, salted).
+    pub checksum: u32,
+    /// `"none"` or `"zstd"`.
+    pub compression: &'static str,
+    /// Whether it is a control batch.
+    pub control: bool,
+}
+
+/// Damage found: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file.
+    pub file: PathBuf,
+    /// The byte position of the damage.
+    pub position: u64,
+    /// The offset that position must hold, if known.
+    pub offset: Option<Offset>,
+    /// What is wrong.
+    pub kind: CorruptionKind,
+    /// Bytes skipped to the next batch that verifies (a [`Walk::Raw`]
+    /// walk goes on after them; 0 where the walk stopped).
+    pub skipped: u64,
+}
+
+/// What a walk of one segment file found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentReport {
+    /// The file.
+    pub file: PathBuf,
+    /// The base offset its name gives.
+    pub base_offset: Offset,
+    /// Its size in bytes (preallocated: the data usually ends before).
+    pub size: u64,
+    /// Where its data ends.
+    pub data_end: u64,
+    /// The offset after its last batch.
+    pub end_offset: Offset,
+    /// Its batches, in order.
+    pub batches: Vec<BatchInfo>,
+    /// Its damage.
+    pub problems: Vec<Problem>,
+}
+
+/// The segment files of the log directory `dir` (a data directory's
+/// `log/`), in offset order, each walked. Other files are ignored.
+///
+/// # Errors
+/// `Io` listing or reading the directory.
+pub fn inspect_log_dir(fs: &dyn FileSystem, dir: &Path, walk: Walk) -> Result<Vec<SegmentReport>> {
+    let mut files: Vec<(Offset, PathBuf)> = fs
+        .list(dir)?
+        .into_iter()
+        .filter(|e| !e.is_dir)
+        .filter_map(|e| parse_file_name(&e.name, "log").map(|base| (base, dir.join(&e.name))))
+        .collect();
+    files.sort();
+    let mut out: Vec<SegmentReport> = Vec::with_capacity(files.len());
+    for (base, path) in files {
+        let bytes = fs.open(&path, OpenMode::Read)?.read_to_end()?;
+        if let Some(before) = out.last_mut() {
+            check_sealed_end(before, base);
+        }
+        out.push(inspect_segment(&path, base, &bytes, walk));
+    }
+    Ok(out)
+}
+
+/// A sealed segment's data must reach the next segment's base offset:
+/// short of it, its last batches are damaged (they cannot be a torn tail,
+/// as a segment is sealed only once its data is synced).
+pub fn check_sealed_end(sealed: &mut SegmentReport, next_base: Offset) {
+    if sealed.end_offset != next_base && sealed.problems.is_empty() {
+        let kind = CorruptionKind::Malformed(
+            "a sealed segment's data ends before the next segment's base offset",
+        );
+        let p = problem(&sealed.file, sealed.data_end, Some(sealed.end_offset), kind);
+        sealed.problems.push(p);
+    }
+}
+
+/// Walks one segment file's bytes (`path` and `base` name it).
+pub fn inspect_segment(path: &Path, base: Offset, bytes: &[u8], walk: Walk) -> SegmentReport {
+    let mut report = SegmentReport {
+        file: path.to_path_buf(),
+        base_offset: base,
+        size: bytes.len() as u64,
+        data_end: SEGMENT_HEADER_BYTES as u64,
+        end_offset: base,
+        batches: Vec::new(),
+        problems: Vec::new(),
+    };
+    let salt = match decode_segment_header(bytes.get(..SEGMENT_HEADER_BYTES).unwrap_or(bytes)) {
+        Ok((b, salt)) if b == base => salt,
+        Ok(_) => {
+            let kind = CorruptionKind::Malformed(
+                "the segment header names another base offset than the file name",
+            );
+            report.problems.push(problem(path, 0, Some(base), kind));
+            return report;
+        }
+        Err(kind) => {
+            report.problems.push(problem(path, 0, Some(base), kind));
+            return report;
+        }
+    };
+    let mut pos = SEGMENT_HEADER_BYTES as u64;
+    let mut expected = base;
+    loop {
+        match batch_at(bytes, pos, salt) {
+            Ok(Some(h)) if h.base_offset == expected => {
+                report.batches.push(info(pos, &h));
+                pos += u64::from(h.batch_len);
+                expected = h.next_offset();
+                report.data_end = pos;
+                report.end_offset = expected;
+            }
+            Ok(Some(_)) => {
+                // A valid batch of this file's life, at the wrong offset.
+                let kind = CorruptionKind::Malformed("a batch at the wrong offset");
+                report
+                    .problems
+                    .push(problem(path, pos, Some(expected), kind));
+                return report;
+            }
+            Ok(None) => {
+                // Zeros: a sync round's padding to the next page, or the
+                // end of the data.
+                // Something at the next page (a batch, or a damaged one
+                // the loop then judges) means padding; zeros there, the
+                // end.
+                let next = align_up(pos);
+                if next > pos && !matches!(batch_at(bytes, next, salt), Ok(None)) {
+                    pos = next;
+                    continue;
+                }
+                return report;
+            }
+            Err(kind) => match next_valid(bytes, pos + 1, salt) {
+                None => return report,
+                Some(at) => {
+                    let skipped = if walk == Walk::Raw { at - pos } else { 0 };
+                    let mut p = problem(path, pos, Some(expected), kind);
+                    p.skipped = skipped;
+                    report.problems.push(p);
+                    if walk == Walk::Stop {
+                        return report;
+                    }
+                    pos = at;
+                    if let Ok(Some(h)) = batch_at(bytes, at, salt) {
+                        expected = h.base_offset;
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// The records of a verified batch (decompressed).
+///
+/// # Errors
+/// What does not decode.
+pub fn batch_records(bytes: &[u8]) -> std::result::Result<Vec<Vec<u8>>, CorruptionKind> {
+    BatchRef::from_verified_raw(bytes)?.to_vecs()
+}
+
+/// The verified batch at `pos`: `None` where the bytes are zeros (no
+/// batch starts there).
+fn batch_at(
+    bytes: &[u8],
+    pos: u64,
+    salt: Salt,
+) -> std::result::Result<Option<BatchHeader>, CorruptionKind> {
+    let start = usize::try_from(pos).unwrap_or(usize::MAX);
+    let Some(head) = bytes.get(start..start.saturating_add(BATCH_HEADER_BYTES)) else {
+        return Ok(None);
+    };
+    if head.iter().all(|b| *b == 0) {
+        return Ok(None);
+    }
+    let h = BatchHeader::parse(head)?;
+    let end = start.saturating_add(h.batch_len as usize);
+    let whole = bytes.get(start..end).ok_or(CorruptionKind::Truncated {
+        len: (bytes.len() - start) as u64,
+        needed: u64::from(h.batch_len),
+    })?;
+    h.verify(whole, salt)?;
+    Ok(Some(h))
+}
+
+/// The position of the first batch at or after `from` that verifies with
+/// `salt`.
+fn next_valid(bytes: &[u8], from: u64, salt: Salt) -> Option<u64> {
+    let start = usize::try_from(from).ok()?;
+    let tail = bytes.get(start..)?;
+    tail.windows(BATCH_MAGIC.len())
+        .enumerate()
+        .filter(|(_, w)| *w == BATCH_MAGIC)
+        .map(|(i, _)| from + i as u64)
+        .find(|&p| matches!(batch_at(bytes, p, salt), Ok(Some(_))))
+}
+
+fn info(position: u64, h: &BatchHeader) -> BatchInfo {
+    BatchInfo {
+        position,
+        base_offset: h.base_offset,
+        record_count: h.record_count,
+        epoch: h.epoch,
+        bytes: h.batch_len,
+        checksum: h.crc,
+        compression: if h.compression() == COMPRESSION_ZSTD {
+            "zstd"
+        } else {
+            "none"
+        },
+        control: h.is_control(),
+    }
+}
+
+fn problem(file: &Path, position: u64, offset: Option<Offset>, kind: CorruptionKind) -> Problem {
+    Problem {
+        file: file.to_path_buf(),
+        position,
+        offset,
+        kind,
+        skipped: 0,
+    }
+}
