@@ -203,6 +203,16 @@ pub fn format_with(fs: &SharedFs, dir: &Path, meta: Meta) -> Result<Meta> {
     Ok(meta)
 }
 
+/// The identity in `dir`'s meta file, read without opening the directory
+/// (no lock, nothing written): for inspectors. `None` when there is no
+/// meta file.
+///
+/// # Errors
+/// `Corruption` for a meta file that does not verify; `Io`.
+pub fn read_meta(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Meta>> {
+    small_file::read::<Meta>(fs, dir)
+}
+
 /// Syncs every directory above `dir`, nearest first, so that `dir`'s
 /// path survives a power cut.
 fn sync_ancestors(fs: &dyn FileSystem, dir: &Path) -> Result<()> {

@@ -7,6 +7,7 @@
 //! command could not run (bad arguments, not a data directory, I/O).
 
 mod dump;
+mod info;
 mod verify;
 
 use std::path::{Path, PathBuf};
@@ -64,6 +65,21 @@ enum Cmd {
         #[arg(long)]
         raw: bool,
     },
+    /// Prints DIR's identity and, per group, its log offsets, high
+    /// watermark and election state, as the directory holds them (read
+    /// without opening it).
+    Info {
+        /// The data directory.
+        dir: PathBuf,
+    },
+    /// Prints the election state of DIR's groups (or of one).
+    QuorumState {
+        /// The data directory.
+        dir: PathBuf,
+        /// Only this group.
+        #[arg(long)]
+        group: Option<u64>,
+    },
     /// Reads every segment of the log and checks every batch; prints each
     /// problem with its file, position and offset; exits 1 on any.
     Verify {
@@ -103,6 +119,12 @@ fn main() -> ExitCode {
                 },
             )
         }),
+        Cmd::Info { dir } => {
+            formatted(fs.as_ref(), &dir).and_then(|()| info::run(&fs, &dir, None, true))
+        }
+        Cmd::QuorumState { dir, group } => {
+            formatted(fs.as_ref(), &dir).and_then(|()| info::run(&fs, &dir, group, false))
+        }
         Cmd::Verify { dir } => {
             formatted(fs.as_ref(), &dir).and_then(|()| verify::run(fs.as_ref(), &dir))
         }

@@ -17,7 +17,9 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use quorumlog_io::RealFs;
-use quorumlog_raft::{ClusterId, Epoch, Identity, Node, NodeId, NodeOptions, Offset, SharedFs};
+use quorumlog_raft::{
+    ClusterId, Epoch, Identity, Node, NodeId, NodeOptions, Offset, QuorumState, SharedFs,
+};
 
 fn quorumlog(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_quorumlog"))
@@ -61,6 +63,15 @@ fn node_dir(n: u64) -> tempfile::TempDir {
         b.append_durable(Offset(i), Epoch(2), &[format!("nine-{i}").as_bytes()])
             .unwrap();
     }
+    // Group 7 learns epoch 3's leader (node 3) and commits to 3.
+    a.persist_quorum_state(&QuorumState {
+        epoch: Epoch(3),
+        leader: Some(NodeId(3)),
+        voted: None,
+    })
+    .unwrap();
+    a.set_high_watermark(Offset(3.min(n))).unwrap();
+    a.persist_high_watermark().unwrap();
     drop((a, b));
     node.close().unwrap();
     tmp
@@ -151,6 +162,10 @@ fn a_damaged_batch_is_reported_with_its_place_and_raw_walks_on() {
         "{t}"
     );
     assert!(t.contains(": 1 problems"), "{t}");
+    // `info` shows the groups as of before the damage, and says so.
+    let o = quorumlog(&["info", d]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).contains("(damage after: run `quorumlog verify`)"), "{}", text(&o));
 
     // Without --raw the dump stops at the damage; with it, it goes on.
     let stop = quorumlog(&["dump", d, "--json"]);
@@ -215,4 +230,34 @@ fn a_directory_that_is_not_formatted_is_refused_with_the_way_to_format_it() {
         "{}",
         text(&o)
     );
+}
+
+#[test]
+fn info_and_quorum_state_show_each_group_as_the_directory_holds_it() {
+    let tmp = node_dir(5);
+    let d = tmp.path().join("node");
+    let d = d.to_str().unwrap();
+    let o = quorumlog(&["info", d]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("cluster 5, node 3, directory id "), "{t}");
+    assert!(t.contains("2 groups, 0 dropped"), "{t}");
+    assert!(
+        t.contains("group 7: log [0, 5), high watermark 3, epoch 3, leader 3, voted none"),
+        "{t}"
+    );
+    assert!(
+        t.contains("group 9: log [0, 5), high watermark none, epoch 0, leader none"),
+        "{t}"
+    );
+
+    let o = quorumlog(&["quorum-state", d, "--group", "7"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "group 7: epoch 3, leader 3, voted none"
+    );
+    let o = quorumlog(&["quorum-state", d, "--group", "42"]);
+    assert_eq!(code(&o), 2);
+    assert!(text(&o).contains("no group 42"), "{}", text(&o));
 }

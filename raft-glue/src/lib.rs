@@ -61,8 +61,9 @@ pub use kraft::election::{Election, LogPosition, Role, VoteDecision};
 pub use kraft::fetch::{validate_offset_and_epoch, FetchPosition, LogView};
 pub use kraft::{voters, KraftReplica};
 pub use node::{
-    describe_node_record, Group, GroupInstall, GroupWriter, ImportReport, Node, NodeOpenReport,
-    NodeOptions, NodeRecordInfo, NodeStats, SpaceUse, WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
+    describe_node_record, inspect_node, Group, GroupInstall, GroupSummary, GroupWriter,
+    ImportReport, Node, NodeOpenReport, NodeOptions, NodeRecordInfo, NodeStats, NodeSummary,
+    SpaceUse, WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
 };
 pub use store::{
     Entry, Identity, Isolation, OnDurable, OpenReport, Store, StoreInstall, StoreOptions,

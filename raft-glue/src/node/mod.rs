@@ -44,12 +44,14 @@ mod ckpt;
 mod group;
 mod import;
 pub(crate) mod index;
+mod inspect;
 pub(crate) mod record;
 
 pub use batch::WriteBatch;
 pub use group::{Group, GroupInstall, GroupWriter};
 pub use import::ImportReport;
 pub use index::RUN_BYTES;
+pub use inspect::{inspect_node, GroupSummary, NodeSummary};
 pub use record::{describe_node_record, NodeRecordInfo};
 
 use crate::error::{Error, Result};

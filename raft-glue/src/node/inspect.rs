@@ -1,0 +1,148 @@
+//! A node's groups read without opening its directory (no lock, no
+//! recovery, no write): its checkpoint, then the log after it, folded as an
+//! open folds it. For inspectors (`quorumlog quorum-state`, `info`), which
+//! may look at a live node's or a crashed node's directory as it is.
+
+use std::path::Path;
+
+use quorumlog_checkpoint::{Offset, QuorumState, SharedFs};
+use quorumlog_io::OpenMode;
+use quorumlog_log::inspect::{batch_records, inspect_log_dir, Walk};
+
+use super::record::Header;
+use super::{ckpt, fold, NodeState};
+use crate::error::{Error, Result};
+
+/// One group as a node's directory holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSummary {
+    /// Its id.
+    pub group: u64,
+    /// Its log's first offset.
+    pub start: Offset,
+    /// Its log's end (the offset after its last entry).
+    pub end: Offset,
+    /// The high watermark as the directory holds it durably.
+    pub high_watermark: Option<Offset>,
+    /// Its election state.
+    pub quorum_state: QuorumState,
+    /// Whether it holds application metadata.
+    pub app_metadata: bool,
+}
+
+/// What [`inspect_node`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSummary {
+    /// Every group, by id.
+    pub groups: Vec<GroupSummary>,
+    /// Groups dropped (their ids never used again).
+    pub dropped: Vec<u64>,
+    /// The shared-log position the checkpoint covers.
+    pub checkpoint_position: Offset,
+    /// The end of the shared log's intact data (the replay stops at
+    /// damage).
+    pub log_end: Offset,
+    /// Whether the walk met damage (the groups are then as of before it).
+    pub damaged: bool,
+}
+
+/// Reads node directory `dir`'s groups without opening it.
+///
+/// # Errors
+/// `WrongLayout` without a node checkpoint; `NodeCorrupt` where the
+/// checkpoint or a record does not decode or breaks the format's rules;
+/// `Checkpoint`/`Log` on I/O.
+pub fn inspect_node(fs: &SharedFs, dir: &Path) -> Result<NodeSummary> {
+    let corrupt = |offset: u64, what| Error::NodeCorrupt {
+        group: None,
+        offset: Offset(offset),
+        what,
+    };
+    let c = read_checkpoint(fs, dir)?;
+    let mut state = NodeState {
+        groups: c.groups,
+        dropped: c.dropped,
+        ckpt_position: c.position,
+        since_ckpt: 0,
+    };
+    let segments = inspect_log_dir(fs.as_ref(), &dir.join("log"), Walk::Stop)?;
+    let (mut log_end, mut damaged) = (Offset(c.position), false);
+    for s in &segments {
+        let file = fs
+            .open(&s.file, OpenMode::Read)
+            .and_then(|f| f.read_to_end())
+            .map_err(|e| Error::Checkpoint(e.into()))?;
+        for b in s.batches.iter().filter(|b| b.base_offset.0 >= c.position) {
+            let start = usize::try_from(b.position).unwrap_or(usize::MAX);
+            let raw = file
+                .get(start..start.saturating_add(b.bytes as usize))
+                .ok_or_else(|| corrupt(b.base_offset.0, "a batch past its file's end"))?;
+            let records = batch_records(raw)
+                .map_err(|_| corrupt(b.base_offset.0, "records that do not decode"))?;
+            let head = records
+                .first()
+                .ok_or_else(|| corrupt(b.base_offset.0, "a node batch without its header"))?;
+            let h = Header::decode(head).map_err(|what| corrupt(b.base_offset.0, what))?;
+            let count = b.record_count.saturating_sub(1);
+            fold(
+                &mut state,
+                &h,
+                b.base_offset.0,
+                count,
+                b.bytes,
+                records.get(1).map(Vec::as_slice),
+            )
+            .map_err(|what| corrupt(b.base_offset.0, what))?;
+            log_end = Offset(b.base_offset.0 + u64::from(b.record_count));
+        }
+        if !s.problems.is_empty() {
+            damaged = true;
+            break;
+        }
+    }
+    let groups = summaries(&state);
+    Ok(NodeSummary {
+        groups,
+        dropped: state.dropped.iter().copied().collect(),
+        checkpoint_position: Offset(c.position),
+        log_end,
+        damaged,
+    })
+}
+
+fn read_checkpoint(fs: &SharedFs, dir: &Path) -> Result<ckpt::Checkpoint> {
+    let path = dir.join(ckpt::FILE_NAME);
+    let bytes = match fs.open(&path, OpenMode::Read) {
+        Ok(f) => f.read_to_end().map_err(|e| Error::Checkpoint(e.into()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::WrongLayout {
+                path: dir.to_path_buf(),
+                found: "no node checkpoint",
+                expected: "a node's directory",
+            })
+        }
+        Err(e) => return Err(Error::Checkpoint(e.into())),
+    };
+    ckpt::decode(&bytes).map_err(|what| Error::NodeCorrupt {
+        group: None,
+        offset: Offset(0),
+        what,
+    })
+}
+
+fn summaries(state: &NodeState) -> Vec<GroupSummary> {
+    let mut groups: Vec<GroupSummary> = state
+        .groups
+        .iter()
+        .map(|(id, g)| GroupSummary {
+            group: *id,
+            start: Offset(g.start),
+            end: Offset(g.end),
+            high_watermark: g.durable_hw.map(|h| Offset(h.clamp(g.start, g.end))),
+            quorum_state: g.vote.clone(),
+            app_metadata: g.app_meta.is_some(),
+        })
+        .collect();
+    groups.sort_by_key(|g| g.group);
+    groups
+}
