@@ -165,7 +165,11 @@ fn a_damaged_batch_is_reported_with_its_place_and_raw_walks_on() {
     // `info` shows the groups as of before the damage, and says so.
     let o = quorumlog(&["info", d]);
     assert_eq!(code(&o), 1, "{}", text(&o));
-    assert!(text(&o).contains("(damage after: run `quorumlog verify`)"), "{}", text(&o));
+    assert!(
+        text(&o).contains("(damage after: run `quorumlog verify`)"),
+        "{}",
+        text(&o)
+    );
 
     // Without --raw the dump stops at the damage; with it, it goes on.
     let stop = quorumlog(&["dump", d, "--json"]);
