@@ -213,6 +213,40 @@ pub fn read_meta(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Meta>> {
     small_file::read::<Meta>(fs, dir)
 }
 
+/// One small file as [`verify_small_files`] found it.
+#[derive(Debug)]
+pub struct SmallFileCheck {
+    /// The file.
+    pub path: PathBuf,
+    /// `Ok(true)` present and valid, `Ok(false)` absent, `Err` what is
+    /// wrong with it.
+    pub result: Result<bool>,
+}
+
+/// Reads and verifies every small file a data directory may hold (meta,
+/// quorum state, app metadata, voter history and the checkpoints) without
+/// opening it: for inspectors. Absence is reported, not judged: which
+/// files a directory needs depends on its layout (a node's directory keeps
+/// its groups' state in its log).
+pub fn verify_small_files(fs: &dyn FileSystem, dir: &Path) -> Vec<SmallFileCheck> {
+    fn one<F: SmallFile>(fs: &dyn FileSystem, dir: &Path) -> SmallFileCheck {
+        SmallFileCheck {
+            path: small_file::path_of::<F>(dir),
+            result: small_file::read::<F>(fs, dir).map(|f| f.is_some()),
+        }
+    }
+    vec![
+        one::<Meta>(fs, dir),
+        one::<QuorumState>(fs, dir),
+        one::<AppMetadata>(fs, dir),
+        one::<VoterHistoryFile>(fs, dir),
+        one::<RecoveryPoint>(fs, dir),
+        one::<HighWatermark>(fs, dir),
+        one::<LogStartOffset>(fs, dir),
+        one::<EpochMap>(fs, dir),
+    ]
+}
+
 /// Syncs every directory above `dir`, nearest first, so that `dir`'s
 /// path survives a power cut.
 fn sync_ancestors(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
@@ -450,6 +484,35 @@ impl DataDir {
         let mut st = self.lock_state();
         self.write_locked(&mut st, &rp)?;
         st.checkpoints.recovery_point = Some(rp);
+        Ok(())
+    }
+
+    /// Durably removes the recovery point, so that the log's next open
+    /// verifies every segment from the first (an operator's repair, which
+    /// must find damage anywhere, however old).
+    ///
+    /// # Errors
+    /// `Poisoned` after an earlier failure; `Io` (which poisons).
+    pub fn forget_recovery_point(&self) -> Result<()> {
+        let mut st = self.lock_state();
+        if let Some(f) = st.poisoned {
+            return Err(Error::Poisoned {
+                op: f.op,
+                kind: f.kind,
+            });
+        }
+        let path = small_file::path_of::<RecoveryPoint>(&self.dir);
+        let removed = match self.fs.remove_file(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            r => r,
+        }
+        .and_then(|()| self.fs.sync_dir(parent_dir(&path)));
+        if let Err(e) = removed {
+            let e = Error::Io(e);
+            st.poisoned = Some(e.failure());
+            return Err(e);
+        }
+        st.checkpoints.recovery_point = None;
         Ok(())
     }
 

@@ -238,10 +238,12 @@ pub enum Error {
         entry: String,
     },
     /// The directory is open elsewhere (another process or handle).
-    #[error("{dir} is locked by another open instance")]
+    #[error("{dir} is locked by another open instance{}", holder.map_or_else(String::new, |p| format!(" (process {p})")))]
     Locked {
         /// The directory.
         dir: PathBuf,
+        /// The holder's pid, when it wrote one into the lock file.
+        holder: Option<u32>,
     },
     /// The meta file belongs to another cluster or node than expected.
     #[error("{dir} belongs to {field} {found}, expected {expected}")]

@@ -124,7 +124,7 @@ fn in_range(b: &BatchInfo, f: &Filter) -> bool {
     f.from.is_none_or(|from| next > from) && f.to.is_none_or(|to| b.base_offset.0 < to)
 }
 
-fn batch_bytes<'a>(file: &'a [u8], b: &BatchInfo) -> Option<&'a [u8]> {
+pub(crate) fn batch_bytes<'a>(file: &'a [u8], b: &BatchInfo) -> Option<&'a [u8]> {
     let start = usize::try_from(b.position).ok()?;
     file.get(start..start.checked_add(b.bytes as usize)?)
 }

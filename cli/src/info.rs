@@ -1,46 +1,29 @@
 //! `quorumlog info` and `quorumlog quorum-state`: a node directory's
-//! identity and groups, read without opening it
-//! (`quorumlog_raft::inspect_node`).
+//! identity, groups, segments, snapshots and disk use, read without
+//! opening it (`quorumlog_raft::inspect_node` and the log's read-only
+//! walk).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use quorumlog_checkpoint::read_meta;
-use quorumlog_raft::{inspect_node, GroupSummary, SharedFs};
+use quorumlog_io::FileSystem;
+use quorumlog_log::inspect::{inspect_log_dir, Walk};
+use quorumlog_raft::{inspect_node, GroupSummary, NodeSummary, SharedFs};
+use quorumlog_snapshot::SnapshotId;
 
-/// Prints the groups (all, or `only`); with `identity`, the directory's
-/// identity and the log's extent first. Ok(false) when the walk met damage.
+/// Prints the groups (all, or `only`); with `whole`, everything `info`
+/// shows. Ok(false) when the walk met damage.
 pub(crate) fn run(
     fs: &SharedFs,
     dir: &Path,
     only: Option<u64>,
-    identity: bool,
+    whole: bool,
 ) -> Result<bool, String> {
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", dir.display());
     let node = inspect_node(fs, dir).map_err(|e| at(&e))?;
-    if identity {
-        let meta = read_meta(fs.as_ref(), dir)
-            .map_err(|e| at(&e))?
-            .ok_or_else(|| at(&"no meta file"))?;
-        println!(
-            "{}: cluster {}, node {}, directory id {:032x}, format version {}",
-            dir.display(),
-            meta.cluster_id.0,
-            meta.node_id.0,
-            meta.directory_id.0,
-            meta.format_version
-        );
-        println!(
-            "shared log: checkpoint at {}, intact to {}{}; {} groups, {} dropped",
-            node.checkpoint_position.0,
-            node.log_end.0,
-            if node.damaged {
-                " (damage after: run `quorumlog verify`)"
-            } else {
-                ""
-            },
-            node.groups.len(),
-            node.dropped.len()
-        );
+    if whole {
+        identity(fs.as_ref(), dir, &node)?;
     }
     let shown: Vec<&GroupSummary> = node
         .groups
@@ -51,28 +34,258 @@ pub(crate) fn run(
         return Err(format!("{}: no group {o}", dir.display()));
     }
     for g in shown {
-        let q = &g.quorum_state;
-        let leader = q
-            .leader
-            .map_or_else(|| "none".to_string(), |l| l.0.to_string());
-        let voted = q
-            .voted
-            .as_ref()
-            .map_or_else(|| "none".to_string(), |v| format!("{v:?}"));
-        if identity {
-            let hw = g
-                .high_watermark
-                .map_or_else(|| "none".to_string(), |h| h.0.to_string());
-            println!(
-                "group {}: log [{}, {}), high watermark {hw}, epoch {}, leader {leader}, voted {voted}",
-                g.group, g.start.0, g.end.0, q.epoch.0
-            );
-        } else {
-            println!(
-                "group {}: epoch {}, leader {leader}, voted {voted}",
-                g.group, q.epoch.0
-            );
+        group_line(g, whole);
+        if whole {
+            snapshots(fs.as_ref(), dir, g.group)?;
         }
     }
+    if whole {
+        segments(fs.as_ref(), dir, &node)?;
+        disk_use(fs.as_ref(), dir)?;
+    }
     Ok(!node.damaged)
+}
+
+fn identity(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary) -> Result<(), String> {
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", dir.display());
+    let meta = read_meta(fs, dir)
+        .map_err(|e| at(&e))?
+        .ok_or_else(|| at(&"no meta file"))?;
+    println!(
+        "{}: cluster {}, node {}, directory id {:032x}, format version {}",
+        dir.display(),
+        meta.cluster_id.0,
+        meta.node_id.0,
+        meta.directory_id.0,
+        meta.format_version
+    );
+    let has = |name: &str| fs.exists(&dir.join("log").join(name)).unwrap_or(false);
+    let close = if has("clean") {
+        "clean (the next open replays nothing it has not checked)".to_string()
+    } else {
+        format!(
+            "not clean: the next open recovers, replaying the log from the checkpoint at {}",
+            node.checkpoint_position.0
+        )
+    };
+    println!("last close: {close}");
+    if has("truncation.intent") {
+        println!("an interrupted truncation is pending: the next open completes it");
+    }
+    println!(
+        "shared log: checkpoint at {}, intact to {}{}; {} groups, {} dropped",
+        node.checkpoint_position.0,
+        node.log_end.0,
+        if node.damaged {
+            " (damage after: run `quorumlog verify`)"
+        } else {
+            ""
+        },
+        node.groups.len(),
+        node.dropped.len()
+    );
+    Ok(())
+}
+
+fn group_line(g: &GroupSummary, whole: bool) {
+    let q = &g.quorum_state;
+    let leader = q
+        .leader
+        .map_or_else(|| "none".to_string(), |l| l.0.to_string());
+    let voted = q
+        .voted
+        .as_ref()
+        .map_or_else(|| "none".to_string(), |v| format!("{v:?}"));
+    if whole {
+        let hw = g
+            .high_watermark
+            .map_or_else(|| "none".to_string(), |h| h.0.to_string());
+        println!(
+            "group {}: log [{}, {}), high watermark {hw}, epoch {}, leader {leader}, voted {voted}",
+            g.group, g.start.0, g.end.0, q.epoch.0
+        );
+    } else {
+        println!(
+            "group {}: epoch {}, leader {leader}, voted {voted}",
+            g.group, q.epoch.0
+        );
+    }
+}
+
+/// A group's published snapshots and the installs in flight
+/// (`<end>-<epoch>-<total>.install`: bytes received of the total).
+fn snapshots(fs: &dyn FileSystem, dir: &Path, group: u64) -> Result<(), String> {
+    let sub = dir.join("snapshots").join(format!("{group:020}"));
+    if !fs.exists(&sub).unwrap_or(false) {
+        return Ok(());
+    }
+    let io = |e: std::io::Error| format!("{}: {e}", sub.display());
+    let mut published = Vec::new();
+    let mut installs = Vec::new();
+    for e in fs.list(&sub).map_err(io)? {
+        let size = fs
+            .open(&sub.join(&e.name), quorumlog_io::OpenMode::Read)
+            .and_then(|f| f.len())
+            .map_err(io)?;
+        if let Some(id) = e
+            .name
+            .strip_suffix(".snapshot")
+            .and_then(SnapshotId::parse_stem)
+        {
+            published.push(format!("{id} ({size} bytes)"));
+        } else if let Some((id, total)) = e.name.strip_suffix(".install").and_then(|s| {
+            let (id, total) = s.rsplit_once('-')?;
+            Some((SnapshotId::parse_stem(id)?, total.parse::<u64>().ok()?))
+        }) {
+            installs.push(format!("{id} ({size} of {total} bytes on disk)"));
+        }
+    }
+    published.sort();
+    println!(
+        "  snapshots: {}",
+        if published.is_empty() {
+            "none".to_string()
+        } else {
+            published.join(", ")
+        }
+    );
+    if !installs.is_empty() {
+        println!("  installs in flight: {}", installs.join(", "));
+    }
+    Ok(())
+}
+
+/// Each segment with its offsets, size and what keeps it: segments are
+/// deleted only below the checkpoint's position and every group's oldest
+/// live entry. Then the recycled pool.
+fn segments(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary) -> Result<(), String> {
+    let log = dir.join("log");
+    let segs =
+        inspect_log_dir(fs, &log, Walk::Stop).map_err(|e| format!("{}: {e}", log.display()))?;
+    let keep_from = node
+        .groups
+        .iter()
+        .filter_map(|g| g.oldest_live)
+        .chain([node.checkpoint_position])
+        .min()
+        .map_or(0, |o| o.0);
+    println!("segments:");
+    let bases: Vec<u64> = segs.iter().map(|s| s.base_offset.0).collect();
+    for (i, s) in segs.iter().enumerate() {
+        let next = bases.get(i + 1).copied();
+        let end = next.unwrap_or(s.end_offset.0);
+        let within = |o: u64| o >= s.base_offset.0 && next.is_none_or(|n| o < n);
+        let mut pins: Vec<String> = Vec::new();
+        if within(node.checkpoint_position.0) {
+            pins.push(format!(
+                "the checkpoint's replay (from {})",
+                node.checkpoint_position.0
+            ));
+        }
+        let groups: Vec<String> = node
+            .groups
+            .iter()
+            .filter(|g| g.oldest_live.is_some_and(|o| within(o.0)))
+            .map(|g| g.group.to_string())
+            .collect();
+        if !groups.is_empty() {
+            pins.push(format!(
+                "the oldest live entries of groups {}",
+                groups.join(", ")
+            ));
+        }
+        let why = if next.is_none() {
+            "the active segment".to_string()
+        } else if end <= keep_from {
+            "reclaimable (nothing live: the next checkpoint deletes it)".to_string()
+        } else if pins.is_empty() {
+            "kept: later than what pins the log".to_string()
+        } else {
+            format!("pinned by {}", pins.join("; "))
+        };
+        let name = s
+            .file
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        println!(
+            "  {name}: offsets [{}, {end}), {} bytes ({} of data); {why}",
+            s.base_offset.0, s.size, s.data_end
+        );
+    }
+    pool(fs, &log)
+}
+
+/// The recycled pool and the prepared next segment.
+fn pool(fs: &dyn FileSystem, log: &Path) -> Result<(), String> {
+    let mut pool = (0usize, 0u64);
+    let mut prepared = false;
+    for e in fs
+        .list(log)
+        .map_err(|e| format!("{}: {e}", log.display()))?
+    {
+        if e.name.starts_with("recycled-") && e.name.ends_with(".segment") {
+            let len = fs
+                .open(&log.join(&e.name), quorumlog_io::OpenMode::Read)
+                .and_then(|f| f.len())
+                .map_err(|e| e.to_string())?;
+            pool = (pool.0 + 1, pool.1 + len);
+        }
+        prepared |= e.name == "next.prepared";
+    }
+    println!(
+        "recycled pool: {} files, {} bytes; next segment prepared: {}",
+        pool.0,
+        pool.1,
+        if prepared { "yes" } else { "no" }
+    );
+    Ok(())
+}
+
+/// Bytes on disk under `dir`, by top-level part.
+fn disk_use(fs: &dyn FileSystem, dir: &Path) -> Result<(), String> {
+    fn walk(fs: &dyn FileSystem, d: &Path, files: &mut usize) -> Result<u64, String> {
+        let mut total = 0;
+        for e in fs.list(d).map_err(|e| format!("{}: {e}", d.display()))? {
+            let p = d.join(&e.name);
+            if e.is_dir {
+                total += walk(fs, &p, files)?;
+            } else {
+                *files += 1;
+                total += fs
+                    .open(&p, quorumlog_io::OpenMode::Read)
+                    .and_then(|f| f.len())
+                    .map_err(|e| format!("{}: {e}", p.display()))?;
+            }
+        }
+        Ok(total)
+    }
+    let mut parts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut files = 0usize;
+    for e in fs
+        .list(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+    {
+        let p = dir.join(&e.name);
+        let bytes = if e.is_dir {
+            walk(fs, &p, &mut files)?
+        } else {
+            files += 1;
+            fs.open(&p, quorumlog_io::OpenMode::Read)
+                .and_then(|f| f.len())
+                .map_err(|e| format!("{}: {e}", p.display()))?
+        };
+        let key = if e.is_dir {
+            e.name.clone()
+        } else {
+            "small files".to_string()
+        };
+        *parts.entry(key).or_default() += bytes;
+    }
+    let total: u64 = parts.values().sum();
+    let each: Vec<String> = parts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!(
+        "disk use: {total} bytes in {files} files ({})",
+        each.join(", ")
+    );
+    Ok(())
 }

@@ -8,6 +8,8 @@
 
 mod dump;
 mod info;
+mod repair;
+mod snapshot;
 mod verify;
 
 use std::path::{Path, PathBuf};
@@ -15,8 +17,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use quorumlog_checkpoint::read_meta;
 use quorumlog_io::{FileSystem, RealFs};
-use quorumlog_raft::{ClusterId, DirectoryId, Meta, Node, NodeId, NodeOptions, SharedFs};
+use quorumlog_raft::{
+    ClusterId, DirectoryId, Meta, Node, NodeId, NodeOptions, Offset, SharedFs, Store, StoreOptions,
+};
 
 /// The operator's command line for quorumlog data directories.
 #[derive(Debug, Parser)]
@@ -24,6 +29,17 @@ use quorumlog_raft::{ClusterId, DirectoryId, Meta, Node, NodeId, NodeOptions, Sh
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+/// The data directory a command reads or changes.
+#[derive(Debug, clap::Args)]
+struct DirArgs {
+    /// The data directory.
+    dir: PathBuf,
+    /// Refuse unless the directory belongs to this cluster (guards against
+    /// a path that names another cluster's disk).
+    #[arg(long)]
+    cluster_id: Option<u128>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -39,12 +55,20 @@ enum Cmd {
         /// This node's id.
         #[arg(long)]
         node_id: u64,
+        /// A one-group store's directory (the `KRaft`-style wing's), not a
+        /// node's.
+        #[arg(long)]
+        store: bool,
+        /// The store's first log offset (1 for a Raft whose first index is
+        /// 1). A node's groups each start where they are created.
+        #[arg(long, requires = "store")]
+        first_offset: Option<u64>,
     },
     /// Prints the log's batches (and with `--records`, their records),
     /// decoding a node's records: group, kind, group offset.
     Dump {
-        /// The data directory.
-        dir: PathBuf,
+        #[command(flatten)]
+        at: DirArgs,
         /// Only the batches of this group (a node's directory).
         #[arg(long)]
         group: Option<u64>,
@@ -65,17 +89,30 @@ enum Cmd {
         #[arg(long)]
         raw: bool,
     },
+    /// Verifies one snapshot file end to end and prints what it holds:
+    /// id, compression, creation time, metadata, sizes and checksums.
+    DumpSnapshot {
+        /// The snapshot file (`<end>-<epoch>.snapshot`, or an install's
+        /// file once complete).
+        file: PathBuf,
+        /// Every chunk too: position, sizes, checksum.
+        #[arg(long)]
+        chunks: bool,
+        /// JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Prints DIR's identity and, per group, its log offsets, high
     /// watermark and election state, as the directory holds them (read
     /// without opening it).
     Info {
-        /// The data directory.
-        dir: PathBuf,
+        #[command(flatten)]
+        at: DirArgs,
     },
     /// Prints the election state of DIR's groups (or of one).
     QuorumState {
-        /// The data directory.
-        dir: PathBuf,
+        #[command(flatten)]
+        at: DirArgs,
         /// Only this group.
         #[arg(long)]
         group: Option<u64>,
@@ -83,8 +120,26 @@ enum Cmd {
     /// Reads every segment of the log and checks every batch; prints each
     /// problem with its file, position and offset; exits 1 on any.
     Verify {
-        /// The data directory.
-        dir: PathBuf,
+        #[command(flatten)]
+        at: DirArgs,
+    },
+    /// Cuts the log at its first corruption, for a replica that will fetch
+    /// the rest from its leader. Shows what it would drop (groups, offsets,
+    /// epochs, bytes) and changes nothing without `--yes`; then copies every
+    /// file it changes into a side directory first and says how to undo.
+    Repair {
+        #[command(flatten)]
+        at: DirArgs,
+        /// The only repair there is: cut at the first corruption.
+        #[arg(long, required = true)]
+        truncate_at_corruption: bool,
+        /// Do it (without: only show what would be dropped).
+        #[arg(long)]
+        yes: bool,
+        /// Where to keep the copies (default: beside DIR,
+        /// `DIR.repair-<unix seconds>`).
+        #[arg(long)]
+        side_dir: Option<PathBuf>,
     },
 }
 
@@ -96,19 +151,21 @@ fn main() -> ExitCode {
             dir,
             cluster_id,
             node_id,
-        } => format(&fs, &dir, cluster_id, node_id),
+            store,
+            first_offset,
+        } => format(&fs, &dir, cluster_id, node_id, store, first_offset),
         Cmd::Dump {
-            dir,
+            at,
             group,
             from,
             to,
             records,
             json,
             raw,
-        } => formatted(fs.as_ref(), &dir).and_then(|()| {
+        } => formatted(fs.as_ref(), &at).and_then(|()| {
             dump::run(
                 fs.as_ref(),
-                &dir,
+                &at.dir,
                 &dump::Filter {
                     group,
                     from,
@@ -119,15 +176,18 @@ fn main() -> ExitCode {
                 },
             )
         }),
-        Cmd::Info { dir } => {
-            formatted(fs.as_ref(), &dir).and_then(|()| info::run(&fs, &dir, None, true))
+        Cmd::DumpSnapshot { file, chunks, json } => snapshot::run(fs.as_ref(), &file, chunks, json),
+        Cmd::Info { at } => {
+            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, None, true))
         }
-        Cmd::QuorumState { dir, group } => {
-            formatted(fs.as_ref(), &dir).and_then(|()| info::run(&fs, &dir, group, false))
+        Cmd::QuorumState { at, group } => {
+            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, group, false))
         }
-        Cmd::Verify { dir } => {
-            formatted(fs.as_ref(), &dir).and_then(|()| verify::run(fs.as_ref(), &dir))
-        }
+        Cmd::Verify { at } => formatted(fs.as_ref(), &at).and_then(|()| verify::run(&fs, &at.dir)),
+        Cmd::Repair {
+            at, yes, side_dir, ..
+        } => formatted(fs.as_ref(), &at)
+            .and_then(|()| repair::run(&fs, &at.dir, yes, side_dir.as_deref())),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -139,11 +199,29 @@ fn main() -> ExitCode {
     }
 }
 
-/// `format`: a node's directory. Ok(true) when formatted.
-fn format(fs: &SharedFs, dir: &Path, cluster: u128, node: u64) -> Result<bool, String> {
+/// `format`: a node's directory, or with `store` a one-group store's
+/// (starting at its first offset). Ok(true) when formatted.
+fn format(
+    fs: &SharedFs,
+    dir: &Path,
+    cluster: u128,
+    node: u64,
+    store: bool,
+    first_offset: Option<u64>,
+) -> Result<bool, String> {
     let meta = Meta::new(ClusterId(cluster), NodeId(node), DirectoryId::random());
-    Node::format(fs, dir, meta, &NodeOptions::default())
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    if store {
+        Store::format(
+            fs,
+            dir,
+            meta,
+            first_offset.map(Offset),
+            &StoreOptions::default(),
+        )
+    } else {
+        Node::format(fs, dir, meta, &NodeOptions::default())
+    }
+    .map_err(|e| format!("{}: {e}", dir.display()))?;
     println!(
         "formatted {}: cluster {cluster}, node {node}, directory id {:032x}",
         dir.display(),
@@ -153,8 +231,10 @@ fn format(fs: &SharedFs, dir: &Path, cluster: u128, node: u64) -> Result<bool, S
 }
 
 /// Refuses a directory that is not a formatted data directory, saying how
-/// to make one (the reading commands never format anything).
-fn formatted(fs: &dyn FileSystem, dir: &Path) -> Result<(), String> {
+/// to make one (the reading commands never format anything), or that
+/// belongs to another cluster than `--cluster-id`, showing both ids.
+fn formatted(fs: &dyn FileSystem, at: &DirArgs) -> Result<(), String> {
+    let dir = at.dir.as_path();
     let has = |p: &Path| fs.exists(p).map_err(|e| format!("{}: {e}", p.display()));
     if !has(dir)? {
         return Err(format!("{} does not exist", dir.display()));
@@ -166,6 +246,19 @@ fn formatted(fs: &dyn FileSystem, dir: &Path) -> Result<(), String> {
             dir.display(),
             dir.display()
         ));
+    }
+    if let Some(expected) = at.cluster_id {
+        let meta = read_meta(fs, dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .ok_or_else(|| format!("{}: no meta file", dir.display()))?;
+        if meta.cluster_id.0 != expected {
+            return Err(format!(
+                "{} belongs to cluster {}, not cluster {expected} (--cluster-id): \
+                 a foreign cluster's directory; check the path",
+                dir.display(),
+                meta.cluster_id.0
+            ));
+        }
     }
     Ok(())
 }

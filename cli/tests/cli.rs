@@ -8,6 +8,7 @@
     clippy::expect_used,
     clippy::indexing_slicing,
     clippy::many_single_char_names,
+    clippy::too_many_lines,
     missing_docs,
     reason = "test code: a panic is a failed assertion"
 )]
@@ -18,7 +19,8 @@ use std::sync::Arc;
 
 use quorumlog_io::RealFs;
 use quorumlog_raft::{
-    ClusterId, Epoch, Identity, Node, NodeId, NodeOptions, Offset, QuorumState, SharedFs,
+    ClusterId, Epoch, Identity, Isolation, Node, NodeId, NodeOptions, Offset, QuorumState,
+    SharedFs, WriterOptions,
 };
 
 fn quorumlog(args: &[&str]) -> Output {
@@ -51,7 +53,7 @@ fn node_dir(n: u64) -> tempfile::TempDir {
     assert!(text(&o).contains("cluster 5, node 3"), "{}", text(&o));
     let fs: SharedFs = Arc::new(RealFs::new());
     let expect = Identity::node(ClusterId(5), NodeId(3));
-    let options = NodeOptions::default();
+    let options = NodeOptions::with_segment_bytes(1 << 20);
     let (node, _) = Node::open(&fs, &dir, &expect, &options).unwrap();
     for g in [7, 9] {
         node.create_group(g, Offset(0)).unwrap();
@@ -75,6 +77,96 @@ fn node_dir(n: u64) -> tempfile::TempDir {
     drop((a, b));
     node.close().unwrap();
     tmp
+}
+
+/// A node directory (cluster 5, node 3) whose shared log spans several
+/// 1 MiB segments: groups 7 and 9 with 400 entries of 2 KiB each (batches
+/// of 10), group 7 with a high watermark of 100 and a snapshot there
+/// (metadata `voters`, state `state-bytes`); closed cleanly.
+fn rich_node_dir() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("node");
+    let d = dir.to_str().unwrap();
+    let o = quorumlog(&["format", d, "--cluster-id", "5", "--node-id", "3"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let expect = Identity::node(ClusterId(5), NodeId(3));
+    let (node, _) = Node::open(
+        &fs,
+        &dir,
+        &expect,
+        &NodeOptions::with_segment_bytes(1 << 20),
+    )
+    .unwrap();
+    for g in [7, 9] {
+        node.create_group(g, Offset(0)).unwrap();
+    }
+    let (a, b) = (node.group(7).unwrap(), node.group(9).unwrap());
+    for i in 0..40u64 {
+        for (g, name) in [(&a, "seven"), (&b, "nine")] {
+            let records: Vec<Vec<u8>> = (0..10u64)
+                .map(|j| {
+                    format!("{name}-{}-", i * 10 + j)
+                        .into_bytes()
+                        .into_iter()
+                        .chain(std::iter::repeat_n(b'x', 2048))
+                        .collect()
+                })
+                .collect();
+            g.append_durable(Offset(i * 10), Epoch(2), &records)
+                .unwrap();
+        }
+    }
+    a.set_high_watermark(Offset(100)).unwrap();
+    a.persist_high_watermark().unwrap();
+    let mut w = a
+        .create_snapshot(Offset(100), Epoch(2), b"voters", WriterOptions::default())
+        .unwrap();
+    w.write(b"state-bytes").unwrap();
+    w.freeze().unwrap();
+    drop((a, b));
+    node.close().unwrap();
+    tmp
+}
+
+/// Every file under `dir`, with its bytes.
+fn tree(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    tree_of(dir, false)
+}
+
+/// Every file under `dir` (the lock file too, with `all`), with its bytes.
+fn tree_of(dir: &Path, all: bool) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().unwrap() != "lock" || all {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Flips one byte of `path` at `at`; returns the file as it was.
+fn flip(path: &Path, at: usize) -> Vec<u8> {
+    let before = std::fs::read(path).unwrap();
+    let mut bytes = before.clone();
+    bytes[at] ^= 0x5a;
+    std::fs::write(path, &bytes).unwrap();
+    before
+}
+
+fn the_snapshot(tmp: &Path) -> std::path::PathBuf {
+    let d = tmp.join("node/snapshots/00000000000000000007");
+    std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "snapshot"))
+        .unwrap()
 }
 
 fn json_lines(o: &Output) -> Vec<serde_json::Value> {
@@ -264,4 +356,276 @@ fn info_and_quorum_state_show_each_group_as_the_directory_holds_it() {
     let o = quorumlog(&["quorum-state", d, "--group", "42"]);
     assert_eq!(code(&o), 2);
     assert!(text(&o).contains("no group 42"), "{}", text(&o));
+}
+
+#[test]
+fn verify_reads_every_kind_of_file_and_names_the_damage_in_each() {
+    let tmp = rich_node_dir();
+    let dir = tmp.path().join("node");
+    let d = dir.to_str().unwrap();
+    let o = quorumlog(&["verify", d]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains(" 1 snapshots, "), "{t}");
+    assert!(!t.contains(" 1 segments"), "several segments expected: {t}");
+    assert!(t.contains(": 0 problems"), "{t}");
+    let before = tree(&dir);
+
+    // One damaged file at a time, each named with where and what, and
+    // each making verify exit 1; the reading command changes nothing.
+    let snapshot = the_snapshot(tmp.path());
+    let cases: Vec<(std::path::PathBuf, usize, &str)> = vec![
+        (snapshot.clone(), 60, "(group 7)"),
+        (
+            dir.join("log/00000000000000000000.index"),
+            50,
+            "00000000000000000000.index",
+        ),
+        (dir.join("groups.ckpt"), 30, "groups.ckpt"),
+        (dir.join("quorum-state"), 10, "quorum-state"),
+        (dir.join("meta"), 12, "meta"),
+    ];
+    for (path, at, says) in cases {
+        let was = flip(&path, at);
+        let o = quorumlog(&["verify", d]);
+        let t = text(&o);
+        assert_eq!(code(&o), 1, "{}: {t}", path.display());
+        let line = t
+            .lines()
+            .find(|l| l.starts_with("DAMAGED"))
+            .unwrap_or_else(|| panic!("no problem named for {}: {t}", path.display()));
+        assert!(line.contains(says), "{line}");
+        assert!(t.contains(": 1 problems"), "{t}");
+        std::fs::write(&path, was).unwrap();
+    }
+    assert_eq!(tree(&dir), before, "verify changed the directory");
+}
+
+#[test]
+fn dump_snapshot_describes_a_verified_file_and_refuses_a_damaged_one() {
+    let tmp = rich_node_dir();
+    let snapshot = the_snapshot(tmp.path());
+    let f = snapshot.to_str().unwrap();
+    let o = quorumlog(&["dump-snapshot", f, "--chunks"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("(end offset 100, epoch 2), verified"), "{t}");
+    assert!(t.contains("11 bytes of state in 1 chunks"), "{t}");
+    assert!(
+        t.contains(&format!("metadata: 6 bytes {}", "766f74657273")),
+        "{t}"
+    );
+    assert!(t.contains("chunk 0 at "), "{t}");
+
+    let o = quorumlog(&["dump-snapshot", f, "--json"]);
+    let v = &json_lines(&o)[0];
+    assert_eq!(v["end_offset"], 100);
+    assert_eq!(v["data_len"], 11);
+    assert_eq!(v["compression"], "none");
+    assert_eq!(v["total_len"], std::fs::metadata(&snapshot).unwrap().len());
+
+    flip(&snapshot, 60);
+    let o = quorumlog(&["dump-snapshot", f]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).starts_with("DAMAGED"), "{}", text(&o));
+    let o = quorumlog(&["dump-snapshot", "/nonexistent/x.snapshot"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+}
+
+#[test]
+fn info_shows_snapshots_segments_and_what_pins_them_the_pool_and_disk_use() {
+    let tmp = rich_node_dir();
+    let dir = tmp.path().join("node");
+    let o = quorumlog(&["info", dir.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("last close: clean"), "{t}");
+    assert!(
+        t.contains("group 7: log [0, 400), high watermark 100"),
+        "{t}"
+    );
+    assert!(t.contains("  snapshots: 100"), "{t}");
+    assert!(t.contains("  snapshots: none"), "group 9 has none: {t}");
+    assert!(t.contains("segments:"), "{t}");
+    assert!(
+        t.contains("00000000000000000000.log: offsets [0, ")
+            && t.contains("pinned by the oldest live entries of groups 7, 9"),
+        "{t}"
+    );
+    assert!(t.contains("; the active segment"), "{t}");
+    assert!(t.contains("recycled pool: "), "{t}");
+    let disk = t.lines().find(|l| l.starts_with("disk use: ")).unwrap();
+    let total: u64 = tree_of(&dir, true).values().map(|b| b.len() as u64).sum();
+    assert!(
+        disk.starts_with(&format!("disk use: {total} bytes")),
+        "{disk} (files hold {total})"
+    );
+}
+
+#[test]
+fn a_foreign_cluster_id_is_refused_showing_both_ids() {
+    let tmp = node_dir(2);
+    let d = tmp.path().join("node");
+    let d = d.to_str().unwrap();
+    for cmd in ["info", "verify", "dump"] {
+        let o = quorumlog(&[cmd, d, "--cluster-id", "6"]);
+        assert_eq!(code(&o), 2, "{}", text(&o));
+        assert!(
+            text(&o).contains("belongs to cluster 5, not cluster 6"),
+            "{}",
+            text(&o)
+        );
+    }
+    assert_eq!(code(&quorumlog(&["info", d, "--cluster-id", "5"])), 0);
+}
+
+#[test]
+fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_be_undone() {
+    let tmp = rich_node_dir();
+    let dir = tmp.path().join("node");
+    let d = dir.to_str().unwrap();
+    // Damage a batch in the middle of the first (sealed) segment.
+    let o = quorumlog(&["dump", d, "--json"]);
+    let first: Vec<_> = json_lines(&o)
+        .into_iter()
+        .filter(|v| {
+            v["type"] == "batch" && v["offset"].as_u64().unwrap() < 200 && v["kind"] == "Entries"
+        })
+        .collect();
+    let victim = &first[first.len() / 2];
+    let pos = usize::try_from(victim["position"].as_u64().unwrap()).unwrap();
+    let cut_at = victim["offset"].as_u64().unwrap();
+    let seg = segment(tmp.path());
+    let original = flip(&seg, pos + 100);
+    assert_eq!(code(&quorumlog(&["verify", d])), 1);
+    let damaged = tree(&dir);
+
+    // Without --yes: the plan, and nothing changed.
+    let o = quorumlog(&["repair", d, "--truncate-at-corruption"]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains(&format!("first corruption: {} at {pos}", seg.display())),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!("the cut: the log ends at offset {cut_at}")),
+        "{t}"
+    );
+    assert!(
+        t.contains("  group 7: ") && t.contains("  group 9: "),
+        "{t}"
+    );
+    assert!(t.contains("entries ") && t.contains(" in epochs 2"), "{t}");
+    assert!(t.contains("nothing changed"), "{t}");
+    assert_eq!(
+        tree(&dir),
+        damaged,
+        "repair without --yes changed the directory"
+    );
+
+    // A running node's directory is refused, naming its holder.
+    {
+        let fs: SharedFs = Arc::new(RealFs::new());
+        let side = tmp.path().join("unused");
+        let held = quorumlog_checkpoint::DataDir::open(
+            fs,
+            &dir,
+            &quorumlog_checkpoint::OpenOptions::default(),
+        )
+        .unwrap();
+        let o = quorumlog(&[
+            "repair",
+            d,
+            "--truncate-at-corruption",
+            "--yes",
+            "--side-dir",
+            side.to_str().unwrap(),
+        ]);
+        assert_eq!(code(&o), 2, "{}", text(&o));
+        assert!(
+            text(&o).contains(&format!(
+                "is locked by another open instance (process {})",
+                std::process::id()
+            )),
+            "{}",
+            text(&o)
+        );
+        drop(held);
+    }
+
+    // With --yes: copies first, then the cut; the node opens and verifies.
+    let side = tmp.path().join("side");
+    let o = quorumlog(&[
+        "repair",
+        d,
+        "--truncate-at-corruption",
+        "--yes",
+        "--side-dir",
+        side.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains(&format!("cut: the log now ends at offset {cut_at}")),
+        "{t}"
+    );
+    assert!(
+        t.contains("  group 7: its log ended at 400, now at "),
+        "{t}"
+    );
+    assert!(t.contains("the node opens again"), "{t}");
+    assert_eq!(
+        std::fs::read(side.join("log/00000000000000000000.log")).unwrap(),
+        damaged[&seg]
+    );
+    assert!(std::fs::read_to_string(side.join("UNDO"))
+        .unwrap()
+        .contains("cp -a"));
+    let o = quorumlog(&["verify", d]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    {
+        let fs: SharedFs = Arc::new(RealFs::new());
+        let expect = Identity::node(ClusterId(5), NodeId(3));
+        let (node, _) = Node::open(
+            &fs,
+            &dir,
+            &expect,
+            &NodeOptions::with_segment_bytes(1 << 20),
+        )
+        .unwrap();
+        for g in [7, 9] {
+            let group = node.group(g).unwrap();
+            let (start, end) = (group.log_start_offset(), group.log_end_offset());
+            assert!(end.0 < 400, "group {g} kept entries past the cut");
+            let entries = group
+                .read_entries(start, end, u64::MAX, Isolation::Uncommitted)
+                .unwrap();
+            assert_eq!(
+                entries.len() as u64,
+                end.0 - start.0,
+                "group {g}: a prefix, every entry readable"
+            );
+        }
+        // Group 7's snapshot covers [0, 100): its log restarts there.
+        assert_eq!(node.group(7).unwrap().log_start_offset(), Offset(100));
+        node.close().unwrap();
+    }
+
+    // The printed undo puts the damaged files back.
+    let undo = t
+        .lines()
+        .find_map(|l| l.strip_prefix("to undo, with the node stopped and before it runs again: "))
+        .unwrap();
+    let st = Command::new("sh").arg("-c").arg(undo).status().unwrap();
+    assert!(st.success());
+    let o = quorumlog(&["verify", d]);
+    assert_eq!(
+        code(&o),
+        1,
+        "the undo did not restore the damage: {}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read(&seg).unwrap(), damaged[&seg]);
+    drop(original);
 }

@@ -229,6 +229,13 @@ impl FileSystem for RealFs {
         if rc != 0 {
             return Err(path_error("lock", path, io::Error::last_os_error()));
         }
+        // The holder's pid, for whoever finds the directory locked. It is
+        // only informative: not synced, and a failure to write it (a full
+        // disk) does not stop the open.
+        let pid = format!("{}\n", std::process::id());
+        let _informative = file
+            .set_len(0)
+            .and_then(|()| std::os::unix::fs::FileExt::write_all_at(&file, pid.as_bytes(), 0));
         // The lock is released when the descriptor is closed (guard dropped).
         Ok(Box::new(RealLock {
             _file: file,

@@ -62,8 +62,8 @@ pub use kraft::fetch::{validate_offset_and_epoch, FetchPosition, LogView};
 pub use kraft::{voters, KraftReplica};
 pub use node::{
     describe_node_record, inspect_node, Group, GroupInstall, GroupSummary, GroupWriter,
-    ImportReport, Node, NodeOpenReport, NodeOptions, NodeRecordInfo, NodeStats, NodeSummary,
-    SpaceUse, WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
+    ImportReport, Node, NodeOpenReport, NodeOptions, NodeRecordInfo, NodeRepairReport, NodeStats,
+    NodeSummary, SpaceUse, WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
 };
 pub use store::{
     Entry, Identity, Isolation, OnDurable, OpenReport, Store, StoreInstall, StoreOptions,

@@ -38,6 +38,7 @@ const _: fn() = || {
     shared::<SnapshotStore>();
 };
 
+mod describe;
 mod dir;
 mod error;
 mod format;
@@ -50,6 +51,7 @@ mod reader;
 mod store;
 mod writer;
 
+pub use describe::{describe_snapshot, ChunkInfo, SnapshotDescription};
 pub use error::{CorruptionKind, Error, Location, Result};
 pub use id::{SnapshotId, SnapshotInfo};
 pub use install::Install;

@@ -37,17 +37,9 @@ type R = Raft<Adv, Machine<Adv, Group>>;
 type Router = common::net::Router<Adv, Machine<Adv, Group>>;
 
 /// Small segments, none prepared ahead: a case opens its node in
-/// milliseconds (the defaults write 128 MiB segments, two ahead).
+/// milliseconds.
 fn small_options() -> NodeOptions {
-    NodeOptions {
-        log: quorumlog_raft::LogOptions {
-            segment_size_bytes: 1 << 20,
-            max_batch_bytes: 256 << 10,
-            prefill_segments: 0,
-            ..NodeOptions::default().log
-        },
-        ..NodeOptions::default()
-    }
+    NodeOptions::with_segment_bytes(1 << 20)
 }
 
 const GROUP: u64 = 0;

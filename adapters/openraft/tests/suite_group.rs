@@ -24,17 +24,9 @@ use quorumlog_raft::{Epoch, Group, Identity, Node, NodeOptions, Offset, SharedFs
 type GroupLog = LogStore<TypeConfig, Group>;
 
 /// Small segments, none prepared ahead: a case opens its node in
-/// milliseconds (the defaults write 128 MiB segments, two ahead).
+/// milliseconds.
 fn small_options() -> NodeOptions {
-    NodeOptions {
-        log: quorumlog_raft::LogOptions {
-            segment_size_bytes: 1 << 20,
-            max_batch_bytes: 256 << 10,
-            prefill_segments: 0,
-            ..NodeOptions::default().log
-        },
-        ..NodeOptions::default()
-    }
+    NodeOptions::with_segment_bytes(1 << 20)
 }
 
 /// The node stays open as long as the case (its directory with it).

@@ -5,6 +5,7 @@
     reason = "a child module: the parent's private items, as it sees them"
 )]
 use super::*;
+use quorumlog_io::OpenMode;
 
 /// Accepts an empty directory, or one holding only what an interrupted
 /// format leaves (its sub-directories, checkpoint files, temps, the lock).
@@ -51,15 +52,24 @@ pub(super) fn check_formattable(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 }
 
 pub(super) fn lock(fs: &dyn FileSystem, dir: &Path) -> Result<Box<dyn LockGuard>> {
-    fs.lock(&dir.join(LOCK_FILE)).map_err(|e| {
+    let path = dir.join(LOCK_FILE);
+    fs.lock(&path).map_err(|e| {
         if e.kind() == io::ErrorKind::WouldBlock {
             Error::Locked {
                 dir: dir.to_path_buf(),
+                holder: lock_holder(fs, &path),
             }
         } else {
             Error::Io(e)
         }
     })
+}
+
+/// The pid a lock holder wrote into the lock file, if it wrote one (the
+/// real file system's lock does; it is informative only).
+fn lock_holder(fs: &dyn FileSystem, path: &Path) -> Option<u32> {
+    let bytes = fs.open(path, OpenMode::Read).ok()?.read_to_end().ok()?;
+    std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
 }
 
 /// Reads the checkpoint files; a missing or corrupt one degrades (noted in

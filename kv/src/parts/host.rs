@@ -694,12 +694,11 @@ async fn control(
 /// new directory id); whether it was formatted now.
 fn open_or_format(fs: &SharedFs, args: &HostArgs) -> Result<(Node, bool)> {
     let expect = Identity::node(ClusterId(args.cluster), NodeId(args.id));
-    let mut options = NodeOptions::default();
-    if args.segment_bytes > 0 {
-        options.log.segment_size_bytes = args.segment_bytes;
-        options.log.max_batch_bytes = options.log.max_batch_bytes.min(args.segment_bytes / 4);
-        options.log.prefill_segments = 0;
-    }
+    let options = if args.segment_bytes > 0 {
+        NodeOptions::with_segment_bytes(args.segment_bytes)
+    } else {
+        NodeOptions::default()
+    };
     match Node::open(fs, &args.dir, &expect, &options) {
         Ok((node, _)) => Ok((node, false)),
         Err(e) if e.is_not_formatted() => {

@@ -10,7 +10,7 @@ use quorumlog_io::OpenMode;
 use quorumlog_log::inspect::{batch_records, inspect_log_dir, Walk};
 
 use super::record::Header;
-use super::{ckpt, fold, NodeState};
+use super::{fold, read_checkpoint, NodeState};
 use crate::error::{Error, Result};
 
 /// One group as a node's directory holds it.
@@ -28,6 +28,10 @@ pub struct GroupSummary {
     pub quorum_state: QuorumState,
     /// Whether it holds application metadata.
     pub app_metadata: bool,
+    /// The shared-log offset of its oldest live entry: the log's segments
+    /// from the one holding it on are kept for this group. `None` for an
+    /// empty log.
+    pub oldest_live: Option<Offset>,
 }
 
 /// What [`inspect_node`] found.
@@ -110,26 +114,6 @@ pub fn inspect_node(fs: &SharedFs, dir: &Path) -> Result<NodeSummary> {
     })
 }
 
-fn read_checkpoint(fs: &SharedFs, dir: &Path) -> Result<ckpt::Checkpoint> {
-    let path = dir.join(ckpt::FILE_NAME);
-    let bytes = match fs.open(&path, OpenMode::Read) {
-        Ok(f) => f.read_to_end().map_err(|e| Error::Checkpoint(e.into()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::WrongLayout {
-                path: dir.to_path_buf(),
-                found: "no node checkpoint",
-                expected: "a node's directory",
-            })
-        }
-        Err(e) => return Err(Error::Checkpoint(e.into())),
-    };
-    ckpt::decode(&bytes).map_err(|what| Error::NodeCorrupt {
-        group: None,
-        offset: Offset(0),
-        what,
-    })
-}
-
 fn summaries(state: &NodeState) -> Vec<GroupSummary> {
     let mut groups: Vec<GroupSummary> = state
         .groups
@@ -141,6 +125,11 @@ fn summaries(state: &NodeState) -> Vec<GroupSummary> {
             high_watermark: g.durable_hw.map(|h| Offset(h.clamp(g.start, g.end))),
             quorum_state: g.vote.clone(),
             app_metadata: g.app_meta.is_some(),
+            oldest_live: g
+                .runs
+                .front()
+                .filter(|_| g.end > g.start)
+                .map(|r| Offset(r.shared + g.start.saturating_sub(r.offset))),
         })
         .collect();
     groups.sort_by_key(|g| g.group);

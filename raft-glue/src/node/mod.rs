@@ -28,7 +28,7 @@
 //! [`Error::GroupInUse`], so one writer orders a group's appends.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -46,6 +46,7 @@ mod import;
 pub(crate) mod index;
 mod inspect;
 pub(crate) mod record;
+mod repair;
 
 pub use batch::WriteBatch;
 pub use group::{Group, GroupInstall, GroupWriter};
@@ -53,6 +54,7 @@ pub use import::ImportReport;
 pub use index::RUN_BYTES;
 pub use inspect::{inspect_node, GroupSummary, NodeSummary};
 pub use record::{describe_node_record, NodeRecordInfo};
+pub use repair::NodeRepairReport;
 
 use crate::error::{Error, Result};
 use crate::store::Identity;
@@ -101,6 +103,26 @@ impl Default for NodeOptions {
             checkpoint_every_bytes: 64 << 20,
             garbage_percent: 200,
             background: true,
+        }
+    }
+}
+
+impl NodeOptions {
+    /// The defaults with segments of `bytes` (batches at most a quarter of
+    /// one) and none prepared ahead: for small deployments and tests, whose
+    /// nodes then open in milliseconds (the defaults preallocate 128 MiB
+    /// segments, two ahead).
+    #[must_use]
+    pub fn with_segment_bytes(bytes: u64) -> NodeOptions {
+        let d = NodeOptions::default();
+        NodeOptions {
+            log: LogOptions {
+                segment_size_bytes: bytes,
+                max_batch_bytes: d.log.max_batch_bytes.min(bytes / 4),
+                prefill_segments: 0,
+                ..d.log
+            },
+            ..d
         }
     }
 }
@@ -190,10 +212,6 @@ const _: () = {
     shared::<Group>();
 };
 
-fn checkpoint_path(dd: &DataDir) -> PathBuf {
-    dd.path().join(ckpt::FILE_NAME)
-}
-
 /// Writes `bytes` as the node checkpoint of `dir` by atomic replace.
 fn write_checkpoint_file(fs: &SharedFs, dir: &Path, bytes: &[u8]) -> Result<()> {
     let path = dir.join(ckpt::FILE_NAME);
@@ -207,9 +225,11 @@ fn write_checkpoint_file(fs: &SharedFs, dir: &Path, bytes: &[u8]) -> Result<()> 
     Ok(())
 }
 
-/// Reads and decodes the node checkpoint of `dd`.
-fn read_checkpoint(fs: &SharedFs, dd: &DataDir, dir: &Path) -> Result<ckpt::Checkpoint> {
-    let bytes = match fs.open(&checkpoint_path(dd), OpenMode::Read) {
+/// Reads and decodes the node checkpoint of the directory `dir` (the
+/// open's reader and the inspectors'). No file: `WrongLayout`, a one-group
+/// store's directory.
+pub(crate) fn read_checkpoint(fs: &SharedFs, dir: &Path) -> Result<ckpt::Checkpoint> {
+    let bytes = match fs.open(&dir.join(ckpt::FILE_NAME), OpenMode::Read) {
         Ok(f) => f.read_to_end().map_err(|e| Error::Checkpoint(e.into()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::WrongLayout {
@@ -313,7 +333,7 @@ impl Node {
         options: &NodeOptions,
     ) -> Result<(Node, NodeOpenReport)> {
         let dd = Arc::new(DataDir::open(fs.clone(), dir, &expect.open_options())?);
-        let checkpoint = read_checkpoint(fs, &dd, dir)?;
+        let checkpoint = read_checkpoint(fs, dd.path())?;
         let log = DurableLog::open(Arc::clone(&dd), options.log.clone(), options.sync)?;
         let position = checkpoint.position;
         if position < log.log_start_offset().0 {
