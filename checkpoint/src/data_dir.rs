@@ -472,6 +472,15 @@ impl DataDir {
         let mut st = self.lock_state();
         st.election.check_transition(next)?;
         self.write_locked(&mut st, next)?;
+        tracing::info!(
+            target: "quorumlog::election",
+            dir = %self.dir.display(),
+            from_epoch = st.election.epoch.0,
+            epoch = next.epoch.0,
+            leader = ?next.leader,
+            voted = ?next.voted,
+            "election state persisted"
+        );
         st.election = next.clone();
         Ok(())
     }
@@ -586,6 +595,7 @@ impl DataDir {
         }
         small_file::write(self.fs.as_ref(), &self.dir, value).inspect_err(|e| {
             if e.is_io() {
+                tracing::error!(target: "quorumlog::checkpoint", dir = %self.dir.display(), error = %e, "the data directory is poisoned");
                 st.poisoned = Some(e.failure());
             }
         })

@@ -60,6 +60,7 @@ pub mod fuzzing;
 pub mod inspect;
 mod intent;
 mod log;
+mod meters;
 mod options;
 mod recovery;
 mod segment;
@@ -69,6 +70,7 @@ pub use batch::{BatchRef, Records};
 pub use durable::{Completion, DurableLog, EncodedBatch, SyncPolicy};
 pub use error::{CorruptionKind, Error, Location, Result};
 pub use log::{AppendInfo, FollowerBatch, Log, ReadBatches};
+pub use meters::{LatencyHistogram, LogStats, LATENCY_BUCKETS_SECONDS};
 pub use options::{
     Compression, LogOptions, Preallocation, RecoveryMode, SegmentPreparation, TailWrites,
     WriteAlignment,

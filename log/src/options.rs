@@ -144,6 +144,10 @@ pub struct LogOptions {
     pub compression_threshold_bytes: u64,
     /// What recovery does with corruption. Default: `Strict`.
     pub recovery_mode: RecoveryMode,
+    /// A sync round running longer than this is overdue: the
+    /// `sync_overdue` gauge and [`crate::LogStats::sync_overdue`] say so
+    /// (a device that stopped answering). Default: 1 s.
+    pub sync_overdue_after: std::time::Duration,
     /// Fraction (in percent) of the active segment after which the next
     /// segment file is prepared. Default: 75.
     pub prepare_next_segment_percent: u8,
@@ -180,6 +184,7 @@ impl Default for LogOptions {
             compression: Compression::None,
             compression_threshold_bytes: 4 << 10,
             recovery_mode: RecoveryMode::Strict,
+            sync_overdue_after: std::time::Duration::from_secs(1),
             prepare_next_segment_percent: 75,
             write_alignment: WriteAlignment::Page,
             preallocation: Preallocation::Adaptive,

@@ -196,6 +196,19 @@ impl Install {
         Ok(())
     }
 
+    /// Verifies the whole download and publishes it (see
+    /// [`Install::finish_inner`]); counted in
+    /// `quorumlog_snapshot_bytes_installed_total`.
+    ///
+    /// # Errors
+    /// As [`Install::finish_inner`].
+    pub fn finish(self) -> Result<SnapshotInfo> {
+        let info = self.finish_inner()?;
+        metrics::counter!("quorumlog_snapshot_bytes_installed_total").increment(info.size_bytes);
+        tracing::info!(target: "quorumlog::snapshot", id = %info.id, bytes = info.size_bytes, "snapshot installed");
+        Ok(info)
+    }
+
     /// Verifies the whole file (footer, header, every chunk, the whole-file
     /// checksum, and that it is snapshot `id`), then publishes it.
     ///
@@ -203,7 +216,7 @@ impl Install {
     /// `Incomplete` before all bytes arrived; `Corruption` if it does not
     /// verify (the partial file is removed: the install must start over);
     /// `Io`.
-    pub fn finish(mut self) -> Result<SnapshotInfo> {
+    fn finish_inner(mut self) -> Result<SnapshotInfo> {
         Error::guard(&mut self.poisoned, || Ok(()))?;
         if self.pos != self.total {
             return Err(Error::Incomplete {

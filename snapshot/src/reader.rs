@@ -212,6 +212,7 @@ impl SnapshotReader {
             stored.to_vec()
         };
         self.pos += CHUNK_HEADER_BYTES as u64 + u64::from(ch.stored_len);
+        metrics::counter!("quorumlog_snapshot_bytes_read_total").increment(out.len() as u64);
         Ok(Some(out))
     }
 

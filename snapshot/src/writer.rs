@@ -192,13 +192,25 @@ impl SnapshotWriter {
         Ok(())
     }
 
+    /// Syncs and publishes the snapshot (see the crate documentation for
+    /// the order); counted in `quorumlog_snapshot_bytes_written_total`.
+    ///
+    /// # Errors
+    /// `Poisoned` after an earlier failure; `Io` (which poisons).
+    pub fn freeze(self) -> Result<SnapshotInfo> {
+        let info = self.freeze_inner()?;
+        metrics::counter!("quorumlog_snapshot_bytes_written_total").increment(info.size_bytes);
+        tracing::info!(target: "quorumlog::snapshot", id = %info.id, bytes = info.size_bytes, "snapshot published");
+        Ok(info)
+    }
+
     /// Writes the footer, syncs, and atomically publishes the snapshot
     /// (rename and directory sync). Durable when it returns.
     ///
     /// # Errors
     /// `Io`; the `.part` file is then removed (best effort) and no snapshot
     /// is listed.
-    pub fn freeze(mut self) -> Result<SnapshotInfo> {
+    fn freeze_inner(mut self) -> Result<SnapshotInfo> {
         if let Some(p) = self.poisoned {
             return Err(Error::Poisoned {
                 op: p.op,

@@ -21,6 +21,7 @@ use quorumlog_io::Failure;
 
 use crate::error::{Error, Result};
 use crate::log::{AppendInfo, FollowerBatch, Log, ReadBatches};
+use crate::meters::{Facade, LogStats, Meters};
 use crate::options::LogOptions;
 use crate::recovery::RecoveryReport;
 use sync::{flusher, Shared, SyncState};
@@ -58,8 +59,9 @@ impl DurableLog {
     /// # Errors
     /// As [`Log::open`]; `Io` if the flusher thread cannot start.
     pub fn open(dd: Arc<DataDir>, options: LogOptions, policy: SyncPolicy) -> Result<DurableLog> {
+        let t0 = std::time::Instant::now();
         let log = Log::open(dd, options)?;
-        Self::from_log(log, policy)
+        Self::wrap(log, policy, t0.elapsed())
     }
 
     /// Wraps an open log.
@@ -67,6 +69,33 @@ impl DurableLog {
     /// # Errors
     /// `Io` if the flusher thread cannot start.
     pub fn from_log(log: Log, policy: SyncPolicy) -> Result<DurableLog> {
+        Self::wrap(log, policy, std::time::Duration::ZERO)
+    }
+
+    /// [`DurableLog::from_log`] of a log whose open's recovery took
+    /// `recovery`.
+    fn wrap(log: Log, policy: SyncPolicy, recovery: std::time::Duration) -> Result<DurableLog> {
+        let report = log.recovery_report();
+        let verified = report.bytes_scanned;
+        let dir = log.data_dir_path().display().to_string();
+        tracing::info!(
+            target: "quorumlog::log",
+            dir = %dir,
+            clean = report.clean,
+            scan_start = ?report.scan_start,
+            bytes_verified = verified,
+            torn_tail = ?report.torn_tail,
+            dropped = ?report.dropped,
+            indexes_rebuilt = report.indexes_rebuilt.len(),
+            segments_removed = report.segments_removed.len(),
+            recovery_ms = recovery.as_secs_f64() * 1e3,
+            "log opened"
+        );
+        if report.dropped.is_some() || report.torn_tail.is_some() {
+            tracing::warn!(target: "quorumlog::log", dir = %dir, torn_tail = ?report.torn_tail, dropped = ?report.dropped, "recovery cut the log");
+        }
+        let facade = Facade::new(&dir, recovery, verified);
+        let meters = Meters::opened(recovery, verified);
         let end = log.log_end_offset();
         let flushed = log.flushed_offset();
         let options = log.options().clone();
@@ -77,12 +106,15 @@ impl DurableLog {
                 flushed,
                 next_offset: end,
                 last_epoch: log.last_epoch(),
+                meters,
                 ..SyncState::default()
             }),
             log: std::sync::RwLock::new(log),
             wake_flusher: Condvar::new(),
             policy,
             pipelined: options.tail_writes == crate::TailWrites::DirectPipelined,
+            facade,
+            overdue_after: options.sync_overdue_after,
         });
         let handle = if policy == SyncPolicy::Never {
             None
@@ -508,6 +540,40 @@ impl DurableLog {
         self.log().index_memory_bytes()
     }
 
+    /// What the log has done since it was opened, and its queue now
+    /// ([`LogStats`]): for embedders who want the figures without a
+    /// metrics library.
+    ///
+    /// Never waits for the device: a round that hangs holds the log, not
+    /// the counts (the recycled segments are as of the last round).
+    pub fn stats(&self) -> LogStats {
+        let st = self.shared.state();
+        let mut s = st.meters.stats.clone();
+        s.queue_depth = st.next_offset.0.saturating_sub(st.flushed.0);
+        s.sync_overdue = st.meters.overdue(self.shared.overdue_after);
+        if s.sync_overdue {
+            self.shared.facade.overdue.set(1.0);
+        }
+        s
+    }
+
+    /// Whether a sync round has run longer than
+    /// `LogOptions::sync_overdue_after`; sets the `sync_overdue` gauge if
+    /// so. The flusher checks while it is idle; a caller with a timer of
+    /// its own (a node's background worker) calls this so that a round
+    /// the flusher itself leads is watched too.
+    pub fn check_overdue(&self) -> bool {
+        let overdue = self
+            .shared
+            .state()
+            .meters
+            .overdue(self.shared.overdue_after);
+        if overdue {
+            self.shared.facade.overdue.set(1.0);
+        }
+        overdue
+    }
+
     /// Successful sync rounds so far.
     pub fn sync_count(&self) -> u64 {
         self.shared.state().syncs
@@ -528,10 +594,17 @@ impl DurableLog {
         let result = {
             let _gate = self.shared.gate();
             let mut log = self.shared.log_write();
+            let started = std::time::Instant::now();
             let r = self.shared.drain(&mut log, true).and_then(|()| log.flush());
             if r.is_ok() {
                 let mut st = self.shared.state();
+                let before = st.flushed;
                 st.flushed = st.flushed.max(log.log_end_offset());
+                let oldest = st.meters.oldest_queued.take();
+                let depth = st.next_offset.0.saturating_sub(st.flushed.0);
+                let made = st.flushed.0 - before.0;
+                st.meters
+                    .round_done(&self.shared.facade, made, started, oldest, depth);
             }
             r
         };

@@ -41,7 +41,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockWriteGuard};
 use std::thread::Thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use quorumlog_checkpoint::{Epoch, Offset};
 
@@ -51,6 +51,7 @@ use crate::batch::Unplaced;
 use crate::error::{Error, Result};
 use crate::format::BatchHeader;
 use crate::log::{AppendInfo, Log, PreparedWrite, StartedWrite};
+use crate::meters::{Facade, Meters};
 
 /// When the log syncs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -119,14 +120,35 @@ pub(crate) struct SyncState {
     pub reaper: bool,
     /// Rounds whose write was submitted by the round before them.
     pub pipelined: u64,
+    /// What the log counts ([`crate::LogStats`]).
+    pub meters: Meters,
 }
 
 /// A sync round whose write is in flight ([`SyncState::inflight`]).
 #[derive(Debug)]
 pub(crate) struct InFlight {
     write: StartedWrite,
+    /// When it was submitted, and the oldest append it covers.
+    started: Round,
     /// The batches it writes, for [`Log::publish_direct`].
     batches: Vec<(BatchHeader, Vec<u8>)>,
+}
+
+/// When a round started, and when the oldest append it covers was
+/// queued (for the latency histograms).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Round {
+    started: Instant,
+    oldest: Option<Instant>,
+}
+
+impl Round {
+    /// A round starting now (the caller holds the state lock).
+    fn start(st: &mut SyncState) -> Round {
+        let started = Instant::now();
+        let oldest = st.meters.round_start(started);
+        Round { started, oldest }
+    }
 }
 
 /// Sync rounds that may be in flight at once. A round's `fdatasync` makes
@@ -187,6 +209,10 @@ pub(crate) struct Shared {
     /// `TailWrites::DirectPipelined`: a round that ends submits the next
     /// round's write before it wakes anyone ([`Shared::submit_next`]).
     pub pipelined: bool,
+    /// The `metrics` facade's handles.
+    pub facade: Facade,
+    /// A round older than this is overdue.
+    pub overdue_after: Duration,
 }
 
 impl Shared {
@@ -260,6 +286,8 @@ impl Shared {
         };
         st.next_offset = info.next_offset;
         st.last_epoch = Some(epoch);
+        st.meters
+            .appended(info.next_offset.0 - base.0, bytes.len() as u64);
         st.pending.push((header, bytes));
         Ok((info, st))
     }
@@ -297,6 +325,10 @@ impl Shared {
         }
         st.next_offset = next;
         st.last_epoch = last;
+        for (h, b) in &batches {
+            st.meters
+                .appended(h.next_offset().0 - h.base_offset.0, b.len() as u64);
+        }
         st.pending.extend(batches);
         Ok(AppendInfo {
             base_offset: start,
@@ -385,7 +417,12 @@ impl Shared {
         let mut st = self.state();
         st.rounds += 1;
         st.reaper = false;
-        st.inflight = Some(InFlight { write, batches });
+        let started = Round::start(&mut st);
+        st.inflight = Some(InFlight {
+            write,
+            started,
+            batches,
+        });
         st.pipelined += 1;
     }
 
@@ -429,24 +466,25 @@ impl Shared {
     /// lost 10–25 % on 8 and 64 writers, its own next append waiting
     /// meanwhile); it only submits it.
     pub(super) fn sync_round(&self) -> bool {
-        let reap = {
+        let lead = {
             let mut st = self.state();
             if st.may_reap() {
                 st.reaper = true;
-                true
+                None
             } else if st.may_lead() {
                 st.rounds += 1;
-                false
+                Some(Round::start(&mut st))
             } else {
                 return false;
             }
         };
         let gate = self.gate_raw();
-        if reap {
-            self.reap_round(gate, true);
-        } else {
-            let (log, written) = self.write_queue_for_sync();
-            self.close_round(gate, log, written, true);
+        match lead {
+            None => self.reap_round(gate, true),
+            Some(round) => {
+                let (log, written) = self.write_queue_for_sync();
+                self.close_round(gate, log, written, true, round);
+            }
         }
         true
     }
@@ -459,12 +497,17 @@ impl Shared {
             st.reaper = false;
             st.inflight.take()
         };
-        let Some(InFlight { write, batches }) = inflight else {
+        let Some(InFlight {
+            write,
+            started,
+            batches,
+        }) = inflight
+        else {
             return;
         };
         let (prepared, written) = write.finish();
         let (log, r) = self.publish(prepared, written, &batches);
-        self.close_round(gate, log, r, pipeline);
+        self.close_round(gate, log, r, pipeline, started);
     }
 
     /// The rest of a round once its write is done: capture, submit the
@@ -476,6 +519,7 @@ impl Shared {
         mut log: RwLockWriteGuard<'_, Log>,
         written: Result<()>,
         pipeline: bool,
+        round: Round,
     ) {
         // Capture: the end to make durable, the file holding it, and the
         // generation; move later appends to a fresh page.
@@ -497,6 +541,7 @@ impl Shared {
             // Durable already (a direct write): the next may go now.
             self.submit_next(&mut log);
         }
+        let recycled = log.segments_recycled();
         drop(log);
         drop(gate);
         let (target, generation, result) = match captured {
@@ -513,6 +558,7 @@ impl Shared {
         let (fired, wake) = {
             let mut st = self.state();
             st.rounds -= 1;
+            st.meters.stats.segments_recycled = recycled;
             match &result {
                 Ok(()) if st.generation == generation => {
                     // The watermark only moves forward (a concurrent
@@ -521,12 +567,23 @@ impl Shared {
                     st.flushed = before.max(target);
                     assert!(st.flushed >= before, "the flushed offset never moves back");
                     st.syncs += 1;
+                    let depth = st.next_offset.0.saturating_sub(st.flushed.0);
+                    let made = st.flushed.0 - before.0;
+                    st.meters
+                        .round_done(&self.facade, made, round.started, round.oldest, depth);
                 }
-                Ok(()) => {} // a truncation intervened: the round is void
+                // A truncation intervened: the round is void (its appends
+                // are counted by the round that makes them durable).
+                Ok(()) => {}
                 Err(f) => {
+                    if st.poisoned.is_none() {
+                        st.meters.poisoned(&self.facade);
+                        tracing::error!(target: "quorumlog::log", failure = ?f, "a sync round failed: the log is poisoned");
+                    }
                     st.poisoned = Some(*f);
                 }
             }
+            st.meters.round_started = st.inflight.as_ref().map(|f| f.started.started);
             // A round finished by a gate-taker leaves its completions to
             // the flusher (the gate-taker may hold locks they take).
             let firer = pipeline && claim_firing(&mut st);
@@ -736,6 +793,9 @@ pub(crate) fn fire(fired: Vec<(Completion, Result<Offset>)>) {
     }
 }
 
+/// How often the flusher looks at a running round's age.
+const OVERDUE_CHECK: Duration = Duration::from_millis(250);
+
 /// The background flusher: runs rounds for data nobody waits on
 /// (`GroupCommit`), or at most once per interval (`Interval`).
 pub(crate) fn flusher(shared: &Arc<Shared>) {
@@ -749,10 +809,16 @@ pub(crate) fn flusher(shared: &Arc<Shared>) {
                 (st.may_lead() || st.may_reap()) && !writers_lead(st) || has_due(st) && !st.firing
             };
             while !st.shutdown && st.poisoned.is_none() && !work(&st) {
+                // Timed, to notice a round that hangs (a writer leading
+                // it does not wake the flusher: no wake-up per round).
+                if st.meters.overdue(shared.overdue_after) {
+                    shared.facade.overdue.set(1.0);
+                }
                 st = shared
                     .wake_flusher
-                    .wait(st)
-                    .unwrap_or_else(PoisonError::into_inner);
+                    .wait_timeout(st, OVERDUE_CHECK)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
             }
             if st.shutdown || st.poisoned.is_some() {
                 return;

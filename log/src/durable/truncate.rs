@@ -38,9 +38,18 @@ impl DurableLog {
             let mut log = self.shared.log_write();
             // Appends queued for the next round are written first (the cut
             // may reach into them); the round still syncs them.
-            self.shared
+            let r = self
+                .shared
                 .drain(&mut log, false)
-                .and_then(|()| log.truncate_prefix_to(offset))
+                .and_then(|()| log.truncate_prefix_to(offset));
+            if r.is_ok() {
+                self.shared
+                    .state()
+                    .meters
+                    .truncated(&self.shared.facade, true);
+                tracing::debug!(target: "quorumlog::log", to = offset.0, "log prefix truncated");
+            }
+            r
         };
         self.after_log_change(&r);
         r
@@ -62,6 +71,8 @@ impl DurableLog {
             Shared::resync(&mut st, &log);
             if r.is_ok() {
                 let end = log.log_end_offset();
+                st.meters.truncated(&self.shared.facade, false);
+                tracing::info!(target: "quorumlog::log", end = end.0, "log truncated");
                 st.generation += 1;
                 st.flushed = end;
                 st.written = end;
@@ -80,6 +91,8 @@ impl DurableLog {
             let mut st = self.shared.state();
             if let Err(e) = r {
                 if e.is_io() && st.poisoned.is_none() {
+                    st.meters.poisoned(&self.shared.facade);
+                    tracing::error!(target: "quorumlog::log", error = %e, "the log is poisoned");
                     st.poisoned = Some(e.failure());
                 }
             }

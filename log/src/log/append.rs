@@ -498,6 +498,7 @@ impl Log {
     /// the log end, then records a recovery point at its start.
     pub(crate) fn roll(&mut self) -> Result<()> {
         let base = self.log_end_offset();
+        tracing::debug!(target: "quorumlog::log", base = base.0, "segment rolled");
         assert!(
             base > self.active().base,
             "a roll never leaves an empty segment"

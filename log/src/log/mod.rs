@@ -359,6 +359,11 @@ impl Log {
             .end_offset_for_epoch(epoch, self.log_end_offset())
     }
 
+    /// The data directory this log lives in.
+    pub fn data_dir_path(&self) -> &std::path::Path {
+        self.dir.dd().path()
+    }
+
     /// What open found and did.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.report

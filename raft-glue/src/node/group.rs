@@ -145,6 +145,14 @@ impl Group {
                 .ok_or(Error::UnknownGroup { group: id })?;
             Ok(g.vote.check_transition(next)?)
         })?;
+        tracing::info!(
+            target: "quorumlog::election",
+            group = id,
+            epoch = next.epoch.0,
+            leader = ?next.leader,
+            voted = ?next.voted,
+            "election state persisted"
+        );
         Ok(())
     }
 

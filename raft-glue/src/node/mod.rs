@@ -889,6 +889,9 @@ impl Inner {
                     return;
                 }
             }
+            // Watches the shared log's rounds (a hung device shows in the
+            // `sync_overdue` gauge even when the flusher leads the round).
+            self.log.check_overdue();
             if self.dd.poisoned().is_some() {
                 continue;
             }
