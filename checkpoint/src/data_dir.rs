@@ -213,6 +213,16 @@ pub fn read_meta(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Meta>> {
     small_file::read::<Meta>(fs, dir)
 }
 
+/// One small file of `dir`, read and verified without opening the
+/// directory (no lock, nothing written): for inspectors. `None` when the
+/// file is absent.
+///
+/// # Errors
+/// `Corruption` for a file that does not verify; `Io`.
+pub fn read_small_file<F: SmallFile>(fs: &dyn FileSystem, dir: &Path) -> Result<Option<F>> {
+    small_file::read::<F>(fs, dir)
+}
+
 /// One small file as [`verify_small_files`] found it.
 #[derive(Debug)]
 pub struct SmallFileCheck {

@@ -59,9 +59,9 @@ mod types;
 
 pub use app_metadata::{AppMetadata, VoterHistoryFile};
 pub use data_dir::{
-    format, format_with, read_meta, verify_small_files, Checkpoints, DataDir, Degraded, LogClaim,
-    OpenOptions, OpenReport, SharedFs, SmallFileCheck, CHECKPOINTS_DIR, LOCK_FILE, LOG_DIR,
-    SNAPSHOTS_DIR,
+    format, format_with, read_meta, read_small_file, verify_small_files, Checkpoints, DataDir,
+    Degraded, LogClaim, OpenOptions, OpenReport, SharedFs, SmallFileCheck, CHECKPOINTS_DIR,
+    LOCK_FILE, LOG_DIR, SNAPSHOTS_DIR,
 };
 pub use epoch_map::{EpochEntry, EpochMap};
 /// The largest body a small file (meta, quorum state, app metadata, voter

@@ -8,6 +8,7 @@
 
 mod dump;
 mod info;
+mod recover;
 mod repair;
 mod snapshot;
 mod verify;
@@ -141,6 +142,25 @@ enum Cmd {
         #[arg(long)]
         side_dir: Option<PathBuf>,
     },
+    /// Rewrites the voter set of a quorum that lost its majority, offline,
+    /// on one surviving replica of a store's directory (the `KRaft`-style
+    /// wing): it leads a new epoch and appends the new set. Says what it
+    /// overrides; changes nothing without `--yes`; refuses a running
+    /// replica's directory.
+    RecoverQuorum {
+        #[command(flatten)]
+        at: DirArgs,
+        /// The group (a node's directory: refused, see the message).
+        #[arg(long)]
+        group: Option<u64>,
+        /// The new voters, `NODE_ID:DIRECTORY_ID_HEX,...` (this replica
+        /// among them).
+        #[arg(long, required = true)]
+        voters: String,
+        /// Do it.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -184,6 +204,13 @@ fn main() -> ExitCode {
             formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, group, false))
         }
         Cmd::Verify { at } => formatted(fs.as_ref(), &at).and_then(|()| verify::run(&fs, &at.dir)),
+        Cmd::RecoverQuorum {
+            at,
+            group,
+            voters,
+            yes,
+        } => formatted(fs.as_ref(), &at)
+            .and_then(|()| recover::run(&fs, &at.dir, group, &voters, yes)),
         Cmd::Repair {
             at, yes, side_dir, ..
         } => formatted(fs.as_ref(), &at)

@@ -629,3 +629,140 @@ fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_b
     assert_eq!(std::fs::read(&seg).unwrap(), damaged[&seg]);
     drop(original);
 }
+
+#[test]
+fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_overrides() {
+    use quorumlog_raft::voters::{VoterEntry, VoterSet};
+    use quorumlog_raft::{KraftReplica, StoreOptions, Voter};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let d = dir.to_str().unwrap();
+    let o = quorumlog(&[
+        "format",
+        d,
+        "--cluster-id",
+        "5",
+        "--node-id",
+        "1",
+        "--store",
+        "--first-offset",
+        "1",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let expect = Identity::node(ClusterId(5), NodeId(1));
+    let me = quorumlog_checkpoint::read_meta(fs.as_ref(), &dir)
+        .unwrap()
+        .unwrap()
+        .directory_id;
+    let voter = |n: u64, dir: u128| VoterEntry {
+        voter: Voter {
+            node_id: NodeId(n),
+            directory_id: quorumlog_raft::DirectoryId(dir),
+        },
+        endpoint: None,
+    };
+    // A three-voter quorum whose two other voters are lost.
+    let epoch = {
+        let (r, _) = KraftReplica::open(&fs, &dir, &expect, &StoreOptions::default()).unwrap();
+        let epoch = {
+            let mut e = r.election();
+            let epoch = e.become_candidate().unwrap();
+            e.become_leader().unwrap();
+            epoch
+        };
+        r.append_voter_set(
+            epoch,
+            VoterSet::new(vec![voter(1, me.0), voter(2, 22), voter(3, 33)]).unwrap(),
+        )
+        .unwrap();
+        r.append_durable(epoch, &[b"a", b"b"]).unwrap();
+        r.close().unwrap();
+        epoch
+    };
+    let mine = format!("1:{:032x}", me.0);
+
+    let o = quorumlog(&["recover-quorum", d, "--voters", "2:16,3:21"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("must include this replica (node 1"),
+        "{}",
+        text(&o)
+    );
+
+    let before = tree(&dir);
+    let o = quorumlog(&["recover-quorum", d, "--voters", &mine]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains(&format!(
+            "takes epoch {} as its own leader, without a quorum (now: epoch {}, leader 1)",
+            epoch.0 + 1,
+            epoch.0
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains("entries only the lost replicas held are gone for good"),
+        "{t}"
+    );
+    assert!(t.contains("nothing changed"), "{t}");
+    assert_eq!(tree(&dir), before, "the plan changed the directory");
+
+    // A running replica's directory is refused, naming its holder.
+    {
+        let held = quorumlog_checkpoint::DataDir::open(
+            fs.clone(),
+            &dir,
+            &quorumlog_checkpoint::OpenOptions::default(),
+        )
+        .unwrap();
+        let o = quorumlog(&["recover-quorum", d, "--voters", &mine, "--yes"]);
+        assert_eq!(code(&o), 2, "{}", text(&o));
+        assert!(
+            text(&o).contains(&format!("(process {})", std::process::id())),
+            "{}",
+            text(&o)
+        );
+        drop(held);
+    }
+    assert_eq!(tree(&dir), before);
+
+    let o = quorumlog(&["recover-quorum", d, "--voters", &mine, "--yes"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!(
+            "rewritten: epoch {} (was {})",
+            epoch.0 + 1,
+            epoch.0
+        )),
+        "{}",
+        text(&o)
+    );
+    let (r, _) = KraftReplica::open(&fs, &dir, &expect, &StoreOptions::default()).unwrap();
+    let voters: Vec<u64> = r.voters().unwrap().voters().map(|v| v.node_id.0).collect();
+    assert_eq!(voters, vec![1], "the new set is in force");
+    let e = r.election();
+    assert_eq!(e.epoch().0, epoch.0 + 1);
+    assert_eq!(e.leader(), Some(NodeId(1)));
+    drop(e);
+    r.close().unwrap();
+
+    // A node's directory: its groups' voter sets are the Raft library's.
+    let tmp2 = node_dir(1);
+    let n = tmp2.path().join("node");
+    let o = quorumlog(&[
+        "recover-quorum",
+        n.to_str().unwrap(),
+        "--group",
+        "7",
+        "--voters",
+        "3:1",
+    ]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("a node's directory (group 7)"),
+        "{}",
+        text(&o)
+    );
+}

@@ -59,7 +59,7 @@ pub use error::{Error, Result};
 pub use kraft::commit::{CommitTracker, Progress};
 pub use kraft::election::{Election, LogPosition, Role, VoteDecision};
 pub use kraft::fetch::{validate_offset_and_epoch, FetchPosition, LogView};
-pub use kraft::{voters, KraftReplica};
+pub use kraft::{voters, KraftReplica, QuorumRecovery};
 pub use node::{
     describe_node_record, inspect_node, Group, GroupInstall, GroupSummary, GroupWriter,
     ImportReport, Node, NodeOpenReport, NodeOptions, NodeRecordInfo, NodeRepairReport, NodeStats,
@@ -76,5 +76,7 @@ pub use quorumlog_checkpoint::{
     ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, QuorumState, SharedFs, Vote, Voter,
 };
 pub use quorumlog_io::{Failure, RealFs};
-pub use quorumlog_log::{AppendInfo, Compression, LogOptions, SyncPolicy};
+pub use quorumlog_log::{
+    AppendInfo, Compression, LatencyHistogram, LogOptions, LogStats, SyncPolicy,
+};
 pub use quorumlog_snapshot::{Retention, SnapshotId, SnapshotInfo, WriterOptions};

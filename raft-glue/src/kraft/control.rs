@@ -372,7 +372,7 @@ impl KraftReplica {
     /// must never reach a state its own open cannot read back. The file is
     /// rewritten after the lock is released (it is a cache checked against
     /// the log at open, so an older copy written last loses nothing).
-    fn change_control(
+    pub(super) fn change_control(
         &self,
         epoch: Epoch,
         plan: impl FnOnce(&Control, Offset) -> Result<Option<ControlRecord>>,

@@ -39,9 +39,11 @@ pub mod compaction;
 mod control;
 pub mod election;
 pub mod fetch;
+mod recover;
 pub mod voters;
 
 pub use control::{snapshot_user_metadata, VOTER_HISTORY_EVERY};
+pub use recover::QuorumRecovery;
 
 use crate::error::Result;
 use crate::store::{Identity, OpenReport, Store, StoreOptions, StoreWriter};

@@ -504,6 +504,13 @@ impl Node {
         }
     }
 
+    /// The shared log's counts and latency histograms since open
+    /// (`quorumlog_log::LogStats`: syncs, records per sync, sync and
+    /// append-to-durable latency, queue depth, a round overdue…).
+    pub fn log_stats(&self) -> quorumlog_log::LogStats {
+        self.inner.log.stats()
+    }
+
     /// Disk use against live data.
     pub fn space(&self) -> SpaceUse {
         self.inner.space()
