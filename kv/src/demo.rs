@@ -69,6 +69,10 @@ pub struct Report {
     pub reads: usize,
     /// Of those, reads that did not return the acknowledged value.
     pub reads_wrong: usize,
+    /// Per node at the end: its log's sync rounds since it (re)started,
+    /// and their p50/p99 latency (ms, the upper bounds of the histogram
+    /// buckets holding them; `LogStats::sync_latency`).
+    pub syncs: BTreeMap<u64, (u64, Option<f64>, Option<f64>)>,
 }
 
 impl Report {
@@ -96,6 +100,14 @@ impl Report {
             "reads (linearizable)    {} of acknowledged keys, {} wrong",
             self.reads, self.reads_wrong
         );
+        let ms = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v}"));
+        for (id, (n, p50, p99)) in &self.syncs {
+            println!(
+                "node {id} syncs           {n} rounds, p50/p99 <= {} / {} ms",
+                ms(*p50),
+                ms(*p99)
+            );
+        }
         let ok = self.passed();
         println!(
             "check                   {}",
@@ -519,6 +531,7 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
         .unwrap_or(0)
         .max(last_index);
     let mut missing = BTreeMap::new();
+    let mut syncs = BTreeMap::new();
     for (id, addr) in &cluster.peers {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(20) {
@@ -532,6 +545,9 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if let Ok(st) = status(addr, soon()).await {
+            syncs.insert(*id, (st.syncs, st.sync_p50_ms, st.sync_p99_ms));
         }
         let data = dump(addr, soon()).await.unwrap_or_default();
         let bad = values
@@ -554,6 +570,7 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
         missing,
         reads,
         reads_wrong,
+        syncs,
     };
     drop(cluster);
     let _ = std::fs::remove_dir_all(&base);

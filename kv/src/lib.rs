@@ -40,6 +40,7 @@ pub mod machine;
 pub mod network;
 pub mod node;
 pub mod parts;
+pub mod prom;
 pub mod proto;
 pub mod reassign;
 pub mod restart;

@@ -49,6 +49,9 @@ pub struct NodeArgs {
     /// How often the commit point is made durable (`None`: only at the
     /// log's segment rolls and clean close).
     pub commit_persist: Option<std::time::Duration>,
+    /// Serve Prometheus metrics on this address (the storage's, and
+    /// openraft's copied every second).
+    pub metrics_addr: Option<String>,
 }
 
 /// The store options the nodes use.
@@ -252,6 +255,14 @@ pub async fn initialize<S: RaftStorage>(raft: &KvRaft<S>, peers: &[(u64, String)
 /// # Errors
 /// Opening the store, starting Raft, binding the address.
 pub async fn run(args: NodeArgs) -> Result<()> {
+    // Before the store opens: it registers its metrics at open.
+    let registry = match &args.metrics_addr {
+        Some(_) => Some(
+            crate::prom::install()
+                .map_err(|e| Error::io("metrics recorder", std::io::Error::other(e)))?,
+        ),
+        None => None,
+    };
     let fs: SharedFs = Arc::new(RealFs::new());
     let (store, fresh, open_ms) = open_store(&fs, &args.dir, args.cluster, args.id)?;
     let config = crate::raft_config(args.snapshot_every);
@@ -268,6 +279,10 @@ pub async fn run(args: NodeArgs) -> Result<()> {
         initialize(&node.raft, &args.peers).await?;
     }
     tokio::spawn(crate::reassign::driver(node.clone()));
+    if let (Some(r), Some(addr)) = (registry, &args.metrics_addr) {
+        crate::prom::serve(r, addr).map_err(|e| Error::io(format!("metrics on {addr}"), e))?;
+        crate::prom::watch_openraft(&node);
+    }
     let listener = TcpListener::bind(&args.listen)
         .await
         .map_err(|e| Error::io(format!("listen on {}", args.listen), e))?;
@@ -431,7 +446,15 @@ pub async fn status<S: RaftStorage>(node: &Running<S>) -> Status {
             Ok(Ok(_))
         );
     let membership = m.membership_config.membership();
+    let stats = node
+        .machine
+        .store()
+        .map(|s| s.log_stats())
+        .unwrap_or_default();
     Status {
+        syncs: stats.syncs,
+        sync_p50_ms: stats.sync_latency.quantile(0.5).map(|s| s * 1e3),
+        sync_p99_ms: stats.sync_latency.quantile(0.99).map(|s| s * 1e3),
         directory: node.directory.0,
         voters: membership.voter_ids().collect(),
         nodes: membership

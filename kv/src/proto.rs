@@ -327,6 +327,14 @@ pub struct Status {
     pub voters: Vec<u64>,
     /// Every member it knows (voters and learners), with addresses.
     pub nodes: Vec<(u64, String)>,
+    /// Its log's sync rounds since it started: how many, and the upper
+    /// bounds (ms) of the buckets holding their median and 99th
+    /// percentile latency.
+    pub syncs: u64,
+    /// See [`Status::syncs`].
+    pub sync_p50_ms: Option<f64>,
+    /// See [`Status::syncs`].
+    pub sync_p99_ms: Option<f64>,
 }
 
 /// A node's answer.

@@ -172,6 +172,10 @@ pub trait RaftStorage: Debug + Send + Sync + 'static {
     fn retain_snapshots(&self, retention: Retention) -> Result<Vec<SnapshotId>>;
     /// Purges below `up_to`, bounded by the latest snapshot.
     fn clean_log_prefix(&self, up_to: Offset) -> Result<Offset>;
+
+    /// The counts and latency histograms of the log this storage writes
+    /// (a node's group: the node's shared log).
+    fn log_stats(&self) -> quorumlog_log::LogStats;
 }
 
 macro_rules! delegate {
@@ -303,6 +307,9 @@ impl RaftStorage for Store {
     type Writer<'a> = StoreWriter<'a>;
     type Install = StoreInstall<Arc<Store>>;
     delegate!(Store);
+    fn log_stats(&self) -> quorumlog_log::LogStats {
+        Store::log_stats(self)
+    }
     /// A one-group store's watermark is its own file: not queued.
     fn queue_high_watermark(&self) -> Result<bool> {
         Ok(false)
@@ -329,6 +336,9 @@ impl RaftStorage for Group {
     type Writer<'a> = GroupWriter<'a>;
     type Install = GroupInstall<Arc<Group>>;
     delegate!(Group);
+    fn log_stats(&self) -> quorumlog_log::LogStats {
+        Group::log_stats(self)
+    }
     fn queue_high_watermark(&self) -> Result<bool> {
         Group::queue_high_watermark(self).map(|()| true)
     }

@@ -78,5 +78,6 @@ pub use quorumlog_checkpoint::{
 pub use quorumlog_io::{Failure, RealFs};
 pub use quorumlog_log::{
     AppendInfo, Compression, LatencyHistogram, LogOptions, LogStats, SyncPolicy,
+    LATENCY_BUCKETS_SECONDS,
 };
 pub use quorumlog_snapshot::{Retention, SnapshotId, SnapshotInfo, WriterOptions};

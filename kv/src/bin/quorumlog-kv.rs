@@ -45,6 +45,9 @@ enum Cmd {
         /// segment rolls and clean close; a restart then re-applies less).
         #[arg(long, default_value_t = 100)]
         commit_persist_ms: u64,
+        /// Serve Prometheus metrics on this address (`GET /metrics`).
+        #[arg(long)]
+        metrics_addr: Option<String>,
     },
     /// Writes `key = value` through the leader (applied once, retried
     /// until the deadline).
@@ -219,6 +222,7 @@ async fn run(command: Cmd) -> Result<bool, Error> {
             init,
             snapshot_every,
             commit_persist_ms,
+            metrics_addr,
         } => {
             let peers = parse_peers(&peers)?;
             node::run(node::NodeArgs {
@@ -231,6 +235,7 @@ async fn run(command: Cmd) -> Result<bool, Error> {
                 snapshot_every,
                 commit_persist: (commit_persist_ms > 0)
                     .then(|| std::time::Duration::from_millis(commit_persist_ms)),
+                metrics_addr,
             })
             .await
             .map(|()| true)

@@ -156,6 +156,12 @@ impl Group {
         Ok(())
     }
 
+    /// The node's shared log's counts and latency histograms (every
+    /// group's appends share its rounds).
+    pub fn log_stats(&self) -> quorumlog_log::LogStats {
+        self.inner.log.stats()
+    }
+
     /// The Raft library's own metadata, if ever written.
     pub fn app_metadata(&self) -> Option<Vec<u8>> {
         self.with(|g| g.app_meta.clone()).ok().flatten()

@@ -216,6 +216,12 @@ impl Store {
         }
     }
 
+    /// The log's counts and latency histograms since open
+    /// (`quorumlog_log::LogStats`).
+    pub fn log_stats(&self) -> quorumlog_log::LogStats {
+        self.log.stats()
+    }
+
     /// The log, for whitebox tests and the crash harness only (feature
     /// `testing`): the rules of the store are not in force behind it.
     #[cfg(feature = "testing")]
