@@ -196,12 +196,14 @@ impl Install {
         Ok(())
     }
 
-    /// Verifies the whole download and publishes it (see
-    /// [`Install::finish_inner`]); counted in
-    /// `quorumlog_snapshot_bytes_installed_total`.
+    /// Verifies the whole file (footer, header, every chunk, the whole-file
+    /// checksum, and that it is snapshot `id`), then publishes it; counted
+    /// in `quorumlog_snapshot_bytes_installed_total`.
     ///
     /// # Errors
-    /// As [`Install::finish_inner`].
+    /// `Incomplete` before all bytes arrived; `Corruption` if it does not
+    /// verify (the partial file is removed: the install must start over);
+    /// `Io`.
     pub fn finish(self) -> Result<SnapshotInfo> {
         let info = self.finish_inner()?;
         metrics::counter!("quorumlog_snapshot_bytes_installed_total").increment(info.size_bytes);

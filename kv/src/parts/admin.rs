@@ -1,7 +1,7 @@
 //! What an operator sees of the partitioned service: each node's view of
 //! the partitions it hosts ([`node_view`]), the reassignments in progress
 //! with each adding replica's progress ([`list`]), and the metrics
-//! ([`metrics`]), with their text forms.
+//! ([`metrics()`]), with their text forms.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
