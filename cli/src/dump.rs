@@ -220,17 +220,19 @@ pub(crate) fn print_problem(p: &Problem, json: bool) {
             })
         );
     } else {
-        let at = offset.map_or_else(String::new, |o| format!(" (offset {o})"));
         let skipped = if p.skipped > 0 {
             format!("; {} bytes skipped to the next valid batch", p.skipped)
         } else {
             String::new()
         };
-        println!(
-            "DAMAGED {} at {}{at}: {}{skipped}",
-            p.file.display(),
-            p.position,
-            p.kind
-        );
+        println!("DAMAGED {}{skipped}", place(p));
     }
+}
+
+/// A problem's place and kind: `FILE at POSITION (offset O): KIND`.
+pub(crate) fn place(p: &Problem) -> String {
+    let at = p
+        .offset
+        .map_or_else(String::new, |o| format!(" (offset {})", o.0));
+    format!("{} at {}{at}: {}", p.file.display(), p.position, p.kind)
 }

@@ -155,14 +155,7 @@ fn plan(fs: &dyn FileSystem, segs: &[SegmentReport]) -> Result<Option<Plan>, Str
 
 fn show(plan: &Plan) {
     let p = &plan.problem;
-    println!(
-        "first corruption: {} at {}{}: {}",
-        p.file.display(),
-        p.position,
-        p.offset
-            .map_or_else(String::new, |o| format!(" (offset {})", o.0)),
-        p.kind
-    );
+    println!("first corruption: {}", crate::dump::place(p));
     println!(
         "the cut: the log ends at offset {}; {} is cut at byte {}{}",
         plan.cut_offset,

@@ -231,12 +231,8 @@ fn index(
         IndexCheck::Damaged(p) => {
             t.problems += 1;
             t.say(&format!(
-                "DAMAGED {} at {}{}: {} (open rebuilds the index)",
-                p.file.display(),
-                p.position,
-                p.offset
-                    .map_or_else(String::new, |o| format!(" (offset {})", o.0)),
-                p.kind
+                "DAMAGED {} (open rebuilds the index)",
+                crate::dump::place(&p)
             ));
         }
         IndexCheck::Missing | IndexCheck::Valid(_) => {}

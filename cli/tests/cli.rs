@@ -42,6 +42,16 @@ fn code(o: &Output) -> i32 {
     o.status.code().unwrap()
 }
 
+/// Opens the node directory `dir` (cluster 5, node 3) with 1 MiB
+/// segments.
+fn open_node(dir: &Path) -> Node {
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let expect = Identity::node(ClusterId(5), NodeId(3));
+    Node::open(&fs, dir, &expect, &NodeOptions::with_segment_bytes(1 << 20))
+        .unwrap()
+        .0
+}
+
 /// A node directory formatted by the binary, with groups 7 and 9 holding
 /// `n` entries each (one batch per entry, alternating), closed cleanly.
 fn node_dir(n: u64) -> tempfile::TempDir {
@@ -51,10 +61,7 @@ fn node_dir(n: u64) -> tempfile::TempDir {
     let o = quorumlog(&["format", d, "--cluster-id", "5", "--node-id", "3"]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(text(&o).contains("cluster 5, node 3"), "{}", text(&o));
-    let fs: SharedFs = Arc::new(RealFs::new());
-    let expect = Identity::node(ClusterId(5), NodeId(3));
-    let options = NodeOptions::with_segment_bytes(1 << 20);
-    let (node, _) = Node::open(&fs, &dir, &expect, &options).unwrap();
+    let node = open_node(&dir);
     for g in [7, 9] {
         node.create_group(g, Offset(0)).unwrap();
     }
@@ -89,15 +96,7 @@ fn rich_node_dir() -> tempfile::TempDir {
     let d = dir.to_str().unwrap();
     let o = quorumlog(&["format", d, "--cluster-id", "5", "--node-id", "3"]);
     assert_eq!(code(&o), 0, "{}", text(&o));
-    let fs: SharedFs = Arc::new(RealFs::new());
-    let expect = Identity::node(ClusterId(5), NodeId(3));
-    let (node, _) = Node::open(
-        &fs,
-        &dir,
-        &expect,
-        &NodeOptions::with_segment_bytes(1 << 20),
-    )
-    .unwrap();
+    let node = open_node(&dir);
     for g in [7, 9] {
         node.create_group(g, Offset(0)).unwrap();
     }
@@ -585,15 +584,7 @@ fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_b
     let o = quorumlog(&["verify", d]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     {
-        let fs: SharedFs = Arc::new(RealFs::new());
-        let expect = Identity::node(ClusterId(5), NodeId(3));
-        let (node, _) = Node::open(
-            &fs,
-            &dir,
-            &expect,
-            &NodeOptions::with_segment_bytes(1 << 20),
-        )
-        .unwrap();
+        let node = open_node(&dir);
         for g in [7, 9] {
             let group = node.group(g).unwrap();
             let (start, end) = (group.log_start_offset(), group.log_end_offset());
