@@ -143,18 +143,22 @@ enum Cmd {
         side_dir: Option<PathBuf>,
     },
     /// Rewrites the voter set of a quorum that lost its majority, offline,
-    /// on one surviving replica of a store's directory (the `KRaft`-style
-    /// wing): it leads a new epoch and appends the new set. Says what it
+    /// on one surviving replica: it takes a term (an epoch) above every
+    /// one on file as its own leader and appends the new voters. An
+    /// openraft 0.10 group (a node's group, or a store of openraft
+    /// entries) or a store of the `KRaft`-style wing. Says what it
     /// overrides; changes nothing without `--yes`; refuses a running
     /// replica's directory.
     RecoverQuorum {
         #[command(flatten)]
         at: DirArgs,
-        /// The group (a node's directory: refused, see the message).
+        /// The group, in a node's directory (a store's holds one: leave
+        /// it out).
         #[arg(long)]
         group: Option<u64>,
-        /// The new voters, `NODE_ID:DIRECTORY_ID_HEX,...` (this replica
-        /// among them).
+        /// The new voters, this replica among them: `ID=ADDR,...` for an
+        /// openraft group (ADDR as its network dials the node), or
+        /// `NODE_ID:DIRECTORY_ID_HEX,...` for the `KRaft`-style wing.
         #[arg(long, required = true)]
         voters: String,
         /// Do it.

@@ -1,16 +1,203 @@
 //! `quorumlog recover-quorum`: the offline voter-set rewrite for a quorum
-//! that lost its majority, on one surviving replica of the `KRaft`-style
-//! wing (a store's directory, whose voter set is quorumlog's own control
-//! records). It says exactly what it overrides, changes nothing without
-//! `--yes`, and refuses a running replica's directory (its lock).
+//! that lost its majority, on one surviving replica. Two kinds of
+//! directory, told apart by what they hold:
+//! - an openraft 0.10 group (a node's group, `--group G`, or a store
+//!   whose log holds openraft's entries, as the key-value service's): the
+//!   replica takes a vote above every term on file and appends a
+//!   membership entry of the new voters (`--voters ID=ADDR,...`), through
+//!   `quorumlog_openraft10::recover`; the entries must be of openraft's
+//!   default types (`u64` ids, `BasicNode`, advanced leader ids), the
+//!   service's, or it refuses before writing;
+//! - a store of the `KRaft`-style wing, whose voter set is quorumlog's own
+//!   control records (`--voters NODE:DIRECTORY_ID,...`).
+//!
+//! It says exactly what it overrides, changes nothing without `--yes`,
+//! and refuses a running replica's directory (its lock).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
+use openraft10::BasicNode;
 use quorumlog_checkpoint::{read_meta, read_small_file};
+use quorumlog_openraft10::recover::{self, InForce, MembershipSource, Survey};
 use quorumlog_raft::voters::{VoterEntry, VoterSet};
 use quorumlog_raft::{
-    DirectoryId, Identity, KraftReplica, NodeId, QuorumState, SharedFs, StoreOptions, Voter,
+    DirectoryId, Identity, KraftReplica, Node, NodeId, NodeOptions, QuorumState, RaftStorage,
+    SharedFs, Store, StoreOptions, Voter,
 };
+
+/// An entry's application data, read as nothing: a normal entry's head
+/// (its log id and kind) is all the rewrite reads of it. The entry is
+/// `bincode` with the payload last, and `bincode` leaves the application's
+/// bytes unread behind a value that takes none.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Skip;
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("(application data, not read)")
+    }
+}
+
+openraft10::declare_raft_types!(
+    /// openraft's default types, which the key-value service uses: `u64`
+    /// node ids, `BasicNode`, advanced leader ids; the application's data
+    /// is skipped.
+    pub(crate) Ops:
+        D = Skip,
+        R = Skip,
+);
+
+/// Parses openraft voters, `ID=ADDR,...` (`ID=` for an empty address).
+pub(crate) fn parse_members(s: &str) -> Result<BTreeMap<u64, BasicNode>, String> {
+    let mut out = BTreeMap::new();
+    for v in s.split(',') {
+        let (id, addr) = v
+            .split_once('=')
+            .ok_or_else(|| format!("{v}: an openraft voter is ID=ADDR (the node's address, as its Raft network dials it)"))?;
+        let id: u64 = id.trim().parse().map_err(|e| format!("{id}: {e}"))?;
+        if out
+            .insert(
+                id,
+                BasicNode {
+                    addr: addr.trim().to_string(),
+                },
+            )
+            .is_some()
+        {
+            return Err(format!("--voters: node {id} is named twice"));
+        }
+    }
+    Ok(out)
+}
+
+fn block_on<F: std::future::Future>(f: F) -> Result<F::Output, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("a runtime: {e}"))?;
+    Ok(rt.block_on(f))
+}
+
+fn sets(configs: &[BTreeSet<u64>]) -> String {
+    configs
+        .iter()
+        .map(|c| format!("{c:?}"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// Prints what the rewrite of `found` to `voters` overrides.
+fn plan(label: &str, me: u64, found: &Survey<Ops>, voters: &BTreeMap<u64, BasicNode>) {
+    let (vote_term, vote_node, committed) = found.vote.as_ref().map_or((0, None, false), |v| {
+        (v.leader_id.term, Some(v.leader_id.node_id), v.committed)
+    });
+    let log_term = found.last_log_id.as_ref().map_or(0, |l| l.leader_id.term);
+    println!("{label}: an openraft group");
+    println!(
+        "this replica (node {me}) takes term {} as its own leader, without a quorum (now: vote term {vote_term}{}{})",
+        vote_term.max(log_term) + 1,
+        vote_node.map_or_else(String::new, |n| format!(" for node {n}")),
+        if committed { ", committed" } else { "" },
+    );
+    match &found.membership {
+        Some(InForce {
+            log_id: at,
+            membership: m,
+            source: from,
+        }) => println!(
+            "the voters in force: {}{}, {} {}",
+            sets(m.get_joint_config()),
+            {
+                let learners: Vec<u64> = m.learner_ids().collect();
+                if learners.is_empty() {
+                    String::new()
+                } else {
+                    format!(", learners {learners:?} (not carried over)")
+                }
+            },
+            match from {
+                MembershipSource::Log => "from the log's entry",
+                MembershipSource::Snapshot => "from the snapshot of",
+            },
+            at.as_ref()
+                .map_or_else(|| "none".to_string(), |l| l.index.to_string()),
+        ),
+        None => println!("the voters in force: none (the group was never initialized)"),
+    }
+    let next = found.last_log_id.as_ref().map_or(0, |l| l.index + 1);
+    println!(
+        "the log ends at index {}; the commit point on file is {} (entries above it were never known committed)",
+        found
+            .last_log_id
+            .as_ref()
+            .map_or_else(|| "none".to_string(), |l| l.index.to_string()),
+        found
+            .committed
+            .as_ref()
+            .map_or_else(|| "none".to_string(), |l| l.index.to_string()),
+    );
+    println!(
+        "it appends the voters {:?} at index {next}, in force from then on",
+        voters.keys().collect::<Vec<_>>()
+    );
+    println!(
+        "it overrides Raft: entries only the lost replicas held are gone for good, and an \
+         uncommitted membership change is replaced; run it on one survivor only, the one with the \
+         longest log, start it alone, then add members back (openraft's add_learner and change_membership)"
+    );
+}
+
+/// The openraft rewrite of `store`'s group; Ok(true) once rewritten.
+fn openraft<S: RaftStorage>(
+    store: &Arc<S>,
+    label: &str,
+    me: u64,
+    voters: &str,
+    yes: bool,
+) -> Result<bool, String> {
+    let at = |e: &dyn std::fmt::Display| format!("{label}: {e}");
+    let members = parse_members(voters)?;
+    if !members.contains_key(&me) {
+        return Err(at(&format!(
+            "refused: the new voters must include this replica (node {me}), which leads the recovered quorum"
+        )));
+    }
+    let found = block_on(recover::survey::<Ops, S>(Arc::clone(store), me))?.map_err(|e| {
+        at(&format!(
+            "not an openraft 0.10 group of openraft's default types (u64 ids, BasicNode): {e}; \
+             an application of other types calls quorumlog_openraft10::recover::recover_quorum with its own"
+        ))
+    })?;
+    if found.membership.is_none() {
+        return Err(at(
+            &"no membership in the log or its snapshot: the group was never initialized (nothing to recover)",
+        ));
+    }
+    plan(label, me, &found, &members);
+    if !yes {
+        println!("nothing changed: run again with --yes to rewrite");
+        return Ok(false);
+    }
+    let r = block_on(recover::recover_quorum::<Ops, S>(
+        Arc::clone(store),
+        me,
+        members,
+    ))?
+    .map_err(|e| at(&e))?;
+    println!(
+        "rewritten: vote term {} for node {me}, committed; the voters {:?} at index {}",
+        r.vote.leader_id.term, r.voters, r.log_id.index
+    );
+    Ok(true)
+}
+
+/// Whether `store`'s log holds an openraft group (a membership found).
+fn holds_openraft<S: RaftStorage>(store: &Arc<S>, me: u64) -> Result<bool, String> {
+    Ok(block_on(recover::survey::<Ops, S>(Arc::clone(store), me))?
+        .is_ok_and(|s| s.membership.is_some()))
+}
 
 /// Parses `NODE:DIRECTORY_ID_HEX,...`.
 pub(crate) fn parse_voters(s: &str) -> Result<VoterSet, String> {
@@ -43,14 +230,67 @@ pub(crate) fn run(
     yes: bool,
 ) -> Result<bool, String> {
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", dir.display());
+    let meta = read_meta(fs.as_ref(), dir)
+        .map_err(|e| at(&e))?
+        .ok_or_else(|| at(&"no meta file"))?;
+    let expect = Identity::node(meta.cluster_id, meta.node_id);
+    let me = meta.node_id.0;
     if fs.exists(&dir.join("groups.ckpt")).map_err(|e| at(&e))? {
+        let g = group.ok_or_else(|| {
+            at(&"a node's directory holds many groups: name one with --group G (`quorumlog info` lists them)")
+        })?;
+        let (node, _) =
+            Node::open(fs, dir, &expect, &NodeOptions::default()).map_err(|e| at(&e))?;
+        if !node.groups().contains(&g) {
+            return Err(at(&format!(
+                "no group {g} on this node (its groups: {:?})",
+                node.groups()
+            )));
+        }
+        let door = Arc::new(node.group(g).map_err(|e| at(&e))?);
+        let label = format!("{} group {g}", dir.display());
+        let r = openraft(&door, &label, me, voters, yes);
+        drop(door);
+        node.close().map_err(|e| at(&e))?;
+        return r;
+    }
+    if let Some(g) = group {
         return Err(at(&format!(
-            "a node's directory{}: its groups keep their voter sets in their Raft library's own entries \
-             (openraft's membership), which quorumlog does not rewrite; recover-quorum rewrites the \
-             voter set of a store's directory (the KRaft-style wing)",
-            group.map_or_else(String::new, |g| format!(" (group {g})"))
+            "--group {g}: a store's directory holds one group; leave --group out"
         )));
     }
+    let (store, _) = Store::open(fs, dir, &expect, &StoreOptions::default()).map_err(|e| at(&e))?;
+    let store = Arc::new(store);
+    let label = dir.display().to_string();
+    let r = if voters.contains('=') {
+        Some(openraft(&store, &label, me, voters, yes))
+    } else if holds_openraft(&store, me)? {
+        Some(Err(at(
+            &"this store holds an openraft group (its voters are openraft's membership entries): \
+              give the voters as --voters ID=ADDR,...",
+        )))
+    } else {
+        None
+    };
+    Arc::try_unwrap(store)
+        .map_err(|_| at(&"the store is still in use"))?
+        .close()
+        .map_err(|e| at(&e))?;
+    if let Some(r) = r {
+        return r;
+    }
+    kraft(fs, dir, &expect, voters, yes)
+}
+
+/// The `KRaft`-style wing's rewrite of the store in `dir`.
+fn kraft(
+    fs: &SharedFs,
+    dir: &Path,
+    expect: &Identity,
+    voters: &str,
+    yes: bool,
+) -> Result<bool, String> {
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", dir.display());
     let set = parse_voters(voters)?;
     let meta = read_meta(fs.as_ref(), dir)
         .map_err(|e| at(&e))?
@@ -92,8 +332,7 @@ pub(crate) fn run(
         println!("nothing changed: run again with --yes to rewrite");
         return Ok(false);
     }
-    let expect = Identity::node(meta.cluster_id, meta.node_id);
-    let r = KraftReplica::recover_quorum(fs, dir, &expect, &StoreOptions::default(), set)
+    let r = KraftReplica::recover_quorum(fs, dir, expect, &StoreOptions::default(), set)
         .map_err(|e| at(&e))?;
     println!(
         "rewritten: epoch {} (was {}), voter set at offset {}{}; the log ended at {}, high watermark {}",

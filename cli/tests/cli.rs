@@ -739,21 +739,331 @@ fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_over
     drop(e);
     r.close().unwrap();
 
-    // A node's directory: its groups' voter sets are the Raft library's.
-    let tmp2 = node_dir(1);
-    let n = tmp2.path().join("node");
-    let o = quorumlog(&[
-        "recover-quorum",
-        n.to_str().unwrap(),
-        "--group",
-        "7",
-        "--voters",
-        "3:1",
-    ]);
+    // Openraft-style voters for a store that holds no openraft group:
+    // refused before writing (a membership is what it would rewrite).
+    let before = tree(&dir);
+    let o = quorumlog(&["recover-quorum", d, "--voters", "1=h1", "--yes"]);
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(
-        text(&o).contains("a node's directory (group 7)"),
+        text(&o).contains("not an openraft 0.10 group"),
         "{}",
         text(&o)
     );
+    assert_eq!(tree(&dir), before);
+}
+
+openraft10::declare_raft_types!(
+    /// openraft's default types with string entries, as an application's.
+    pub Tc:
+        D = String,
+        R = String,
+);
+
+type TcEntry = <Tc as openraft10::RaftTypeConfig>::Entry;
+
+fn tc_id(
+    term: u64,
+    node: u64,
+    index: u64,
+) -> openraft10::LogId<openraft10::impls::leader_id_adv::LeaderId<u64, u64>> {
+    openraft10::LogId::new(
+        openraft10::impls::leader_id_adv::LeaderId {
+            term,
+            node_id: node,
+        },
+        index,
+    )
+}
+
+/// A node directory (cluster 5, node 3) whose group 4 holds an openraft
+/// group of three voters {1, 2, 3} (membership at 0, `v1`..`v20` by node
+/// 2 in term 2, committed to 15, node 2's vote) and whose group 9 holds
+/// raw records.
+fn openraft_node_dir() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("node");
+    let o = quorumlog(&[
+        "format",
+        dir.to_str().unwrap(),
+        "--cluster-id",
+        "5",
+        "--node-id",
+        "3",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let node = open_node(&dir);
+    node.create_group(4, Offset(0)).unwrap();
+    node.create_group(9, Offset(0)).unwrap();
+    for i in 0..5 {
+        node.group(9)
+            .unwrap()
+            .append_durable(Offset(i), Epoch(1), &[format!("nine-{i}").as_bytes()])
+            .unwrap();
+    }
+    write_openraft_group(Arc::new(node.group(4).unwrap()));
+    node.close().unwrap();
+    tmp
+}
+
+/// Writes the openraft group of [`openraft_node_dir`] into `store`.
+fn write_openraft_group<S: quorumlog_raft::RaftStorage>(store: Arc<S>) {
+    use openraft10::entry::RaftEntry;
+    use openraft10::storage::{IOFlushed, RaftLogStorage};
+    use openraft10::type_config::alias::OneshotOf;
+    use openraft10::type_config::async_runtime::Oneshot;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut log = quorumlog_openraft10::LogStore::<Tc, _>::new(store, 3).unwrap();
+        let nodes: std::collections::BTreeMap<u64, openraft10::BasicNode> = (1..=3)
+            .map(|n| {
+                (
+                    n,
+                    openraft10::BasicNode {
+                        addr: format!("h{n}"),
+                    },
+                )
+            })
+            .collect();
+        let m = openraft10::Membership::new(vec![nodes.keys().copied().collect()], nodes).unwrap();
+        let mut entries = vec![TcEntry::new_membership(tc_id(1, 1, 0), m)];
+        entries.extend((1..=20).map(|i| TcEntry::new_normal(tc_id(2, 2, i), format!("v{i}"))));
+        let (tx, rx) = OneshotOf::<Tc>::channel();
+        log.append(entries, IOFlushed::signal(tx)).await.unwrap();
+        rx.await.unwrap().unwrap();
+        log.save_vote(&openraft10::Vote::new_committed(2, 2))
+            .await
+            .unwrap();
+        log.save_committed(Some(tc_id(2, 2, 15))).await.unwrap();
+    });
+}
+
+#[test]
+fn recover_quorum_rewrites_an_openraft_groups_voters_in_a_nodes_directory() {
+    use openraft10::entry::RaftEntry;
+    use openraft10::storage::RaftLogReader;
+    let tmp = openraft_node_dir();
+    let dir = tmp.path().join("node");
+    let d = dir.to_str().unwrap();
+    let before = tree(&dir);
+
+    // The group must be named, and be there.
+    let o = quorumlog(&["recover-quorum", d, "--voters", "3=h3"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("name one with --group G"), "{}", text(&o));
+    let o = quorumlog(&["recover-quorum", d, "--group", "5", "--voters", "3=h3"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("no group 5 on this node (its groups: [4, 9])"),
+        "{}",
+        text(&o)
+    );
+    // A group of raw records is no openraft group: refused before writing.
+    let o = quorumlog(&[
+        "recover-quorum",
+        d,
+        "--group",
+        "9",
+        "--voters",
+        "3=h3",
+        "--yes",
+    ]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("not an openraft 0.10 group"),
+        "{}",
+        text(&o)
+    );
+    // The new voters must hold this replica; `KRaft`-style voters are no
+    // openraft voters.
+    let o = quorumlog(&[
+        "recover-quorum",
+        d,
+        "--group",
+        "4",
+        "--voters",
+        "1=h1,2=h2",
+        "--yes",
+    ]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("must include this replica (node 3)"),
+        "{}",
+        text(&o)
+    );
+    let o = quorumlog(&[
+        "recover-quorum",
+        d,
+        "--group",
+        "4",
+        "--voters",
+        "3:1",
+        "--yes",
+    ]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("an openraft voter is ID=ADDR"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(tree(&dir), before, "a refusal changed the directory");
+
+    // The plan says what it overrides and changes nothing.
+    let o = quorumlog(&["recover-quorum", d, "--group", "4", "--voters", "3=h3"]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let t = text(&o);
+    for want in [
+        "group 4: an openraft group",
+        "takes term 3 as its own leader, without a quorum (now: vote term 2 for node 2, committed)",
+        "the voters in force: {1, 2, 3}, from the log's entry 0",
+        "the log ends at index 20; the commit point on file is 15",
+        "it appends the voters [3] at index 21",
+        "entries only the lost replicas held are gone for good",
+        "nothing changed",
+    ] {
+        assert!(t.contains(want), "missing {want:?} in {t}");
+    }
+    assert_eq!(tree(&dir), before, "the plan changed the directory");
+
+    // A running node's directory is refused, naming its holder.
+    {
+        let held = open_node(&dir);
+        let o = quorumlog(&[
+            "recover-quorum",
+            d,
+            "--group",
+            "4",
+            "--voters",
+            "3=h3",
+            "--yes",
+        ]);
+        assert_eq!(code(&o), 2, "{}", text(&o));
+        assert!(
+            text(&o).contains(&format!("(process {})", std::process::id())),
+            "{}",
+            text(&o)
+        );
+        held.close().unwrap();
+    }
+
+    let o = quorumlog(&[
+        "recover-quorum",
+        d,
+        "--group",
+        "4",
+        "--voters",
+        "3=h3",
+        "--yes",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(
+        text(&o)
+            .contains("rewritten: vote term 3 for node 3, committed; the voters {3} at index 21"),
+        "{}",
+        text(&o)
+    );
+
+    // What openraft reads on restart: the vote, the old entries intact,
+    // the new membership last; the other group untouched.
+    let node = open_node(&dir);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let door = Arc::new(node.group(4).unwrap());
+        let mut log = quorumlog_openraft10::LogStore::<Tc, _>::new(door, 3).unwrap();
+        assert_eq!(
+            log.read_vote().await.unwrap(),
+            Some(openraft10::Vote::new_committed(3, 3))
+        );
+        let got = log.try_get_log_entries(0..30).await.unwrap();
+        assert_eq!(got.len(), 22);
+        for (i, e) in got.iter().enumerate().skip(1).take(20) {
+            match &e.payload {
+                openraft10::EntryPayload::Normal(v) => assert_eq!(v, &format!("v{i}")),
+                other => panic!("entry {i}: {other:?}"),
+            }
+        }
+        let last = &got[21];
+        assert_eq!(last.log_id(), tc_id(3, 3, 21));
+        let m = last.get_membership().unwrap();
+        assert_eq!(m.voter_ids().collect::<Vec<_>>(), vec![3]);
+    });
+    drop(rt);
+    let raw = node.group(9).unwrap();
+    assert_eq!(raw.log_end_offset(), Offset(5));
+    drop(raw);
+    node.close().unwrap();
+}
+
+/// The key-value service's directory is a store of one openraft group:
+/// rewritten without `--group`; `KRaft`-style voters are refused there.
+#[test]
+fn recover_quorum_rewrites_an_openraft_group_in_a_stores_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let d = dir.to_str().unwrap();
+    let o = quorumlog(&[
+        "format",
+        d,
+        "--cluster-id",
+        "5",
+        "--node-id",
+        "3",
+        "--store",
+        "--first-offset",
+        "0",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let expect = Identity::node(ClusterId(5), NodeId(3));
+    let open = || {
+        quorumlog_raft::Store::open(&fs, &dir, &expect, &quorumlog_raft::StoreOptions::default())
+            .unwrap()
+            .0
+    };
+    let store = Arc::new(open());
+    write_openraft_group(Arc::clone(&store));
+    Arc::try_unwrap(store).ok().unwrap().close().unwrap();
+    let before = tree(&dir);
+
+    let o = quorumlog(&["recover-quorum", d, "--group", "4", "--voters", "3=h3"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("holds one group; leave --group out"),
+        "{}",
+        text(&o)
+    );
+    let o = quorumlog(&["recover-quorum", d, "--voters", "3:1", "--yes"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("holds an openraft group") && text(&o).contains("--voters ID=ADDR"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(tree(&dir), before, "a refusal changed the directory");
+
+    let o = quorumlog(&["recover-quorum", d, "--voters", "3=h3", "--yes"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(
+        text(&o)
+            .contains("rewritten: vote term 3 for node 3, committed; the voters {3} at index 21"),
+        "{}",
+        text(&o)
+    );
+    // A second run finds its own rewrite: the next term, the next index.
+    let o = quorumlog(&["recover-quorum", d, "--voters", "3=h3"]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(
+        text(&o).contains("takes term 4 as its own leader, without a quorum (now: vote term 3 for node 3, committed)")
+            && text(&o).contains("the voters in force: {3}, from the log's entry 21"),
+        "{}",
+        text(&o)
+    );
+    let store = open();
+    assert_eq!(store.log_end_offset(), Offset(22));
+    store.close().unwrap();
 }

@@ -29,6 +29,7 @@
 
 pub mod log_store;
 pub mod mapping;
+pub mod recover;
 pub mod snapshot;
 
 pub use log_store::{LogStore, COMMIT_PERSIST_EVERY, READ_CACHE_ENTRIES};

@@ -180,7 +180,15 @@ where
     /// # Errors
     /// The metadata does not decode; the store fails.
     pub fn new(store: Arc<S>, me: u64) -> io::Result<Self> {
-        let s = LogStore {
+        let s = Self::unrepaired(store, me);
+        s.cut_purged()?;
+        Ok(s)
+    }
+
+    /// As [`LogStore::new`], leaving an interrupted purge as found: for
+    /// readers that must change nothing (`recover::survey`).
+    pub(crate) fn unrepaired(store: Arc<S>, me: u64) -> Self {
+        LogStore {
             store,
             me,
             tail: Arc::new(Mutex::new(BTreeMap::new())),
@@ -189,9 +197,7 @@ where
             persist_pending: Arc::new(AtomicBool::new(false)),
             keep: READ_CACHE_ENTRIES,
             _config: PhantomData,
-        };
-        s.cut_purged()?;
-        Ok(s)
+        }
     }
 
     /// Sets how many durable entries stay in memory for reads (0: none,

@@ -1,0 +1,275 @@
+//! The offline voter-set rewrite (`recover::recover_quorum`) on a group
+//! that lost its majority, driven by openraft's own engine afterwards.
+//! Invariants:
+//! - a rewrite that does not name the survivor is refused and changes
+//!   nothing (the vote and the log are as before);
+//! - the survey reports the membership in force (the last one in the log)
+//!   and the vote and log end on file;
+//! - after the rewrite the survivor, started alone, leads the new voter set
+//!   with every entry it held (each acknowledged write is applied), takes
+//!   new writes, and takes a new member back through openraft's own
+//!   `add_learner` and `change_membership`, which then holds every write;
+//! - the rewrite's vote is above every term the group had, and its entry
+//!   follows the log's last (fails if the vote is not raised: openraft
+//!   then refuses the log as ahead of the vote).
+#![allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    clippy::too_many_lines,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Adv, Machine, Put};
+use openraft10::type_config::async_runtime::watch::WatchReceiver;
+use openraft10::{BasicNode, Config, Raft};
+use quorumlog_io::RealFs;
+use quorumlog_openraft10::recover::{recover_quorum, survey, MembershipSource};
+use quorumlog_openraft10::LogStore;
+use quorumlog_raft::{
+    ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
+};
+
+type R = Raft<Adv, Machine<Adv, Group>>;
+type Router = common::net::Router<Adv, Machine<Adv, Group>>;
+
+/// The Raft group (group 7 of each node's shared log).
+const GROUP: u64 = 7;
+
+struct Member {
+    node: Node,
+    raft: R,
+    machine: Machine<Adv, Group>,
+}
+
+fn meta(id: u64) -> Meta {
+    Meta::new(ClusterId(1), NodeId(id), DirectoryId(u128::from(id) + 1))
+}
+
+fn open_node(fs: &SharedFs, root: &Path, id: u64, fresh: bool) -> Node {
+    let dir = root.join(format!("n{id}"));
+    let options = NodeOptions::with_segment_bytes(1 << 20);
+    if fresh {
+        fs.create_dir_all(&dir).unwrap();
+        Node::format(fs, &dir, meta(id), &options).unwrap();
+    }
+    let (node, _) = Node::open(fs, &dir, &Identity::of(&meta(id)), &options).unwrap();
+    if fresh {
+        node.create_group(GROUP, Offset(0)).unwrap();
+    }
+    node
+}
+
+async fn start(router: &Router, fs: &SharedFs, root: &Path, id: u64, fresh: bool) -> Member {
+    let node = open_node(fs, root, id, fresh);
+    let group: Arc<Group> = Arc::new(node.group(GROUP).unwrap());
+    let machine = Machine::<Adv, Group>::new(Arc::clone(&group));
+    let log = LogStore::new(group, id).unwrap();
+    let config = Arc::new(
+        Config {
+            heartbeat_interval: 100,
+            election_timeout_min: 500,
+            election_timeout_max: 1000,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap(),
+    );
+    let raft = Raft::new(id, config, router.factory(GROUP), log, machine.clone())
+        .await
+        .unwrap();
+    let files = machine.files().clone();
+    router.insert_receiving(
+        id,
+        GROUP,
+        raft.clone(),
+        Arc::new(move |meta, from| common::receive_snapshot::<Adv, Group>(&files, meta, &from)),
+    );
+    Member {
+        node,
+        raft,
+        machine,
+    }
+}
+
+async fn stop(router: &Router, m: Member, id: u64) {
+    router.remove(id, GROUP);
+    m.raft.shutdown().await.unwrap();
+    drop(m.raft);
+    drop(m.machine);
+    m.node.close().unwrap();
+}
+
+async fn write(leader: &R, from: u64, to: u64) {
+    for i in from..to {
+        leader
+            .client_write(Put {
+                key: format!("k{i}"),
+                value: format!("v{i}"),
+            })
+            .await
+            .unwrap();
+    }
+}
+
+async fn leader_of(raft: &R) -> u64 {
+    raft.wait(Some(Duration::from_secs(30)))
+        .metrics(|m| m.current_leader.is_some(), "a leader")
+        .await
+        .unwrap()
+        .current_leader
+        .unwrap()
+}
+
+async fn last_index(raft: &R) -> u64 {
+    raft.wait(Some(Duration::from_secs(30)))
+        .metrics(|m| m.last_log_index.is_some(), "an entry")
+        .await
+        .unwrap()
+        .last_log_index
+        .unwrap()
+}
+
+async fn applied(m: &Member, index: u64) {
+    m.raft
+        .wait(Some(Duration::from_secs(30)))
+        .applied_index_at_least(Some(index), "applied")
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let router = Router::default();
+    let mut members = BTreeMap::new();
+    for id in 1..=3 {
+        members.insert(id, start(&router, &fs, tmp.path(), id, true).await);
+    }
+    let voters: BTreeMap<u64, BasicNode> = (1..=3).map(|i| (i, BasicNode::default())).collect();
+    members[&1].raft.initialize(voters).await.unwrap();
+    let leader = leader_of(&members[&1].raft).await;
+    // Its first entry applied everywhere: a quorum acknowledged it, so
+    // its lease holds and it takes writes.
+    let first = last_index(&members[&leader].raft).await;
+    for m in members.values() {
+        applied(m, first).await;
+    }
+    write(&members[&leader].raft, 0, 150).await;
+    // The survivor: a follower, holding every acknowledged write.
+    let survivor = (1..=3).find(|i| *i != leader).unwrap();
+    let last = members[&leader]
+        .raft
+        .metrics()
+        .borrow_watched()
+        .last_log_index
+        .unwrap();
+    applied(&members[&survivor], last).await;
+    let old_term = members[&leader]
+        .raft
+        .metrics()
+        .borrow_watched()
+        .current_term;
+    for (id, m) in std::mem::take(&mut members) {
+        stop(&router, m, id).await;
+    }
+    // The other two directories are lost.
+    for id in (1..=3).filter(|i| *i != survivor) {
+        std::fs::remove_dir_all(tmp.path().join(format!("n{id}"))).unwrap();
+    }
+
+    {
+        let node = open_node(&fs, tmp.path(), survivor, false);
+        let group = Arc::new(node.group(GROUP).unwrap());
+        let found = survey::<Adv, _>(Arc::clone(&group), survivor)
+            .await
+            .unwrap();
+        assert_eq!(found.voters(), vec![BTreeSet::from([1, 2, 3])]);
+        assert_eq!(
+            found.membership.as_ref().unwrap().source,
+            MembershipSource::Log
+        );
+        assert_eq!(found.last_log_id.as_ref().unwrap().index, last);
+        assert_eq!(found.vote.as_ref().unwrap().leader_id.term, old_term);
+
+        // Refused: the survivor is not in the set. Nothing changes.
+        let others: BTreeMap<u64, BasicNode> = (1..=3)
+            .filter(|i| *i != survivor)
+            .map(|i| (i, BasicNode::default()))
+            .collect();
+        let e = recover_quorum::<Adv, _>(Arc::clone(&group), survivor, others)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        let again = survey::<Adv, _>(Arc::clone(&group), survivor)
+            .await
+            .unwrap();
+        assert_eq!(again.vote, found.vote);
+        assert_eq!(again.last_log_id, found.last_log_id);
+
+        let alone = BTreeMap::from([(survivor, BasicNode::default())]);
+        let r = recover_quorum::<Adv, _>(Arc::clone(&group), survivor, alone)
+            .await
+            .unwrap();
+        assert!(r.vote.leader_id.term > old_term);
+        assert_eq!(r.log_id.index, last + 1);
+        assert_eq!(r.voters, BTreeSet::from([survivor]));
+        drop(group);
+        node.close().unwrap();
+    }
+
+    // Started alone, it leads the new set, with every write.
+    let one = start(&router, &fs, tmp.path(), survivor, false).await;
+    assert_eq!(leader_of(&one.raft).await, survivor);
+    let first = last_index(&one.raft).await;
+    applied(&one, first).await;
+    write(&one.raft, 150, 200).await;
+    let last = one.raft.metrics().borrow_watched().last_log_index.unwrap();
+    applied(&one, last).await;
+    for i in [0u64, 77, 149, 199] {
+        assert_eq!(
+            one.machine.get(&format!("k{i}")),
+            Some(format!("v{i}")),
+            "k{i}"
+        );
+    }
+    let m = one.raft.metrics().borrow_watched().clone();
+    assert_eq!(
+        m.membership_config
+            .membership()
+            .voter_ids()
+            .collect::<Vec<_>>(),
+        vec![survivor]
+    );
+
+    // A new member joins through openraft's own membership change.
+    let four = start(&router, &fs, tmp.path(), 4, true).await;
+    one.raft
+        .add_learner(4, BasicNode::default(), true)
+        .await
+        .unwrap();
+    one.raft
+        .change_membership(BTreeSet::from([survivor, 4]), false)
+        .await
+        .unwrap();
+    write(&one.raft, 200, 210).await;
+    let last = one.raft.metrics().borrow_watched().last_log_index.unwrap();
+    applied(&four, last).await;
+    for i in [0u64, 149, 199, 209] {
+        assert_eq!(
+            four.machine.get(&format!("k{i}")),
+            Some(format!("v{i}")),
+            "k{i}"
+        );
+    }
+    stop(&router, four, 4).await;
+    stop(&router, one, survivor).await;
+}
