@@ -24,6 +24,44 @@
 //! in-process cluster (feature `cluster`) runs the same nodes over an
 //! in-memory network with faults (the end-to-end benchmark, the fault and
 //! power-loss tests).
+//!
+//! A one-node cluster in a fresh directory, written to and read from
+//! over TCP as a client would:
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use quorumlog_kv::client::Client;
+//! use quorumlog_kv::node::{self, NodeArgs};
+//! use tokio::time::Instant;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let rt = tokio::runtime::Runtime::new()?;
+//! rt.block_on(async {
+//!     let dir = tempfile::tempdir()?;
+//!     // A free port: the node listens where the peers list says.
+//!     let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.to_string();
+//!     tokio::spawn(node::run(NodeArgs {
+//!         id: 1,
+//!         cluster: 7,
+//!         dir: dir.path().join("n1"),
+//!         listen: addr.clone(),
+//!         peers: vec![(1, addr.clone())],
+//!         init: true,
+//!         snapshot_every: quorumlog_kv::SNAPSHOT_EVERY,
+//!         commit_persist: Some(Duration::from_millis(100)),
+//!         metrics_addr: None,
+//!     }));
+//!     let mut client = Client::new(vec![addr]);
+//!     let deadline = Instant::now() + Duration::from_secs(30);
+//!     // Acknowledged once committed and applied: durable on a quorum.
+//!     client.put("x", "1", deadline).await?;
+//!     // Linearizable: the leader confirms it still leads first.
+//!     assert_eq!(client.get("x", deadline).await?.value.as_deref(), Some("1"));
+//!     Ok(())
+//! })
+//! # }
+//! ```
 #![allow(
     clippy::result_large_err,
     reason = "openraft's traits return its large error types"

@@ -26,6 +26,54 @@
 //! The 0.9 adapter (`quorumlog-openraft`) stays for users on openraft's
 //! stable line; this crate depends on openraft 0.10 under the name
 //! `openraft10` so both can live in one workspace.
+//!
+//! [`recover`] is the offline voter-set rewrite for a group that lost its
+//! majority (what `quorumlog recover-quorum` runs).
+//!
+//! The guarantee: once an append's `IOFlushed` fires, its entries (and
+//! every earlier append's) survive a power cut, and a saved vote is
+//! durable when `save_vote` returns. A group of a node's shared log, written
+//! and read back through openraft's traits (`Raft::new` takes the same
+//! `LogStore`):
+//!
+//! ```
+//! use std::path::Path;
+//! use std::sync::Arc;
+//!
+//! use openraft10::entry::RaftEntry;
+//! use openraft10::storage::{IOFlushed, RaftLogReader, RaftLogStorage};
+//! use openraft10::type_config::alias::{LogIdOf, OneshotOf};
+//! use openraft10::type_config::async_runtime::Oneshot;
+//! use openraft10::{impls::leader_id_adv::LeaderId, LogId, Vote};
+//! use quorumlog_io::SimFs; // `quorumlog_raft::RealFs::new()` on a real disk
+//! use quorumlog_openraft10::LogStore;
+//! use quorumlog_raft::{ClusterId, DirectoryId, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs};
+//!
+//! openraft10::declare_raft_types!(pub Config: D = String, R = String);
+//! type Entry = <Config as openraft10::RaftTypeConfig>::Entry;
+//!
+//! let fs: SharedFs = Arc::new(SimFs::new(1));
+//! let meta = Meta::new(ClusterId(1), NodeId(1), DirectoryId(2));
+//! Node::format(&fs, Path::new("/n1"), meta, &NodeOptions::default()).unwrap();
+//! let (node, _) = Node::open(&fs, Path::new("/n1"), &Identity::of(&meta), &NodeOptions::default()).unwrap();
+//! // openraft's first index is 0.
+//! node.create_group(7, Offset(0)).unwrap();
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+//! rt.block_on(async {
+//!     let mut log = LogStore::<Config, _>::new(Arc::new(node.group(7).unwrap()), 1).unwrap();
+//!     log.save_vote(&Vote::new_committed(1, 1)).await.unwrap();
+//!     let id = |i| LogId::new(LeaderId { term: 1, node_id: 1 }, i);
+//!     let (tx, rx) = OneshotOf::<Config>::channel();
+//!     log.append([Entry::new_blank(id(0)), Entry::new_normal(id(1), "x=1".into())], IOFlushed::signal(tx))
+//!         .await
+//!         .unwrap();
+//!     // Readable at once; durable when the completion fires.
+//!     assert_eq!(log.try_get_log_entries(0..2).await.unwrap().len(), 2);
+//!     rx.await.unwrap().unwrap();
+//!     let last: Option<LogIdOf<Config>> = log.get_log_state().await.unwrap().last_log_id;
+//!     assert_eq!(last, Some(id(1)));
+//! });
+//! ```
 
 pub mod log_store;
 pub mod mapping;

@@ -6,6 +6,49 @@
 //!
 //! The openraft-specific mapping (entries, vote, last purged id) is in
 //! [`mapping`]; see docs/design.md, "The openraft adapter".
+//!
+//! The guarantee: once `append`'s `LogFlushed` callback fires, its entries
+//! (and every earlier append's) survive a power cut; a vote is durable
+//! when `save_vote` returns, and one older than the vote on file is
+//! refused. A one-group store, written and read back through openraft's
+//! traits (`Raft::new` takes the same `LogStore`):
+//!
+//! ```
+//! use std::path::Path;
+//! use std::sync::Arc;
+//!
+//! use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
+//! use openraft::{Entry, EntryPayload, RaftLogReader, Vote};
+//! use quorumlog_io::SimFs; // `quorumlog_raft::RealFs::new()` on a real disk
+//! use quorumlog_openraft::{mapping::log_id, LogStore};
+//! use quorumlog_raft::{ClusterId, DirectoryId, Identity, Meta, NodeId, Offset, SharedFs, Store, StoreOptions};
+//!
+//! // Snapshots as a stream of the store's snapshot file (the default is an
+//! // in-memory `Cursor`).
+//! openraft::declare_raft_types!(
+//!     pub Config: D = String, R = String, SnapshotData = quorumlog_openraft::SnapshotStream
+//! );
+//!
+//! let fs: SharedFs = Arc::new(SimFs::new(1));
+//! let meta = Meta::new(ClusterId(1), NodeId(1), DirectoryId(2));
+//! // openraft's first index is 0.
+//! Store::format(&fs, Path::new("/g1"), meta, Some(Offset(0)), &StoreOptions::default()).unwrap();
+//! let (store, _) = Store::open(&fs, Path::new("/g1"), &Identity::of(&meta), &StoreOptions::default()).unwrap();
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+//! rt.block_on(async {
+//!     let mut log = LogStore::<Config>::new(Arc::new(store), 1).unwrap();
+//!     log.save_vote(&Vote::new_committed(1, 1)).await.unwrap();
+//!     assert!(log.save_vote(&Vote::new(0, 2)).await.is_err(), "a vote never moves back");
+//!     let entries = (0..3).map(|i| Entry::<Config> {
+//!         log_id: log_id(1, 1, i),
+//!         payload: EntryPayload::Normal(format!("x={i}")),
+//!     });
+//!     // Returns once the callback fired: durable.
+//!     log.blocking_append(entries).await.unwrap();
+//!     let back = log.try_get_log_entries(0..3).await.unwrap();
+//!     assert_eq!(back[2].log_id, log_id(1, 1, 2));
+//! });
+//! ```
 
 #![allow(
     clippy::result_large_err,
