@@ -3,6 +3,10 @@
 //! ([`quorumlog_raft::RaftStorage`]: a one-group `Store` or a node's
 //! `Group` on the shared log).
 //!
+//! The guarantee: once an append's `IOFlushed` fires, its entries (and
+//! every earlier append's) survive a power cut, and a saved vote is
+//! durable when `save_vote` returns.
+//!
 //! 0.10 returns from `append` at once and takes the completion later
 //! (`IOFlushed`): the entries are queued for the shared log's next sync
 //! round (readable at once from the adapter's tail), and each append's
@@ -30,11 +34,8 @@
 //! [`recover`] is the offline voter-set rewrite for a group that lost its
 //! majority (what `quorumlog recover-quorum` runs).
 //!
-//! The guarantee: once an append's `IOFlushed` fires, its entries (and
-//! every earlier append's) survive a power cut, and a saved vote is
-//! durable when `save_vote` returns. A group of a node's shared log, written
-//! and read back through openraft's traits (`Raft::new` takes the same
-//! `LogStore`):
+//! A group of a node's shared log, written and read back through
+//! openraft's traits (`Raft::new` takes the same `LogStore`):
 //!
 //! ```
 //! use std::path::Path;

@@ -4,13 +4,15 @@
 //! quorumlog snapshot files (checksummed, durable before openraft purges
 //! the log they cover).
 //!
-//! The openraft-specific mapping (entries, vote, last purged id) is in
-//! [`mapping`]; see docs/design.md, "The openraft adapter".
-//!
 //! The guarantee: once `append`'s `LogFlushed` callback fires, its entries
 //! (and every earlier append's) survive a power cut; a vote is durable
 //! when `save_vote` returns, and one older than the vote on file is
-//! refused. A one-group store, written and read back through openraft's
+//! refused.
+//!
+//! The openraft-specific mapping (entries, vote, last purged id) is in
+//! [`mapping`]; see docs/design.md, "The openraft adapter".
+//!
+//! A one-group store, written and read back through openraft's
 //! traits (`Raft::new` takes the same `LogStore`):
 //!
 //! ```
