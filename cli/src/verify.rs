@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use quorumlog_checkpoint::verify_small_files;
-use quorumlog_io::{FileSystem, OpenMode};
+use quorumlog_io::FileSystem;
 use quorumlog_log::inspect::{
-    check_index, check_sealed_end, inspect_segment, IndexCheck, SegmentReport, Walk,
+    check_index, segment_files, walk_segments, IndexCheck, SegmentReport, Walk,
 };
-use quorumlog_raft::{inspect_node, Offset, SharedFs};
+use quorumlog_raft::{inspect_node, SharedFs};
 use quorumlog_snapshot::describe_snapshot;
 
 use crate::dump::print_problem;
@@ -92,7 +92,8 @@ impl Tally {
 
 /// Ok(false) when any problem was found.
 pub(crate) fn run(fs: &SharedFs, dir: &Path) -> Result<bool, String> {
-    let segments = segment_files(fs.as_ref(), &dir.join("log"))?;
+    let segments = segment_files(fs.as_ref(), &dir.join("log"))
+        .map_err(|e| format!("{}: {e}", dir.join("log").display()))?;
     let snapshots = snapshot_files(fs.as_ref(), &dir.join("snapshots"))?;
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::new((segments.len() + snapshots.len()) as u64);
@@ -111,9 +112,41 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path) -> Result<bool, String> {
     };
     let t0 = Instant::now();
     small_files(fs, dir, &mut t);
-    segments_and_indexes(fs.as_ref(), &segments, &mut t)?;
-    for (group, path) in &snapshots {
-        match describe_snapshot(fs.as_ref(), path) {
+    // The fold reads the segments too: beside the walk, one of the two
+    // reads each from the disk and the other from the cache, on two cores.
+    let folded = std::thread::scope(|s| {
+        let fold = s.spawn(|| node_fold(fs, dir));
+        let walked = segments_and_indexes(fs.as_ref(), &dir.join("log"), &mut t);
+        (fold.join(), walked)
+    });
+    folded.1?;
+    match folded.0 {
+        Ok(Some(f)) => t.found(&f),
+        Ok(None) => {}
+        Err(_) => return Err("the fold of the node's group state panicked".to_string()),
+    }
+    snapshots_read(fs.as_ref(), &snapshots, &mut t);
+    if let Some(b) = t.bar.take() {
+        b.finish_and_clear();
+    }
+    let secs = t0.elapsed().as_secs_f64().max(1e-6);
+    #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
+    let rate = t.bytes as f64 / secs / 1e6;
+    println!(
+        "{} segments, {} snapshots, {} batches, {} bytes read in {secs:.2} s ({rate:.0} MB/s): {} problems",
+        segments.len(),
+        snapshots.len(),
+        t.batches,
+        t.bytes,
+        t.problems
+    );
+    Ok(t.problems == 0)
+}
+
+/// Every published snapshot, read whole and checked.
+fn snapshots_read(fs: &dyn FileSystem, snapshots: &[(Option<u64>, PathBuf)], t: &mut Tally) {
+    for (group, path) in snapshots {
+        match describe_snapshot(fs, path) {
             Ok(d) => {
                 t.bytes += d.total_len;
                 t.done(&format!(
@@ -143,25 +176,9 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path) -> Result<bool, String> {
             }
         }
     }
-    if let Some(b) = t.bar.take() {
-        b.finish_and_clear();
-    }
-    let secs = t0.elapsed().as_secs_f64().max(1e-6);
-    #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
-    let rate = t.bytes as f64 / secs / 1e6;
-    println!(
-        "{} segments, {} snapshots, {} batches, {} bytes read in {secs:.2} s ({rate:.0} MB/s): {} problems",
-        segments.len(),
-        snapshots.len(),
-        t.batches,
-        t.bytes,
-        t.problems
-    );
-    Ok(t.problems == 0)
 }
 
-/// The small files, and in a node's directory its checkpoint and the
-/// group state the intact log folds to.
+/// The small files.
 fn small_files(fs: &SharedFs, dir: &Path, t: &mut Tally) {
     for c in verify_small_files(fs.as_ref(), dir) {
         if let Err(e) = c.result {
@@ -173,52 +190,43 @@ fn small_files(fs: &SharedFs, dir: &Path, t: &mut Tally) {
             });
         }
     }
+}
+
+/// A node's group state folded from its checkpoint and log, as an open
+/// folds it: what does not fold.
+fn node_fold(fs: &SharedFs, dir: &Path) -> Option<Finding> {
     let node = dir.join("groups.ckpt");
-    if fs.exists(&node).unwrap_or(false) {
-        if let Err(e) = inspect_node(fs, dir) {
-            let group = match &e {
-                quorumlog_raft::Error::NodeCorrupt { group, .. } => *group,
-                _ => None,
-            };
-            t.found(&Finding {
-                file: node,
-                position: None,
-                group,
-                what: format!("the node's group state does not fold: {e}"),
-            });
-        }
+    if !fs.exists(&node).unwrap_or(false) {
+        return None;
     }
+    let e = inspect_node(fs, dir).err()?;
+    let group = match &e {
+        quorumlog_raft::Error::NodeCorrupt { group, .. } => *group,
+        _ => None,
+    };
+    Some(Finding {
+        file: node,
+        position: None,
+        group,
+        what: format!("the node's group state does not fold: {e}"),
+    })
 }
 
 /// Every segment read whole, each sealed one checked to reach the next
 /// base, each index checked against its segment.
-fn segments_and_indexes(
-    fs: &dyn FileSystem,
-    files: &[(u64, PathBuf)],
-    t: &mut Tally,
-) -> Result<(), String> {
-    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
-    // A segment is checked once the next one's base is known (its data
-    // must reach it).
-    let mut prev: Option<SegmentReport> = None;
-    for (base, path) in files {
-        let bytes = fs
-            .open(path, OpenMode::Read)
-            .and_then(|f| f.read_to_end())
-            .map_err(|e| io(path, e))?;
+fn segments_and_indexes(fs: &dyn FileSystem, log_dir: &Path, t: &mut Tally) -> Result<(), String> {
+    let mut failed = None;
+    walk_segments::<_, quorumlog_log::Error>(fs, log_dir, Walk::Raw, |s, bytes, sealed| {
         t.bytes += bytes.len() as u64;
-        if let Some(mut sealed) = prev.take() {
-            check_sealed_end(&mut sealed, Offset(*base));
-            index(fs, &sealed, true, t)?;
-            t.segment(&sealed);
+        if let Err(e) = index(fs, &s, sealed, t) {
+            failed = Some(e);
+            return Ok(false);
         }
-        prev = Some(inspect_segment(path, Offset(*base), &bytes, Walk::Raw));
-    }
-    if let Some(last) = prev {
-        index(fs, &last, false, t)?;
-        t.segment(&last);
-    }
-    Ok(())
+        t.segment(&s);
+        Ok(true)
+    })
+    .map_err(|e| format!("{}: {e}", log_dir.display()))?;
+    failed.map_or(Ok(()), Err)
 }
 
 fn index(
@@ -238,23 +246,6 @@ fn index(
         IndexCheck::Missing | IndexCheck::Valid(_) => {}
     }
     Ok(())
-}
-
-/// The segment files of `log_dir`, by base offset.
-fn segment_files(fs: &dyn FileSystem, log_dir: &Path) -> Result<Vec<(u64, PathBuf)>, String> {
-    let mut files: Vec<(u64, PathBuf)> = fs
-        .list(log_dir)
-        .map_err(|e| format!("{}: {e}", log_dir.display()))?
-        .into_iter()
-        .filter(|e| !e.is_dir)
-        .filter_map(|e| {
-            let stem = e.name.strip_suffix(".log")?;
-            let base = stem.parse::<u64>().ok().filter(|_| stem.len() == 20)?;
-            Some((base, log_dir.join(&e.name)))
-        })
-        .collect();
-    files.sort();
-    Ok(files)
 }
 
 /// The published snapshot files: a store's in `snapshots/`, a node's in

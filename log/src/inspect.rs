@@ -99,6 +99,20 @@ pub struct SegmentReport {
 /// # Errors
 /// `Io` listing or reading the directory.
 pub fn inspect_log_dir(fs: &dyn FileSystem, dir: &Path, walk: Walk) -> Result<Vec<SegmentReport>> {
+    let mut out = Vec::new();
+    walk_segments::<_, crate::Error>(fs, dir, walk, |report, _, _| {
+        out.push(report);
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// The segment files of the log directory `dir`, by base offset. Other
+/// files are ignored.
+///
+/// # Errors
+/// `Io` listing the directory.
+pub fn segment_files(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<(Offset, PathBuf)>> {
     let mut files: Vec<(Offset, PathBuf)> = fs
         .list(dir)?
         .into_iter()
@@ -106,15 +120,63 @@ pub fn inspect_log_dir(fs: &dyn FileSystem, dir: &Path, walk: Walk) -> Result<Ve
         .filter_map(|e| parse_file_name(&e.name, "log").map(|base| (base, dir.join(&e.name))))
         .collect();
     files.sort();
-    let mut out: Vec<SegmentReport> = Vec::with_capacity(files.len());
-    for (base, path) in files {
-        let bytes = fs.open(&path, OpenMode::Read)?.read_to_end()?;
-        if let Some(before) = out.last_mut() {
-            check_sealed_end(before, base);
+    Ok(files)
+}
+
+/// Walks the segment files of `dir` in offset order, each read once into
+/// one buffer kept for them all, and each sealed one checked to reach the
+/// next one's base. `each` gets the walk, the file's bytes and whether it
+/// is sealed (not the last), and returns whether to go on.
+///
+/// A buffer per segment spent more time faulting its pages in and
+/// unmapping them than reading: `quorumlog verify` ran at 0.15x `cat` of
+/// the same files.
+///
+/// # Errors
+/// `Io` listing or reading the directory; what `each` returns.
+pub fn walk_segments<F, E>(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    walk: Walk,
+    mut each: F,
+) -> std::result::Result<(), E>
+where
+    F: FnMut(SegmentReport, &[u8], bool) -> std::result::Result<bool, E>,
+    E: From<crate::Error>,
+{
+    let io = |e: std::io::Error| E::from(crate::Error::from(e));
+    let files = segment_files(fs, dir)?;
+    let open = |path: &Path| -> std::result::Result<_, E> {
+        let f = fs.open(path, OpenMode::Read).map_err(io)?;
+        // The next file is read from the disk while this one is walked.
+        let _ = f.will_need(0, f.len().map_err(io)?);
+        Ok(f)
+    };
+    let mut buf = Vec::new();
+    let mut ahead = match files.first() {
+        Some((_, path)) => Some(open(path)?),
+        None => None,
+    };
+    for (i, (base, path)) in files.iter().enumerate() {
+        let Some(f) = ahead.take() else { break };
+        let next = files.get(i + 1);
+        if let Some((_, next_path)) = next {
+            ahead = Some(open(next_path)?);
         }
-        out.push(inspect_segment(&path, base, &bytes, walk));
+        let len = usize::try_from(f.len().map_err(io)?).unwrap_or(usize::MAX);
+        buf.clear();
+        buf.resize(len, 0);
+        f.read_exact_at(&mut buf, 0).map_err(io)?;
+        drop(f);
+        let mut report = inspect_segment(path, *base, &buf, walk);
+        if let Some((next_base, _)) = next {
+            check_sealed_end(&mut report, *next_base);
+        }
+        if !each(report, &buf, next.is_some())? {
+            break;
+        }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A sealed segment's data must reach the next segment's base offset:

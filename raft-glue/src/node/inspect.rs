@@ -6,8 +6,7 @@
 use std::path::Path;
 
 use quorumlog_checkpoint::{Offset, QuorumState, SharedFs};
-use quorumlog_io::OpenMode;
-use quorumlog_log::inspect::{batch_records, inspect_log_dir, Walk};
+use quorumlog_log::inspect::{batch_records, walk_segments, Walk};
 
 use super::record::Header;
 use super::{fold, read_checkpoint, NodeState};
@@ -69,13 +68,10 @@ pub fn inspect_node(fs: &SharedFs, dir: &Path) -> Result<NodeSummary> {
         ckpt_position: c.position,
         since_ckpt: 0,
     };
-    let segments = inspect_log_dir(fs.as_ref(), &dir.join("log"), Walk::Stop)?;
     let (mut log_end, mut damaged) = (Offset(c.position), false);
-    for s in &segments {
-        let file = fs
-            .open(&s.file, OpenMode::Read)
-            .and_then(|f| f.read_to_end())
-            .map_err(|e| Error::Checkpoint(e.into()))?;
+    // One read of each segment: its walk and its records from the same
+    // bytes.
+    walk_segments::<_, Error>(fs.as_ref(), &dir.join("log"), Walk::Stop, |s, file, _| {
         for b in s.batches.iter().filter(|b| b.base_offset.0 >= c.position) {
             let start = usize::try_from(b.position).unwrap_or(usize::MAX);
             let raw = file
@@ -99,11 +95,9 @@ pub fn inspect_node(fs: &SharedFs, dir: &Path) -> Result<NodeSummary> {
             .map_err(|what| corrupt(b.base_offset.0, what))?;
             log_end = Offset(b.base_offset.0 + u64::from(b.record_count));
         }
-        if !s.problems.is_empty() {
-            damaged = true;
-            break;
-        }
-    }
+        damaged = !s.problems.is_empty();
+        Ok(!damaged)
+    })?;
     let groups = summaries(&state);
     Ok(NodeSummary {
         groups,
