@@ -42,6 +42,13 @@ fn code(o: &Output) -> i32 {
     o.status.code().unwrap()
 }
 
+/// Runs `quorumlog args`, which must be refused (exit 2) saying `want`.
+fn refused(args: &[&str], want: &str) {
+    let o = quorumlog(args);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains(want), "missing {want:?} in {}", text(&o));
+}
+
 /// Opens the node directory `dir` (cluster 5, node 3) with 1 MiB
 /// segments.
 fn open_node(dir: &Path) -> Node {
@@ -742,12 +749,9 @@ fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_over
     // Openraft-style voters for a store that holds no openraft group:
     // refused before writing (a membership is what it would rewrite).
     let before = tree(&dir);
-    let o = quorumlog(&["recover-quorum", d, "--voters", "1=h1", "--yes"]);
-    assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(
-        text(&o).contains("not an openraft 0.10 group"),
-        "{}",
-        text(&o)
+    refused(
+        &["recover-quorum", d, "--voters", "1=h1", "--yes"],
+        "not an openraft 0.10 group",
     );
     assert_eq!(tree(&dir), before);
 }
@@ -850,63 +854,52 @@ fn recover_quorum_rewrites_an_openraft_groups_voters_in_a_nodes_directory() {
     let before = tree(&dir);
 
     // The group must be named, and be there.
-    let o = quorumlog(&["recover-quorum", d, "--voters", "3=h3"]);
-    assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(text(&o).contains("name one with --group G"), "{}", text(&o));
-    let o = quorumlog(&["recover-quorum", d, "--group", "5", "--voters", "3=h3"]);
-    assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(
-        text(&o).contains("no group 5 on this node (its groups: [4, 9])"),
-        "{}",
-        text(&o)
+    refused(
+        &["recover-quorum", d, "--voters", "3=h3"],
+        "name one with --group G",
+    );
+    refused(
+        &["recover-quorum", d, "--group", "5", "--voters", "3=h3"],
+        "no group 5 on this node (its groups: [4, 9])",
     );
     // A group of raw records is no openraft group: refused before writing.
-    let o = quorumlog(&[
-        "recover-quorum",
-        d,
-        "--group",
-        "9",
-        "--voters",
-        "3=h3",
-        "--yes",
-    ]);
-    assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(
-        text(&o).contains("not an openraft 0.10 group"),
-        "{}",
-        text(&o)
+    refused(
+        &[
+            "recover-quorum",
+            d,
+            "--group",
+            "9",
+            "--voters",
+            "3=h3",
+            "--yes",
+        ],
+        "not an openraft 0.10 group",
     );
     // The new voters must hold this replica; `KRaft`-style voters are no
     // openraft voters.
-    let o = quorumlog(&[
-        "recover-quorum",
-        d,
-        "--group",
-        "4",
-        "--voters",
-        "1=h1,2=h2",
-        "--yes",
-    ]);
-    assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(
-        text(&o).contains("must include this replica (node 3)"),
-        "{}",
-        text(&o)
+    refused(
+        &[
+            "recover-quorum",
+            d,
+            "--group",
+            "4",
+            "--voters",
+            "1=h1,2=h2",
+            "--yes",
+        ],
+        "must include this replica (node 3)",
     );
-    let o = quorumlog(&[
-        "recover-quorum",
-        d,
-        "--group",
-        "4",
-        "--voters",
-        "3:1",
-        "--yes",
-    ]);
-    assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(
-        text(&o).contains("an openraft voter is ID=ADDR"),
-        "{}",
-        text(&o)
+    refused(
+        &[
+            "recover-quorum",
+            d,
+            "--group",
+            "4",
+            "--voters",
+            "3:1",
+            "--yes",
+        ],
+        "an openraft voter is ID=ADDR",
     );
     assert_eq!(tree(&dir), before, "a refusal changed the directory");
 
@@ -1030,12 +1023,9 @@ fn recover_quorum_rewrites_an_openraft_group_in_a_stores_directory() {
     Arc::try_unwrap(store).ok().unwrap().close().unwrap();
     let before = tree(&dir);
 
-    let o = quorumlog(&["recover-quorum", d, "--group", "4", "--voters", "3=h3"]);
-    assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(
-        text(&o).contains("holds one group; leave --group out"),
-        "{}",
-        text(&o)
+    refused(
+        &["recover-quorum", d, "--group", "4", "--voters", "3=h3"],
+        "holds one group; leave --group out",
     );
     let o = quorumlog(&["recover-quorum", d, "--voters", "3:1", "--yes"]);
     assert_eq!(code(&o), 2, "{}", text(&o));

@@ -14,93 +14,21 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Adv, Machine, Put};
-use openraft10::{BasicNode, Config, Raft};
+use common::member::{self, Member};
+use openraft10::BasicNode;
 use quorumlog_io::RealFs;
-use quorumlog_openraft10::LogStore;
-use quorumlog_raft::{
-    ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
-};
+use quorumlog_raft::SharedFs;
 
-type R = Raft<Adv, Machine<Adv, Group>>;
-type Router = common::net::Router<Adv, Machine<Adv, Group>>;
-
-/// Small segments, none prepared ahead: a case opens its node in
-/// milliseconds.
-fn small_options() -> NodeOptions {
-    NodeOptions::with_segment_bytes(1 << 20)
-}
+type R = member::GroupRaft;
 
 /// The one group each node holds.
-const GROUP: u64 = 0;
+const GROUP: u64 = 7;
 
-/// One node: its directory, its node (shared log) and its Raft.
-struct Member {
-    node: Node,
-    raft: R,
-    machine: Machine<Adv, Group>,
-}
-
-fn meta(id: u64) -> Meta {
-    Meta::new(ClusterId(1), NodeId(id), DirectoryId(u128::from(id) + 1))
-}
-
-async fn start(router: &Router, fs: &SharedFs, root: &Path, id: u64, fresh: bool) -> Member {
-    let dir = root.join(format!("n{id}"));
-    let options = small_options();
-    if fresh {
-        fs.create_dir_all(&dir).unwrap();
-        Node::format(fs, &dir, meta(id), &options).unwrap();
-    }
-    let (node, _) = Node::open(fs, &dir, &Identity::of(&meta(id)), &options).unwrap();
-    if fresh {
-        node.create_group(7, Offset(0)).unwrap();
-    }
-    let group: Arc<Group> = Arc::new(node.group(7).unwrap());
-    let machine = Machine::<Adv, Group>::new(Arc::clone(&group));
-    let log = LogStore::new(group, id).unwrap();
-    let config = Arc::new(
-        Config {
-            heartbeat_interval: 100,
-            election_timeout_min: 1000,
-            election_timeout_max: 2000,
-            ..Config::default()
-        }
-        .validate()
-        .unwrap(),
-    );
-    let raft = Raft::new(id, config, router.factory(GROUP), log, machine.clone())
-        .await
-        .unwrap();
-    let files = machine.files().clone();
-    router.insert_receiving(
-        id,
-        GROUP,
-        raft.clone(),
-        Arc::new(move |meta, from| common::receive_snapshot::<Adv, Group>(&files, meta, &from)),
-    );
-    Member {
-        node,
-        raft,
-        machine,
-    }
-}
-
-async fn write(leader: &R, from: u64, to: u64) {
-    for i in from..to {
-        leader
-            .client_write(Put {
-                key: format!("k{i}"),
-                value: format!("v{i}"),
-            })
-            .await
-            .unwrap();
-    }
-}
+/// Elections after 1–2 s of silence.
+const ELECTION: (u64, u64) = (1000, 2000);
 
 async fn all_applied(members: &BTreeMap<u64, Member>, leader: &R) {
     let last = leader
@@ -122,10 +50,13 @@ async fn all_applied(members: &BTreeMap<u64, Member>, leader: &R) {
 async fn three_nodes_replicate_and_a_reopened_node_catches_up() {
     let tmp = tempfile::tempdir().unwrap();
     let fs: SharedFs = Arc::new(RealFs::new());
-    let router = Router::default();
+    let router = member::GroupRouter::default();
     let mut members = BTreeMap::new();
     for id in 1..=3 {
-        members.insert(id, start(&router, &fs, tmp.path(), id, true).await);
+        members.insert(
+            id,
+            member::start(&router, &fs, tmp.path(), (id, GROUP), true, ELECTION).await,
+        );
     }
     let voters: BTreeMap<u64, BasicNode> = (1..=3).map(|i| (i, BasicNode::default())).collect();
     members[&1].raft.initialize(voters).await.unwrap();
@@ -141,7 +72,7 @@ async fn three_nodes_replicate_and_a_reopened_node_catches_up() {
     // Its first entry applied everywhere: a quorum has acknowledged it,
     // so its lease holds and it takes writes.
     all_applied(&members, &leader).await;
-    write(&leader, 0, 200).await;
+    member::write(&leader, 0, 200).await;
     all_applied(&members, &leader).await;
     for m in members.values() {
         assert_eq!(m.machine.get("k199").as_deref(), Some("v199"));
@@ -159,10 +90,10 @@ async fn three_nodes_replicate_and_a_reopened_node_catches_up() {
     drop(gone.raft);
     drop(gone.machine);
     gone.node.close().unwrap();
-    write(&leader, 200, 300).await;
+    member::write(&leader, 200, 300).await;
     members.insert(
         follower,
-        start(&router, &fs, tmp.path(), follower, false).await,
+        member::start(&router, &fs, tmp.path(), (follower, GROUP), false, ELECTION).await,
     );
     all_applied(&members, &leader).await;
     for m in members.values() {

@@ -23,101 +23,24 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Adv, Machine, Put};
+use common::member::{self, Member};
+use common::Adv;
 use openraft10::type_config::async_runtime::watch::WatchReceiver;
-use openraft10::{BasicNode, Config, Raft};
+use openraft10::BasicNode;
 use quorumlog_io::RealFs;
 use quorumlog_openraft10::recover::{recover_quorum, survey, MembershipSource};
-use quorumlog_openraft10::LogStore;
-use quorumlog_raft::{
-    ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
-};
+use quorumlog_raft::SharedFs;
 
-type R = Raft<Adv, Machine<Adv, Group>>;
-type Router = common::net::Router<Adv, Machine<Adv, Group>>;
+type R = member::GroupRaft;
 
 /// The Raft group (group 7 of each node's shared log).
 const GROUP: u64 = 7;
 
-struct Member {
-    node: Node,
-    raft: R,
-    machine: Machine<Adv, Group>,
-}
-
-fn meta(id: u64) -> Meta {
-    Meta::new(ClusterId(1), NodeId(id), DirectoryId(u128::from(id) + 1))
-}
-
-fn open_node(fs: &SharedFs, root: &Path, id: u64, fresh: bool) -> Node {
-    let dir = root.join(format!("n{id}"));
-    let options = NodeOptions::with_segment_bytes(1 << 20);
-    if fresh {
-        fs.create_dir_all(&dir).unwrap();
-        Node::format(fs, &dir, meta(id), &options).unwrap();
-    }
-    let (node, _) = Node::open(fs, &dir, &Identity::of(&meta(id)), &options).unwrap();
-    if fresh {
-        node.create_group(GROUP, Offset(0)).unwrap();
-    }
-    node
-}
-
-async fn start(router: &Router, fs: &SharedFs, root: &Path, id: u64, fresh: bool) -> Member {
-    let node = open_node(fs, root, id, fresh);
-    let group: Arc<Group> = Arc::new(node.group(GROUP).unwrap());
-    let machine = Machine::<Adv, Group>::new(Arc::clone(&group));
-    let log = LogStore::new(group, id).unwrap();
-    let config = Arc::new(
-        Config {
-            heartbeat_interval: 100,
-            election_timeout_min: 500,
-            election_timeout_max: 1000,
-            ..Config::default()
-        }
-        .validate()
-        .unwrap(),
-    );
-    let raft = Raft::new(id, config, router.factory(GROUP), log, machine.clone())
-        .await
-        .unwrap();
-    let files = machine.files().clone();
-    router.insert_receiving(
-        id,
-        GROUP,
-        raft.clone(),
-        Arc::new(move |meta, from| common::receive_snapshot::<Adv, Group>(&files, meta, &from)),
-    );
-    Member {
-        node,
-        raft,
-        machine,
-    }
-}
-
-async fn stop(router: &Router, m: Member, id: u64) {
-    router.remove(id, GROUP);
-    m.raft.shutdown().await.unwrap();
-    drop(m.raft);
-    drop(m.machine);
-    m.node.close().unwrap();
-}
-
-async fn write(leader: &R, from: u64, to: u64) {
-    for i in from..to {
-        leader
-            .client_write(Put {
-                key: format!("k{i}"),
-                value: format!("v{i}"),
-            })
-            .await
-            .unwrap();
-    }
-}
+/// Elections after 0.5–1 s of silence.
+const ELECTION: (u64, u64) = (500, 1000);
 
 async fn leader_of(raft: &R) -> u64 {
     raft.wait(Some(Duration::from_secs(30)))
@@ -149,10 +72,13 @@ async fn applied(m: &Member, index: u64) {
 async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_back() {
     let tmp = tempfile::tempdir().unwrap();
     let fs: SharedFs = Arc::new(RealFs::new());
-    let router = Router::default();
+    let router = member::GroupRouter::default();
     let mut members = BTreeMap::new();
     for id in 1..=3 {
-        members.insert(id, start(&router, &fs, tmp.path(), id, true).await);
+        members.insert(
+            id,
+            member::start(&router, &fs, tmp.path(), (id, GROUP), true, ELECTION).await,
+        );
     }
     let voters: BTreeMap<u64, BasicNode> = (1..=3).map(|i| (i, BasicNode::default())).collect();
     members[&1].raft.initialize(voters).await.unwrap();
@@ -163,7 +89,7 @@ async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_bac
     for m in members.values() {
         applied(m, first).await;
     }
-    write(&members[&leader].raft, 0, 150).await;
+    member::write(&members[&leader].raft, 0, 150).await;
     // The survivor: a follower, holding every acknowledged write.
     let survivor = (1..=3).find(|i| *i != leader).unwrap();
     let last = members[&leader]
@@ -179,7 +105,7 @@ async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_bac
         .borrow_watched()
         .current_term;
     for (id, m) in std::mem::take(&mut members) {
-        stop(&router, m, id).await;
+        member::stop(&router, m, id, GROUP).await;
     }
     // The other two directories are lost.
     for id in (1..=3).filter(|i| *i != survivor) {
@@ -187,7 +113,7 @@ async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_bac
     }
 
     {
-        let node = open_node(&fs, tmp.path(), survivor, false);
+        let node = member::open_node(&fs, tmp.path(), survivor, GROUP, false);
         let group = Arc::new(node.group(GROUP).unwrap());
         let found = survey::<Adv, _>(Arc::clone(&group), survivor)
             .await
@@ -227,11 +153,11 @@ async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_bac
     }
 
     // Started alone, it leads the new set, with every write.
-    let one = start(&router, &fs, tmp.path(), survivor, false).await;
+    let one = member::start(&router, &fs, tmp.path(), (survivor, GROUP), false, ELECTION).await;
     assert_eq!(leader_of(&one.raft).await, survivor);
     let first = last_index(&one.raft).await;
     applied(&one, first).await;
-    write(&one.raft, 150, 200).await;
+    member::write(&one.raft, 150, 200).await;
     let last = one.raft.metrics().borrow_watched().last_log_index.unwrap();
     applied(&one, last).await;
     for i in [0u64, 77, 149, 199] {
@@ -251,7 +177,7 @@ async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_bac
     );
 
     // A new member joins through openraft's own membership change.
-    let four = start(&router, &fs, tmp.path(), 4, true).await;
+    let four = member::start(&router, &fs, tmp.path(), (4, GROUP), true, ELECTION).await;
     one.raft
         .add_learner(4, BasicNode::default(), true)
         .await
@@ -260,7 +186,7 @@ async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_bac
         .change_membership(BTreeSet::from([survivor, 4]), false)
         .await
         .unwrap();
-    write(&one.raft, 200, 210).await;
+    member::write(&one.raft, 200, 210).await;
     let last = one.raft.metrics().borrow_watched().last_log_index.unwrap();
     applied(&four, last).await;
     for i in [0u64, 149, 199, 209] {
@@ -270,6 +196,6 @@ async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_bac
             "k{i}"
         );
     }
-    stop(&router, four, 4).await;
-    stop(&router, one, survivor).await;
+    member::stop(&router, four, 4, GROUP).await;
+    member::stop(&router, one, survivor, GROUP).await;
 }

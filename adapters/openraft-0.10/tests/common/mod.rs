@@ -7,6 +7,7 @@
     reason = "each test binary uses part of it; the type config names `Put` publicly"
 )]
 
+pub mod member;
 pub mod net;
 
 use std::collections::BTreeMap;
