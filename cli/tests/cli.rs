@@ -49,6 +49,27 @@ fn refused(args: &[&str], want: &str) {
     assert!(text(&o).contains(want), "missing {want:?} in {}", text(&o));
 }
 
+/// Formats `dir` with the binary as cluster 5, node `node` (a one-group
+/// store starting at `store_first` when given), which must succeed;
+/// returns what it printed.
+fn formatted(dir: &Path, node: u64, store_first: Option<u64>) -> String {
+    let (n, first) = (node.to_string(), store_first.map(|f| f.to_string()));
+    let mut args = vec![
+        "format",
+        dir.to_str().unwrap(),
+        "--cluster-id",
+        "5",
+        "--node-id",
+        &n,
+    ];
+    if let Some(f) = &first {
+        args.extend(["--store", "--first-offset", f]);
+    }
+    let o = quorumlog(&args);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    text(&o)
+}
+
 /// Opens the node directory `dir` (cluster 5, node 3) with 1 MiB
 /// segments.
 fn open_node(dir: &Path) -> Node {
@@ -64,10 +85,8 @@ fn open_node(dir: &Path) -> Node {
 fn node_dir(n: u64) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("node");
-    let d = dir.to_str().unwrap();
-    let o = quorumlog(&["format", d, "--cluster-id", "5", "--node-id", "3"]);
-    assert_eq!(code(&o), 0, "{}", text(&o));
-    assert!(text(&o).contains("cluster 5, node 3"), "{}", text(&o));
+    let said = formatted(&dir, 3, None);
+    assert!(said.contains("cluster 5, node 3"), "{said}");
     let node = open_node(&dir);
     for g in [7, 9] {
         node.create_group(g, Offset(0)).unwrap();
@@ -100,9 +119,7 @@ fn node_dir(n: u64) -> tempfile::TempDir {
 fn rich_node_dir() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("node");
-    let d = dir.to_str().unwrap();
-    let o = quorumlog(&["format", d, "--cluster-id", "5", "--node-id", "3"]);
-    assert_eq!(code(&o), 0, "{}", text(&o));
+    formatted(&dir, 3, None);
     let node = open_node(&dir);
     for g in [7, 9] {
         node.create_group(g, Offset(0)).unwrap();
@@ -635,18 +652,7 @@ fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_over
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     let d = dir.to_str().unwrap();
-    let o = quorumlog(&[
-        "format",
-        d,
-        "--cluster-id",
-        "5",
-        "--node-id",
-        "1",
-        "--store",
-        "--first-offset",
-        "1",
-    ]);
-    assert_eq!(code(&o), 0, "{}", text(&o));
+    formatted(&dir, 1, Some(1));
     let fs: SharedFs = Arc::new(RealFs::new());
     let expect = Identity::node(ClusterId(5), NodeId(1));
     let me = quorumlog_checkpoint::read_meta(fs.as_ref(), &dir)
@@ -786,15 +792,7 @@ fn tc_id(
 fn openraft_node_dir() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("node");
-    let o = quorumlog(&[
-        "format",
-        dir.to_str().unwrap(),
-        "--cluster-id",
-        "5",
-        "--node-id",
-        "3",
-    ]);
-    assert_eq!(code(&o), 0, "{}", text(&o));
+    formatted(&dir, 3, None);
     let node = open_node(&dir);
     node.create_group(4, Offset(0)).unwrap();
     node.create_group(9, Offset(0)).unwrap();
@@ -999,18 +997,7 @@ fn recover_quorum_rewrites_an_openraft_group_in_a_stores_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     let d = dir.to_str().unwrap();
-    let o = quorumlog(&[
-        "format",
-        d,
-        "--cluster-id",
-        "5",
-        "--node-id",
-        "3",
-        "--store",
-        "--first-offset",
-        "0",
-    ]);
-    assert_eq!(code(&o), 0, "{}", text(&o));
+    formatted(&dir, 3, Some(0));
     let fs: SharedFs = Arc::new(RealFs::new());
     let expect = Identity::node(ClusterId(5), NodeId(3));
     let open = || {

@@ -68,6 +68,17 @@ async fn applied(m: &Member, index: u64) {
         .unwrap();
 }
 
+/// `m`'s machine holds the write of each key number in `keys`.
+fn holds(m: &Member, keys: &[u64]) {
+    for i in keys {
+        assert_eq!(
+            m.machine.get(&format!("k{i}")),
+            Some(format!("v{i}")),
+            "k{i}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_back() {
     let tmp = tempfile::tempdir().unwrap();
@@ -160,13 +171,7 @@ async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_bac
     member::write(&one.raft, 150, 200).await;
     let last = one.raft.metrics().borrow_watched().last_log_index.unwrap();
     applied(&one, last).await;
-    for i in [0u64, 77, 149, 199] {
-        assert_eq!(
-            one.machine.get(&format!("k{i}")),
-            Some(format!("v{i}")),
-            "k{i}"
-        );
-    }
+    holds(&one, &[0, 77, 149, 199]);
     let m = one.raft.metrics().borrow_watched().clone();
     assert_eq!(
         m.membership_config
@@ -189,13 +194,7 @@ async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_bac
     member::write(&one.raft, 200, 210).await;
     let last = one.raft.metrics().borrow_watched().last_log_index.unwrap();
     applied(&four, last).await;
-    for i in [0u64, 149, 199, 209] {
-        assert_eq!(
-            four.machine.get(&format!("k{i}")),
-            Some(format!("v{i}")),
-            "k{i}"
-        );
-    }
+    holds(&four, &[0, 149, 199, 209]);
     member::stop(&router, four, 4, GROUP).await;
     member::stop(&router, one, survivor, GROUP).await;
 }
