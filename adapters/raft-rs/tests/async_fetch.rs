@@ -28,13 +28,16 @@ fn a_range_outside_the_tail_is_fetched_on_the_fetch_thread() {
     let node = common::open(&fs, Path::new("/n"), 1);
     node.create_group(1, quorumlog_raft::Offset(1)).unwrap();
     let group = Arc::new(node.group(1).unwrap());
-    // No durable entries kept in memory: reads below the queued ones go
-    // to the store.
-    let s = RegionStorage::with_cache(group, 1, 0).unwrap();
+    // One entry kept in memory: the last one appended stays in the tail
+    // whether or not the background round has made it durable yet (with
+    // none kept, entry 41 could be durable and gone before the read
+    // below, and a caller that can wait would rightly be told to wait).
+    let s = RegionStorage::with_cache(group, 1, 1).unwrap();
     let entries: Vec<_> = (1..=40).map(|i| common::entry(i, 1)).collect();
     s.append(&entries).unwrap();
     s.store().wait_durable(s.store().queued_end()).unwrap();
-    // The tail is trimmed at the next append once the first are durable.
+    // The tail is trimmed to entry 41 at the next append: 1..=40 are
+    // durable.
     s.append(&[common::entry(41, 1)]).unwrap();
     let persister = AsyncPersister::new();
     let woken = Arc::new(AtomicUsize::new(0));
@@ -75,7 +78,7 @@ fn a_range_outside_the_tail_is_fetched_on_the_fetch_thread() {
         s.entries(5, 20, None, GetEntriesContext::empty(true)),
         Ok(sync)
     );
-    // The queued tail is answered at once even to a caller that can wait.
+    // The in-memory tail is answered at once even to a caller that can wait.
     assert_eq!(
         s.entries(41, 42, None, GetEntriesContext::empty(true)),
         Ok(vec![common::entry(41, 1)])
