@@ -100,19 +100,37 @@ async fn wait_done(nodes: &[String], want: &BTreeMap<u32, BTreeSet<u64>>, limit:
 
 /// Samples every partition's voters and live replicas until stopped;
 /// returns the violations seen (partition, voters, live hosting voters).
+///
+/// A node counts as live when it answers: every node the test has not
+/// killed or paused (`down`) is asked on its own, with a generous bound,
+/// so a node slow on a loaded machine is not mistaken for a dead one; a
+/// node in `down` is not asked and does not count.
 fn watch_majorities(
     nodes: Vec<String>,
+    down: Arc<Mutex<BTreeSet<u64>>>,
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<(usize, Vec<String>, u64)> {
     tokio::spawn(async move {
         let (mut samples, mut bad, mut max_reassigning) = (0, Vec::new(), 0);
         while !stop.load(Ordering::Relaxed) {
-            let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
-            let views: Vec<NodeView> = pclient::views(&nodes, deadline)
-                .await
-                .into_values()
-                .flatten()
-                .collect();
+            let up: Vec<String> = {
+                let down = down.lock().unwrap();
+                (1u64..)
+                    .zip(&nodes)
+                    .filter(|(id, _)| !down.contains(id))
+                    .map(|(_, a)| a.clone())
+                    .collect()
+            };
+            let mut views: Vec<NodeView> = Vec::new();
+            for addr in &up {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                views.extend(
+                    pclient::views(std::slice::from_ref(addr), deadline)
+                        .await
+                        .into_values()
+                        .flatten(),
+                );
+            }
             let hosting: BTreeMap<u64, BTreeSet<u32>> = views
                 .iter()
                 .map(|v| (v.node, v.partitions.iter().map(|p| p.partition).collect()))
@@ -136,7 +154,8 @@ fn watch_majorities(
                     bad.push(format!("partition {p}: voters {vs:?}, {live} live"));
                 }
             }
-            let m = pclient::metrics(&nodes, deadline).await;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            let m = pclient::metrics(&up, deadline).await;
             max_reassigning = max_reassigning.max(m.iter().map(|m| m.reassigning).sum());
             samples += 1;
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -235,7 +254,8 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
     let acked: Acked = Arc::default();
     let writing = writers(nodes.clone(), 8, Arc::clone(&stop), Arc::clone(&acked));
     let stop_watch = Arc::new(AtomicBool::new(false));
-    let watch = watch_majorities(nodes.clone(), Arc::clone(&stop_watch));
+    let down: Arc<Mutex<BTreeSet<u64>>> = Arc::default();
+    let watch = watch_majorities(nodes.clone(), Arc::clone(&down), Arc::clone(&stop_watch));
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // A bad alter is refused whole, with a reason per partition.
@@ -321,6 +341,7 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
 
     // Node 4 (adding replicas) killed mid-way: shown down; then back.
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    down.lock().unwrap().insert(4);
     ps.kill(4);
     let t1 = Instant::now();
     loop {
@@ -339,6 +360,7 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     ps.spawn(4).unwrap();
+    down.lock().unwrap().remove(&4);
 
     // Cancel half the moves.
     let cancelled: Vec<u32> = on_123.iter().copied().step_by(2).collect();
@@ -374,6 +396,7 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
 
     // A move stuck on a stopped node, replaced by a target without it.
     let stuck = cancelled[0];
+    down.lock().unwrap().insert(5);
     ps.pause(5, true);
     let (ok, out) = cli(&[
         "part",
@@ -416,6 +439,7 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
     want.insert(stuck, [1, 3, 4].into());
     wait_done(&nodes, &want, Duration::from_secs(60)).await;
     ps.pause(5, false);
+    down.lock().unwrap().remove(&5);
 
     // Writers stop; every acknowledged write is on every replica.
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -84,3 +84,35 @@ fn a_range_outside_the_tail_is_fetched_on_the_fetch_thread() {
         Ok(vec![common::entry(41, 1)])
     );
 }
+
+/// With no durable entries kept in memory, an entry that became durable
+/// leaves the tail at the next append, and a caller that can wait is
+/// sent to the fetch thread for it, even for the newest durable entry.
+#[test]
+fn with_no_cache_a_durable_entry_is_fetched_even_at_the_end() {
+    let fs: SharedFs = Arc::new(SimFs::new(4));
+    common::format(&fs, Path::new("/n"), 1);
+    let node = common::open(&fs, Path::new("/n"), 1);
+    node.create_group(1, quorumlog_raft::Offset(1)).unwrap();
+    let group = Arc::new(node.group(1).unwrap());
+    let s = RegionStorage::with_cache(group, 1, 0).unwrap();
+    s.append(&[common::entry(1, 1), common::entry(2, 1)])
+        .unwrap();
+    s.store().wait_durable(s.store().queued_end()).unwrap();
+    // The append trims every durable entry before it from the tail.
+    s.append(&[common::entry(3, 1)]).unwrap();
+    let persister = AsyncPersister::new();
+    s.enable_async_fetch(&persister);
+    assert_eq!(
+        s.entries(2, 3, None, GetEntriesContext::empty(true)),
+        Err(raft::Error::Store(StorageError::LogTemporarilyUnavailable))
+    );
+    match persister.recv_timeout(Duration::from_secs(30)).unwrap() {
+        Event::Fetched { region, .. } => assert_eq!(region, 1),
+        other => panic!("expected a fetch, got {other:?}"),
+    }
+    assert_eq!(
+        s.entries(2, 3, None, GetEntriesContext::empty(true)),
+        Ok(vec![common::entry(2, 1)])
+    );
+}
