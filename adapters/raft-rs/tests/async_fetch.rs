@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use quorumlog_io::SimFs;
 use quorumlog_raft::SharedFs;
-use quorumlog_raftrs::{AsyncPersister, Event, RegionStorage};
+use quorumlog_raftrs::{AsyncPersister, Event};
 use raft::{GetEntriesContext, Storage, StorageError};
 
 #[test]
@@ -26,13 +26,11 @@ fn a_range_outside_the_tail_is_fetched_on_the_fetch_thread() {
     let fs: SharedFs = Arc::new(SimFs::new(3));
     common::format(&fs, Path::new("/n"), 1);
     let node = common::open(&fs, Path::new("/n"), 1);
-    node.create_group(1, quorumlog_raft::Offset(1)).unwrap();
-    let group = Arc::new(node.group(1).unwrap());
     // One entry kept in memory: the last one appended stays in the tail
     // whether or not the background round has made it durable yet (with
     // none kept, entry 41 could be durable and gone before the read
     // below, and a caller that can wait would rightly be told to wait).
-    let s = RegionStorage::with_cache(group, 1, 1).unwrap();
+    let s = common::region_with_cache(&node, 1, 1, 1);
     let entries: Vec<_> = (1..=40).map(|i| common::entry(i, 1)).collect();
     s.append(&entries).unwrap();
     s.store().wait_durable(s.store().queued_end()).unwrap();
@@ -93,9 +91,7 @@ fn with_no_cache_a_durable_entry_is_fetched_even_at_the_end() {
     let fs: SharedFs = Arc::new(SimFs::new(4));
     common::format(&fs, Path::new("/n"), 1);
     let node = common::open(&fs, Path::new("/n"), 1);
-    node.create_group(1, quorumlog_raft::Offset(1)).unwrap();
-    let group = Arc::new(node.group(1).unwrap());
-    let s = RegionStorage::with_cache(group, 1, 0).unwrap();
+    let s = common::region_with_cache(&node, 1, 1, 0);
     s.append(&[common::entry(1, 1), common::entry(2, 1)])
         .unwrap();
     s.store().wait_durable(s.store().queued_end()).unwrap();

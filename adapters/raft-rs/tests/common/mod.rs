@@ -55,10 +55,15 @@ pub fn open(fs: &SharedFs, dir: &Path, node: u64) -> Node {
 
 /// Region `id`'s storage on `node`, its group created at `first` if new.
 pub fn region(node: &Node, id: u64, first: u64) -> RegionStorage<Group> {
+    region_with_cache(node, id, first, quorumlog_raftrs::CACHE_ENTRIES)
+}
+
+/// [`region`] keeping up to `cache` durable entries in memory.
+pub fn region_with_cache(node: &Node, id: u64, first: u64, cache: usize) -> RegionStorage<Group> {
     if !node.groups().contains(&id) {
         node.create_group(id, Offset(first)).unwrap();
     }
-    RegionStorage::open(Arc::new(node.group(id).unwrap()), id).unwrap()
+    RegionStorage::with_cache(Arc::new(node.group(id).unwrap()), id, cache).unwrap()
 }
 
 pub fn entry(index: u64, term: u64) -> Entry {
