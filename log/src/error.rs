@@ -16,6 +16,10 @@ pub enum Error {
     /// An I/O error; its message names the operation and the path.
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
+    /// The caller's check of what recovery found refused the open, before
+    /// recovery changed anything ([`crate::DurableLog::open_checked`]).
+    #[error("the open was refused by its caller's check (nothing changed)")]
+    OpenRefused,
     /// An error of the data directory's checkpoint files.
     #[error(transparent)]
     Checkpoint(#[from] quorumlog_checkpoint::Error),
@@ -73,6 +77,19 @@ pub enum Error {
         base: Offset,
         /// The records appended.
         records: u64,
+    },
+    /// A raw follower batch overlapping the log's end whose records below
+    /// the end are not the log's: the log holds `offset` in epoch `log`,
+    /// the batch in epoch `batch` (nothing written; the follower must
+    /// truncate to where it diverges first).
+    #[error("a raw batch overlaps the log at offset {offset} in epoch {batch}, but the log holds epoch {log:?} there")]
+    RawOverlapDiverges {
+        /// The first offset where the epochs differ.
+        offset: Offset,
+        /// The log's epoch there.
+        log: Option<Epoch>,
+        /// The batch's epoch.
+        batch: Epoch,
     },
     /// An append with no records.
     #[error("a batch needs at least one record")]

@@ -75,6 +75,8 @@ pub use options::{
     Compression, LogOptions, Preallocation, RecoveryMode, SegmentPreparation, TailWrites,
     WriteAlignment,
 };
-pub use recovery::{DroppedCorruption, RecoveryReport, ScanStart, TornTail};
+pub use recovery::{
+    DroppedCorruption, PlanCheck, RecoveryPlan, RecoveryReport, ScanStart, TornTail,
+};
 pub use segment::index::IndexProblem;
 pub use walk::{walk_records, LogRecord, ReadRange, WalkBatches, Walked};

@@ -102,6 +102,17 @@ pub enum Error {
         /// What is wrong.
         kind: quorumlog_log::CorruptionKind,
     },
+    /// A purge whose epoch is not the log's for the entry before its
+    /// point: the caller's log id names another entry than the group's.
+    #[error("a purge to {offset} names epoch {given}, but the entry before it is in epoch {log}")]
+    PurgeEpochMismatch {
+        /// The purge point.
+        offset: Offset,
+        /// The epoch of the entry at `offset - 1` in the group's log.
+        log: Epoch,
+        /// The epoch the caller gave.
+        given: Epoch,
+    },
     /// No group of that id exists in the node.
     #[error("group {group} does not exist")]
     UnknownGroup {
@@ -128,7 +139,7 @@ pub enum Error {
         group: u64,
     },
     /// A directory opened as a node is not one (a one-group store's
-    /// directory: migrate it with `Node::migrate_store`), or a node's
+    /// directory: bring it over with `Node::import_store`), or a node's
     /// directory opened as a one-group store.
     #[error("{path} is {found}, not {expected}")]
     WrongLayout {

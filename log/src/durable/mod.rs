@@ -64,6 +64,22 @@ impl DurableLog {
         Self::wrap(log, policy, t0.elapsed())
     }
 
+    /// [`DurableLog::open`], `check` seeing what recovery will leave
+    /// before it changes a byte ([`Log::open_checked`]).
+    ///
+    /// # Errors
+    /// As [`DurableLog::open`]; what `check` returns.
+    pub fn open_checked(
+        dd: Arc<DataDir>,
+        options: LogOptions,
+        policy: SyncPolicy,
+        check: crate::recovery::PlanCheck<'_>,
+    ) -> Result<DurableLog> {
+        let t0 = std::time::Instant::now();
+        let log = Log::open_checked(dd, options, check)?;
+        Self::wrap(log, policy, t0.elapsed())
+    }
+
     /// Wraps an open log.
     ///
     /// # Errors

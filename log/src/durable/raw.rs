@@ -22,7 +22,9 @@ impl DurableLog {
     /// same record).
     ///
     /// # Errors
-    /// `InvalidRawBatch` (a batch that does not verify); `NonContiguous`;
+    /// `InvalidRawBatch` (a batch that does not verify); `RawOverlapDiverges`
+    /// (a first batch overlapping the end in another epoch than the log's
+    /// there); `NonContiguous`;
     /// `EpochRegression`; `BatchTooLarge`; I/O as for appends.
     pub fn append_raw(&self, batches: &[&[u8]]) -> Result<AppendInfo> {
         let mut checked = Vec::with_capacity(batches.len());
@@ -31,6 +33,7 @@ impl DurableLog {
             let header = crate::batch::verify_batch(bytes, crate::format::Salt::NONE)
                 .map_err(|kind| Error::InvalidRawBatch { index: i, kind })?;
             if i == 0 && header.base_offset < end && header.next_offset() > end {
+                self.check_overlap(header, end)?;
                 checked.push(self.reencode_from(bytes, header, end)?);
                 continue;
             }
@@ -53,6 +56,29 @@ impl DurableLog {
         self.write_queued()?;
         self.shared.note_written(info.next_offset, true);
         Ok(info)
+    }
+
+    /// Refuses a batch `header` overlapping the log below `end` unless the
+    /// log holds every overlapped offset it still has in the batch's epoch
+    /// (a batch has one epoch and the log's epochs never decrease, so the
+    /// first and last overlapped offsets decide). Offsets below the log
+    /// start are a snapshot's, which the log cannot check.
+    fn check_overlap(&self, header: crate::format::BatchHeader, end: Offset) -> Result<()> {
+        let first = header.base_offset.max(self.log_start_offset());
+        if first >= end {
+            return Ok(());
+        }
+        for offset in [first, Offset(end.0 - 1)] {
+            let log = self.epoch_at(offset);
+            if log != Some(header.epoch) {
+                return Err(Error::RawOverlapDiverges {
+                    offset,
+                    log,
+                    batch: header.epoch,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The records of verified raw batch `bytes` from offset `from` on

@@ -555,6 +555,12 @@ impl Shared {
             // The padding write failed (the log is poisoned): a failed round.
             Err(e) => (Offset(0), 0, Err(e.failure())),
         };
+        if let Err(f) = result {
+            // The log and its data directory refuse everything from now on
+            // (invariant 6), marked before any waiter wakes: a call that
+            // does not go through the log (a vote) sees the failure too.
+            self.log_write().poison(f);
+        }
         let (fired, wake) = {
             let mut st = self.state();
             st.rounds -= 1;
@@ -595,10 +601,6 @@ impl Shared {
         // Unparked after the lock is released: a woken thread's first act
         // is to take it.
         unpark(wake);
-        if let Err(f) = result {
-            // The log refuses everything from now on (invariant 6).
-            self.log_write().poison(f);
-        }
         if fired {
             self.fire_due();
         }

@@ -117,11 +117,28 @@ impl Log {
     /// If recovery left the log start or the flushed offset outside the log
     /// (a bug).
     pub fn open(dd: Arc<DataDir>, options: LogOptions) -> Result<Log> {
+        Self::open_checked(dd, options, &mut |_| Ok(()))
+    }
+
+    /// [`Log::open`], `check` seeing what recovery will leave before it
+    /// changes a byte: a refusal leaves the directory as it was (the one
+    /// exception: a truncation decided before a crash is finished first).
+    ///
+    /// # Errors
+    /// As [`Log::open`]; what `check` returns.
+    ///
+    /// # Panics
+    /// As [`Log::open`].
+    pub fn open_checked(
+        dd: Arc<DataDir>,
+        options: LogOptions,
+        check: crate::recovery::PlanCheck<'_>,
+    ) -> Result<Log> {
         options.validate()?;
         // Before anything is read or repaired: one log per data directory.
         let claim = dd.claim_log()?;
         let dir = LogDir::new(dd, options);
-        let r = recover(&dir)?;
+        let r = recover(&dir, check)?;
         let end = r.segments.last().map_or(r.log_start, |s| s.end_offset);
         let clean = r.report.clean;
         let mut segments = r.segments;

@@ -84,12 +84,28 @@ struct Recovery<'a> {
     cut: Option<PendingCut>,
 }
 
-/// Recovers the log in `dir` (see the module doc).
+/// What inspection found, shown to the caller before repair changes a
+/// byte (the log's start and its end once repair has cut what it decided
+/// to cut).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryPlan {
+    /// The log's first offset after the open.
+    pub log_start: Offset,
+    /// The log's end after the open.
+    pub log_end: Offset,
+}
+
+/// A caller's check of a [`RecoveryPlan`]: `Err` refuses the open before
+/// repair (the refusal is returned as [`crate::Error::OpenRefused`]).
+pub type PlanCheck<'a> = &'a mut dyn FnMut(RecoveryPlan) -> Result<()>;
+
+/// Recovers the log in `dir` (see the module doc); `check` sees the plan
+/// after inspection and before repair.
 ///
 /// # Errors
 /// `Corruption` (Strict mode) naming segment, position, offset and epoch;
-/// `Io`; `Checkpoint`.
-pub(crate) fn recover(dir: &LogDir) -> Result<Recovered> {
+/// `Io`; `Checkpoint`; what `check` returns.
+pub(crate) fn recover(dir: &LogDir, check: PlanCheck<'_>) -> Result<Recovered> {
     let dd = dir.dd();
     let report = RecoveryReport {
         checkpoints_degraded: dd.report().degraded.clone(),
@@ -115,6 +131,7 @@ pub(crate) fn recover(dir: &LogDir) -> Result<Recovered> {
     let (log_start, bases) = r.plan_below_start(bases)?;
     r.open_segments(&bases)?;
     let clean = r.verify()?;
+    check(r.plan(log_start))?;
     r.repair()?;
     let log_start = log_start.unwrap_or(r.segments[0].base);
     r.report.clean = clean && r.below_start.is_empty();
@@ -129,6 +146,19 @@ impl Recovery<'_> {
     /// The table's outcome for `finding` in this open's mode.
     fn decide(&self, finding: Finding) -> Outcome {
         decide(finding, self.mode())
+    }
+
+    /// What the open will leave, before repair: the start, and the end
+    /// after the pending cut (an empty log restarts at its start).
+    fn plan(&self, log_start: Option<Offset>) -> RecoveryPlan {
+        let first = self.segments[0].base;
+        let last = self.segments[self.segments.len() - 1].end_offset;
+        let start = log_start.unwrap_or(first);
+        let end = self.cut.map_or(last, |c| c.offset);
+        RecoveryPlan {
+            log_start: start,
+            log_end: end.max(start),
+        }
     }
 
     /// The log start and the high watermark against the recovered end.

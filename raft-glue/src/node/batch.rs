@@ -116,20 +116,30 @@ impl<'a> WriteBatch<'a> {
     /// # Errors
     /// As `Group::append_replicated` for the first refused append (then
     /// nothing is appended); `Poisoned`; I/O.
+    ///
+    /// # Panics
+    /// If an append's end differs from the one checked before placing it
+    /// (a bug).
     pub fn commit(self) -> Result<Vec<AppendInfo>> {
         self.inner.check_poisoned()?;
         let mut out = Vec::with_capacity(self.items.len());
         let end = {
             let mut st = self.inner.state();
+            // Each append's end, checked once (offsets never wrap).
+            let mut nexts = Vec::with_capacity(self.items.len());
             // Items after a group's first continue the one before them.
             let mut ends: HashMap<u64, (u64, u64)> = HashMap::with_capacity(self.items.len());
             for (group, h, _, count) in &self.items {
                 let id = group.id();
                 if h.kind == Kind::Purge {
-                    // A purge may follow its group's appends in the batch.
+                    // A purge may follow its group's appends in the batch;
+                    // its epoch is checked against the log as it is.
+                    if let Some(g) = st.groups.get(&id) {
+                        super::group::check_purge_epoch(g, Offset(h.offset), Epoch(h.epoch))?;
+                    }
                     continue;
                 }
-                if let Some(&(end, epoch)) = ends.get(&id) {
+                let next = if let Some(&(end, epoch)) = ends.get(&id) {
                     if h.offset != end {
                         return Err(Error::Log(quorumlog_log::Error::NonContiguous {
                             expected: Offset(end),
@@ -142,6 +152,12 @@ impl<'a> WriteBatch<'a> {
                             proposed: Epoch(h.epoch),
                         }));
                     }
+                    h.offset.checked_add(u64::from(*count)).ok_or(Error::Log(
+                        quorumlog_log::Error::OffsetOverflow {
+                            base: Offset(h.offset),
+                            records: u64::from(*count),
+                        },
+                    ))?
                 } else {
                     let g = st
                         .groups
@@ -153,19 +169,27 @@ impl<'a> WriteBatch<'a> {
                     } else {
                         None
                     };
-                    Group::check_entries(g, h, latest)?;
-                }
-                ends.insert(id, (h.offset + u64::from(*count), h.epoch));
+                    Group::check_entries(g, h, *count, latest)?.0
+                };
+                ends.insert(id, (next, h.epoch));
+                nexts.push(next);
             }
             let mut end = 0;
+            let mut nexts = nexts.into_iter();
             for (_, h, batch, count) in self.items {
                 end = self.inner.place(&mut st, &h, batch, None, count, true)?;
                 if h.kind == Kind::Purge {
                     continue;
                 }
+                let next = nexts.next().unwrap_or(h.offset);
+                assert_eq!(
+                    next,
+                    h.offset + u64::from(count),
+                    "an append's end checked above"
+                );
                 out.push(AppendInfo {
                     base_offset: Offset(h.offset),
-                    next_offset: Offset(h.offset + u64::from(count)),
+                    next_offset: Offset(next),
                 });
             }
             end

@@ -310,23 +310,25 @@ impl Group {
         } else {
             None
         };
-        Self::check_entries(g, h, latest)?;
+        let next = Self::check_entries(g, h, count, latest)?;
         let shared_end = self.inner.place(&mut st, h, batch, None, count, waits)?;
         let info = AppendInfo {
             base_offset: Offset(h.offset),
-            next_offset: Offset(h.offset + u64::from(count)),
+            next_offset: next,
         };
         Ok((info, shared_end))
     }
 
-    /// Refuses entries `h` unless they continue group state `g` (at its
-    /// end, or an empty log's restart point without snapshots; in an epoch
-    /// no older than the entry before).
+    /// Refuses `count` entries `h` unless they continue group state `g`
+    /// (at its end, or an empty log's restart point without snapshots; in
+    /// an epoch no older than the entry before; their offsets within
+    /// `u64`: offsets never wrap). Returns the group's end after them.
     pub(super) fn check_entries(
         g: &GroupState,
         h: &Header,
+        count: u32,
         latest: Option<SnapshotId>,
-    ) -> Result<()> {
+    ) -> Result<Offset> {
         // A restart past an empty log's end is for a library whose log
         // begins above 0; with a snapshot it would leave a gap no snapshot
         // covers.
@@ -349,7 +351,13 @@ impl Group {
                 proposed: Epoch(h.epoch),
             }));
         }
-        Ok(())
+        h.offset
+            .checked_add(u64::from(count))
+            .map(Offset)
+            .ok_or(Error::Log(quorumlog_log::Error::OffsetOverflow {
+                base: Offset(h.offset),
+                records: u64::from(count),
+            }))
     }
 
     /// Where the next append goes, appends queued for the next round
@@ -380,7 +388,14 @@ impl Group {
             });
         }
         let h = self.header(Kind::Purge, offset.0, epoch.0);
-        self.inner.control(h, None, |_| Ok(()))?;
+        let id = self.id;
+        self.inner.control(h, None, |st| {
+            let g = st
+                .groups
+                .get(&id)
+                .ok_or(Error::UnknownGroup { group: id })?;
+            check_purge_epoch(g, offset, epoch)
+        })?;
         Ok(())
     }
 
@@ -1169,5 +1184,24 @@ impl<G: std::ops::Deref<Target = Group>> GroupInstall<G> {
         let info = self.group.inner.note(info)?;
         self.group.truncate_to_latest_snapshot()?;
         Ok(info)
+    }
+}
+
+/// Refuses a purge to `offset` in `epoch` when the entry before `offset`
+/// is in `g`'s log in another epoch: the purge point's epoch is the log's
+/// (the caller's names another entry, and would be recorded as the last
+/// purged id).
+pub(super) fn check_purge_epoch(g: &GroupState, offset: Offset, epoch: Epoch) -> Result<()> {
+    let before = offset
+        .0
+        .checked_sub(1)
+        .filter(|&b| b >= g.start && b < g.end);
+    match before.and_then(|b| g.epoch_at(b)) {
+        Some(log) if log != epoch.0 => Err(Error::PurgeEpochMismatch {
+            offset,
+            log: Epoch(log),
+            given: epoch,
+        }),
+        _ => Ok(()),
     }
 }

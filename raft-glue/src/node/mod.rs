@@ -334,22 +334,23 @@ impl Node {
     ) -> Result<(Node, NodeOpenReport)> {
         let dd = Arc::new(DataDir::open(fs.clone(), dir, &expect.open_options())?);
         let checkpoint = read_checkpoint(fs, dd.path())?;
-        let log = DurableLog::open(Arc::clone(&dd), options.log.clone(), options.sync)?;
         let position = checkpoint.position;
-        if position < log.log_start_offset().0 {
-            return Err(Error::NodeCorrupt {
-                group: None,
-                offset: Offset(position),
-                what: "the checkpoint is older than the log's start",
-            });
-        }
-        if position > log.log_end_offset().0 {
-            return Err(Error::NodeCorrupt {
-                group: None,
-                offset: Offset(position),
-                what: "the log ends before the checkpoint's position",
-            });
-        }
+        // The checkpoint is checked against what recovery will leave before
+        // recovery changes a byte: a refused open changes nothing.
+        let mut refusal = None;
+        let log = DurableLog::open_checked(
+            Arc::clone(&dd),
+            options.log.clone(),
+            options.sync,
+            &mut |plan| {
+                refusal = check_position(position, plan.log_start.0, plan.log_end.0).err();
+                refusal
+                    .as_ref()
+                    .map_or(Ok(()), |_| Err(quorumlog_log::Error::OpenRefused))
+            },
+        )
+        .map_err(|e| refusal.take().unwrap_or_else(|| e.into()))?;
+        check_position(position, log.log_start_offset().0, log.log_end_offset().0)?;
         let mut state = NodeState {
             groups: checkpoint.groups,
             dropped: checkpoint.dropped,
@@ -644,6 +645,25 @@ fn replay(log: &DurableLog, state: &mut NodeState, from: u64) -> Result<(u64, u6
 ///
 /// # Errors
 /// What breaks the format's rules, as a phrase.
+/// Refuses a checkpoint at `position` outside a log of `[start, end]`.
+fn check_position(position: u64, start: u64, end: u64) -> Result<()> {
+    if position < start {
+        return Err(Error::NodeCorrupt {
+            group: None,
+            offset: Offset(position),
+            what: "the checkpoint is older than the log's start",
+        });
+    }
+    if position > end {
+        return Err(Error::NodeCorrupt {
+            group: None,
+            offset: Offset(position),
+            what: "the log ends before the checkpoint's position",
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn fold(
     st: &mut NodeState,
     h: &Header,
@@ -670,6 +690,13 @@ pub(crate) fn fold(
         .groups
         .get_mut(&h.group)
         .ok_or("a record of a group that does not exist")?;
+    if matches!(h.kind, Kind::Entries | Kind::Rewrite)
+        && h.offset.checked_add(u64::from(count)).is_none()
+    {
+        // Offsets never wrap: an append that would is refused before it is
+        // written, so such a record is damage.
+        return Err("entries whose offsets pass the offset space");
+    }
     match h.kind {
         Kind::Create | Kind::Drop => {}
         Kind::Entries => {
