@@ -7,6 +7,7 @@
 //! command could not run (bad arguments, not a data directory, I/O).
 
 mod dump;
+mod import;
 mod info;
 mod recover;
 mod repair;
@@ -142,6 +143,19 @@ enum Cmd {
         #[arg(long)]
         side_dir: Option<PathBuf>,
     },
+    /// Brings a one-group store's directory (the previous layout, which
+    /// `Node::open` refuses) over into a new group of a node's directory,
+    /// offline: its entries, log start, election state, metadata, high
+    /// watermark and latest snapshot. The store is only read.
+    Import {
+        /// The store's directory.
+        store_dir: PathBuf,
+        /// The node's directory (`quorumlog format` makes one).
+        node_dir: PathBuf,
+        /// The new group's id.
+        #[arg(long)]
+        group: u64,
+    },
     /// Rewrites the voter set of a quorum that lost its majority, offline,
     /// on one surviving replica: it takes a term (an epoch) above every
     /// one on file as its own leader and appends the new voters. An
@@ -208,6 +222,11 @@ fn main() -> ExitCode {
             formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, group, false))
         }
         Cmd::Verify { at } => formatted(fs.as_ref(), &at).and_then(|()| verify::run(&fs, &at.dir)),
+        Cmd::Import {
+            store_dir,
+            node_dir,
+            group,
+        } => import::run(&fs, &store_dir, &node_dir, group),
         Cmd::RecoverQuorum {
             at,
             group,

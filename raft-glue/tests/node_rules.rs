@@ -9,6 +9,11 @@
 //!   the log's end is refused before recovery touches the directory, whose
 //!   image stays byte for byte what it was, clean marker included (before:
 //!   the log was opened first and its clean marker removed);
+//! - layouts are told apart by what the log holds: a node that lost its
+//!   checkpoint is refused as damage by `Node::open` and as a node by
+//!   `Store::open`, nothing changed (before: `Store::open` opened it,
+//!   returned the node's batches as entries and rewrote it); a store's
+//!   directory is refused by `Node::open` naming `quorumlog import`;
 //! - a purge's epoch is the log's where the entry before the purge point is
 //!   in the log: a caller's other epoch is refused (before: recorded as the
 //!   purge point's epoch).
@@ -25,7 +30,7 @@ use std::sync::Arc;
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{OpenMode, SimFs};
-use quorumlog_raft::{Error, Identity, Isolation, Node, NodeOptions};
+use quorumlog_raft::{Error, Identity, Isolation, Node, NodeOptions, Store, StoreOptions};
 use quorumlog_testkit::dir_image;
 
 const DIR: &str = "/node";
@@ -223,4 +228,71 @@ fn a_purge_names_the_logs_epoch_or_is_refused() {
     assert_eq!(g.last_purged(), Some((Offset(9), Epoch(9))));
     drop(g);
     node.close().unwrap();
+}
+
+/// Invariant: a directory of another layout, or a node without its
+/// checkpoint, is refused before a byte changes.
+#[test]
+fn a_node_without_its_checkpoint_is_neither_opened_nor_taken_for_a_store() {
+    let (disk, fs) = formatted(4);
+    {
+        let node = open(&fs).unwrap();
+        node.create_group(1, Offset(1)).unwrap();
+        let g = node.group(1).unwrap();
+        g.append_durable(Offset(1), Epoch(1), &[b"one"]).unwrap();
+        drop(g);
+        node.close().unwrap();
+    }
+    let fs: SharedFs = Arc::new(disk.crash());
+    fs.remove_file(&Path::new(DIR).join("groups.ckpt")).unwrap();
+    let before = dir_image(fs.as_ref(), Path::new(DIR)).unwrap();
+    let r = open(&fs);
+    assert!(
+        matches!(r, Err(Error::NodeCorrupt { group: None, .. })),
+        "{:?}",
+        r.map(|_| ())
+    );
+    let r = Store::open(
+        &fs,
+        Path::new(DIR),
+        &Identity::of(&meta()),
+        &StoreOptions::default(),
+    );
+    assert!(
+        matches!(r, Err(Error::WrongLayout { .. })),
+        "{:?}",
+        r.map(|_| ())
+    );
+    assert!(before == dir_image(fs.as_ref(), Path::new(DIR)).unwrap());
+
+    // A store's directory: refused by the node, naming the import.
+    let store_fs: SharedFs = Arc::new(SimFs::new(5));
+    let dir = Path::new("/store");
+    Store::format(
+        &store_fs,
+        dir,
+        meta(),
+        Some(Offset(1)),
+        &StoreOptions::default(),
+    )
+    .unwrap();
+    {
+        let (s, _) = Store::open(
+            &store_fs,
+            dir,
+            &Identity::of(&meta()),
+            &StoreOptions::default(),
+        )
+        .unwrap();
+        s.append_replicated(Offset(1), Epoch(1), &[b"one"]).unwrap();
+        s.wait_durable(Offset(2)).unwrap();
+        s.close().unwrap();
+    }
+    let before = dir_image(store_fs.as_ref(), dir).unwrap();
+    let r = Node::open(&store_fs, dir, &Identity::of(&meta()), &options()).map(|_| ());
+    let Err(e @ Error::WrongLayout { .. }) = r else {
+        panic!("{r:?}");
+    };
+    assert!(e.to_string().contains("quorumlog import"), "{e}");
+    assert!(before == dir_image(store_fs.as_ref(), dir).unwrap());
 }

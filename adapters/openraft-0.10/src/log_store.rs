@@ -17,7 +17,8 @@ use std::fmt::Debug;
 use std::io;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Weak;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use openraft10::entry::RaftEntry;
@@ -54,8 +55,8 @@ pub struct LogStore<C: RaftTypeConfig, S: RaftStorage> {
     flushes: Arc<Mutex<Flushes<C>>>,
     /// How often the commit point is made durable.
     persist_every: Option<std::time::Duration>,
-    /// A persist of the commit point is scheduled.
-    persist_pending: Arc<AtomicBool>,
+    /// The commit point openraft gave, deferred to durability.
+    commit: Arc<Commit>,
     _config: PhantomData<fn() -> C>,
 }
 
@@ -72,6 +73,64 @@ pub const READ_CACHE_ENTRIES: u64 = 8192;
 /// instead of waiting for a leader; after a crash it may return an id up
 /// to that interval older, which openraft allows.
 pub const COMMIT_PERSIST_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The commit point openraft gave: openraft saves one up to what it
+/// *submitted* to the log, which may be ahead of what the log has written;
+/// none of it is dropped: the store's watermark rises to it as the entries
+/// are written.
+#[derive(Debug, Default)]
+struct Commit {
+    /// The log end the latest `save_committed` asks for (its index + 1;
+    /// 0: none yet). Only grows.
+    target: AtomicU64,
+    /// A persist of the watermark is scheduled.
+    pending: AtomicBool,
+}
+
+/// Raises `store`'s watermark towards `commit`'s target, as far as the log
+/// is written; returns whether it moved.
+fn raise_commit<S: RaftStorage>(store: &S, commit: &Commit) -> quorumlog_raft::Result<bool> {
+    let target = commit.target.load(Ordering::Acquire);
+    let to = Offset(target).min(store.log_end_offset());
+    if target == 0 || store.high_watermark().is_some_and(|h| h >= to) {
+        return Ok(false);
+    }
+    match store.set_high_watermark(to) {
+        Ok(()) => Ok(true),
+        // Raised past `to` meanwhile (a snapshot of applied entries,
+        // `SnapshotFiles::save_built`, or another completion).
+        Err(_) if store.high_watermark().is_some_and(|h| h >= to) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Schedules a persist of the watermark `every` from now on `runtime`'s
+/// blocking pool, unless one is scheduled (`None`: never).
+fn schedule_persist<S: RaftStorage>(
+    store: &Weak<S>,
+    commit: &Arc<Commit>,
+    every: Option<std::time::Duration>,
+    runtime: &tokio::runtime::Handle,
+) {
+    let Some(every) = every else {
+        return;
+    };
+    if commit.pending.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // Weak: a pending persist never keeps a store from closing.
+    let (store, commit) = (Weak::clone(store), Arc::clone(commit));
+    runtime.spawn(async move {
+        tokio::time::sleep(every).await;
+        // Cleared first: a commit from now on schedules the next one.
+        commit.pending.store(false, Ordering::Release);
+        if let Some(store) = store.upgrade() {
+            // A failure poisons the store; openraft sees it at its next
+            // call.
+            let _ = tokio::task::spawn_blocking(move || store.persist_high_watermark()).await;
+        }
+    });
+}
 
 /// One batch of an append: its epoch, entries, their records and bytes.
 type Batch<C> = (Epoch, Vec<<C as RaftTypeConfig>::Entry>, Vec<Vec<u8>>, u64);
@@ -150,7 +209,7 @@ impl<C: RaftTypeConfig, S: RaftStorage> Clone for LogStore<C, S> {
             tail: Arc::clone(&self.tail),
             flushes: Arc::clone(&self.flushes),
             persist_every: self.persist_every,
-            persist_pending: Arc::clone(&self.persist_pending),
+            commit: Arc::clone(&self.commit),
             keep: self.keep,
             _config: PhantomData,
         }
@@ -194,7 +253,7 @@ where
             tail: Arc::new(Mutex::new(BTreeMap::new())),
             flushes: Arc::new(Mutex::new(Flushes::default())),
             persist_every: Some(COMMIT_PERSIST_EVERY),
-            persist_pending: Arc::new(AtomicBool::new(false)),
+            commit: Arc::new(Commit::default()),
             keep: READ_CACHE_ENTRIES,
             _config: PhantomData,
         }
@@ -220,25 +279,12 @@ where
     /// Schedules a persist of the commit point, unless one is (on the
     /// runtime's blocking pool, [`COMMIT_PERSIST_EVERY`] from now).
     fn schedule_persist(&self) {
-        let Some(every) = self.persist_every else {
-            return;
-        };
-        if self.persist_pending.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        // Weak: a pending persist never keeps a store from closing.
-        let store = Arc::downgrade(&self.store);
-        let pending = Arc::clone(&self.persist_pending);
-        tokio::spawn(async move {
-            tokio::time::sleep(every).await;
-            // Cleared first: a commit from now on schedules the next one.
-            pending.store(false, Ordering::Release);
-            if let Some(store) = store.upgrade() {
-                // A failure poisons the store; openraft sees it at its
-                // next call.
-                let _ = tokio::task::spawn_blocking(move || store.persist_high_watermark()).await;
-            }
-        });
+        schedule_persist(
+            &Arc::downgrade(&self.store),
+            &self.commit,
+            self.persist_every,
+            &tokio::runtime::Handle::current(),
+        );
     }
 
     /// The store underneath.
@@ -387,17 +433,12 @@ where
         let Some(c) = committed else {
             return Ok(());
         };
-        // Never past what this log holds (a commit point learnt with a
-        // snapshot), never back.
-        let to = Offset(c.index + 1).min(self.store.log_end_offset());
-        if self.store.high_watermark().is_none_or(|h| h < to) {
-            match self.store.set_high_watermark(to) {
-                Ok(()) => self.schedule_persist(),
-                // A snapshot of applied entries raised it past `to`
-                // meanwhile (`SnapshotFiles::save_built`).
-                Err(_) if self.store.high_watermark().is_some_and(|h| h >= to) => {}
-                Err(e) => return Err(io_err(e)),
-            }
+        // openraft commits up to what it submitted, which the log may not
+        // have written yet: the rest is kept and the watermark rises to it
+        // as the entries are written (`append`'s completion), never back.
+        self.commit.target.fetch_max(c.index + 1, Ordering::AcqRel);
+        if raise_commit(self.store.as_ref(), &self.commit).map_err(io_err)? {
+            self.schedule_persist();
         }
         Ok(())
     }
@@ -468,9 +509,27 @@ where
             (seq, q.cuts)
         };
         let (flushes, tail, keep) = (Arc::clone(&self.flushes), Arc::clone(&self.tail), self.keep);
+        let (store, commit, every) = (
+            Arc::downgrade(&self.store),
+            Arc::clone(&self.commit),
+            self.persist_every,
+        );
+        let runtime = tokio::runtime::Handle::current();
         self.store.on_durable(
             end,
-            Box::new(move |r| complete(&flushes, &tail, keep, &r, seq, cuts)),
+            Box::new(move |r| {
+                // A commit point saved before these entries were written
+                // reaches them now, before openraft learns they are
+                // flushed.
+                if r.is_ok() && commit.target.load(Ordering::Acquire) > 0 {
+                    if let Some(s) = store.upgrade() {
+                        if raise_commit(s.as_ref(), &commit).unwrap_or(false) {
+                            schedule_persist(&store, &commit, every, &runtime);
+                        }
+                    }
+                }
+                complete(&flushes, &tail, keep, &r, seq, cuts);
+            }),
         );
         Ok(())
     }

@@ -232,11 +232,20 @@ pub(crate) fn read_checkpoint(fs: &SharedFs, dir: &Path) -> Result<ckpt::Checkpo
     let bytes = match fs.open(&dir.join(ckpt::FILE_NAME), OpenMode::Read) {
         Ok(f) => f.read_to_end().map_err(|e| Error::Checkpoint(e.into()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Told apart by what the log holds, not by the file alone: a
+            // node that lost its checkpoint is damage, never a store.
+            if log_holds_node_records(fs, dir)? {
+                return Err(Error::NodeCorrupt {
+                    group: None,
+                    offset: Offset(0),
+                    what: "the node checkpoint (groups.ckpt) is missing, but the log holds node records",
+                });
+            }
             return Err(Error::WrongLayout {
                 path: dir.to_path_buf(),
-                found: "a one-group store's directory",
+                found: "a one-group store's directory (previous format: bring it over with `quorumlog import`)",
                 expected: "a node's directory",
-            })
+            });
         }
         Err(e) => return Err(Error::Checkpoint(e.into())),
     };
@@ -245,6 +254,28 @@ pub(crate) fn read_checkpoint(fs: &SharedFs, dir: &Path) -> Result<ckpt::Checkpo
         offset: Offset(0),
         what,
     })
+}
+
+/// Whether the first batch of `dir`'s log is a node record (a node batch's
+/// first record is a node record header, in the node's batch epoch): read
+/// only, nothing changed. An empty log holds none.
+fn log_holds_node_records(fs: &SharedFs, dir: &Path) -> Result<bool> {
+    use quorumlog_log::inspect::{batch_records, walk_segments, Walk};
+    let mut node = false;
+    walk_segments::<_, Error>(fs.as_ref(), &dir.join("log"), Walk::Stop, |s, file, _| {
+        let Some(b) = s.batches.first() else {
+            return Ok(s.problems.is_empty());
+        };
+        let start = usize::try_from(b.position).unwrap_or(usize::MAX);
+        let raw = file.get(start..start.saturating_add(b.bytes as usize));
+        node = b.epoch == NODE_EPOCH
+            && raw
+                .and_then(|raw| batch_records(raw).ok())
+                .and_then(|r| r.first().map(|h| Header::decode(h).is_ok()))
+                .unwrap_or(false);
+        Ok(false)
+    })?;
+    Ok(node)
 }
 
 /// Decodes a node checkpoint file (fuzzing).
@@ -294,9 +325,11 @@ pub(crate) fn record_sample() -> Vec<u8> {
     .to_vec()
 }
 
-/// Whether `dir` holds a node (its checkpoint file exists).
+/// Whether `dir` holds a node (its checkpoint file exists, or its log
+/// holds node records).
 pub(crate) fn is_node_dir(fs: &SharedFs, dir: &Path) -> bool {
     fs.exists(&dir.join(ckpt::FILE_NAME)).unwrap_or(false)
+        || log_holds_node_records(fs, dir).unwrap_or(false)
 }
 
 impl Node {
