@@ -100,6 +100,10 @@ impl GroupState {
         if self.last_epoch().is_some_and(|e| run.epoch < e) {
             return Err(self.end);
         }
+        assert!(
+            self.runs.back().is_none_or(|p| p.end() == run.offset),
+            "a group's runs are contiguous"
+        );
         self.end = run.end();
         self.pending.push_back((self.end, run.shared_end()));
         self.runs.push_back(run);

@@ -176,6 +176,9 @@ pub(crate) struct NodeState {
     pub(crate) ckpt_position: u64,
     /// Bytes appended since it.
     pub(crate) since_ckpt: u64,
+    /// The shared-log offset after the last batch folded: only grows
+    /// (every batch is folded once, in log order).
+    pub(crate) folded_end: u64,
 }
 
 #[derive(Debug, Default)]
@@ -389,6 +392,7 @@ impl Node {
             dropped: checkpoint.dropped,
             ckpt_position: position,
             since_ckpt: 0,
+            folded_end: position,
         };
         let (replayed_batches, replayed_bytes) = replay(&log, &mut state, position)?;
         for g in state.groups.values_mut() {
@@ -705,6 +709,13 @@ pub(crate) fn fold(
     bytes: u32,
     payload: Option<&[u8]>,
 ) -> std::result::Result<(), &'static str> {
+    // The fold's end only grows: each batch once, in log order (`count`
+    // counts its records after the header). Read from a directory, a batch
+    // out of order is damage; placed at run time, a bug (`place`).
+    if base < st.folded_end {
+        return Err("a batch before the end of those already folded");
+    }
+    st.folded_end = base + 1 + u64::from(count);
     if h.kind == Kind::Create {
         if st.groups.contains_key(&h.group) || st.dropped.contains(&h.group) {
             return Err("a group created twice");
@@ -763,9 +774,14 @@ pub(crate) fn fold(
             g.vote = QuorumState::decode_body(body).map_err(|_| "a vote that does not decode")?;
         }
         Kind::HighWatermark => {
+            let before = (g.durable_hw, g.hw);
             let h = h.offset.min(g.end);
             g.durable_hw = Some(g.durable_hw.map_or(h, |d| d.max(h)));
             g.hw = Some(g.hw.map_or(h, |d| d.max(h)));
+            assert!(
+                g.durable_hw >= before.0 && g.hw >= before.1,
+                "a high watermark record never moves the watermark back"
+            );
         }
         Kind::AppMetadata => {
             g.app_meta = Some(
@@ -847,6 +863,12 @@ impl Inner {
             self.log.enqueue(batch)
         };
         let info = self.note(placed.map_err(Error::from))?;
+        assert!(
+            info.base_offset.0 >= st.folded_end,
+            "a batch placed at {} below the fold's end {}",
+            info.base_offset.0,
+            st.folded_end
+        );
         fold(st, h, info.base_offset.0, count, bytes, payload).map_err(|what| {
             Error::NodeCorrupt {
                 group: Some(h.group),
@@ -922,11 +944,16 @@ impl Inner {
         let (position, bytes, since) = {
             let st = self.state();
             let position = self.log.queued_end().0;
-            (
-                position,
-                ckpt::encode(position, st.groups.iter(), &st.dropped),
-                st.since_ckpt,
-            )
+            let bytes = ckpt::encode(position, st.groups.iter(), &st.dropped);
+            // Encode and decode as a pair, before the write: what is
+            // written reads back as this state.
+            assert!(
+                ckpt::decode(&bytes).is_ok_and(|c| c.position == position
+                    && c.groups.len() == st.groups.len()
+                    && c.dropped == st.dropped),
+                "a node checkpoint reads back as written"
+            );
+            (position, bytes, st.since_ckpt)
         };
         self.make_durable(position)?;
         let r = write_checkpoint_file(self.dd.fs(), self.dd.path(), &bytes);
