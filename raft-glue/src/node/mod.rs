@@ -773,16 +773,7 @@ pub(crate) fn fold(
             let body = payload.ok_or("a vote record without its state")?;
             g.vote = QuorumState::decode_body(body).map_err(|_| "a vote that does not decode")?;
         }
-        Kind::HighWatermark => {
-            let before = (g.durable_hw, g.hw);
-            let h = h.offset.min(g.end);
-            g.durable_hw = Some(g.durable_hw.map_or(h, |d| d.max(h)));
-            g.hw = Some(g.hw.map_or(h, |d| d.max(h)));
-            assert!(
-                g.durable_hw >= before.0 && g.hw >= before.1,
-                "a high watermark record never moves the watermark back"
-            );
-        }
+        Kind::HighWatermark => fold_high_watermark(g, h.offset),
         Kind::AppMetadata => {
             g.app_meta = Some(
                 payload
@@ -792,6 +783,19 @@ pub(crate) fn fold(
         }
     }
     Ok(())
+}
+
+/// A high watermark record's fold: both watermarks rise to `offset`
+/// (clamped to the log), never back.
+fn fold_high_watermark(g: &mut GroupState, offset: u64) {
+    let before = (g.durable_hw, g.hw);
+    let h = offset.min(g.end);
+    g.durable_hw = Some(g.durable_hw.map_or(h, |d| d.max(h)));
+    g.hw = Some(g.hw.map_or(h, |d| d.max(h)));
+    assert!(
+        g.durable_hw >= before.0 && g.hw >= before.1,
+        "a high watermark record never moves the watermark back"
+    );
 }
 
 /// A rewrite's fold: its copy replaces the older one where the entries
