@@ -12,17 +12,18 @@
 /// On a decoder bug: a value decoded from bytes it does not re-encode to.
 pub fn decode_node(bytes: &[u8]) -> usize {
     let mut accepted = 0;
-    if let Ok(c) = crate::node::ckpt_decode(bytes) {
+    if let Ok(c) = crate::node::ckpt::ckpt_decode(bytes) {
         // Groups may come in any order (version 1 files were first written
         // in hash order); re-encoded they are in id order, and a second
         // round trip must change nothing.
-        let once = crate::node::ckpt_encode(&c);
+        let once = crate::node::ckpt::ckpt_encode(&c);
         assert_eq!(
             once.len(),
             bytes.len(),
             "a node checkpoint re-encodes to another length"
         );
-        let again = crate::node::ckpt_decode(&once).map(|c| crate::node::ckpt_encode(&c));
+        let again =
+            crate::node::ckpt::ckpt_decode(&once).map(|c| crate::node::ckpt::ckpt_encode(&c));
         assert_eq!(
             again.as_deref(),
             Ok(once.as_slice()),
@@ -48,7 +49,10 @@ mod tests {
     /// The committed corpus: a valid checkpoint and header, then every
     /// one-byte change and every cut of them.
     fn corpus() -> Vec<Vec<u8>> {
-        let mut seeds = vec![crate::node::ckpt_sample(), crate::node::record_sample()];
+        let mut seeds = vec![
+            crate::node::ckpt::ckpt_sample(),
+            crate::node::ckpt::record_sample(),
+        ];
         let mut out = Vec::new();
         for s in seeds.drain(..) {
             for i in 0..s.len() {
@@ -73,7 +77,7 @@ mod tests {
         // The two valid seeds at least; a flipped bit inside the
         // checkpoint is caught by its checksums, not every header flip.
         assert!(accepted >= 2, "{accepted}");
-        assert_eq!(decode_node(&crate::node::ckpt_sample()), 1);
-        assert_eq!(decode_node(&crate::node::record_sample()), 1);
+        assert_eq!(decode_node(&crate::node::ckpt::ckpt_sample()), 1);
+        assert_eq!(decode_node(&crate::node::ckpt::record_sample()), 1);
     }
 }

@@ -102,3 +102,51 @@ fn an_idle_group_and_a_batch_of_log_cost_what_the_design_states() {
         "after purging to one batch per group: {after} bytes"
     );
 }
+
+/// Regression: a group's queue of appends not yet known durable was
+/// emptied only by `Group::flushed_offset`, which a Raft library's
+/// storage never needs to call: a caller that appends and then waits
+/// (`wait_durable`, or a completion through `on_durable`) grew the queue
+/// by 16 bytes per append without bound, and every wait scanned it from
+/// the front under the node's lock (64 writers on one group ran at 0.28x a
+/// one-group store; docs/performance.md, "One group: a node against a
+/// store"). Invariant: the queue holds at most what is not yet durable:
+/// waits and completions pop what the log made durable.
+#[test]
+fn a_caller_that_only_waits_keeps_the_pending_queue_to_one_round() {
+    let fs: SharedFs = Arc::new(SimFs::new(2));
+    let n = node(&fs);
+    n.create_group(1, Offset(1)).unwrap();
+    let idle = n.index_memory_bytes();
+    let g = n.group(1).unwrap();
+    for i in 1..=10_000u64 {
+        g.append_replicated_queued(Offset(i), Epoch(1), &[b"entry"])
+            .unwrap();
+        if i % 2 == 0 {
+            g.wait_durable(Offset(i + 1)).unwrap();
+        } else {
+            let (tx, rx) = std::sync::mpsc::channel();
+            g.on_durable(
+                Offset(i + 1),
+                Box::new(move |r| {
+                    let _ = tx.send(r.is_ok());
+                }),
+            );
+            assert!(rx.recv().unwrap());
+        }
+        // The log is purged behind the writer, as a Raft log is: the runs
+        // stay few, so what grows is the pending queue alone.
+        if i % 100 == 0 {
+            g.purge_to(Offset(i - 50), Epoch(1)).unwrap();
+        }
+    }
+    let used = n.index_memory_bytes() - idle;
+    // At most ~150 live runs (2x growth slack) and a short queue: far below
+    // the 160,000 bytes 10,000 queued appends take.
+    assert!(
+        used <= 32 << 10,
+        "one group after 10,000 waited appends takes {used} bytes of index"
+    );
+    drop(g);
+    n.close().unwrap();
+}

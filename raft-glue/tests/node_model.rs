@@ -1,6 +1,7 @@
 //! Many groups in one node: random sequences of group calls, the Raft
 //! library's mistakes included (appends at the wrong offset or in an older
-//! epoch, stale and future watermarks, truncations below the commit point,
+//! epoch or whose offsets would wrap, purges naming another epoch than the
+//! log's, stale and future watermarks, truncations below the commit point,
 //! second votes and old epochs, a second handle, a dropped id reused,
 //! an unknown group), checkpoints and space reclamation (rewrites of a
 //! group that never purges, segments freed), snapshot installs across
@@ -307,6 +308,21 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
             if mistake == 2 && gm.last_epoch() > 1 {
                 epoch = gm.last_epoch() - 1;
             }
+            let empty = gm.entries.is_empty() && gm.snapshot.is_none();
+            if mistake == 3 && empty {
+                // Offsets that would wrap: an empty log's restart point
+                // two below the end of the offset space, three entries.
+                let base = u64::MAX - 1;
+                let r = g.append_replicated(Offset(base), Epoch(epoch), &[b"x", b"y", b"z"]);
+                assert!(
+                    matches!(
+                        r,
+                        Err(Error::Log(quorumlog_log::Error::OffsetOverflow { .. }))
+                    ),
+                    "{r:?}"
+                );
+                return format!("append {id} 3 at {base}: would wrap, refused");
+            }
             let n = 1 + rng.index(5);
             let records: Vec<Vec<u8>> = (0..n).map(|i| entry(rng, id, base + i as u64)).collect();
             let queued = rng.below(2) == 0;
@@ -386,6 +402,20 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
             // Purge, sometimes past the end (a restart).
             let x = gm.start + rng.below(end - gm.start + 3);
             let epoch = gm.epoch_at(x.wrapping_sub(1)).unwrap_or(gm.last_epoch());
+            let in_log = x > gm.start && x <= end;
+            if in_log && rng.below(6) == 0 {
+                // A mistake: a stale log id, the right offset in another
+                // epoch than the log's.
+                let wrong = epoch + 1;
+                let r = g.purge_to(Offset(x), Epoch(wrong));
+                let refused = gm.snapshot.is_some_and(|s| x > s.end_offset.0);
+                assert!(
+                    matches!(r, Err(Error::PurgeEpochMismatch { .. }))
+                        || refused && matches!(r, Err(Error::MissingSnapshot { .. })),
+                    "{r:?}"
+                );
+                return format!("purge {id} {x} in {wrong}: not the log's epoch, refused");
+            }
             let r = g.purge_to(Offset(x), Epoch(epoch));
             if x > gm.start && gm.snapshot.is_some_and(|s| x > s.end_offset.0) {
                 // A mistake: past every snapshot, refused.

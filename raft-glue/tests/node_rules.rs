@@ -296,3 +296,40 @@ fn a_node_without_its_checkpoint_is_neither_opened_nor_taken_for_a_store() {
     assert!(e.to_string().contains("quorumlog import"), "{e}");
     assert!(before == dir_image(store_fs.as_ref(), dir).unwrap());
 }
+
+/// Invariant 7 on both doors: once snapshots exist, a compaction never
+/// passes the latest one's end (before: `Store::purge_to` accepted it and
+/// the store never opened again: "the log starts at 4 but the latest
+/// snapshot ends at (3, 1)").
+#[test]
+fn a_store_compaction_never_passes_its_latest_snapshot() {
+    let fs: SharedFs = Arc::new(SimFs::new(6));
+    let dir = Path::new("/store");
+    Store::format(&fs, dir, meta(), Some(Offset(1)), &StoreOptions::default()).unwrap();
+    {
+        let (s, _) =
+            Store::open(&fs, dir, &Identity::of(&meta()), &StoreOptions::default()).unwrap();
+        for i in 1..=5u64 {
+            s.append_replicated(Offset(i), Epoch(1), &[format!("e{i}")])
+                .unwrap();
+        }
+        s.wait_durable(Offset(6)).unwrap();
+        s.set_high_watermark(Offset(6)).unwrap();
+        let w = s
+            .create_snapshot(
+                Offset(3),
+                Epoch(1),
+                b"",
+                quorumlog_snapshot::WriterOptions::default(),
+            )
+            .unwrap();
+        w.freeze().unwrap();
+        let r = s.purge_to(Offset(4), Epoch(1));
+        assert!(matches!(r, Err(Error::MissingSnapshot { .. })), "{r:?}");
+        s.purge_to(Offset(3), Epoch(1)).unwrap();
+        s.close().unwrap();
+    }
+    let (s, _) = Store::open(&fs, dir, &Identity::of(&meta()), &StoreOptions::default()).unwrap();
+    assert_eq!(s.log_start_offset(), Offset(3));
+    s.close().unwrap();
+}

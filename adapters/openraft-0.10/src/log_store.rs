@@ -132,8 +132,8 @@ fn schedule_persist<S: RaftStorage>(
     });
 }
 
-/// One batch of an append: its epoch, entries, their records and bytes.
-type Batch<C> = (Epoch, Vec<<C as RaftTypeConfig>::Entry>, Vec<Vec<u8>>, u64);
+/// One batch of an append: its epoch, entries and their encoded bytes.
+type Batch<C> = (Epoch, Vec<<C as RaftTypeConfig>::Entry>, u64);
 
 /// The flushes not yet completed, each with its sequence number, in
 /// submission order; the next number; how many truncations there were.
@@ -465,40 +465,40 @@ where
     {
         let max = self.store.max_batch_bytes();
         // One batch per epoch, within the batch limit: (epoch, entries,
-        // their records, bytes).
+        // bytes). Each entry is encoded once, straight into its batch
+        // (its size is counted here without encoding it).
         let mut batches: Vec<Batch<C>> = Vec::new();
         for e in entries {
             let epoch = C::LeaderId::committed_epoch(e.log_id_parts().0).map_err(io_err)?;
-            let rec = mapping::encode_entry(&e).map_err(io_err)?;
-            let len = rec.len() as u64 + 16;
+            let len = mapping::encoded_size(&e).map_err(io_err)? + 16;
             let fresh = batches
                 .last()
-                .is_none_or(|(ep, _, _, bytes)| *ep != epoch || bytes + len + 64 > max);
+                .is_none_or(|(ep, _, bytes)| *ep != epoch || bytes + len + 64 > max);
             if fresh {
-                batches.push((epoch, Vec::new(), Vec::new(), 0));
+                batches.push((epoch, Vec::new(), 0));
             }
-            if let Some((_, es, recs, bytes)) = batches.last_mut() {
+            if let Some((_, es, bytes)) = batches.last_mut() {
                 es.push(e);
-                recs.push(rec);
                 *bytes += len;
             }
         }
-        for (epoch, es, recs, bytes) in batches {
+        for (epoch, es, bytes) in batches {
             let Some(base) = es.first().map(RaftEntry::index) else {
                 continue;
             };
-            {
-                let mut tail = self.tail();
-                for e in es {
-                    tail.insert(e.index(), e);
-                }
-            }
             self.store
-                .append_replicated_queued_with(Offset(base), epoch, recs.len(), bytes, |k, out| {
-                    out.extend_from_slice(recs.get(k).map_or(&[][..], Vec::as_slice));
-                    Ok(())
+                .append_replicated_queued_with(Offset(base), epoch, es.len(), bytes, |k, out| {
+                    let e = es.get(k).ok_or_else(|| io::Error::other("no such entry"))?;
+                    mapping::encode_entry_into(out, e).map_err(io::Error::other)
                 })
                 .map_err(io_err)?;
+            // Readable from the tail until the store serves them (no
+            // completion of this append can run before it is registered
+            // below).
+            let mut tail = self.tail();
+            for e in es {
+                tail.insert(e.index(), e);
+            }
         }
         let end = self.store.queued_end();
         let (seq, cuts) = {

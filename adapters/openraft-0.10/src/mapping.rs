@@ -134,7 +134,16 @@ pub fn encode_entry<E: Serialize>(entry: &E) -> Result<Vec<u8>, bincode::Error> 
     bincode::serialize(entry)
 }
 
-/// [`encode_entry`] appended to `out`.
+/// The size of [`encode_entry`]'s bytes, without encoding.
+///
+/// # Errors
+/// As bincode's.
+pub fn encoded_size<E: Serialize>(entry: &E) -> Result<u64, bincode::Error> {
+    bincode::serialized_size(entry)
+}
+
+/// [`encode_entry`] appended to `out` (straight into a batch body: the
+/// entry's only copy before the batch).
 ///
 /// # Errors
 /// As bincode's.

@@ -27,7 +27,17 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use quorumlog_checkpoint::{Epoch, Offset, QuorumState, SmallFile};
 use quorumlog_io::codec::{Reader, Writer};
 
+use std::path::Path;
+
+use quorumlog_checkpoint::SharedFs;
+use quorumlog_io::{parent_dir, OpenMode};
+
 use super::index::{GroupState, Run};
+use super::record::Header;
+#[cfg(test)]
+use super::record::Kind;
+use super::NODE_EPOCH;
+use crate::error::{Error, Result};
 
 /// The file's name in the data directory.
 pub(crate) const FILE_NAME: &str = "groups.ckpt";
@@ -243,6 +253,128 @@ fn flag(b: u8) -> Result<bool, &'static str> {
         1 => Ok(true),
         _ => Err("node checkpoint flag is neither 0 nor 1"),
     }
+}
+
+// --- The checkpoint file, and telling a node's directory from others. ---
+
+/// Writes `bytes` as the node checkpoint of `dir` by atomic replace.
+pub(super) fn write_checkpoint_file(fs: &SharedFs, dir: &Path, bytes: &[u8]) -> Result<()> {
+    let path = dir.join(FILE_NAME);
+    let tmp = dir.join(format!("{FILE_NAME}.tmp"));
+    let io = |e: std::io::Error| Error::Checkpoint(quorumlog_checkpoint::Error::from(e));
+    let file = fs.open(&tmp, OpenMode::CreateOrTruncate).map_err(io)?;
+    file.write_all_and_sync_at(bytes, 0).map_err(io)?;
+    drop(file);
+    fs.rename(&tmp, &path).map_err(io)?;
+    fs.sync_dir(parent_dir(&path)).map_err(io)?;
+    Ok(())
+}
+
+/// Reads and decodes the node checkpoint of the directory `dir` (the
+/// open's reader and the inspectors'). No file: `WrongLayout`, a one-group
+/// store's directory.
+pub(crate) fn read_checkpoint(fs: &SharedFs, dir: &Path) -> Result<Checkpoint> {
+    let bytes = match fs.open(&dir.join(FILE_NAME), OpenMode::Read) {
+        Ok(f) => f.read_to_end().map_err(|e| Error::Checkpoint(e.into()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Told apart by what the log holds, not by the file alone: a
+            // node that lost its checkpoint is damage, never a store.
+            if log_holds_node_records(fs, dir)? {
+                return Err(Error::NodeCorrupt {
+                    group: None,
+                    offset: Offset(0),
+                    what: "the node checkpoint (groups.ckpt) is missing, but the log holds node records",
+                });
+            }
+            return Err(Error::WrongLayout {
+                path: dir.to_path_buf(),
+                found: "a one-group store's directory (previous format: bring it over with `quorumlog import`)",
+                expected: "a node's directory",
+            });
+        }
+        Err(e) => return Err(Error::Checkpoint(e.into())),
+    };
+    decode(&bytes).map_err(|what| Error::NodeCorrupt {
+        group: None,
+        offset: Offset(0),
+        what,
+    })
+}
+
+/// Whether the first batch of `dir`'s log is a node record (a node batch's
+/// first record is a node record header, in the node's batch epoch): read
+/// only, nothing changed. An empty log holds none.
+pub(super) fn log_holds_node_records(fs: &SharedFs, dir: &Path) -> Result<bool> {
+    use quorumlog_log::inspect::{batch_records, walk_segments, Walk};
+    let mut node = false;
+    walk_segments::<_, Error>(fs.as_ref(), &dir.join("log"), Walk::Stop, |s, file, _| {
+        let Some(b) = s.batches.first() else {
+            return Ok(s.problems.is_empty());
+        };
+        let start = usize::try_from(b.position).unwrap_or(usize::MAX);
+        let raw = file.get(start..start.saturating_add(b.bytes as usize));
+        node = b.epoch == NODE_EPOCH
+            && raw
+                .and_then(|raw| batch_records(raw).ok())
+                .and_then(|r| r.first().map(|h| Header::decode(h).is_ok()))
+                .unwrap_or(false);
+        Ok(false)
+    })?;
+    Ok(node)
+}
+
+/// Decodes a node checkpoint file (fuzzing).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn ckpt_decode(bytes: &[u8]) -> std::result::Result<Checkpoint, &'static str> {
+    decode(bytes)
+}
+
+/// Encodes a decoded node checkpoint again (fuzzing).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn ckpt_encode(c: &Checkpoint) -> Vec<u8> {
+    encode(c.position, c.groups.iter(), &c.dropped)
+}
+
+/// A valid checkpoint: two groups, one with runs, a vote, a purge point,
+/// a watermark and metadata; a dropped id (fuzzing corpus).
+#[cfg(test)]
+pub(crate) fn ckpt_sample() -> Vec<u8> {
+    let mut groups = HashMap::new();
+    let mut g = GroupState::new(3);
+    let run = Run {
+        offset: 3,
+        shared: 5,
+        epoch: 2,
+        count: 4,
+        bytes: 90,
+    };
+    let _ = g.append(run);
+    g.hw = Some(5);
+    g.app_meta = Some(b"m".to_vec());
+    g.last_purged = Some((Offset(3), Epoch(1)));
+    groups.insert(7, g);
+    groups.insert(9, GroupState::new(1));
+    encode(40, groups.iter(), &[4].into())
+}
+
+/// A valid node record header (fuzzing corpus).
+#[cfg(test)]
+pub(crate) fn record_sample() -> Vec<u8> {
+    Header {
+        kind: Kind::Purge,
+        group: 7,
+        offset: 11,
+        epoch: 2,
+    }
+    .encode()
+    .to_vec()
+}
+
+/// Whether `dir` holds a node (its checkpoint file exists, or its log
+/// holds node records).
+pub(crate) fn is_node_dir(fs: &SharedFs, dir: &Path) -> bool {
+    fs.exists(&dir.join(FILE_NAME)).unwrap_or(false)
+        || log_holds_node_records(fs, dir).unwrap_or(false)
 }
 
 #[cfg(test)]

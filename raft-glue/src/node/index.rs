@@ -278,11 +278,10 @@ impl GroupState {
         if o <= self.durable_end {
             return None;
         }
-        self.pending
-            .iter()
-            .find(|&&(g, _)| g >= o)
-            .or(self.pending.back())
-            .map(|&(_, s)| s)
+        // Group ends only grow along the queue (a truncation cuts it):
+        // the first append ending at or past `o`, found by bisection.
+        let i = self.pending.partition_point(|&(g, _)| g < o);
+        self.pending.get(i).or(self.pending.back()).map(|&(_, s)| s)
     }
 
     /// The smallest shared offset any live run needs (its batch's start).

@@ -8,8 +8,10 @@ use std::path::Path;
 use quorumlog_checkpoint::{Offset, QuorumState, SharedFs};
 use quorumlog_log::inspect::{batch_records, walk_segments, Walk};
 
+use super::ckpt::read_checkpoint;
+use super::fold::fold;
 use super::record::Header;
-use super::{fold, read_checkpoint, NodeState};
+use super::NodeState;
 use crate::error::{Error, Result};
 
 /// One group as a node's directory holds it.

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{DataDir, Offset, SharedFs};
 use quorumlog_log::{DurableLog, LogOptions, RecoveryMode, RecoveryReport};
 
-use super::{ckpt, read_checkpoint, write_checkpoint_file, Node, NodeOptions};
+use super::ckpt::{self, read_checkpoint, write_checkpoint_file};
+use super::{Node, NodeOptions};
 use crate::error::{Error, Result};
 use crate::store::Identity;
 

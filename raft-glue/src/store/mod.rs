@@ -386,15 +386,28 @@ impl Store {
     /// deletes every entry below `offset`, the entry at `offset - 1` being
     /// in `epoch` ([`Store::last_purged`]); past the log end the log
     /// restarts, empty, at `offset`. Unlike [`Store::clean_log_prefix`] it
-    /// is not bounded by a snapshot: the library guarantees its state
-    /// covers what it purges.
+    /// is not bounded by the high watermark: the library guarantees its
+    /// state covers what it purges; but once the store has snapshots, it
+    /// never passes the latest one's end (the store could not be opened
+    /// again), as a group's purge.
     ///
     /// # Errors
+    /// `MissingSnapshot` past the latest snapshot's end (nothing changes);
     /// I/O.
     pub fn purge_to(&self, offset: Offset, epoch: Epoch) -> Result<()> {
         self.guarded(|| {
             if offset <= self.log.log_start_offset() {
                 return Ok(());
+            }
+            // With snapshots present, entries no snapshot covers are never
+            // deleted (invariant 7): such a store could not be opened
+            // again. The group's rule, the same.
+            let latest = self.latest_snapshot();
+            if latest.is_some_and(|l| offset > l.end_offset) {
+                return Err(Error::MissingSnapshot {
+                    log_start: offset,
+                    latest,
+                });
             }
             // Appends queued for the next round count: the restart is only
             // for a purge past everything appended.

@@ -7,6 +7,7 @@
 )]
 use super::*;
 
+use quorumlog_benches::door::{Door, DOOR_WORKLOADS};
 use quorumlog_benches::multi::{
     garbage, reopen_engine, reopen_node, run_multi, votes_node, votes_per_dir, EngineRegions,
     MultiSystem, MultiWorkload, NodeSystem, PerDirectory, RawMulti, MULTI_WORKLOADS,
@@ -23,13 +24,19 @@ fn open_multi(
         "raft-engine" => Box::new(EngineRegions::open(dir, w.groups)?),
         "quorumlog-per-dir" => Box::new(PerDirectory::open(dir, w.groups)?),
         "raw" => Box::new(RawMulti::open(dir)?),
+        "door-group" => Box::new(Door::group(dir)?),
+        "door-store" => Box::new(Door::store(dir)?),
         other => return Err(format!("unknown system {other}").into()),
     })
 }
 
 /// The systems a multi-group workload runs on.
 fn multi_systems(w: &MultiWorkload, args: &Args, extra: &mut String) -> Vec<&'static str> {
-    let mut systems = vec!["quorumlog", "raft-engine", "quorumlog-per-dir", "raw"];
+    let mut systems = if w.name.starts_with('D') {
+        vec!["door-group", "door-store"]
+    } else {
+        vec!["quorumlog", "raft-engine", "quorumlog-per-dir", "raw"]
+    };
     if w.groups > 2_000 {
         // Ten thousand stores are ten thousand flusher threads and some
         // forty thousand open files (past this machine's 20,000): today's
@@ -59,7 +66,8 @@ pub(super) fn run_multi_workload(
     let systems = multi_systems(w, args, extra);
     let mut table: Vec<(&str, Vec<Measured>, Option<f64>)> =
         systems.iter().map(|s| (*s, Vec::new(), None)).collect();
-    let (mut vs_engine, mut vs_dirs, mut per_sync) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut vs_engine, mut vs_dirs, mut per_sync, mut group_vs_store) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..args.rounds {
         let n = table.len();
         for k in 0..n {
@@ -87,25 +95,22 @@ pub(super) fn run_multi_workload(
             let _ = std::fs::remove_dir_all(&dir);
         }
         let of = |name: &str| table.iter().find(|e| e.0 == name).and_then(|e| e.2);
-        if let (Some(q), Some(p)) = (of("quorumlog"), of("raft-engine")) {
-            vs_engine.push(q / p);
-        }
-        if let (Some(q), Some(p)) = (of("quorumlog"), of("quorumlog-per-dir")) {
-            vs_dirs.push(q / p);
-        }
-    }
-    for (name, mut measured, _) in table {
-        measured.sort_by(|a, b| a.entries_per_s().total_cmp(&b.entries_per_s()));
-        if let Some(m) = measured.get(measured.len() / 2).copied() {
-            rows.push(Row {
-                workload: w.name.to_string(),
-                system: name.to_string(),
-                m,
-            });
+        for (a, b, out) in [
+            ("quorumlog", "raft-engine", &mut vs_engine),
+            ("quorumlog", "quorumlog-per-dir", &mut vs_dirs),
+            ("door-group", "door-store", &mut group_vs_store),
+        ] {
+            if let (Some(x), Some(y)) = (of(a), of(b)) {
+                out.push(x / y);
+            }
         }
     }
+    median_rows(w, table, rows);
     if let Some(r) = median(&mut vs_engine) {
         ratios.push((w.name.to_string(), r));
+    }
+    if door_ratio(w, &mut group_vs_store, extra) {
+        return Ok(());
     }
     let _ = writeln!(
         extra,
@@ -122,6 +127,41 @@ pub(super) fn run_multi_workload(
     Ok(())
 }
 
+/// Each system's median round of `w`, as a row.
+fn median_rows(
+    w: &MultiWorkload,
+    table: Vec<(&str, Vec<Measured>, Option<f64>)>,
+    rows: &mut Vec<Row>,
+) {
+    for (name, mut measured, _) in table {
+        measured.sort_by(|a, b| a.entries_per_s().total_cmp(&b.entries_per_s()));
+        if let Some(m) = measured.get(measured.len() / 2).copied() {
+            rows.push(Row {
+                workload: w.name.to_string(),
+                system: name.to_string(),
+                m,
+            });
+        }
+    }
+}
+
+/// D1–D64's line: a node's group against a store, per round; whether
+/// there was one.
+fn door_ratio(w: &MultiWorkload, rounds: &mut [f64], extra: &mut String) -> bool {
+    let Some(r) = median(rounds) else {
+        return false;
+    };
+    let each: Vec<String> = rounds.iter().map(|r| format!("{r:.2}")).collect();
+    let _ = writeln!(
+        extra,
+        "{:<6} one group, {} writer(s): a node's group / a store = {r:.2}x (rounds, sorted: {})",
+        w.name,
+        w.writers,
+        each.join(", "),
+    );
+    true
+}
+
 /// Every multi-group workload the arguments name.
 pub(super) fn run_multi_all(
     args: &Args,
@@ -132,6 +172,7 @@ pub(super) fn run_multi_all(
 ) -> Result<(), BenchError> {
     for w in MULTI_WORKLOADS
         .iter()
+        .chain(DOOR_WORKLOADS.iter())
         .filter(|w| args.workloads.iter().any(|n| n == w.name))
     {
         run_multi_workload(w, args, base, rows, ratios, extra)?;
