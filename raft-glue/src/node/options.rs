@@ -26,7 +26,7 @@ pub struct NodeOptions {
     pub garbage_percent: u64,
     /// Run checkpoints and reclamation on a background thread (every
     /// 100 ms and when an append passes the checkpoint interval). Off,
-    /// [`Node::maintain`] does it when called. Default: on.
+    /// [`Node::maintain`](super::Node::maintain) does it when called. Default: on.
     pub background: bool,
 }
 
