@@ -80,13 +80,7 @@ impl<'a> WriteBatch<'a> {
         if !Arc::ptr_eq(self.inner, &group.inner) {
             return Err(Error::UnknownGroup { group: group.id() });
         }
-        let latest = group.latest_snapshot();
-        if latest.is_some_and(|l| offset > l.end_offset) {
-            return Err(Error::MissingSnapshot {
-                log_start: offset,
-                latest,
-            });
-        }
+        super::group::check_purge_bound(offset, group.latest_snapshot())?;
         let h = Header {
             kind: Kind::Purge,
             group: group.id(),

@@ -62,6 +62,7 @@ use crate::store::Identity;
 pub(crate) use ckpt::is_node_dir;
 use ckpt::{read_checkpoint, write_checkpoint_file};
 use fold::{check_position, fold, replay};
+pub(crate) use group::check_purge_bound;
 use index::GroupState;
 use record::{Header, Kind, HEADER_BYTES};
 

@@ -399,16 +399,7 @@ impl Store {
             if offset <= self.log.log_start_offset() {
                 return Ok(());
             }
-            // With snapshots present, entries no snapshot covers are never
-            // deleted (invariant 7): such a store could not be opened
-            // again. The group's rule, the same.
-            let latest = self.latest_snapshot();
-            if latest.is_some_and(|l| offset > l.end_offset) {
-                return Err(Error::MissingSnapshot {
-                    log_start: offset,
-                    latest,
-                });
-            }
+            crate::node::check_purge_bound(offset, self.latest_snapshot())?;
             // Appends queued for the next round count: the restart is only
             // for a purge past everything appended.
             if offset > self.log.queued_end() {

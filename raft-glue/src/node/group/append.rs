@@ -211,15 +211,7 @@ impl Group {
         if offset.0 <= self.with(|g| g.start)? {
             return Ok(());
         }
-        // With snapshots present, entries no snapshot covers are never
-        // deleted (invariant 7): such a group could not be opened again.
-        let latest = self.latest_snapshot();
-        if latest.is_some_and(|l| offset > l.end_offset) {
-            return Err(Error::MissingSnapshot {
-                log_start: offset,
-                latest,
-            });
-        }
+        check_purge_bound(offset, self.latest_snapshot())?;
         let h = self.header(Kind::Purge, offset.0, epoch.0);
         let id = self.id;
         self.inner.control(h, None, |st| {
@@ -411,6 +403,20 @@ impl Group {
             ),
         }
     }
+}
+
+/// Refuses a purge to `offset` past `latest`, the latest snapshot: with
+/// snapshots present, entries no snapshot covers are never deleted
+/// (invariant 7), as such a log could not be opened again. The one check
+/// of that rule, for a group, a write batch and a store.
+pub(crate) fn check_purge_bound(offset: Offset, latest: Option<SnapshotId>) -> Result<()> {
+    if latest.is_some_and(|l| offset > l.end_offset) {
+        return Err(Error::MissingSnapshot {
+            log_start: offset,
+            latest,
+        });
+    }
+    Ok(())
 }
 
 /// Refuses a purge to `offset` in `epoch` when the entry before `offset`

@@ -11,7 +11,7 @@ mod snapshots;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub(crate) use append::check_purge_epoch;
+pub(crate) use append::{check_purge_bound, check_purge_epoch};
 use quorumlog_checkpoint::{DataDir, Offset, QuorumState, SmallFile, Voter};
 use quorumlog_snapshot::SnapshotStore;
 use snapshots::continues;
