@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
 use quorumlog_io::RealFs;
-use quorumlog_raft::{Group, Identity, Node, NodeOptions, Offset};
+use quorumlog_raft::{Identity, Node, NodeOptions, Offset};
 use quorumlog_raftrs::{AsyncPersister, Event, RegionStorage};
 use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message};
 use raft::storage::MemStorage;
@@ -344,7 +344,7 @@ fn quorumlog_node(
     id: u64,
     dir: &Path,
     regions: u64,
-) -> Result<(Node, Vec<RegionStorage<Group>>), BenchError> {
+) -> Result<(Node, Vec<RegionStorage>), BenchError> {
     let err = |e: &dyn std::fmt::Display| BenchError::from(e.to_string());
     // `QUORUMLOG_E2_PWRITE=1`: pwrite + fdatasync instead of io_uring.
     let fs: SharedFs = if std::env::var("QUORUMLOG_E2_PWRITE").is_ok() {
@@ -373,7 +373,7 @@ fn quorumlog_node(
 /// The persister's events: persisted Readies (their messages leave now)
 /// and fetched entries.
 fn quorumlog_events(
-    c: &mut Common<RegionStorage<Group>>,
+    c: &mut Common<RegionStorage>,
     persister: &AsyncPersister,
 ) -> Result<bool, BenchError> {
     let mut any = false;

@@ -7,7 +7,6 @@
 //! the raw disk runs `pwrite` + `fdatasync` on a preallocated file.
 #![forbid(unsafe_code)]
 
-pub mod door;
 pub mod e1;
 pub mod e2;
 pub mod multi;

@@ -6,7 +6,7 @@
 //!
 //! Systems: quorumlog's [`Node`] (one shared log, one group commit),
 //! raft-engine as `TiKV` runs it (one region per group, [`TunedEngine`]),
-//! one quorumlog directory per group (today's way: a `Store` each), and
+//! one quorumlog directory per group (a one-group `Node` each), and
 //! the raw disk (`pwrite` + `fdatasync` of everything a call appends).
 
 use std::path::{Path, PathBuf};
@@ -17,9 +17,7 @@ use std::time::{Duration, Instant};
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, Vote};
 use quorumlog_io::RealFs;
 use quorumlog_log::LogOptions;
-use quorumlog_raft::{
-    Group, Identity, Node, NodeOptions, QuorumState, RaftStorage, SharedFs, Store, StoreOptions,
-};
+use quorumlog_raft::{Group, Identity, Node, NodeOptions, Purge, QuorumState, SharedFs};
 
 use crate::systems::{bench_entry, BenchEntries, BenchError, Raw, RawMode, System, TunedEngine};
 use crate::workloads::{payload, Measured};
@@ -149,10 +147,14 @@ impl MultiSystem for NodeSystem {
             let slot = self.groups.get(*g).ok_or("no such group")?;
             let mut s = lock(slot);
             let at = s.1;
-            s.0.append_durable(Offset(at), Epoch(1), &[data])?;
+            let info = s.0.append(Offset(at), Epoch(1), &[data])?;
+            s.0.wait_durable(info.next_offset)?;
             s.1 += 1;
             if at % KEEP_ENTRIES == 0 && at > KEEP_ENTRIES {
-                s.0.purge_to(Offset(at - KEEP_ENTRIES), Epoch(1))?;
+                s.0.purge(Purge::To {
+                    offset: Offset(at - KEEP_ENTRIES),
+                    epoch: Epoch(1),
+                })?;
             }
             return Ok(());
         }
@@ -230,40 +232,48 @@ impl MultiSystem for EngineRegions {
     }
 }
 
-/// One quorumlog directory (a `Store`) per group: today's way.
+/// One quorumlog directory (a one-group node) per group.
 pub struct PerDirectory {
-    stores: Vec<Mutex<(Store, u64)>>,
+    stores: Vec<Mutex<(Group, u64)>>,
+    _nodes: Vec<Node>,
     _root: PathBuf,
 }
 
 impl PerDirectory {
-    /// Formats `groups` stores under `dir`, with 1 MiB segments and no
-    /// prefilled or recycled files (a thousand default stores would
-    /// preallocate 256 GiB).
+    /// Formats `groups` one-group nodes under `dir`, with 1 MiB segments
+    /// and no prefilled or recycled files (a thousand default nodes would
+    /// preallocate 256 GiB), maintained by the caller (no thread each).
     ///
     /// # Errors
     /// Any open error.
     pub fn open(dir: &Path, groups: usize) -> Result<PerDirectory, BenchError> {
         let fs: SharedFs = Arc::new(RealFs::new());
-        let options = StoreOptions {
+        let defaults = NodeOptions::default();
+        let options = NodeOptions {
             log: LogOptions {
                 segment_size_bytes: 1 << 20,
                 max_batch_bytes: 256 << 10,
                 prefill_segments: 0,
                 recycled_segments: 1,
-                ..LogOptions::default()
+                ..defaults.log.clone()
             },
-            ..StoreOptions::default()
+            background: false,
+            ..defaults
         };
         let mut stores = Vec::with_capacity(groups);
+        let mut nodes = Vec::with_capacity(groups);
         for g in 0..groups {
             let d = dir.join(format!("g{g}"));
-            Store::format(&fs, &d, meta(), Some(Offset(1)), &options)?;
-            let (s, _) = Store::open(&fs, &d, &Identity::of(&meta()), &options)?;
-            stores.push(Mutex::new((s, 1)));
+            fs.create_dir_all(&d)?;
+            Node::format(&fs, &d, meta(), &options)?;
+            let (n, _) = Node::open(&fs, &d, &Identity::of(&meta()), &options)?;
+            n.create_group(1, Offset(1))?;
+            stores.push(Mutex::new((n.group(1)?, 1)));
+            nodes.push(n);
         }
         Ok(PerDirectory {
             stores,
+            _nodes: nodes,
             _root: dir.to_path_buf(),
         })
     }
@@ -280,7 +290,7 @@ impl MultiSystem for PerDirectory {
             let slot = self.stores.get(*g).ok_or("no such store")?;
             let mut s = lock(slot);
             let at = s.1;
-            s.0.append_replicated_queued(Offset(at), Epoch(1), &[data])?;
+            s.0.append(Offset(at), Epoch(1), &[data])?;
             s.1 += 1;
             if groups.len() == 1 {
                 s.0.wait_durable(Offset(at + 1))?;
@@ -427,12 +437,15 @@ pub fn garbage(dir: &Path, duration: Duration) -> Result<Garbage, BenchError> {
                         let slot = sys.groups.get(g).ok_or("no group")?;
                         let mut st = lock(slot);
                         let at = st.1;
-                        st.0.append_replicated_queued(Offset(at), Epoch(1), &records)?;
+                        st.0.append(Offset(at), Epoch(1), &records)?;
                         st.1 += 16;
                         st.0.wait_durable(Offset(at + 16))?;
                         // Group 0 never purges.
                         if g != 0 && at > 2 * KEEP_ENTRIES {
-                            st.0.purge_to(Offset(at - KEEP_ENTRIES), Epoch(1))?;
+                            st.0.purge(Purge::To {
+                                offset: Offset(at - KEEP_ENTRIES),
+                                epoch: Epoch(1),
+                            })?;
                         }
                         drop(st);
                         entries.fetch_add(16, Ordering::Relaxed);
@@ -443,7 +456,7 @@ pub fn garbage(dir: &Path, duration: Duration) -> Result<Garbage, BenchError> {
             .collect();
         while Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(100));
-            let sp = sys.node.space();
+            let sp = sys.node.stats().space;
             if sp.segments > 4 && sp.live_bytes > 0 {
                 let r = sp.log_bytes as f64 / sp.live_bytes as f64;
                 if r > out.max_ratio {
@@ -457,7 +470,7 @@ pub fn garbage(dir: &Path, duration: Duration) -> Result<Garbage, BenchError> {
         }
         Ok(())
     })?;
-    let sp = sys.node.space();
+    let sp = sys.node.stats().space;
     let stats = sys.node.stats();
     out.entries = entries.load(Ordering::Relaxed);
     out.seconds = start.elapsed().as_secs_f64();
@@ -515,13 +528,13 @@ fn on_64_threads(
 }
 
 /// Every one of `slots` persists a vote at once (64 threads), through the
-/// store's door: a group's vote record or a store's small-file replace.
+/// group's door: a vote record of its node's shared log.
 /// Returns the milliseconds.
-fn vote_all<S: RaftStorage>(slots: &[Mutex<(S, u64)>]) -> Result<f64, BenchError> {
+fn vote_all(slots: &[Mutex<(Group, u64)>]) -> Result<f64, BenchError> {
     let t = Instant::now();
     on_64_threads(slots.len(), |i| {
         let slot = slots.get(i).ok_or("no such slot")?;
-        Ok(RaftStorage::persist_quorum_state(&lock(slot).0, &vote(1))?)
+        Ok(lock(slot).0.persist_quorum_state(&vote(1))?)
     })?;
     Ok(t.elapsed().as_secs_f64() * 1e3)
 }
@@ -568,7 +581,7 @@ pub fn fill_node(dir: &Path, groups: usize, bytes: u64) -> Result<(), BenchError
         let slot = sys.groups.get(g).ok_or("no group")?;
         let mut st = lock(slot);
         let at = st.1;
-        st.0.append_replicated_queued(Offset(at), Epoch(1), &records)?;
+        st.0.append(Offset(at), Epoch(1), &records)?;
         st.1 += 16;
         if written % (64 << 20) < 16 << 10 {
             st.0.wait_durable(Offset(at + 16))?;
@@ -630,8 +643,8 @@ pub fn reopen_node(dir: &Path) -> Result<(f64, u64), BenchError> {
     if let Some(id) = ids.first() {
         let g = node.group(*id)?;
         let e = g.read_entries(
-            g.log_start_offset(),
-            Offset(g.log_start_offset().0 + 1),
+            g.extent().start,
+            Offset(g.extent().start.0 + 1),
             1 << 20,
             quorumlog_raft::Isolation::Uncommitted,
         )?;

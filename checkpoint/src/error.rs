@@ -314,6 +314,17 @@ pub enum Error {
         /// The latest epoch's start offset.
         last_offset: Offset,
     },
+    /// The disk is full: the new version of `path` was never written (its
+    /// temporary file is removed; the previous version is intact). Not a
+    /// failure of the device: nothing is poisoned, and the write succeeds
+    /// once space is freed.
+    #[error("no space left to write {path} ({bytes} bytes): free disk space and retry")]
+    NoSpace {
+        /// The file not written.
+        path: PathBuf,
+        /// Its size.
+        bytes: u64,
+    },
     /// A write or sync failed earlier; nothing more is written until the
     /// directory is reopened.
     #[error("poisoned by an earlier failure: {op} failed ({kind:?})")]

@@ -59,17 +59,41 @@ fn temp_path(path: &Path) -> PathBuf {
 /// Atomically replaces `F` in `dir` with `value`.
 ///
 /// # Errors
-/// `Io` if any step fails. The old file is then still in place unless the
+/// `NoSpace` on a full disk before the rename (the old file in place, no
+/// temporary file left). `Io` if any step fails. The old file is then still in place unless the
 /// rename happened and only the directory sync failed, in which case either
 /// may be found after a crash: callers must treat the outcome as unknown.
 pub(crate) fn write<F: SmallFile>(fs: &dyn FileSystem, dir: &Path, value: &F) -> Result<()> {
     let path = path_of::<F>(dir);
     let tmp = temp_path(&path);
     let bytes = value.encode();
-    let file = fs.open(&tmp, OpenMode::CreateOrTruncate)?;
-    file.write_all_and_sync_at(&bytes, 0)?;
-    drop(file);
-    fs.rename(&tmp, &path)?;
+    let staged = fs
+        .open(&tmp, OpenMode::CreateOrTruncate)
+        .and_then(|file| file.write_all_and_sync_at(&bytes, 0));
+    if let Err(e) = staged {
+        // Before the rename the old file is untouched: on a full disk the
+        // temporary file goes and the write is refused, nothing poisoned.
+        if e.kind() == io::ErrorKind::StorageFull {
+            let _ = fs.remove_file(&tmp);
+            return Err(Error::NoSpace {
+                path,
+                bytes: bytes.len() as u64,
+            });
+        }
+        return Err(e.into());
+    }
+    if let Err(e) = fs.rename(&tmp, &path) {
+        // A failed rename did not happen: on a full disk (a directory
+        // that needs a block) it is a refusal as above.
+        if e.kind() == io::ErrorKind::StorageFull {
+            let _ = fs.remove_file(&tmp);
+            return Err(Error::NoSpace {
+                path,
+                bytes: bytes.len() as u64,
+            });
+        }
+        return Err(e.into());
+    }
     fs.sync_dir(parent_dir(&path))?;
     Ok(())
 }

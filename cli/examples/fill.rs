@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (Some(g), Some(at)) = (groups.get(i), next.get_mut(i)) else {
             unreachable!("eight groups")
         };
-        g.append_replicated(Offset(*at), Epoch(1), &records)?;
+        g.append(Offset(*at), Epoch(1), &records)?;
         *at += BATCH as u64;
     }
     for (g, at) in groups.iter().zip(next) {

@@ -23,8 +23,8 @@ use quorumlog_checkpoint::{read_meta, read_small_file};
 use quorumlog_openraft10::recover::{self, InForce, MembershipSource, Survey};
 use quorumlog_raft::voters::{VoterEntry, VoterSet};
 use quorumlog_raft::{
-    DirectoryId, Identity, KraftReplica, Node, NodeId, NodeOptions, QuorumState, RaftStorage,
-    SharedFs, Store, StoreOptions, Voter,
+    DirectoryId, Group, Identity, KraftReplica, Node, NodeId, NodeOptions, QuorumState, SharedFs,
+    StoreOptions, Voter,
 };
 
 /// An entry's application data, read as nothing: a normal entry's head
@@ -150,8 +150,8 @@ fn plan(label: &str, me: u64, found: &Survey<Ops>, voters: &BTreeMap<u64, BasicN
 }
 
 /// The openraft rewrite of `store`'s group; Ok(true) once rewritten.
-fn openraft<S: RaftStorage>(
-    store: &Arc<S>,
+fn openraft(
+    store: &Arc<Group>,
     label: &str,
     me: u64,
     voters: &str,
@@ -164,7 +164,7 @@ fn openraft<S: RaftStorage>(
             "refused: the new voters must include this replica (node {me}), which leads the recovered quorum"
         )));
     }
-    let found = block_on(recover::survey::<Ops, S>(Arc::clone(store), me))?.map_err(|e| {
+    let found = block_on(recover::survey::<Ops>(Arc::clone(store), me))?.map_err(|e| {
         at(&format!(
             "not an openraft 0.10 group of openraft's default types (u64 ids, BasicNode): {e}; \
              an application of other types calls quorumlog_openraft10::recover::recover_quorum with its own"
@@ -180,7 +180,7 @@ fn openraft<S: RaftStorage>(
         println!("nothing changed: run again with --yes to rewrite");
         return Ok(false);
     }
-    let r = block_on(recover::recover_quorum::<Ops, S>(
+    let r = block_on(recover::recover_quorum::<Ops>(
         Arc::clone(store),
         me,
         members,
@@ -191,12 +191,6 @@ fn openraft<S: RaftStorage>(
         r.vote.leader_id.term, r.voters, r.log_id.index
     );
     Ok(true)
-}
-
-/// Whether `store`'s log holds an openraft group (a membership found).
-fn holds_openraft<S: RaftStorage>(store: &Arc<S>, me: u64) -> Result<bool, String> {
-    Ok(block_on(recover::survey::<Ops, S>(Arc::clone(store), me))?
-        .is_ok_and(|s| s.membership.is_some()))
 }
 
 /// Parses `NODE:DIRECTORY_ID_HEX,...`.
@@ -259,25 +253,11 @@ pub(crate) fn run(
             "--group {g}: a store's directory holds one group; leave --group out"
         )));
     }
-    let (store, _) = Store::open(fs, dir, &expect, &StoreOptions::default()).map_err(|e| at(&e))?;
-    let store = Arc::new(store);
-    let label = dir.display().to_string();
-    let r = if voters.contains('=') {
-        Some(openraft(&store, &label, me, voters, yes))
-    } else if holds_openraft(&store, me)? {
-        Some(Err(at(
-            &"this store holds an openraft group (its voters are openraft's membership entries): \
-              give the voters as --voters ID=ADDR,...",
-        )))
-    } else {
-        None
-    };
-    Arc::try_unwrap(store)
-        .map_err(|_| at(&"the store is still in use"))?
-        .close()
-        .map_err(|e| at(&e))?;
-    if let Some(r) = r {
-        return r;
+    if voters.contains('=') {
+        return Err(at(
+            &"an openraft group lives in a node's directory: bring a one-group store's directory \
+              over with `quorumlog import STORE NODE --group G` first, then name the group",
+        ));
     }
     kraft(fs, dir, &expect, voters, yes)
 }

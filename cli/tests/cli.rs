@@ -22,6 +22,7 @@ use quorumlog_raft::{
     ClusterId, Epoch, Identity, Isolation, Node, NodeId, NodeOptions, Offset, QuorumState,
     SharedFs, WriterOptions,
 };
+use quorumlog_testkit::AppendDurable;
 
 fn quorumlog(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_quorumlog"))
@@ -106,7 +107,7 @@ fn node_dir(n: u64) -> tempfile::TempDir {
     })
     .unwrap();
     a.set_high_watermark(Offset(3.min(n))).unwrap();
-    a.persist_high_watermark().unwrap();
+    a.wait_durable(Offset(u64::MAX)).unwrap();
     drop((a, b));
     node.close().unwrap();
     tmp
@@ -141,7 +142,7 @@ fn rich_node_dir() -> tempfile::TempDir {
         }
     }
     a.set_high_watermark(Offset(100)).unwrap();
-    a.persist_high_watermark().unwrap();
+    a.wait_durable(Offset(u64::MAX)).unwrap();
     let mut w = a
         .create_snapshot(Offset(100), Epoch(2), b"voters", WriterOptions::default())
         .unwrap();
@@ -611,7 +612,7 @@ fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_b
         let node = open_node(&dir);
         for g in [7, 9] {
             let group = node.group(g).unwrap();
-            let (start, end) = (group.log_start_offset(), group.log_end_offset());
+            let (start, end) = (group.extent().start, group.extent().end);
             assert!(end.0 < 400, "group {g} kept entries past the cut");
             let entries = group
                 .read_entries(start, end, u64::MAX, Isolation::Uncommitted)
@@ -623,7 +624,7 @@ fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_b
             );
         }
         // Group 7's snapshot covers [0, 100): its log restarts there.
-        assert_eq!(node.group(7).unwrap().log_start_offset(), Offset(100));
+        assert_eq!(node.group(7).unwrap().extent().start, Offset(100));
         node.close().unwrap();
     }
 
@@ -752,12 +753,12 @@ fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_over
     drop(e);
     r.close().unwrap();
 
-    // Openraft-style voters for a store that holds no openraft group:
-    // refused before writing (a membership is what it would rewrite).
+    // Openraft-style voters for a store's directory: refused before
+    // writing (an openraft group lives in a node's), naming the import.
     let before = tree(&dir);
     refused(
         &["recover-quorum", d, "--voters", "1=h1", "--yes"],
-        "not an openraft 0.10 group",
+        "quorumlog import STORE NODE --group G",
     );
     assert_eq!(tree(&dir), before);
 }
@@ -808,7 +809,7 @@ fn openraft_node_dir() -> tempfile::TempDir {
 }
 
 /// Writes the openraft group of [`openraft_node_dir`] into `store`.
-fn write_openraft_group<S: quorumlog_raft::RaftStorage>(store: Arc<S>) {
+fn write_openraft_group(store: Arc<quorumlog_raft::Group>) {
     use openraft10::entry::RaftEntry;
     use openraft10::storage::{IOFlushed, RaftLogStorage};
     use openraft10::type_config::alias::OneshotOf;
@@ -818,7 +819,7 @@ fn write_openraft_group<S: quorumlog_raft::RaftStorage>(store: Arc<S>) {
         .build()
         .unwrap();
     rt.block_on(async {
-        let mut log = quorumlog_openraft10::LogStore::<Tc, _>::new(store, 3).unwrap();
+        let mut log = quorumlog_openraft10::LogStore::<Tc>::new(store, 3).unwrap();
         let nodes: std::collections::BTreeMap<u64, openraft10::BasicNode> = (1..=3)
             .map(|n| {
                 (
@@ -965,7 +966,7 @@ fn recover_quorum_rewrites_an_openraft_groups_voters_in_a_nodes_directory() {
         .unwrap();
     rt.block_on(async {
         let door = Arc::new(node.group(4).unwrap());
-        let mut log = quorumlog_openraft10::LogStore::<Tc, _>::new(door, 3).unwrap();
+        let mut log = quorumlog_openraft10::LogStore::<Tc>::new(door, 3).unwrap();
         assert_eq!(
             log.read_vote().await.unwrap(),
             Some(openraft10::Vote::new_committed(3, 3))
@@ -985,62 +986,28 @@ fn recover_quorum_rewrites_an_openraft_groups_voters_in_a_nodes_directory() {
     });
     drop(rt);
     let raw = node.group(9).unwrap();
-    assert_eq!(raw.log_end_offset(), Offset(5));
+    assert_eq!(raw.extent().end, Offset(5));
     drop(raw);
     node.close().unwrap();
 }
 
-/// The key-value service's directory is a store of one openraft group:
-/// rewritten without `--group`; `KRaft`-style voters are refused there.
+/// An openraft group lives in a node's directory: in a one-group store's
+/// directory (the previous layout) openraft voters are refused, naming
+/// the import, and nothing changes.
 #[test]
-fn recover_quorum_rewrites_an_openraft_group_in_a_stores_directory() {
+fn recover_quorum_refuses_openraft_voters_in_a_stores_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     let d = dir.to_str().unwrap();
     formatted(&dir, 3, Some(0));
-    let fs: SharedFs = Arc::new(RealFs::new());
-    let expect = Identity::node(ClusterId(5), NodeId(3));
-    let open = || {
-        quorumlog_raft::Store::open(&fs, &dir, &expect, &quorumlog_raft::StoreOptions::default())
-            .unwrap()
-            .0
-    };
-    let store = Arc::new(open());
-    write_openraft_group(Arc::clone(&store));
-    Arc::try_unwrap(store).ok().unwrap().close().unwrap();
     let before = tree(&dir);
-
     refused(
         &["recover-quorum", d, "--group", "4", "--voters", "3=h3"],
         "holds one group; leave --group out",
     );
-    let o = quorumlog(&["recover-quorum", d, "--voters", "3:1", "--yes"]);
-    assert_eq!(code(&o), 2, "{}", text(&o));
-    assert!(
-        text(&o).contains("holds an openraft group") && text(&o).contains("--voters ID=ADDR"),
-        "{}",
-        text(&o)
+    refused(
+        &["recover-quorum", d, "--voters", "3=h3", "--yes"],
+        "quorumlog import STORE NODE --group G",
     );
     assert_eq!(tree(&dir), before, "a refusal changed the directory");
-
-    let o = quorumlog(&["recover-quorum", d, "--voters", "3=h3", "--yes"]);
-    assert_eq!(code(&o), 0, "{}", text(&o));
-    assert!(
-        text(&o)
-            .contains("rewritten: vote term 3 for node 3, committed; the voters {3} at index 21"),
-        "{}",
-        text(&o)
-    );
-    // A second run finds its own rewrite: the next term, the next index.
-    let o = quorumlog(&["recover-quorum", d, "--voters", "3=h3"]);
-    assert_eq!(code(&o), 1, "{}", text(&o));
-    assert!(
-        text(&o).contains("takes term 4 as its own leader, without a quorum (now: vote term 3 for node 3, committed)")
-            && text(&o).contains("the voters in force: {3}, from the log's entry 21"),
-        "{}",
-        text(&o)
-    );
-    let store = open();
-    assert_eq!(store.log_end_offset(), Offset(22));
-    store.close().unwrap();
 }

@@ -87,11 +87,7 @@ fn refused_unchanged(fs: &SharedFs, dir: &Path, which: &str) {
 /// Group `g` holds exactly what `store` holds.
 fn same_as_store(store: &Store, g: &quorumlog_raft::Group, which: &str) {
     let (start, end) = (store.log_start_offset(), store.log_end_offset());
-    assert_eq!(
-        (g.log_start_offset(), g.log_end_offset()),
-        (start, end),
-        "{which}"
-    );
+    assert_eq!((g.extent().start, g.extent().end), (start, end), "{which}");
     let read = |from: Offset| {
         (
             store
@@ -105,8 +101,12 @@ fn same_as_store(store: &Store, g: &quorumlog_raft::Group, which: &str) {
     assert!(!want.is_empty(), "{which}: the golden store holds entries");
     assert_eq!(want, got, "{which}");
     assert_eq!(store.quorum_state(), g.quorum_state(), "{which}");
-    assert_eq!(store.high_watermark(), g.high_watermark(), "{which}");
-    assert_eq!(store.latest_snapshot(), g.latest_snapshot(), "{which}");
+    assert_eq!(store.high_watermark(), g.extent().high_watermark, "{which}");
+    assert_eq!(
+        store.latest_snapshot(),
+        g.extent().latest_snapshot,
+        "{which}"
+    );
     assert_eq!(store.app_metadata(), g.app_metadata(), "{which}");
 }
 

@@ -24,7 +24,7 @@ use openraft10::type_config::alias::{
 };
 use openraft10::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use quorumlog_openraft10::{Receiver, SnapshotData, SnapshotFiles};
-use quorumlog_raft::{RaftStorage, Store};
+use quorumlog_raft::Group;
 use serde::{Deserialize, Serialize};
 
 use crate::parts::control::Controller;
@@ -113,14 +113,14 @@ impl State {
 /// The machine's snapshot data: a snapshot file of its store, or (for the
 /// benchmark's other log stores) the state's bytes in memory.
 #[derive(Debug)]
-pub enum KvSnapshot<S: RaftStorage = Store> {
+pub enum KvSnapshot {
     /// A published snapshot file, read chunk by chunk as it is sent.
-    File(SnapshotData<S>),
+    File(SnapshotData),
     /// The state in memory.
     Memory(Arc<Vec<u8>>),
 }
 
-impl<S: RaftStorage> KvSnapshot<S> {
+impl KvSnapshot {
     /// The bytes a transfer sends.
     pub fn size(&self) -> u64 {
         match self {
@@ -147,9 +147,9 @@ impl<S: RaftStorage> KvSnapshot<S> {
 
 /// A snapshot being received ([`KvMachine::receive`]).
 #[derive(Debug)]
-pub enum Incoming<S: RaftStorage = Store> {
+pub enum Incoming {
     /// Into the store's install: durable per chunk, resumable, verified.
-    File(Receiver<S>),
+    File(Receiver),
     /// Into memory.
     Memory {
         /// The bytes so far.
@@ -161,7 +161,7 @@ pub enum Incoming<S: RaftStorage = Store> {
     },
 }
 
-impl<S: RaftStorage> Incoming<S> {
+impl Incoming {
     /// The next byte it needs.
     pub fn position(&self) -> u64 {
         match self {
@@ -196,7 +196,7 @@ impl<S: RaftStorage> Incoming<S> {
     ///
     /// # Errors
     /// Incomplete; a file that does not verify (nothing is published).
-    pub fn finish(self) -> io::Result<KvSnapshot<S>> {
+    pub fn finish(self) -> io::Result<KvSnapshot> {
         match self {
             Incoming::File(r) => r.verified().map(KvSnapshot::File),
             Incoming::Memory { bytes, size, .. } => {
@@ -212,17 +212,15 @@ impl<S: RaftStorage> Incoming<S> {
 /// A snapshot kept in memory.
 type Held = Option<(SnapshotMetaOf<TypeConfig>, Arc<Vec<u8>>)>;
 
-/// The state machine (clones share it).
-///
-/// `S` is the store's door it keeps its snapshots in: a one-group
-/// [`Store`] (the single-group service) or a node's `Group` (a partition
-/// of the partitioned service).
+/// The state machine (clones share it). It keeps its snapshots as its
+/// group's snapshot files (the single-group service's one group, or a
+/// partition's group of the partitioned service).
 #[derive(Debug)]
-pub struct KvMachine<S: RaftStorage = Store> {
+pub struct KvMachine {
     state: Arc<Mutex<State>>,
     /// Where snapshots go: quorumlog snapshot files, or (for the
     /// benchmark's other log stores) memory.
-    files: Option<SnapshotFiles<S>>,
+    files: Option<SnapshotFiles>,
     held: Arc<Mutex<Held>>,
     /// Every membership this machine applied since it started: (log index,
     /// its voter sets: one, or two while joint). Not in snapshots: what a
@@ -234,7 +232,7 @@ pub struct KvMachine<S: RaftStorage = Store> {
 /// two while joint).
 pub type MembershipSeen = (u64, Vec<Vec<u64>>);
 
-impl<S: RaftStorage> Clone for KvMachine<S> {
+impl Clone for KvMachine {
     fn clone(&self) -> Self {
         KvMachine {
             state: Arc::clone(&self.state),
@@ -245,7 +243,7 @@ impl<S: RaftStorage> Clone for KvMachine<S> {
     }
 }
 
-impl KvMachine<Store> {
+impl KvMachine {
     /// A machine whose snapshots stay in memory (for log stores other than
     /// quorumlog, in the benchmark).
     pub fn in_memory() -> Self {
@@ -258,12 +256,12 @@ impl KvMachine<Store> {
     }
 }
 
-impl<S: RaftStorage> KvMachine<S> {
+impl KvMachine {
     /// The machine of `store`, restored from its latest snapshot.
     ///
     /// # Errors
     /// A snapshot that does not verify or decode.
-    pub fn open(store: Arc<S>) -> io::Result<Self> {
+    pub fn open(store: Arc<Group>) -> io::Result<Self> {
         let files = SnapshotFiles::new(store);
         let state = match files.latest::<TypeConfig>()? {
             Some((_, data)) => bincode::deserialize(&data).map_err(io_err)?,
@@ -282,7 +280,7 @@ impl<S: RaftStorage> KvMachine<S> {
     ///
     /// # Errors
     /// The store refuses the install; I/O.
-    pub fn receive(&self, meta: &SnapshotMetaOf<TypeConfig>, size: u64) -> io::Result<Incoming<S>> {
+    pub fn receive(&self, meta: &SnapshotMetaOf<TypeConfig>, size: u64) -> io::Result<Incoming> {
         match &self.files {
             Some(files) => files.receive::<TypeConfig>(meta, size).map(Incoming::File),
             None => Ok(Incoming::Memory {
@@ -294,10 +292,10 @@ impl<S: RaftStorage> KvMachine<S> {
     }
 
     /// Whether an incoming snapshot is the one `meta` names.
-    pub fn receiving(incoming: &Incoming<S>, meta: &SnapshotMetaOf<TypeConfig>) -> bool {
+    pub fn receiving(incoming: &Incoming, meta: &SnapshotMetaOf<TypeConfig>) -> bool {
         match incoming {
             Incoming::File(r) => {
-                SnapshotFiles::<S>::id_of::<TypeConfig>(meta).is_ok_and(|id| id == r.id())
+                SnapshotFiles::id_of::<TypeConfig>(meta).is_ok_and(|id| id == r.id())
             }
             Incoming::Memory { last, .. } => *last == meta.last_log_id,
         }
@@ -309,7 +307,7 @@ impl<S: RaftStorage> KvMachine<S> {
         &self,
         meta: &SnapshotMetaOf<TypeConfig>,
         data: Vec<u8>,
-    ) -> io::Result<KvSnapshot<S>> {
+    ) -> io::Result<KvSnapshot> {
         if let Some(files) = &self.files {
             return files
                 .save_built::<TypeConfig>(meta, &data)
@@ -326,7 +324,7 @@ impl<S: RaftStorage> KvMachine<S> {
     fn keep_received(
         &self,
         meta: &SnapshotMetaOf<TypeConfig>,
-        got: KvSnapshot<S>,
+        got: KvSnapshot,
     ) -> io::Result<Vec<u8>> {
         match (&self.files, got) {
             (Some(files), KvSnapshot::File(d)) => files.installed::<TypeConfig>(meta, d),
@@ -413,7 +411,7 @@ impl<S: RaftStorage> KvMachine<S> {
     }
 
     /// The store its snapshots go to (`None`: kept in memory).
-    pub fn store(&self) -> Option<&Arc<S>> {
+    pub fn store(&self) -> Option<&Arc<Group>> {
         self.files.as_ref().map(SnapshotFiles::store)
     }
 
@@ -438,10 +436,10 @@ impl<S: RaftStorage> KvMachine<S> {
     }
 }
 
-impl<S: RaftStorage> RaftSnapshotBuilder<TypeConfig> for KvMachine<S> {
-    type SnapshotData = KvSnapshot<S>;
+impl RaftSnapshotBuilder<TypeConfig> for KvMachine {
+    type SnapshotData = KvSnapshot;
 
-    async fn build_snapshot(&mut self) -> Result<SnapshotOf<TypeConfig, KvSnapshot<S>>, io::Error> {
+    async fn build_snapshot(&mut self) -> Result<SnapshotOf<TypeConfig, KvSnapshot>, io::Error> {
         let state = self.lock().clone();
         let data = bincode::serialize(&state).map_err(io_err)?;
         let meta = SnapshotMetaOf::<TypeConfig> {
@@ -456,8 +454,8 @@ impl<S: RaftStorage> RaftSnapshotBuilder<TypeConfig> for KvMachine<S> {
     }
 }
 
-impl<S: RaftStorage> RaftStateMachine<TypeConfig> for KvMachine<S> {
-    type SnapshotData = KvSnapshot<S>;
+impl RaftStateMachine<TypeConfig> for KvMachine {
+    type SnapshotData = KvSnapshot;
     type SnapshotBuilder = Self;
 
     async fn applied_state(
@@ -489,7 +487,7 @@ impl<S: RaftStorage> RaftStateMachine<TypeConfig> for KvMachine<S> {
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMetaOf<TypeConfig>,
-        snapshot: KvSnapshot<S>,
+        snapshot: KvSnapshot,
     ) -> Result<(), io::Error> {
         let data = self.keep_received(meta, snapshot)?;
         let state: State = bincode::deserialize(&data).map_err(io_err)?;
@@ -499,7 +497,7 @@ impl<S: RaftStorage> RaftStateMachine<TypeConfig> for KvMachine<S> {
 
     async fn get_current_snapshot(
         &mut self,
-    ) -> Result<Option<SnapshotOf<TypeConfig, KvSnapshot<S>>>, io::Error> {
+    ) -> Result<Option<SnapshotOf<TypeConfig, KvSnapshot>>, io::Error> {
         match &self.files {
             Some(files) => Ok(files.current::<TypeConfig>()?.map(|s| Snapshot {
                 meta: s.meta,

@@ -3,7 +3,6 @@
 //! snapshot goes chunk by chunk ([`send_snapshot`]).
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use openraft10::error::{NetworkError, RPCError, StreamingError, Unreachable};
@@ -21,7 +20,6 @@ use crate::parts::throttle::Throttle;
 use crate::proto::{
     read_frame, write_frame, Request, Response, SnapshotChunk, SnapshotStep, TypeConfig,
 };
-use quorumlog_raft::{RaftStorage, Store};
 
 /// Bytes of a snapshot per request.
 pub const SNAPSHOT_CHUNK: usize = 1 << 20;
@@ -31,14 +29,13 @@ pub const SNAPSHOT_CHUNK: usize = 1 << 20;
 pub struct TcpNetwork;
 
 impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
-    type Network = TcpPeer<Store>;
+    type Network = TcpPeer;
 
-    async fn new_client(&mut self, _target: u64, node: &BasicNode) -> TcpPeer<Store> {
+    async fn new_client(&mut self, _target: u64, node: &BasicNode) -> TcpPeer {
         TcpPeer {
             addr: node.addr.clone(),
             conn: None,
             route: None,
-            _store: PhantomData,
         }
     }
 }
@@ -54,40 +51,18 @@ pub struct PartitionNetwork {
     pub throttle: Arc<Throttle>,
 }
 
-impl<S: RaftStorage> RaftNetworkFactory<TypeConfig> for PartitionNetworkOf<S>
-where
-    S::Install: Sync,
-{
-    type Network = TcpPeer<S>;
+impl RaftNetworkFactory<TypeConfig> for PartitionNetwork {
+    type Network = TcpPeer;
 
-    async fn new_client(&mut self, target: u64, node: &BasicNode) -> TcpPeer<S> {
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> TcpPeer {
         TcpPeer {
             addr: node.addr.clone(),
             conn: None,
             route: Some(Route {
-                partition: self.net.partition,
+                partition: self.partition,
                 target,
-                throttle: Arc::clone(&self.net.throttle),
+                throttle: Arc::clone(&self.throttle),
             }),
-            _store: PhantomData,
-        }
-    }
-}
-
-/// A [`PartitionNetwork`] for a partition whose machine keeps snapshots
-/// in `S`.
-#[derive(Debug)]
-pub struct PartitionNetworkOf<S> {
-    net: PartitionNetwork,
-    _store: PhantomData<fn() -> S>,
-}
-
-impl<S> PartitionNetworkOf<S> {
-    /// The factory of `net`.
-    pub fn new(net: PartitionNetwork) -> Self {
-        PartitionNetworkOf {
-            net,
-            _store: PhantomData,
         }
     }
 }
@@ -101,11 +76,10 @@ struct Route {
 
 /// The connection to one peer.
 #[derive(Debug)]
-pub struct TcpPeer<S = Store> {
+pub struct TcpPeer {
     addr: String,
     conn: Option<TcpStream>,
     route: Option<Route>,
-    _store: PhantomData<fn() -> S>,
 }
 
 type Rpc<T> = Result<T, RPCError<TypeConfig>>;
@@ -120,7 +94,7 @@ pub trait Call {
     ) -> impl Future<Output = std::io::Result<Response>> + Send;
 }
 
-impl<S: RaftStorage> Call for TcpPeer<S> {
+impl Call for TcpPeer {
     /// An I/O error drops the connection. A partition's request is tagged
     /// with it; one to a replica being added first takes its bytes from
     /// the node's throttle (a heartbeat too: it is that replica's traffic).
@@ -185,15 +159,12 @@ fn unexpected() -> RPCError<TypeConfig> {
 /// # Errors
 /// A call that fails or a follower's refusal (the leader starts again
 /// later); the leader's snapshot file gone (a newer one replaced it).
-pub async fn send_snapshot<P: Call, S: RaftStorage>(
+pub async fn send_snapshot<P: Call>(
     peer: &mut P,
     vote: VoteOf<TypeConfig>,
-    snapshot: &SnapshotOf<TypeConfig, KvSnapshot<S>>,
+    snapshot: &SnapshotOf<TypeConfig, KvSnapshot>,
     option: &RPCOption,
-) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>>
-where
-    S::Install: Sync,
-{
+) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
     let size = snapshot.snapshot.size();
     let mut position = 0;
     let mut bytes = Vec::new();
@@ -234,11 +205,8 @@ where
     }
 }
 
-impl<S: RaftStorage> RaftNetworkV2<TypeConfig> for TcpPeer<S>
-where
-    S::Install: Sync,
-{
-    type SnapshotData = KvSnapshot<S>;
+impl RaftNetworkV2<TypeConfig> for TcpPeer {
+    type SnapshotData = KvSnapshot;
 
     async fn append_entries(
         &mut self,
@@ -293,7 +261,7 @@ where
     async fn full_snapshot(
         &mut self,
         vote: VoteOf<TypeConfig>,
-        snapshot: SnapshotOf<TypeConfig, KvSnapshot<S>>,
+        snapshot: SnapshotOf<TypeConfig, KvSnapshot>,
         _cancel: impl Future<Output = openraft10::error::ReplicationClosed> + Send + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {

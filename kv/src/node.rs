@@ -13,8 +13,8 @@ use openraft10::storage::{RaftLogReader, RaftLogStorage, Snapshot};
 use openraft10::{BasicNode, Raft, ReadPolicy, ServerState};
 use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{
-    ClusterId, DirectoryId, Identity, LogOptions, Meta, NodeId, RaftStorage, RealFs, SharedFs,
-    Store, StoreOptions, SyncPolicy,
+    ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, RealFs,
+    SharedFs,
 };
 use tokio::net::{TcpListener, TcpStream};
 
@@ -27,7 +27,7 @@ use crate::proto::{
 };
 
 /// A node's Raft (of a one-group store, or of a partition's group).
-pub type KvRaft<S = Store> = Raft<TypeConfig, KvMachine<S>>;
+pub type KvRaft = Raft<TypeConfig, KvMachine>;
 
 /// How a node runs.
 #[derive(Debug, Clone)]
@@ -54,22 +54,24 @@ pub struct NodeArgs {
     pub metrics_addr: Option<String>,
 }
 
-/// The store options the nodes use.
-pub fn store_options() -> StoreOptions {
-    StoreOptions {
-        log: LogOptions::default(),
-        sync: SyncPolicy::GroupCommit,
-    }
+/// The node options the service uses (group commit, 128 MiB segments).
+pub fn node_options() -> NodeOptions {
+    NodeOptions::default()
 }
+
+/// The group the single-group service keeps its Raft log in.
+pub const GROUP: u64 = 1;
 
 /// How long a node waits to confirm its leadership for a read, or for a
 /// status, before answering `NoQuorum`.
 pub const CONFIRM_WAIT: Duration = Duration::from_secs(2);
 
-/// Opens node `node`'s store of cluster `cluster` in `dir`, formatting it
-/// when `open` finds no data directory there (with a new directory id: a
-/// node back with an empty disk is not the voter it was). Returns the
-/// store, whether it was formatted now, and how long opening took (ms).
+/// Opens node `node`'s data directory of cluster `cluster` in `dir`, a
+/// node with one group ([`GROUP`], openraft's first index 0),
+/// formatting it when `open` finds no data directory there (with a new
+/// directory id: a node back with an empty disk is not the voter it
+/// was). Returns the node (keep it: it runs the checkpoints), the group,
+/// whether it was formatted now, and how long opening took (ms).
 ///
 /// # Errors
 /// `Store`: another node's or cluster's directory (refused before
@@ -79,33 +81,37 @@ pub fn open_store(
     dir: &Path,
     cluster: u128,
     node: u64,
-) -> Result<(Arc<Store>, bool, u64)> {
+) -> Result<(Arc<Node>, Arc<Group>, bool, u64)> {
     let t0 = Instant::now();
     let expect = Identity::node(ClusterId(cluster), NodeId(node));
-    let (store, fresh) = match Store::open(fs, dir, &expect, &store_options()) {
-        Ok((store, _)) => (store, false),
+    let options = node_options();
+    let (n, fresh) = match Node::open(fs, dir, &expect, &options) {
+        Ok((n, _)) => (n, false),
         Err(e) if e.is_not_formatted() => {
             fs.create_dir_all(dir)
                 .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
             let meta = Meta::new(ClusterId(cluster), NodeId(node), DirectoryId::random());
-            Store::format(fs, dir, meta, None, &store_options())?;
-            (Store::open(fs, dir, &expect, &store_options())?.0, true)
+            Node::format(fs, dir, meta, &options)?;
+            let (n, _) = Node::open(fs, dir, &expect, &options)?;
+            n.create_group(GROUP, Offset(0))?;
+            (n, true)
         }
         Err(e) => return Err(e.into()),
     };
+    let group = Arc::new(n.group(GROUP)?);
     let ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
-    Ok((Arc::new(store), fresh, ms))
+    Ok((Arc::new(n), group, fresh, ms))
 }
 
 /// A running node's parts (of the single-group service, or one
 /// partition's on a node of the partitioned service).
-pub struct Running<S: RaftStorage = Store> {
+pub struct Running {
     /// Its id.
     pub id: u64,
     /// Its Raft.
-    pub raft: KvRaft<S>,
+    pub raft: KvRaft,
     /// Its state machine.
-    pub machine: KvMachine<S>,
+    pub machine: KvMachine,
     /// How long opening the store took, in milliseconds.
     pub open_ms: u64,
     /// Its data directory's id.
@@ -113,19 +119,22 @@ pub struct Running<S: RaftStorage = Store> {
     /// Its term and last log index when it started (see [`read_floor`]).
     pub started: (u64, u64),
     /// The snapshot being received from the leader, between its chunks.
-    pub incoming: Arc<tokio::sync::Mutex<Option<Incoming<S>>>>,
+    pub incoming: Arc<tokio::sync::Mutex<Option<Incoming>>>,
     /// The partition it is (the partitioned service): an adding replica's
     /// node is asked to host it before it joins as a learner.
     pub partition: Option<u32>,
     /// Where a node's directory id is known without asking it (the
     /// partitioned service's controller); `None`: the node is asked.
     pub directories: Option<Directories>,
+    /// The node its group lives on (its shared log's counts for the
+    /// status); `None` for the benchmark's other log stores.
+    pub node: Option<Arc<Node>>,
 }
 
 /// A node's directory id by its node id, if known.
 pub type Directories = Arc<dyn Fn(u64) -> Option<DirectoryId> + Send + Sync>;
 
-impl<S: RaftStorage> Clone for Running<S> {
+impl Clone for Running {
     fn clone(&self) -> Self {
         Running {
             id: self.id,
@@ -137,6 +146,7 @@ impl<S: RaftStorage> Clone for Running<S> {
             incoming: Arc::clone(&self.incoming),
             partition: self.partition,
             directories: self.directories.clone(),
+            node: self.node.clone(),
         }
     }
 }
@@ -147,7 +157,7 @@ impl<S: RaftStorage> Clone for Running<S> {
 /// openraft's or the store's.
 pub async fn start<N>(
     id: u64,
-    store: Arc<Store>,
+    store: Arc<Group>,
     network: N,
     open_ms: u64,
     config: Arc<openraft10::Config>,
@@ -168,7 +178,7 @@ where
 /// openraft's or the store's.
 pub async fn start_persisting<N>(
     id: u64,
-    store: Arc<Store>,
+    store: Arc<Group>,
     network: N,
     open_ms: u64,
     config: Arc<openraft10::Config>,
@@ -179,7 +189,7 @@ where
     N::Network:
         openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
 {
-    let directory = store.me().directory_id;
+    let directory = store.identity().directory_id.unwrap_or(DirectoryId(0));
     let log = LogStore::new(Arc::clone(&store), id)?.persist_commit_every(commit_persist);
     let machine = KvMachine::open(store)?;
     start_with(id, log, machine, network, config, open_ms, directory).await
@@ -189,21 +199,20 @@ where
 ///
 /// # Errors
 /// openraft's.
-pub async fn start_with<S, L, N>(
+pub async fn start_with<L, N>(
     id: u64,
     log: L,
-    machine: KvMachine<S>,
+    machine: KvMachine,
     network: N,
     config: Arc<openraft10::Config>,
     open_ms: u64,
     directory: DirectoryId,
-) -> Result<Running<S>>
+) -> Result<Running>
 where
-    S: RaftStorage,
     L: RaftLogStorage<TypeConfig>,
     N: openraft10::network::RaftNetworkFactory<TypeConfig>,
     N::Network:
-        openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot<S>>,
+        openraft10::network::NetSnapshot<TypeConfig, SnapshotData = crate::machine::KvSnapshot>,
 {
     // From the storage itself: openraft's first metrics may not show it.
     let mut log = log;
@@ -232,6 +241,7 @@ where
         incoming: Arc::new(tokio::sync::Mutex::new(None)),
         partition: None,
         directories: None,
+        node: None,
     })
 }
 
@@ -239,7 +249,7 @@ where
 ///
 /// # Errors
 /// openraft's (other than "already initialized").
-pub async fn initialize<S: RaftStorage>(raft: &KvRaft<S>, peers: &[(u64, String)]) -> Result<()> {
+pub async fn initialize(raft: &KvRaft, peers: &[(u64, String)]) -> Result<()> {
     let members: BTreeMap<u64, BasicNode> = peers
         .iter()
         .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
@@ -264,9 +274,9 @@ pub async fn run(args: NodeArgs) -> Result<()> {
         None => None,
     };
     let fs: SharedFs = Arc::new(RealFs::new());
-    let (store, fresh, open_ms) = open_store(&fs, &args.dir, args.cluster, args.id)?;
+    let (storage, store, fresh, open_ms) = open_store(&fs, &args.dir, args.cluster, args.id)?;
     let config = crate::raft_config(args.snapshot_every);
-    let node = start_persisting(
+    let mut node = start_persisting(
         args.id,
         store,
         TcpNetwork,
@@ -275,6 +285,7 @@ pub async fn run(args: NodeArgs) -> Result<()> {
         args.commit_persist,
     )
     .await?;
+    node.node = Some(storage);
     if args.init && fresh {
         initialize(&node.raft, &args.peers).await?;
     }
@@ -316,7 +327,7 @@ fn leader_of(f: &openraft10::error::ForwardToLeader<TypeConfig>) -> Option<(u64,
 /// # Errors
 /// `NotLeader` (refused before it was appended, or cut from this node's log
 /// by a newer leader: certainly not applied); `Failed` otherwise.
-pub async fn write<S: RaftStorage>(node: &Running<S>, command: Command) -> Result<u64, Refusal> {
+pub async fn write(node: &Running, command: Command) -> Result<u64, Refusal> {
     match write_reply(node, command).await? {
         (_, Reply::Put { index }) | (index, Reply::Done | Reply::Control(_)) => Ok(index),
         (_, Reply::Superseded) => Err(Refusal::Refused {
@@ -330,10 +341,7 @@ pub async fn write<S: RaftStorage>(node: &Running<S>, command: Command) -> Resul
 ///
 /// # Errors
 /// As [`write()`].
-pub async fn write_reply<S: RaftStorage>(
-    node: &Running<S>,
-    command: Command,
-) -> Result<(u64, Reply), Refusal> {
+pub async fn write_reply(node: &Running, command: Command) -> Result<(u64, Reply), Refusal> {
     match node.raft.client_write(command).await {
         Ok(r) => Ok((r.log_id.index, r.data)),
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(Refusal::NotLeader {
@@ -366,7 +374,7 @@ pub async fn write_reply<S: RaftStorage>(
 /// a restarted leader confirmed by a quorum while its metrics did not yet
 /// name it served a read below the floor, found by the in-process fault
 /// test's staggered restart.)
-pub fn read_floor<S: RaftStorage>(node: &Running<S>) -> Option<u64> {
+pub fn read_floor(node: &Running) -> Option<u64> {
     let (term, last) = node.started;
     let in_start_term = node.raft.metrics().borrow_watched().current_term == term;
     let applied = node.machine.applied().unwrap_or(0);
@@ -379,7 +387,7 @@ pub fn read_floor<S: RaftStorage>(node: &Running<S>) -> Option<u64> {
 ///
 /// # Errors
 /// `NotLeader`; `NoQuorum` (no quorum within [`CONFIRM_WAIT`]); `Failed`.
-pub async fn confirm_leadership<S: RaftStorage>(node: &Running<S>) -> Result<(), Refusal> {
+pub async fn confirm_leadership(node: &Running) -> Result<(), Refusal> {
     let confirmed = async {
         node.raft
             .ensure_linearizable(ReadPolicy::ReadIndex)
@@ -417,11 +425,7 @@ fn not_confirmed(e: &RaftError<TypeConfig, LinearizableReadError<TypeConfig>>) -
 ///
 /// # Errors
 /// As [`confirm_leadership`], for a linearizable read.
-pub async fn read<S: RaftStorage>(
-    node: &Running<S>,
-    key: &str,
-    stale: bool,
-) -> Result<Read, Refusal> {
+pub async fn read(node: &Running, key: &str, stale: bool) -> Result<Read, Refusal> {
     if !stale {
         confirm_leadership(node).await?;
     }
@@ -434,7 +438,7 @@ pub async fn read<S: RaftStorage>(
 }
 
 /// The node's status; `leading` only if a quorum confirms it now.
-pub async fn status<S: RaftStorage>(node: &Running<S>) -> Status {
+pub async fn status(node: &Running) -> Status {
     let m = node.raft.metrics().borrow_watched().clone();
     let leading = m.state == ServerState::Leader
         && matches!(
@@ -447,9 +451,9 @@ pub async fn status<S: RaftStorage>(node: &Running<S>) -> Status {
         );
     let membership = m.membership_config.membership();
     let stats = node
-        .machine
-        .store()
-        .map(|s| s.log_stats())
+        .node
+        .as_ref()
+        .map(|n| n.stats().log)
         .unwrap_or_default();
     Status {
         syncs: stats.syncs,
@@ -473,7 +477,7 @@ pub async fn status<S: RaftStorage>(node: &Running<S>) -> Status {
 }
 
 /// The node's answer to `req`.
-pub async fn answer<S: RaftStorage>(node: &Running<S>, req: Request) -> Response {
+pub async fn answer(node: &Running, req: Request) -> Response {
     match req {
         Request::Append(rpc) => Response::Append(node.raft.append_entries(rpc).await),
         Request::Vote(rpc) => Response::Vote(node.raft.vote(rpc).await),
@@ -515,10 +519,7 @@ pub async fn answer<S: RaftStorage>(node: &Running<S>, req: Request) -> Response
 /// openraft installs it. A failure drops the incoming snapshot (a file
 /// that did not verify is gone; one cut short stays durable, and the next
 /// transfer resumes it).
-async fn receive_snapshot<S: RaftStorage>(
-    node: &Running<S>,
-    chunk: SnapshotChunk,
-) -> Result<SnapshotStep, String> {
+async fn receive_snapshot(node: &Running, chunk: SnapshotChunk) -> Result<SnapshotStep, String> {
     let mut incoming = node.incoming.lock().await;
     let current = incoming
         .take()
@@ -560,8 +561,8 @@ pub fn now_ms() -> u64 {
 }
 
 /// A reassignment request: addresses of members come from the membership.
-async fn reassign_request<S: RaftStorage>(
-    node: &Running<S>,
+async fn reassign_request(
+    node: &Running,
     target: Option<Vec<(u64, Option<String>)>>,
 ) -> Result<(), Refusal> {
     let target = match target {
@@ -595,10 +596,6 @@ async fn reassign_request<S: RaftStorage>(
 ///
 /// # Errors
 /// As [`write()`].
-pub async fn put<S: RaftStorage>(
-    node: &Running<S>,
-    key: &str,
-    value: &str,
-) -> Result<u64, Refusal> {
+pub async fn put(node: &Running, key: &str, value: &str) -> Result<u64, Refusal> {
     write(node, Command::Put(Put::new(key, value))).await
 }

@@ -17,7 +17,6 @@ use metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
 use openraft10::async_runtime::WatchReceiver as _;
-use quorumlog_raft::RaftStorage;
 
 use crate::node::Running;
 
@@ -214,7 +213,7 @@ pub fn serve(registry: &'static Registry, addr: &str) -> std::io::Result<std::ne
 }
 
 /// Copies openraft's metrics of `node` into gauges, every second.
-pub fn watch_openraft<S: RaftStorage>(node: &Running<S>) {
+pub fn watch_openraft(node: &Running) {
     let raft = node.raft.clone();
     tokio::spawn(async move {
         loop {

@@ -28,7 +28,7 @@ use quorumlog_raft::voters::{
     next_step, plan_cancel, plan_reassignment, status, ControlState, Reassignment,
     ReassignmentStatus, Step, StepInput, VoterEntry, VoterSet,
 };
-use quorumlog_raft::{DirectoryId, NodeId, Offset, RaftStorage, Voter};
+use quorumlog_raft::{DirectoryId, NodeId, Offset, Voter};
 
 use crate::node::Running;
 use crate::proto::{Command, ReassignmentState, Refusal};
@@ -62,11 +62,7 @@ struct View {
 
 /// The directory id of node `id` at `addr` (this node's own from its
 /// store).
-async fn directory<S: RaftStorage>(
-    node: &Running<S>,
-    id: u64,
-    addr: &str,
-) -> Result<DirectoryId, Refusal> {
+async fn directory(node: &Running, id: u64, addr: &str) -> Result<DirectoryId, Refusal> {
     if id == node.id {
         return Ok(node.directory);
     }
@@ -90,7 +86,7 @@ async fn directory<S: RaftStorage>(
 /// for metrics that have applied at least what the machine had when the
 /// record was read: a cancel or a new target is never planned from the
 /// voter set before a promotion or removal that already happened.
-async fn view<S: RaftStorage>(node: &Running<S>) -> Result<View, Refusal> {
+async fn view(node: &Running) -> Result<View, Refusal> {
     let reassignment = node.machine.reassignment();
     let floor = node.machine.applied();
     let m = node
@@ -156,7 +152,7 @@ async fn view<S: RaftStorage>(node: &Running<S>) -> Result<View, Refusal> {
     })
 }
 
-fn is_leader<S: RaftStorage>(node: &Running<S>) -> bool {
+fn is_leader(node: &Running) -> bool {
     node.raft.metrics().borrow_watched().current_leader == Some(node.id)
 }
 
@@ -167,8 +163,8 @@ fn is_leader<S: RaftStorage>(node: &Running<S>) -> bool {
 /// # Errors
 /// Not the leader; a membership change in flight; a refused plan; a node
 /// that cannot be asked its directory; the write.
-pub async fn request<S: RaftStorage>(
-    node: &Running<S>,
+pub async fn request(
+    node: &Running,
     target: Option<Vec<(u64, String)>>,
     now_ms: u64,
 ) -> Result<(), Refusal> {
@@ -186,8 +182,8 @@ pub async fn request<S: RaftStorage>(
 
 /// The reassignment from the current voters to `target` (ids with
 /// addresses), each target node asked its directory.
-async fn plan_to<S: RaftStorage>(
-    node: &Running<S>,
+async fn plan_to(
+    node: &Running,
     v: &View,
     target: Vec<(u64, String)>,
     now_ms: u64,
@@ -216,8 +212,8 @@ async fn plan_to<S: RaftStorage>(
 /// # Errors
 /// Not the leader; a membership change in flight; a refused plan; a node
 /// that cannot be asked its directory; the write.
-pub async fn request_generation<S: RaftStorage>(
-    node: &Running<S>,
+pub async fn request_generation(
+    node: &Running,
     target: Vec<(u64, String)>,
     generation: u64,
     now_ms: u64,
@@ -241,7 +237,7 @@ pub async fn request_generation<S: RaftStorage>(
 
 /// The voters (node ids) of the membership this node has applied, and
 /// whether that membership change is applied (no change in flight).
-pub fn voters<S: RaftStorage>(node: &Running<S>) -> (BTreeSet<u64>, bool) {
+pub fn voters(node: &Running) -> (BTreeSet<u64>, bool) {
     let m = node.raft.metrics().borrow_watched().clone();
     let applied = m.last_applied.map_or(0, |l| l.index + 1);
     let settled = m
@@ -254,10 +250,7 @@ pub fn voters<S: RaftStorage>(node: &Running<S>) -> (BTreeSet<u64>, bool) {
     )
 }
 
-async fn write_state<S: RaftStorage>(
-    node: &Running<S>,
-    r: Option<Reassignment>,
-) -> Result<(), Refusal> {
+async fn write_state(node: &Running, r: Option<Reassignment>) -> Result<(), Refusal> {
     crate::node::write(node, Command::Reassignment(ReassignmentState(r)))
         .await
         .map(|_| ())
@@ -267,10 +260,7 @@ async fn write_state<S: RaftStorage>(
 ///
 /// # Errors
 /// Not the leader; a node that cannot be asked its directory.
-pub async fn list<S: RaftStorage>(
-    node: &Running<S>,
-    now_ms: u64,
-) -> Result<Option<ReassignmentStatus>, Refusal> {
+pub async fn list(node: &Running, now_ms: u64) -> Result<Option<ReassignmentStatus>, Refusal> {
     crate::node::confirm_leadership(node).await?;
     let v = view(node).await?;
     Ok(status(&v.state, &v.progress, v.committed_end, now_ms))
@@ -280,7 +270,7 @@ pub async fn list<S: RaftStorage>(
 ///
 /// # Errors
 /// openraft's membership calls or the write.
-pub async fn drive<S: RaftStorage>(node: &Running<S>) -> Result<Step, Refusal> {
+pub async fn drive(node: &Running) -> Result<Step, Refusal> {
     // Nothing pending (the common case): no node is asked anything.
     if node.machine.reassignment().is_none() || !is_leader(node) {
         return Ok(Step::Idle);
@@ -329,11 +319,7 @@ pub async fn drive<S: RaftStorage>(node: &Running<S>) -> Result<Step, Refusal> {
 }
 
 /// Adds `e` as a learner unless it is a member already.
-async fn ensure_learner<S: RaftStorage>(
-    node: &Running<S>,
-    v: &View,
-    e: &VoterEntry,
-) -> Result<(), Refusal> {
+async fn ensure_learner(node: &Running, v: &View, e: &VoterEntry) -> Result<(), Refusal> {
     let id = e.voter.node_id.0;
     if v.addrs.contains_key(&id) {
         return Ok(());
@@ -351,7 +337,7 @@ async fn ensure_learner<S: RaftStorage>(
 
 /// Drives reassignments on this node for as long as its Raft runs: a step
 /// whenever its metrics change (see the module documentation).
-pub async fn driver<S: RaftStorage>(node: Running<S>) {
+pub async fn driver(node: Running) {
     let mut metrics = node.raft.metrics();
     loop {
         metrics.borrow_and_update();

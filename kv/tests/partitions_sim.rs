@@ -92,7 +92,7 @@ impl SimNode {
             .iter()
             .filter_map(|(p, part)| {
                 let store = part.machine.store()?;
-                Some((*p, store.flushed_offset().0, store.log_end_offset().0))
+                Some((*p, store.extent().flushed.0, store.extent().end.0))
             })
             .collect();
         host.stop().await;
@@ -112,7 +112,7 @@ impl SimNode {
             let Some(store) = part.machine.store() else {
                 continue;
             };
-            let now = store.log_end_offset().0;
+            let now = store.extent().end.0;
             assert!(
                 now >= flushed,
                 "node {} partition {p}: the store called [..{flushed}) durable (end {end}), a power cut left [..{now})",

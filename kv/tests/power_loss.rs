@@ -31,21 +31,26 @@ use quorumlog_kv::cluster::LocalCluster;
 use quorumlog_kv::proto::{Command, Refusal};
 use quorumlog_kv::{KvMachine, Put, TypeConfig};
 use quorumlog_openraft10::LogStore;
-use quorumlog_raft::{Identity, Store};
+use quorumlog_raft::{Group, Identity, Node, Offset};
 
 mod common;
 
 use common::{config, options, DIR};
 
-fn open(disk: &SimFs, id: u64, fresh: bool) -> Result<Arc<Store>, String> {
+fn open(disk: &SimFs, id: u64, fresh: bool) -> Result<Arc<Group>, String> {
     let fs: SharedFs = Arc::new(disk.clone());
     if fresh {
         let meta = Meta::new(ClusterId(5), NodeId(id), DirectoryId(u128::from(id) + 1));
-        Store::format(&fs, Path::new(DIR), meta, None, &options()).map_err(|e| e.to_string())?;
+        Node::format(&fs, Path::new(DIR), meta, &options()).map_err(|e| e.to_string())?;
     }
     let expect = Identity::node(ClusterId(5), NodeId(id));
-    Store::open(&fs, Path::new(DIR), &expect, &options())
-        .map(|(s, _)| Arc::new(s))
+    Node::open(&fs, Path::new(DIR), &expect, &options())
+        .and_then(|(n, _)| {
+            if fresh {
+                n.create_group(quorumlog_kv::node::GROUP, Offset(0))?;
+            }
+            n.group(quorumlog_kv::node::GROUP).map(Arc::new)
+        })
         .map_err(|e| {
             let listing = |d: &str| {
                 fs.list(&Path::new(DIR).join(d))
@@ -66,8 +71,8 @@ fn open(disk: &SimFs, id: u64, fresh: bool) -> Result<Arc<Store>, String> {
 }
 
 type Parts = (
-    Vec<(u64, LogStore<TypeConfig, Store>, KvMachine)>,
-    Vec<LogStore<TypeConfig, Store>>,
+    Vec<(u64, LogStore<TypeConfig>, KvMachine)>,
+    Vec<LogStore<TypeConfig>>,
 );
 
 fn parts(disks: &[SimFs], fresh: bool) -> Result<Parts, String> {
@@ -268,7 +273,7 @@ fn describe(cluster: &LocalCluster) -> String {
 }
 
 /// Where `keys` are in each node's log (index and log id per node).
-async fn locate(logs: &[LogStore<TypeConfig, Store>], keys: &[String], last: u64) -> String {
+async fn locate(logs: &[LogStore<TypeConfig>], keys: &[String], last: u64) -> String {
     let mut out = Vec::new();
     for (i, log) in logs.iter().enumerate() {
         let mut log = log.clone();
@@ -302,7 +307,7 @@ async fn locate(logs: &[LogStore<TypeConfig, Store>], keys: &[String], last: u64
 /// Every node must hold a contiguous run of entries ending at `last` (it
 /// applied `last`, and a purge keeps openraft's last ten applied entries),
 /// so the comparison is never made over nothing. Returns the entries read.
-async fn check_logs(logs: Vec<LogStore<TypeConfig, Store>>, last: u64) -> Result<u64, String> {
+async fn check_logs(logs: Vec<LogStore<TypeConfig>>, last: u64) -> Result<u64, String> {
     let mut by_index: BTreeMap<u64, LogIdOf<TypeConfig>> = BTreeMap::new();
     let mut read = 0u64;
     for (i, mut log) in logs.into_iter().enumerate() {

@@ -14,6 +14,7 @@ use std::io::{Read as _, Write as _};
 use std::sync::Arc;
 
 use quorumlog_raft::{Epoch, Offset, RealFs, SharedFs};
+use quorumlog_testkit::AppendDurable;
 
 #[test]
 fn the_endpoint_serves_the_logs_own_counts() {
@@ -21,12 +22,12 @@ fn the_endpoint_serves_the_logs_own_counts() {
     let tmp = tempfile::tempdir().unwrap();
     let fs: SharedFs = Arc::new(RealFs::new());
     let dir = tmp.path().join("n1");
-    let (store, fresh, _) = quorumlog_kv::node::open_store(&fs, &dir, 9, 1).unwrap();
+    let (node, store, fresh, _) = quorumlog_kv::node::open_store(&fs, &dir, 9, 1).unwrap();
     assert!(fresh);
-    let first = store.log_end_offset().0;
+    let first = store.extent().end.0;
     for i in 0..20u64 {
         let info = store
-            .append_replicated(
+            .append_durable(
                 Offset(first + i),
                 Epoch(1),
                 &[format!("entry-{i}").as_bytes()],
@@ -46,9 +47,9 @@ fn the_endpoint_serves_the_logs_own_counts() {
     // taken between two equal readings of the stats.
     let (stats, body) = (0..100)
         .find_map(|_| {
-            let before = store.log_stats();
+            let before = node.stats().log;
             let body = get();
-            (store.log_stats() == before).then_some((before, body))
+            (node.stats().log == before).then_some((before, body))
         })
         .expect("the log never went quiet");
     assert!(stats.syncs >= 1);

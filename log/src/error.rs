@@ -20,6 +20,18 @@ pub enum Error {
     /// recovery changed anything ([`crate::DurableLog::open_checked`]).
     #[error("the open was refused by its caller's check (nothing changed)")]
     OpenRefused,
+    /// The disk is full: the log was opened on it after an unclean stop,
+    /// and writes wait until `needed` more bytes are free (the next
+    /// segment and the recovery checkpoint). Nothing was written; the
+    /// write succeeds once the space is there.
+    #[error(
+        "the disk is full: writes wait for {needed} bytes of free space \
+         (the next segment and the recovery checkpoint); nothing was written"
+    )]
+    NoSpace {
+        /// Free bytes the log needs before it takes writes again.
+        needed: u64,
+    },
     /// An error of the data directory's checkpoint files.
     #[error(transparent)]
     Checkpoint(#[from] quorumlog_checkpoint::Error),
@@ -171,7 +183,13 @@ impl Error {
     pub fn is_io(&self) -> bool {
         match self {
             Error::Io(_) | Error::Poisoned { .. } => true,
-            Error::Checkpoint(c) => c.is_io(),
+            // A checkpoint file refused for space in the middle of the
+            // log's own work (a roll, a truncation) leaves that work half
+            // done: it poisons the log like any failed write. Only the
+            // open's deferred checkpoint takes it as a refusal.
+            Error::Checkpoint(c) => {
+                c.is_io() || matches!(c, quorumlog_checkpoint::Error::NoSpace { .. })
+            }
             _ => false,
         }
     }

@@ -1,22 +1,26 @@
 //! `quorumlog-raft`: the Raft-facing facade over the storage crates.
 //!
-//! - [`Store`]: one durable store per Raft group, the one door a Raft
-//!   library's storage talks to: format (with an initial offset), open
-//!   with the expected [`Identity`] checked first and the parts
-//!   reconciled, appends at the library's offsets, reads of exactly a
-//!   range, truncation never below the commit point, a high watermark
-//!   that never moves back, the election state, snapshots of committed
-//!   state and verified installs, application metadata, durability waits
-//!   and completions; one poisoned state, one error type ([`Error`]).
-//! - [`KraftReplica`] ([`kraft`]): a `KRaft`-style replica over one store:
-//!   elections with typed transitions and restart rules, leader appends
-//!   only in the epoch it leads, raw-batch follower appends, fetch
-//!   validation, commit tracking, leader-coordinated cleaning, and the
-//!   voter-set history with `KIP-455` reassignment. A store it does not
-//!   own pays nothing for it.
+//! - [`Node`] and [`Group`]: the engine, for one Raft group or many. A
+//!   node is one data directory with one shared log and one group commit;
+//!   each group is a Raft log of its own on it, reached through its
+//!   [`Group`] handle: the one door a Raft library's storage talks to
+//!   (appends at the library's offsets, reads of exactly a range,
+//!   truncation never below the commit point, purges never past the
+//!   latest snapshot, a high watermark that never moves back, the election
+//!   state, snapshots of committed state and verified installs,
+//!   application metadata, durability waits and completions), with every
+//!   rule checked once; one poisoned state, one error type ([`Error`]). A
+//!   one-group deployment is a node with one group.
+//! - [`KraftReplica`] ([`kraft`]): a `KRaft`-style replica: elections with
+//!   typed transitions and restart rules, leader appends only in the epoch
+//!   it leads, raw-batch follower appends, fetch validation, commit
+//!   tracking, leader-coordinated cleaning, and the voter-set history with
+//!   `KIP-455` reassignment. It still runs over a one-group [`Store`] (the
+//!   previous layout, which `quorumlog import` brings into a node).
 //!
-//! Every name an embedder needs is re-exported here. The openraft adapter
-//! is the `quorumlog-openraft` crate; the crash harness lives in
+//! Every name an embedder needs is re-exported here. The openraft
+//! adapters are the `quorumlog-openraft` (0.9) and `quorumlog-openraft10`
+//! crates, raft-rs's is `quorumlog-raftrs`; the crash harness lives in
 //! `quorumlog-testkit`.
 //!
 //! ```
@@ -25,27 +29,31 @@
 //!
 //! use quorumlog_io::SimFs; // `quorumlog_raft::RealFs::new()` on a real disk
 //! use quorumlog_raft::{
-//!     ClusterId, DirectoryId, Epoch, Identity, Isolation, Meta, NodeId, Offset, SharedFs,
-//!     Store, StoreOptions,
+//!     ClusterId, DirectoryId, Epoch, Identity, Isolation, Meta, Node, NodeId, NodeOptions,
+//!     Offset, SharedFs,
 //! };
 //!
 //! let fs: SharedFs = Arc::new(SimFs::new(1));
-//! let dir = Path::new("/var/lib/group-1");
+//! let dir = Path::new("/var/lib/node-1");
 //! let meta = Meta::new(ClusterId(7), NodeId(1), DirectoryId(11));
-//! Store::format(&fs, dir, meta, Some(Offset(1)), &StoreOptions::default()).unwrap();
-//! let (store, _report) = Store::open(&fs, dir, &Identity::of(&meta), &StoreOptions::default()).unwrap();
-//! // A Raft library appends at the index it assigned, in its term.
-//! store.append_replicated(Offset(1), Epoch(1), &[b"set x=1"]).unwrap();
-//! store.wait_durable(Offset(2)).unwrap();
-//! store.set_high_watermark(Offset(2)).unwrap();
-//! let e = store.read_entries(Offset(1), Offset(9), 1 << 20, Isolation::Committed).unwrap();
+//! Node::format(&fs, dir, meta, &NodeOptions::default()).unwrap();
+//! let (node, _report) = Node::open(&fs, dir, &Identity::of(&meta), &NodeOptions::default()).unwrap();
+//! node.create_group(1, Offset(1)).unwrap();
+//! let group = node.group(1).unwrap();
+//! // A Raft library appends at the index it assigned, in its term: queued
+//! // for the shared log's next round, durable once waited for.
+//! group.append(Offset(1), Epoch(1), &[b"set x=1"]).unwrap();
+//! group.wait_durable(Offset(2)).unwrap();
+//! group.set_high_watermark(Offset(2)).unwrap();
+//! let e = group.read_entries(Offset(1), Offset(9), 1 << 20, Isolation::Committed).unwrap();
 //! assert_eq!(e[0].bytes, b"set x=1");
 //! // The commit point never moves back.
-//! assert!(store.set_high_watermark(Offset(1)).is_err());
+//! assert!(group.set_high_watermark(Offset(1)).is_err());
+//! drop(group);
+//! node.close().unwrap();
 //! ```
 #![forbid(unsafe_code)]
 
-mod door;
 mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
@@ -54,16 +62,16 @@ pub mod kraft;
 mod node;
 mod store;
 
-pub use door::{RaftStorage, SnapshotInstall, SnapshotWrite};
 pub use error::{Error, Result};
 pub use kraft::commit::{CommitTracker, Progress};
 pub use kraft::election::{Election, LogPosition, Role, VoteDecision};
 pub use kraft::fetch::{validate_offset_and_epoch, FetchPosition, LogView};
 pub use kraft::{voters, KraftReplica, QuorumRecovery};
 pub use node::{
-    describe_node_record, inspect_node, Group, GroupInstall, GroupSummary, GroupWriter,
-    ImportReport, Node, NodeOpenReport, NodeOptions, NodeRecordInfo, NodeRepairReport, NodeStats,
-    NodeSummary, SpaceUse, WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
+    describe_node_record, inspect_node, Encode, Extent, Group, GroupInstall, GroupSnapshot,
+    GroupSummary, GroupWriter, ImportReport, Node, NodeOpenReport, NodeOptions, NodeRecordInfo,
+    NodeRepairReport, NodeStats, NodeSummary, Purge, Records, SpaceUse, WatermarkDurability,
+    WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
 };
 pub use store::{
     Entry, Identity, Isolation, OnDurable, OpenReport, Store, StoreInstall, StoreOptions,

@@ -62,12 +62,8 @@ fn run(seed: u64) {
                     .collect();
                 for i in 1..=200u64 {
                     for g in &groups {
-                        g.append_replicated_queued(
-                            Offset(i),
-                            Epoch(1),
-                            &[format!("{} {i}", g.id())],
-                        )
-                        .unwrap();
+                        g.append(Offset(i), Epoch(1), &[format!("{} {i}", g.id())])
+                            .unwrap();
                         let (fired, id) = (Arc::clone(&fired), g.id());
                         g.on_durable(
                             Offset(i + 1),

@@ -28,8 +28,10 @@ use quorumlog_checkpoint::{
     ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, QuorumState, SharedFs, Vote,
 };
 use quorumlog_io::SimFs;
+use quorumlog_raft::Purge;
 use quorumlog_raft::{Error, Group, Identity, Isolation, Node, NodeOptions, SnapshotId};
 use quorumlog_snapshot::WriterOptions;
+use quorumlog_testkit::AppendDurable;
 use quorumlog_testkit::CRASH_PLANS;
 
 const DIR: &str = "/node";
@@ -91,12 +93,12 @@ fn entry(group: u64, o: u64, tag: &str) -> Vec<u8> {
 /// acknowledged.
 struct Run {
     node: Node,
-    handles: BTreeMap<u64, Group>,
+    handles: BTreeMap<u64, Arc<Group>>,
     model: Model,
 }
 
 impl Run {
-    fn g(&self, id: u64) -> &Group {
+    fn g(&self, id: u64) -> &Arc<Group> {
         &self.handles[&id]
     }
 }
@@ -131,7 +133,7 @@ fn sequence(disk: &SimFs) -> (Model, Option<Model>) {
         go!(
             |r: &mut Run| -> Result<(), Error> {
                 r.node.create_group(id, Offset(1))?;
-                r.handles.insert(id, r.node.group(id)?);
+                r.handles.insert(id, Arc::new(r.node.group(id)?));
                 Ok(())
             },
             |m: &mut Model| {
@@ -167,7 +169,7 @@ fn sequence(disk: &SimFs) -> (Model, Option<Model>) {
                     if durable {
                         g.append_durable(Offset(at), Epoch(1), &[&bytes])?;
                     } else {
-                        g.append_replicated_queued(Offset(at), Epoch(1), &[&bytes])?;
+                        g.append(Offset(at), Epoch(1), &[&bytes])?;
                     }
                     Ok(())
                 },
@@ -186,7 +188,7 @@ fn sequence(disk: &SimFs) -> (Model, Option<Model>) {
     go!(
         |r: &mut Run| -> Result<(), Error> {
             r.g(1).set_high_watermark(Offset(5))?;
-            r.g(1).persist_high_watermark()?;
+            r.g(1).wait_durable(Offset(u64::MAX))?;
             Ok(())
         },
         |_m: &mut Model| {}
@@ -215,7 +217,12 @@ fn sequence(disk: &SimFs) -> (Model, Option<Model>) {
     go!(
         |r: &mut Run| -> Result<(), Error> {
             r.g(2).set_high_watermark(Offset(10))?;
-            r.g(2).purge_to(Offset(6), Epoch(1))
+            r.g(2)
+                .purge(Purge::To {
+                    offset: Offset(6),
+                    epoch: Epoch(1),
+                })
+                .map(|_| ())
         },
         |m: &mut Model| {
             let gm = m.get_mut(&2).unwrap();
@@ -247,7 +254,7 @@ fn sequence(disk: &SimFs) -> (Model, Option<Model>) {
                     if durable {
                         g.append_durable(Offset(at), Epoch(epoch), &[&bytes])?;
                     } else {
-                        g.append_replicated_queued(Offset(at), Epoch(epoch), &[&bytes])?;
+                        g.append(Offset(at), Epoch(epoch), &[&bytes])?;
                     }
                     Ok(())
                 },
@@ -273,7 +280,7 @@ fn sequence(disk: &SimFs) -> (Model, Option<Model>) {
     go!(
         |r: &mut Run| -> Result<(), Error> {
             r.node.create_group(4, Offset(1))?;
-            r.handles.insert(4, r.node.group(4)?);
+            r.handles.insert(4, Arc::new(r.node.group(4)?));
             Ok(())
         },
         |m: &mut Model| {
@@ -327,8 +334,8 @@ fn sequence(disk: &SimFs) -> (Model, Option<Model>) {
     go!(
         |r: &mut Run| -> Result<(), Error> {
             let src = r.g(2);
-            let total = src.snapshot_size(sid)?;
-            let bytes = src.read_snapshot_chunk(sid, 0, usize::try_from(total).unwrap())?;
+            let total = src.snapshot(sid)?.info().size_bytes;
+            let bytes = src.snapshot(sid)?.file()?;
             let mut inst = r.g(4).install_snapshot(sid, total)?;
             inst.write_chunk(0, &bytes)?;
             inst.finish()?;
@@ -365,7 +372,7 @@ fn holds(node: &Node, model: &Model) -> Result<(), String> {
     }
     for (id, gm) in model {
         let g = node.group(*id).map_err(|e| format!("group {id}: {e}"))?;
-        let (start, end) = (g.log_start_offset().0, g.queued_end().0);
+        let (start, end) = (g.extent().start.0, g.extent().queued_end.0);
         if start != gm.start {
             return Err(format!("group {id} start {start} != {}", gm.start));
         }
@@ -402,8 +409,11 @@ fn holds(node: &Node, model: &Model) -> Result<(), String> {
         if g.app_metadata() != gm.meta {
             return Err(format!("group {id} metadata"));
         }
-        if g.latest_snapshot() != gm.snapshot {
-            return Err(format!("group {id} snapshot {:?}", g.latest_snapshot()));
+        if g.extent().latest_snapshot != gm.snapshot {
+            return Err(format!(
+                "group {id} snapshot {:?}",
+                g.extent().latest_snapshot
+            ));
         }
     }
     Ok(())

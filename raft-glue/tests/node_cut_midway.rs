@@ -49,12 +49,8 @@ fn run(seed: u64, background: bool) {
                 let mut i = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     for g in &groups {
-                        if g.append_replicated_queued(
-                            Offset(i),
-                            Epoch(1),
-                            &[format!("{} {i}", g.id())],
-                        )
-                        .is_err()
+                        if g.append(Offset(i), Epoch(1), &[format!("{} {i}", g.id())])
+                            .is_err()
                         {
                             return;
                         }
@@ -85,9 +81,9 @@ fn run(seed: u64, background: bool) {
     for (g, end) in &fired {
         let h = node2.group(*g).unwrap();
         assert!(
-            h.log_end_offset().0 >= *end,
+            h.extent().end.0 >= *end,
             "seed {seed} background {background}: group {g} acknowledged to {end}, holds {}",
-            h.log_end_offset().0
+            h.extent().end.0
         );
         let got = h
             .read_entries(Offset(0), Offset(*end), u64::MAX, Isolation::Uncommitted)

@@ -78,9 +78,9 @@ fn a_store_imports_into_a_group_whole_and_survives_a_reopen() {
     assert!(report.snapshot);
     let check = |node: &Node| {
         let g = node.group(5).unwrap();
-        assert_eq!(g.log_start_offset(), Offset(11));
-        assert_eq!(g.log_end_offset(), Offset(41));
-        assert_eq!(g.last_purged(), store.last_purged());
+        assert_eq!(g.extent().start, Offset(11));
+        assert_eq!(g.extent().end, Offset(41));
+        assert_eq!(g.extent().last_purged, store.last_purged());
         let a = g
             .read_entries(Offset(11), Offset(41), u64::MAX, Isolation::Uncommitted)
             .unwrap();
@@ -90,11 +90,11 @@ fn a_store_imports_into_a_group_whole_and_survives_a_reopen() {
         assert_eq!(a, b, "the same entries, offsets and epochs");
         assert_eq!(g.quorum_state(), vote);
         assert_eq!(g.app_metadata().as_deref(), Some(&b"membership"[..]));
-        assert_eq!(g.high_watermark(), Some(Offset(30)));
+        assert_eq!(g.extent().high_watermark, Some(Offset(30)));
         let id = store.latest_snapshot().unwrap();
-        assert_eq!(g.latest_snapshot(), Some(id));
+        assert_eq!(g.extent().latest_snapshot, Some(id));
         assert_eq!(
-            g.read_snapshot(id).unwrap(),
+            g.snapshot(id).and_then(|x| x.read()).unwrap(),
             store.read_snapshot(id).unwrap()
         );
     };

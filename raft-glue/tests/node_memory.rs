@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::SimFs;
+use quorumlog_raft::Purge;
 use quorumlog_raft::{Identity, Node, NodeOptions, RUN_BYTES};
 
 /// The bound for a group that holds nothing.
@@ -37,7 +38,7 @@ fn an_idle_group_and_a_batch_of_log_cost_what_the_design_states() {
     for id in 0..1_000 {
         n.create_group(id, Offset(1)).unwrap();
     }
-    let idle = n.index_memory_bytes();
+    let idle = n.stats().index_memory_bytes;
     eprintln!("idle: {} bytes per group", idle / 1_000);
     assert!(
         idle <= 1_000 * IDLE_GROUP_BYTES,
@@ -49,21 +50,20 @@ fn an_idle_group_and_a_batch_of_log_cost_what_the_design_states() {
     let groups: Vec<_> = (0..10).map(|id| n.group(id).unwrap()).collect();
     for i in 0..400u64 {
         for g in &groups {
-            g.append_replicated_queued(Offset(1 + 4 * i), Epoch(1), &records)
-                .unwrap();
+            g.append(Offset(1 + 4 * i), Epoch(1), &records).unwrap();
         }
     }
     for g in &groups {
-        g.wait_durable(g.queued_end()).unwrap();
+        g.wait_durable(g.extent().queued_end).unwrap();
         // What is known durable is popped from the pending queue.
-        assert_eq!(g.flushed_offset(), g.queued_end());
+        assert_eq!(g.extent().flushed, g.extent().queued_end);
     }
-    let live = n.index_memory_bytes() - idle;
+    let live = n.stats().index_memory_bytes - idle;
     eprintln!("live: {live} bytes for 4,000 batches");
     let batches = 4_000;
     // The shared log's index: an entry per batch (8 bytes; its vectors'
     // growth slack at most 2x), for the creates too.
-    let log_index = n.log_index_memory_bytes();
+    let log_index = n.stats().log_index_memory_bytes;
     eprintln!("log index: {log_index} bytes");
     assert!(
         log_index >= batches * 8 && log_index <= (batches + 1_000) * 2 * 8,
@@ -85,8 +85,12 @@ fn an_idle_group_and_a_batch_of_log_cost_what_the_design_states() {
     // Purged runs are freed (the deque keeps its capacity: shrink happens
     // at the next checkpoint load; what matters is that runs go).
     for g in &groups {
-        let end = g.queued_end();
-        g.purge_to(Offset(end.0 - 4), Epoch(1)).unwrap();
+        let end = g.extent().queued_end;
+        g.purge(Purge::To {
+            offset: Offset(end.0 - 4),
+            epoch: Epoch(1),
+        })
+        .unwrap();
     }
     drop(groups);
     n.close().unwrap();
@@ -96,7 +100,7 @@ fn an_idle_group_and_a_batch_of_log_cost_what_the_design_states() {
         ..NodeOptions::default()
     };
     let (n, _) = Node::open(&fs, Path::new("/n"), &Identity::of(&meta), &options).unwrap();
-    let after = n.index_memory_bytes();
+    let after = n.stats().index_memory_bytes;
     assert!(
         after <= 1_000 * IDLE_GROUP_BYTES + 10 * (RUN_BYTES + 64),
         "after purging to one batch per group: {after} bytes"
@@ -117,11 +121,10 @@ fn a_caller_that_only_waits_keeps_the_pending_queue_to_one_round() {
     let fs: SharedFs = Arc::new(SimFs::new(2));
     let n = node(&fs);
     n.create_group(1, Offset(1)).unwrap();
-    let idle = n.index_memory_bytes();
+    let idle = n.stats().index_memory_bytes;
     let g = n.group(1).unwrap();
     for i in 1..=10_000u64 {
-        g.append_replicated_queued(Offset(i), Epoch(1), &[b"entry"])
-            .unwrap();
+        g.append(Offset(i), Epoch(1), &[b"entry"]).unwrap();
         if i % 2 == 0 {
             g.wait_durable(Offset(i + 1)).unwrap();
         } else {
@@ -137,10 +140,14 @@ fn a_caller_that_only_waits_keeps_the_pending_queue_to_one_round() {
         // The log is purged behind the writer, as a Raft log is: the runs
         // stay few, so what grows is the pending queue alone.
         if i % 100 == 0 {
-            g.purge_to(Offset(i - 50), Epoch(1)).unwrap();
+            g.purge(Purge::To {
+                offset: Offset(i - 50),
+                epoch: Epoch(1),
+            })
+            .unwrap();
         }
     }
-    let used = n.index_memory_bytes() - idle;
+    let used = n.stats().index_memory_bytes - idle;
     // At most ~150 live runs (2x growth slack) and a short queue: far below
     // the 160,000 bytes 10,000 queued appends take.
     assert!(

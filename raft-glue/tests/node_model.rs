@@ -39,9 +39,10 @@ use std::sync::{Arc, Mutex};
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs, Vote};
 use quorumlog_io::{CrashPlan, SimFs, SimRng};
 use quorumlog_raft::{
-    Error, Group, Identity, Isolation, Node, NodeOptions, QuorumState, SnapshotId,
+    Error, Group, Identity, Isolation, Node, NodeOptions, Purge, QuorumState, SnapshotId,
 };
 use quorumlog_snapshot::WriterOptions;
+use quorumlog_testkit::AppendDurable;
 
 const DIR: &str = "/node";
 
@@ -64,6 +65,8 @@ struct GModel {
     start: u64,
     entries: Vec<(u64, Vec<u8>)>,
     hw: Option<u64>,
+    /// The last watermark set since the open (queued for a round).
+    set_hw: Option<u64>,
     durable: u64,
     persisted: Option<u64>,
     vote: QuorumState,
@@ -120,7 +123,7 @@ impl Model {
 struct World {
     disk: SimFs,
     node: Option<Node>,
-    handles: BTreeMap<u64, Group>,
+    handles: BTreeMap<u64, Arc<Group>>,
 }
 
 impl World {
@@ -145,13 +148,13 @@ impl World {
     }
 }
 
-fn open(disk: &SimFs) -> (Node, BTreeMap<u64, Group>) {
+fn open(disk: &SimFs) -> (Node, BTreeMap<u64, Arc<Group>>) {
     let fs: SharedFs = Arc::new(disk.clone());
     let (node, _) = Node::open(&fs, Path::new(DIR), &Identity::of(&meta()), &options()).unwrap();
     let handles = node
         .groups()
         .into_iter()
-        .map(|id| (id, node.group(id).unwrap()))
+        .map(|id| (id, Arc::new(node.group(id).unwrap())))
         .collect();
     (node, handles)
 }
@@ -173,14 +176,14 @@ fn check(w: &World, m: &Model, what: &str) {
     );
     for (id, gm) in &m.groups {
         let g = &w.handles[id];
-        assert_eq!(g.log_start_offset().0, gm.start, "{what}: group {id} start");
-        assert_eq!(g.queued_end().0, gm.end(), "{what}: group {id} end");
+        assert_eq!(g.extent().start.0, gm.start, "{what}: group {id} start");
+        assert_eq!(g.extent().queued_end.0, gm.end(), "{what}: group {id} end");
         assert_eq!(
-            g.high_watermark().map(|h| h.0),
+            g.extent().high_watermark.map(|h| h.0),
             gm.hw,
             "{what}: group {id} hw"
         );
-        let readable = g.log_end_offset().0;
+        let readable = g.extent().end.0;
         assert!(
             readable <= gm.end() && readable >= gm.start,
             "{what}: group {id} readable end"
@@ -221,7 +224,7 @@ fn check(w: &World, m: &Model, what: &str) {
         assert_eq!(g.quorum_state(), gm.vote, "{what}: group {id} vote");
         assert_eq!(g.app_metadata(), gm.meta, "{what}: group {id} metadata");
         assert!(
-            g.flushed_offset().0 >= gm.durable.min(gm.end()),
+            g.extent().flushed.0 >= gm.durable.min(gm.end()),
             "{what}: group {id} flushed"
         );
     }
@@ -267,7 +270,7 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
                     ..GModel::default()
                 },
             );
-            w.handles.insert(id, w.node().group(id).unwrap());
+            w.handles.insert(id, Arc::new(w.node().group(id).unwrap()));
         }
         return format!("create {id} at {start}");
     }
@@ -313,7 +316,7 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
                 // Offsets that would wrap: an empty log's restart point
                 // two below the end of the offset space, three entries.
                 let base = u64::MAX - 1;
-                let r = g.append_replicated(Offset(base), Epoch(epoch), &[b"x", b"y", b"z"]);
+                let r = g.append_durable(Offset(base), Epoch(epoch), &[b"x", b"y", b"z"]);
                 assert!(
                     matches!(
                         r,
@@ -327,9 +330,9 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
             let records: Vec<Vec<u8>> = (0..n).map(|i| entry(rng, id, base + i as u64)).collect();
             let queued = rng.below(2) == 0;
             let r = if queued {
-                g.append_replicated_queued(Offset(base), Epoch(epoch), &records)
+                g.append(Offset(base), Epoch(epoch), &records)
             } else {
-                g.append_replicated(Offset(base), Epoch(epoch), &records)
+                g.append_durable(Offset(base), Epoch(epoch), &records)
             };
             let restart = gm.entries.is_empty() && base > end && gm.snapshot.is_none();
             if base != end && !restart {
@@ -377,6 +380,7 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
             } else {
                 r.unwrap();
                 gm.hw = Some(x.max(gm.start));
+                gm.set_hw = gm.hw;
             }
             format!("set_hw {id} {x}")
         }
@@ -407,7 +411,10 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
                 // A mistake: a stale log id, the right offset in another
                 // epoch than the log's.
                 let wrong = epoch + 1;
-                let r = g.purge_to(Offset(x), Epoch(wrong));
+                let r = g.purge(Purge::To {
+                    offset: Offset(x),
+                    epoch: Epoch(wrong),
+                });
                 let refused = gm.snapshot.is_some_and(|s| x > s.end_offset.0);
                 assert!(
                     matches!(r, Err(Error::PurgeEpochMismatch { .. }))
@@ -416,7 +423,10 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
                 );
                 return format!("purge {id} {x} in {wrong}: not the log's epoch, refused");
             }
-            let r = g.purge_to(Offset(x), Epoch(epoch));
+            let r = g.purge(Purge::To {
+                offset: Offset(x),
+                epoch: Epoch(epoch),
+            });
             if x > gm.start && gm.snapshot.is_some_and(|s| x > s.end_offset.0) {
                 // A mistake: past every snapshot, refused.
                 assert!(matches!(r, Err(Error::MissingSnapshot { .. })), "{r:?}");
@@ -451,7 +461,7 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
             assert_eq!(got.0, end);
             gm.durable = gm.durable.max(end);
             gm.pre_restart = None;
-            assert!(g.flushed_offset().0 >= end);
+            assert!(g.extent().flushed.0 >= end);
             format!("wait_durable {id} {end}")
         }
         12 => {
@@ -477,7 +487,11 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
             format!("vote {id} epoch {epoch} for {candidate} -> {ok}")
         }
         13 => {
-            let got = g.persist_high_watermark().unwrap().map(|o| o.0);
+            // A wait at the end makes every record the group queued
+            // durable: the high watermark queued by its last set included.
+            g.wait_durable(Offset(u64::MAX)).unwrap();
+            let x = g.extent();
+            let got = x.durable_high_watermark.map(|o| o.0);
             if let Some(p) = got {
                 assert!(
                     gm.persisted.is_none_or(|q| p >= q),
@@ -488,9 +502,16 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
                     "persisted hw {p} past {:?}",
                     gm.hw
                 );
-                // (A checkpoint may have made it durable already, so no
-                // record is owed: nothing else is known durable here.)
-                m.groups.get_mut(&id).unwrap().persisted = Some(p);
+                gm.persisted = Some(p);
+            }
+            // Every set watermark was queued: after the wait it is durable
+            // (a purge, a restart or an install may have raised it further,
+            // in memory only).
+            if let Some(h) = gm.set_hw {
+                assert!(
+                    got.is_some_and(|p| p >= h.min(x.queued_end.0)),
+                    "a set watermark {h} not durable after a wait at the end: {got:?}"
+                );
             }
             format!("persist_hw {id} -> {got:?}")
         }
@@ -523,7 +544,7 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
             gm.snapshot = Some(id_s);
             if rng.below(2) == 0 {
                 let to = gm.start + rng.below(at - gm.start + 1);
-                let s = g.clean_log_prefix(Offset(to)).unwrap().0;
+                let s = g.purge(Purge::Covered { up_to: Offset(to) }).unwrap().0;
                 if s > gm.start {
                     gm.purged = Some((s, gm.epoch_at(s - 1).unwrap()));
                     gm.entries.drain(..(s - gm.start) as usize);
@@ -546,7 +567,7 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
                 return "no newer install".into();
             }
             let s = &w.handles[&src];
-            let total = s.snapshot_size(sid).unwrap();
+            let total = s.snapshot(sid).map(|s| s.info().size_bytes).unwrap();
             if sid.end_offset.0 < gm.start {
                 let r = g.install_snapshot(sid, total);
                 assert!(matches!(r, Err(Error::SnapshotRefused { .. })), "{r:?}");
@@ -567,7 +588,7 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
             let mut inst = g.install_snapshot(sid, total).unwrap();
             let mut pos = 0;
             while pos < total {
-                let chunk = s.read_snapshot_chunk(sid, pos, 64).unwrap();
+                let chunk = s.snapshot(sid).and_then(|s| s.read_chunk(pos, 64)).unwrap();
                 inst.write_chunk(pos, &chunk).unwrap();
                 pos += chunk.len() as u64;
             }
@@ -599,7 +620,7 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
             // Checkpoint and reclamation (rewrites, freed segments).
             w.node().maintain().unwrap();
             m.all_durable();
-            let space = w.node().space();
+            let space = w.node().stats().space;
             format!("maintain -> {space:?}")
         }
     }
@@ -696,14 +717,14 @@ fn after_power_cut(w: &World, m: &mut Model, seed: u64) {
     );
     for (id, gm) in &mut m.groups {
         let g = &w.handles[id];
-        let (start, end) = (g.log_start_offset().0, g.queued_end().0);
+        let (start, end) = (g.extent().start.0, g.extent().queued_end.0);
         if start != gm.start && gm.pre_restart == Some(start) && end == start {
             // The restart append was lost with the crash.
             gm.start = start;
             gm.entries.clear();
             gm.durable = start;
         }
-        let snap = g.latest_snapshot().map(|s| s.end_offset.0);
+        let snap = g.extent().latest_snapshot.map(|s| s.end_offset.0);
         if start != gm.start && snap == Some(start) && end == start {
             // The one other legitimate move (as a store's): the group lost
             // unsynced entries below its latest snapshot's end (a snapshot
@@ -721,7 +742,7 @@ fn after_power_cut(w: &World, m: &mut Model, seed: u64) {
             gm.start = start;
             gm.entries.clear();
             gm.durable = start;
-            gm.purged = g.last_purged().map(|(o, e)| (o.0 + 1, e.0));
+            gm.purged = g.extent().last_purged.map(|(o, e)| (o.0 + 1, e.0));
         }
         gm.pre_restart = None;
         assert_eq!(
@@ -738,7 +759,7 @@ fn after_power_cut(w: &World, m: &mut Model, seed: u64) {
             "seed {seed}: group {id} entries from nowhere"
         );
         gm.entries.truncate((end - gm.start) as usize);
-        let hw = g.high_watermark().map(|h| h.0);
+        let hw = g.extent().high_watermark.map(|h| h.0);
         if let Some(p) = gm.persisted {
             assert!(
                 hw.unwrap_or(0) >= p.min(end),
@@ -746,9 +767,10 @@ fn after_power_cut(w: &World, m: &mut Model, seed: u64) {
             );
         }
         gm.hw = hw;
+        gm.set_hw = None;
         gm.durable = end;
         assert_eq!(
-            g.latest_snapshot(),
+            g.extent().latest_snapshot,
             gm.snapshot,
             "seed {seed}: group {id} snapshot"
         );
@@ -816,7 +838,7 @@ fn run(seed: u64, steps: usize) {
             _ => step(&mut rng, &mut w, &mut m, &mut next_id),
         };
         if trace {
-            eprintln!("{i}: {what}; space {:?}", w.node().space());
+            eprintln!("{i}: {what}; space {:?}", w.node().stats().space);
         }
         check(&w, &m, &format!("seed {seed} step {i} ({what})"));
     }
@@ -855,7 +877,7 @@ fn a_read_spans_any_number_of_batches_and_stops_at_its_budget() {
     node.create_group(1, Offset(1)).unwrap();
     let g = node.group(1).unwrap();
     for i in 1..=3_000u64 {
-        g.append_replicated_queued(Offset(i), Epoch(1), &[format!("entry {i:05}")])
+        g.append(Offset(i), Epoch(1), &[format!("entry {i:05}")])
             .unwrap();
     }
     g.wait_durable(Offset(3_001)).unwrap();

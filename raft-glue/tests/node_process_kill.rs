@@ -39,8 +39,10 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::{RealFs, SimRng};
 use quorumlog_log::LogOptions;
+use quorumlog_raft::Purge;
 use quorumlog_raft::{Identity, Isolation, Node, NodeOptions};
 use quorumlog_testkit::fresh_seed;
+use quorumlog_testkit::AppendDurable;
 
 const CHILD_ENV: &str = "QUORUMLOG_NODE_KILL_CHILD_DIR";
 const GROUPS: u64 = 48;
@@ -106,7 +108,7 @@ fn writer(node: &Node, w: u64, seed: u64, tx: &mpsc::Sender<String>) {
             }
             1 => {
                 // A conflicting suffix: cut a few entries above the start.
-                let (start, end) = (g.log_start_offset().0, g.queued_end().0);
+                let (start, end) = (g.extent().start.0, g.extent().queued_end.0);
                 if end > start + 4 {
                     let to = end - 1 - rng.below(3);
                     announce(&format!("TRUNCATING {id} {to} {}", gen + 1));
@@ -116,16 +118,20 @@ fn writer(node: &Node, w: u64, seed: u64, tx: &mpsc::Sender<String>) {
                 }
             }
             2 if id != 0 => {
-                let (start, end) = (g.log_start_offset().0, g.queued_end().0);
+                let (start, end) = (g.extent().start.0, g.extent().queued_end.0);
                 if end > start + 40 {
                     let to = end - 20;
                     let e = g.epoch_at(Offset(to - 1)).unwrap();
                     announce(&format!("PURGING {id} {to}"));
-                    g.purge_to(Offset(to), e).unwrap();
+                    g.purge(Purge::To {
+                        offset: Offset(to),
+                        epoch: e,
+                    })
+                    .unwrap();
                 }
             }
             _ => {
-                let at = g.queued_end().0;
+                let at = g.extent().queued_end.0;
                 let n = 1 + rng.index(3);
                 let records: Vec<Vec<u8>> = (0..n)
                     .map(|_| {
@@ -143,9 +149,7 @@ fn writer(node: &Node, w: u64, seed: u64, tx: &mpsc::Sender<String>) {
                             .unwrap();
                     }
                 } else {
-                    let info = g
-                        .append_replicated_queued(Offset(at), Epoch(epoch), &records)
-                        .unwrap();
+                    let info = g.append(Offset(at), Epoch(epoch), &records).unwrap();
                     let tx = tx.clone();
                     g.on_durable(
                         info.next_offset,
@@ -257,7 +261,7 @@ fn check(dir: &Path, acked: &Acked) -> Result<u64, String> {
     let mut checked = 0;
     for id in 0..GROUPS {
         let g = node.group(id).map_err(|e| format!("group {id}: {e}"))?;
-        let (start, end) = (g.log_start_offset().0, g.log_end_offset().0);
+        let (start, end) = (g.extent().start.0, g.extent().end.0);
         let got = g
             .read_entries(Offset(start), Offset(end), u64::MAX, Isolation::Uncommitted)
             .map_err(|e| format!("group {id} read: {e}"))?;
@@ -271,7 +275,7 @@ fn check(dir: &Path, acked: &Acked) -> Result<u64, String> {
             if *o < start {
                 return Err(format!(
                     "group {id}: acknowledged {o} below the start {start} (end {end}, last purged {:?}, {report:?})",
-                    g.last_purged()
+                    g.extent().last_purged
                 ));
             }
             let Some(e) = got.get(usize::try_from(o - start).unwrap()) else {

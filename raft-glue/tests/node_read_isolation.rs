@@ -97,17 +97,16 @@ fn run(index_interval_bytes: u64) -> (bool, bool) {
     let their_records = vec![vec![THEIRS; 300]; 3];
     let end = 200u64;
     for o in 1..end {
-        mine.append_replicated_queued(Offset(o), Epoch(1), &[mine_record(o)])
-            .unwrap();
+        mine.append(Offset(o), Epoch(1), &[mine_record(o)]).unwrap();
         theirs
-            .append_replicated_queued(Offset(1 + 3 * (o - 1)), Epoch(1), &their_records)
+            .append(Offset(1 + 3 * (o - 1)), Epoch(1), &their_records)
             .unwrap();
         if o % 3 == 0 {
-            theirs.wait_durable(theirs.queued_end()).unwrap();
+            theirs.wait_durable(theirs.extent().queued_end).unwrap();
         }
     }
-    mine.wait_durable(mine.queued_end()).unwrap();
-    theirs.wait_durable(theirs.queued_end()).unwrap();
+    mine.wait_durable(mine.extent().queued_end).unwrap();
+    theirs.wait_durable(theirs.extent().queued_end).unwrap();
     let before = reads_see_the_other_group(&mine, &rec, end);
     drop((mine, theirs));
     node.close().unwrap();

@@ -30,8 +30,10 @@ use std::sync::Arc;
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{OpenMode, SimFs};
+use quorumlog_raft::{Encode, Purge};
 use quorumlog_raft::{Error, Identity, Isolation, Node, NodeOptions, Store, StoreOptions};
 use quorumlog_testkit::dir_image;
+use quorumlog_testkit::AppendDurable;
 
 const DIR: &str = "/node";
 
@@ -81,14 +83,20 @@ fn offsets_never_wrap_and_the_node_opens_again() {
         a.append_durable(Offset(1), Epoch(1), &[b"a one"]).unwrap();
         let three: [&[u8]; 3] = [b"x", b"y", b"z"];
         overflow(&g.append_durable(Offset(start), Epoch(1), &three));
-        overflow(&g.append_replicated(Offset(start), Epoch(1), &three));
-        overflow(&g.append_replicated_queued(Offset(start), Epoch(1), &three));
-        overflow(
-            &g.append_replicated_queued_with(Offset(start), Epoch(1), 3, 3, |i, buf| {
-                buf.push(u8::try_from(i).unwrap());
-                Ok(())
-            }),
-        );
+        overflow(&g.append_durable(Offset(start), Epoch(1), &three));
+        overflow(&g.append(Offset(start), Epoch(1), &three));
+        overflow(&g.append(
+            Offset(start),
+            Epoch(1),
+            Encode {
+                count: 3,
+                len_hint: 3,
+                write: |i: usize, buf: &mut Vec<u8>| -> std::io::Result<()> {
+                    buf.push(u8::try_from(i).unwrap());
+                    Ok(())
+                },
+            },
+        ));
         let mut batch = node.write_batch();
         batch.append(&a, Offset(2), Epoch(1), &[b"a two"]).unwrap();
         batch.append(&g, Offset(start), Epoch(1), &three).unwrap();
@@ -101,8 +109,8 @@ fn offsets_never_wrap_and_the_node_opens_again() {
             .unwrap();
         overflow(&batch.commit());
         // Nothing was placed: the group is empty, its neighbour unchanged.
-        assert_eq!(g.log_end_offset(), Offset(start));
-        assert_eq!(a.log_end_offset(), Offset(2));
+        assert_eq!(g.extent().end, Offset(start));
+        assert_eq!(a.extent().end, Offset(2));
         // The last offset that fits is still usable.
         let info = g
             .append_durable(Offset(start), Epoch(1), &[b"last"])
@@ -125,7 +133,7 @@ fn offsets_never_wrap_and_the_node_opens_again() {
         .unwrap();
     assert_eq!((e.len(), e[0].bytes.as_slice()), (1, b"last".as_slice()));
     let a = node.group(8).unwrap();
-    assert_eq!(a.log_end_offset(), Offset(2));
+    assert_eq!(a.extent().end, Offset(2));
 }
 
 /// Invariant: a refused open changes nothing on disk (docs/decisions.md),
@@ -201,7 +209,10 @@ fn a_purge_names_the_logs_epoch_or_is_refused() {
             .unwrap();
     }
     // Entry 4 is in epoch 1: a purge to 5 naming epoch 7 is refused.
-    let r = g.purge_to(Offset(5), Epoch(7));
+    let r = g.purge(Purge::To {
+        offset: Offset(5),
+        epoch: Epoch(7),
+    });
     assert!(
         matches!(
             r,
@@ -217,15 +228,23 @@ fn a_purge_names_the_logs_epoch_or_is_refused() {
     batch.purge(&g, Offset(5), Epoch(7)).unwrap();
     let r = batch.commit();
     assert!(matches!(r, Err(Error::PurgeEpochMismatch { .. })), "{r:?}");
-    assert_eq!(g.log_start_offset(), Offset(1));
-    assert_eq!(g.last_purged(), None);
+    assert_eq!(g.extent().start, Offset(1));
+    assert_eq!(g.extent().last_purged, None);
     // The log's epoch is accepted and is what the group reports.
-    g.purge_to(Offset(5), Epoch(1)).unwrap();
-    assert_eq!(g.log_start_offset(), Offset(5));
-    assert_eq!(g.last_purged(), Some((Offset(4), Epoch(1))));
+    g.purge(Purge::To {
+        offset: Offset(5),
+        epoch: Epoch(1),
+    })
+    .unwrap();
+    assert_eq!(g.extent().start, Offset(5));
+    assert_eq!(g.extent().last_purged, Some((Offset(4), Epoch(1))));
     // Past the end the caller's epoch is the only one there is.
-    g.purge_to(Offset(10), Epoch(9)).unwrap();
-    assert_eq!(g.last_purged(), Some((Offset(9), Epoch(9))));
+    g.purge(Purge::To {
+        offset: Offset(10),
+        epoch: Epoch(9),
+    })
+    .unwrap();
+    assert_eq!(g.extent().last_purged, Some((Offset(9), Epoch(9))));
     drop(g);
     node.close().unwrap();
 }

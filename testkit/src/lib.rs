@@ -10,12 +10,16 @@
 //!   batch skipping in one place;
 //! - [`dir_image`]: a directory's files and bytes, to check that a refused
 //!   open changed nothing;
-//! - [`fresh_seed`]: a seed that differs from run to run.
+//! - [`fresh_seed`]: a seed that differs from run to run;
+//! - [`AppendDurable`]: a group's append followed by its wait.
 #![forbid(unsafe_code)]
 
+mod append;
 pub mod harness;
 pub mod hooked;
 pub mod store_crash;
+
+pub use append::AppendDurable;
 
 /// The README's embedding example, compiled and run by `cargo test`.
 #[cfg(doctest)]

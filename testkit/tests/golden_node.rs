@@ -26,7 +26,7 @@ use std::sync::Arc;
 use quorumlog_io::{CrashPlan, RealFs, SimFs};
 use quorumlog_raft::{
     ClusterId, DirectoryId, Epoch, Group, Identity, Isolation, LogOptions, Meta, Node, NodeId,
-    NodeOptions, Offset, QuorumState, SharedFs, Voter, WriterOptions,
+    NodeOptions, Offset, Purge, QuorumState, SharedFs, Voter, WriterOptions,
 };
 
 /// The node format version the workload writes today.
@@ -73,8 +73,8 @@ fn append(g: &Group, from: u64, to: u64, epoch: u64) {
     while at < to {
         let end = (at + 10).min(to);
         let records: Vec<Vec<u8>> = (at..end).map(|o| record(g.id(), o, epoch)).collect();
-        g.append_replicated(Offset(at), Epoch(epoch), &records)
-            .unwrap();
+        g.append(Offset(at), Epoch(epoch), &records).unwrap();
+        g.wait_durable(Offset(end)).unwrap();
         at = end;
     }
 }
@@ -98,7 +98,7 @@ fn write(disk: &SimFs, crashed: bool) -> SimFs {
     g1.write_app_metadata(b"group one metadata").unwrap();
     g1.wait_durable(Offset(200)).unwrap();
     g1.set_high_watermark(Offset(180)).unwrap();
-    g1.persist_high_watermark().unwrap();
+    g1.wait_durable(Offset(u64::MAX)).unwrap();
     g2.set_high_watermark(Offset(100)).unwrap();
     let mut w = g2
         .create_snapshot(
@@ -110,10 +110,10 @@ fn write(disk: &SimFs, crashed: bool) -> SimFs {
         .unwrap();
     w.write(b"state of group two below 60").unwrap();
     w.freeze().unwrap();
-    g2.clean_log_prefix(Offset(50)).unwrap();
+    g2.purge(Purge::Covered { up_to: Offset(50) }).unwrap();
     node.drop_group(3).unwrap();
     if crashed {
-        g1.append_replicated_queued(Offset(200), Epoch(2), &[record(1, 200, 2)])
+        g1.append(Offset(200), Epoch(2), &[record(1, 200, 2)])
             .unwrap();
         disk.crash_after(0);
         drop((g1, g2));
@@ -134,7 +134,7 @@ fn check(dir: &Path) {
     let g1 = node.group(1).unwrap();
     // The crashed directory may hold the append in flight (its round may
     // have run before the power cut) or not.
-    let end = g1.log_end_offset();
+    let end = g1.extent().end;
     assert!(end == Offset(200) || end == Offset(201), "end {end:?}");
     let got = g1
         .read_entries(Offset(1), end, u64::MAX, Isolation::Uncommitted)
@@ -155,22 +155,22 @@ fn check(dir: &Path) {
         g1.app_metadata().as_deref(),
         Some(&b"group one metadata"[..])
     );
-    assert_eq!(g1.high_watermark(), Some(Offset(180)));
+    assert_eq!(g1.extent().high_watermark, Some(Offset(180)));
     let g2 = node.group(2).unwrap();
-    assert_eq!(g2.log_start_offset(), Offset(50));
-    assert_eq!(g2.last_purged(), Some((Offset(49), Epoch(1))));
+    assert_eq!(g2.extent().start, Offset(50));
+    assert_eq!(g2.extent().last_purged, Some((Offset(49), Epoch(1))));
     let got = g2
         .read_entries(Offset(50), Offset(100), u64::MAX, Isolation::Uncommitted)
         .unwrap();
     assert_eq!(got.len(), 50);
     assert!(got.iter().all(|e| e.bytes == record(2, e.offset.0, 1)));
-    let id = g2.latest_snapshot().unwrap();
-    let (meta, state) = g2.read_snapshot(id).unwrap();
+    let id = g2.extent().latest_snapshot.unwrap();
+    let (meta, state) = g2.snapshot(id).and_then(|s| s.read()).unwrap();
     assert_eq!(meta, b"group two snapshot");
     assert_eq!(state, b"state of group two below 60");
     let g4 = node.group(4).unwrap();
     assert_eq!(
-        (g4.log_start_offset(), g4.queued_end()),
+        (g4.extent().start, g4.extent().queued_end),
         (Offset(1), Offset(1))
     );
     assert!(matches!(

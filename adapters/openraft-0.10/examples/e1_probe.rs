@@ -4,7 +4,7 @@
 //! through the leader for `SECONDS`, interleaved rounds of
 //!
 //! - `quorumlog`: each node's log a group of its own node directory's
-//!   shared log (`quorumlog_openraft10::LogStore<_, Group>`),
+//!   shared log (`quorumlog_openraft10::LogStore<_>`),
 //! - `memory`: openraft's own in-memory log store (the ceiling),
 //!
 //! both with openraft's in-memory state machine, so only the log differs.
@@ -140,7 +140,7 @@ async fn quorumlog_round(seconds: f64, clients: usize) -> Result<f64, Error> {
         let (node, _) = Node::open(&fs, &dir, &Identity::of(&meta), &options)?;
         node.create_group(1, Offset(0))?;
         let group: Arc<Group> = Arc::new(node.group(1)?);
-        start_one(&router, id, LogStore::<C, Group>::new(group, id)?).await?;
+        start_one(&router, id, LogStore::<C>::new(group, id)?).await?;
         nodes.push(node);
     }
     let rate = measure(&router, seconds, clients).await?;

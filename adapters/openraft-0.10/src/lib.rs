@@ -1,7 +1,6 @@
 //! openraft 0.10 log storage over quorumlog: [`LogStore`] implements
-//! `RaftLogStorage` and `RaftLogReader` over any door of the store's kind
-//! ([`quorumlog_raft::RaftStorage`]: a one-group `Store` or a node's
-//! `Group` on the shared log).
+//! `RaftLogStorage` and `RaftLogReader` over a node's group
+//! ([`quorumlog_raft::Group`]: one group or many on one shared log).
 //!
 //! The guarantee: once an append's `IOFlushed` fires, its entries (and
 //! every earlier append's) survive a power cut, and a saved vote is
@@ -61,7 +60,7 @@
 //! node.create_group(7, Offset(0)).unwrap();
 //! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 //! rt.block_on(async {
-//!     let mut log = LogStore::<Config, _>::new(Arc::new(node.group(7).unwrap()), 1).unwrap();
+//!     let mut log = LogStore::<Config>::new(Arc::new(node.group(7).unwrap()), 1).unwrap();
 //!     log.save_vote(&Vote::new_committed(1, 1)).await.unwrap();
 //!     let id = |i| LogId::new(LeaderId { term: 1, node_id: 1 }, i);
 //!     let (tx, rx) = OneshotOf::<Config>::channel();

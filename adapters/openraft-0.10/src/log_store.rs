@@ -1,12 +1,12 @@
 //! [`LogStore`]: openraft 0.10's `RaftLogStorage` and `RaftLogReader`
-//! over a door of the store's kind ([`RaftStorage`]).
+//! over a group of a node ([`Group`]: one group or many on one shared log).
 //!
 //! | call | how |
 //! |---|---|
 //! | `append` | returns at once: the entries go into the adapter's tail (readable from then on) and are queued for the shared log's next sync round, one batch per epoch; the `IOFlushed` is completed from the round that makes the last of them durable (`on_durable`: each submitter's completions run in its submission order, so openraft's flush notifications arrive in order) |
 //! | `save_vote` | waits until every append before it is durable, then writes the vote durably: a vote saved after an append is never durable before it (on a node's group the vote is a record of the same shared log, behind the appends anyway) |
 //! | `truncate_after`, `purge` | durable on return; a purge writes openraft's last purged id first, then cuts the log |
-//! | `save_committed` | sets the store's high watermark in memory (clamped to the log, never back); a task makes it durable at most every [`COMMIT_PERSIST_EVERY`] (100 ms, on the runtime's blocking pool); `read_committed` reads the store's watermark back (after a restart, the durable one) |
+//! | `save_committed` | sets the group's high watermark (clamped to the written log, never back; queued as one small record for the shared log's next round); a task forces that round at most every [`COMMIT_PERSIST_EVERY`] (100 ms, on the runtime's blocking pool) while the log is idle; `read_committed` reads the group's watermark back (after a restart, the durable one) |
 //! | reads | the tail first (entries not yet written, and the last [`READ_CACHE_ENTRIES`] durable ones), then the store |
 //!
 //! These calls block the calling task for a sync at most (`save_vote`,
@@ -26,7 +26,7 @@ use openraft10::impls::Vote;
 use openraft10::storage::{IOFlushed, LogState, RaftLogStorage};
 use openraft10::type_config::alias::{CommittedLeaderIdOf, LogIdOf};
 use openraft10::{OptionalSend, RaftLogReader, RaftTypeConfig};
-use quorumlog_raft::{Epoch, Isolation, Offset, RaftStorage};
+use quorumlog_raft::{Encode, Epoch, Group, Isolation, Offset, Purge};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::mapping::{self, AppMeta, EpochLeaderId};
@@ -35,11 +35,11 @@ fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
     io::Error::other(e)
 }
 
-/// openraft 0.10's log storage over `S` (a `Store` or a node's `Group`),
+/// openraft 0.10's log storage over a node's [`Group`],
 /// shared by `Arc`; clones are readers of the same log and share its
 /// tail.
-pub struct LogStore<C: RaftTypeConfig, S: RaftStorage> {
-    store: Arc<S>,
+pub struct LogStore<C: RaftTypeConfig> {
+    store: Arc<Group>,
     me: u64,
     /// Entries appended and not yet known durable (a queued append is not
     /// readable from the store until its round writes it), and the last
@@ -89,25 +89,26 @@ struct Commit {
 
 /// Raises `store`'s watermark towards `commit`'s target, as far as the log
 /// is written; returns whether it moved.
-fn raise_commit<S: RaftStorage>(store: &S, commit: &Commit) -> quorumlog_raft::Result<bool> {
+fn raise_commit(store: &Group, commit: &Commit) -> quorumlog_raft::Result<bool> {
     let target = commit.target.load(Ordering::Acquire);
-    let to = Offset(target).min(store.log_end_offset());
-    if target == 0 || store.high_watermark().is_some_and(|h| h >= to) {
+    let x = store.extent();
+    let to = Offset(target).min(x.end);
+    if target == 0 || x.high_watermark.is_some_and(|h| h >= to) {
         return Ok(false);
     }
     match store.set_high_watermark(to) {
         Ok(()) => Ok(true),
         // Raised past `to` meanwhile (a snapshot of applied entries,
         // `SnapshotFiles::save_built`, or another completion).
-        Err(_) if store.high_watermark().is_some_and(|h| h >= to) => Ok(false),
+        Err(_) if store.extent().high_watermark.is_some_and(|h| h >= to) => Ok(false),
         Err(e) => Err(e),
     }
 }
 
 /// Schedules a persist of the watermark `every` from now on `runtime`'s
 /// blocking pool, unless one is scheduled (`None`: never).
-fn schedule_persist<S: RaftStorage>(
-    store: &Weak<S>,
+fn schedule_persist(
+    store: &Weak<Group>,
     commit: &Arc<Commit>,
     every: Option<std::time::Duration>,
     runtime: &tokio::runtime::Handle,
@@ -127,7 +128,7 @@ fn schedule_persist<S: RaftStorage>(
         if let Some(store) = store.upgrade() {
             // A failure poisons the store; openraft sees it at its next
             // call.
-            let _ = tokio::task::spawn_blocking(move || store.persist_high_watermark()).await;
+            let _ = tokio::task::spawn_blocking(move || store.wait_durable(Offset(u64::MAX))).await;
         }
     });
 }
@@ -201,7 +202,7 @@ fn complete<C: RaftTypeConfig>(
     }
 }
 
-impl<C: RaftTypeConfig, S: RaftStorage> Clone for LogStore<C, S> {
+impl<C: RaftTypeConfig> Clone for LogStore<C> {
     fn clone(&self) -> Self {
         LogStore {
             store: Arc::clone(&self.store),
@@ -216,7 +217,7 @@ impl<C: RaftTypeConfig, S: RaftStorage> Clone for LogStore<C, S> {
     }
 }
 
-impl<C: RaftTypeConfig, S: RaftStorage> Debug for LogStore<C, S> {
+impl<C: RaftTypeConfig> Debug for LogStore<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogStore")
             .field("me", &self.me)
@@ -224,12 +225,11 @@ impl<C: RaftTypeConfig, S: RaftStorage> Debug for LogStore<C, S> {
     }
 }
 
-impl<C, S> LogStore<C, S>
+impl<C> LogStore<C>
 where
     C: RaftTypeConfig<NodeId = u64, Term = u64, Vote = Vote<<C as RaftTypeConfig>::LeaderId>>,
     C::LeaderId: EpochLeaderId,
     C::Entry: Serialize + DeserializeOwned + Clone,
-    S: RaftStorage,
 {
     /// The log storage of node `me` over `store` (opened with
     /// `SyncPolicy::GroupCommit`, so appends complete from sync rounds).
@@ -238,7 +238,7 @@ where
     ///
     /// # Errors
     /// The metadata does not decode; the store fails.
-    pub fn new(store: Arc<S>, me: u64) -> io::Result<Self> {
+    pub fn new(store: Arc<Group>, me: u64) -> io::Result<Self> {
         let s = Self::unrepaired(store, me);
         s.cut_purged()?;
         Ok(s)
@@ -246,7 +246,7 @@ where
 
     /// As [`LogStore::new`], leaving an interrupted purge as found: for
     /// readers that must change nothing (`recover::survey`).
-    pub(crate) fn unrepaired(store: Arc<S>, me: u64) -> Self {
+    pub(crate) fn unrepaired(store: Arc<Group>, me: u64) -> Self {
         LogStore {
             store,
             me,
@@ -288,7 +288,7 @@ where
     }
 
     /// The store underneath.
-    pub fn store(&self) -> &Arc<S> {
+    pub fn store(&self) -> &Arc<Group> {
         &self.store
     }
 
@@ -307,11 +307,17 @@ where
             return Ok(());
         };
         let cut = purged.index + 1;
-        if cut <= self.store.log_start_offset().0 {
+        if cut <= self.store.extent().start.0 {
             return Ok(());
         }
         let epoch = C::LeaderId::committed_epoch(&purged.leader_id).map_err(io_err)?;
-        self.store.purge_to(Offset(cut), epoch).map_err(io_err)
+        self.store
+            .purge(Purge::To {
+                offset: Offset(cut),
+                epoch,
+            })
+            .map(|_| ())
+            .map_err(io_err)
     }
 
     /// The entries of `[lo, hi)`: the store's part, then the tail's.
@@ -328,8 +334,9 @@ where
                 tail.range(start..hi).map(|(_, e)| e.clone()).collect(),
             )
         };
-        let from = lo.max(self.store.log_start_offset().0);
-        let to = tail_start.min(self.store.log_end_offset().0);
+        let x = self.store.extent();
+        let from = lo.max(x.start.0);
+        let to = tail_start.min(x.end.0);
         if from < to {
             let got = self
                 .store
@@ -347,8 +354,9 @@ where
         if let Some((_, e)) = self.tail().iter().next_back() {
             return Ok(Some(e.log_id()));
         }
-        let end = self.store.log_end_offset().0;
-        if end > self.store.log_start_offset().0 {
+        let x = self.store.extent();
+        let end = x.end.0;
+        if end > x.start.0 {
             let epoch = self
                 .store
                 .epoch_at(Offset(end - 1))
@@ -373,12 +381,11 @@ fn range_of<RB: RangeBounds<u64>>(range: &RB) -> (u64, u64) {
     (lo, hi)
 }
 
-impl<C, S> RaftLogReader<C> for LogStore<C, S>
+impl<C> RaftLogReader<C> for LogStore<C>
 where
     C: RaftTypeConfig<NodeId = u64, Term = u64, Vote = Vote<<C as RaftTypeConfig>::LeaderId>>,
     C::LeaderId: EpochLeaderId,
     C::Entry: Serialize + DeserializeOwned + Clone,
-    S: RaftStorage,
 {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
@@ -397,12 +404,11 @@ where
     }
 }
 
-impl<C, S> RaftLogStorage<C> for LogStore<C, S>
+impl<C> RaftLogStorage<C> for LogStore<C>
 where
     C: RaftTypeConfig<NodeId = u64, Term = u64, Vote = Vote<<C as RaftTypeConfig>::LeaderId>>,
     C::LeaderId: EpochLeaderId,
     C::Entry: Serialize + DeserializeOwned + Clone,
-    S: RaftStorage,
 {
     type LogReader = Self;
 
@@ -421,9 +427,7 @@ where
 
     async fn save_vote(&mut self, vote: &C::Vote) -> Result<(), io::Error> {
         // Every append before the vote is durable first.
-        self.store
-            .wait_durable(self.store.queued_end())
-            .map_err(io_err)?;
+        self.store.wait_durable(Offset(u64::MAX)).map_err(io_err)?;
         let next = mapping::vote_to_state::<C::LeaderId>(&self.store.quorum_state(), vote, self.me)
             .map_err(io_err)?;
         self.store.persist_quorum_state(&next).map_err(io_err)
@@ -445,7 +449,7 @@ where
 
     async fn read_committed(&mut self) -> Result<Option<LogIdOf<C>>, io::Error> {
         // After a restart the store's watermark is the durable one.
-        let Some(hw) = self.store.high_watermark() else {
+        let Some(hw) = self.store.extent().high_watermark else {
             return Ok(None);
         };
         let Some(index) = hw.0.checked_sub(1) else {
@@ -487,10 +491,18 @@ where
                 continue;
             };
             self.store
-                .append_replicated_queued_with(Offset(base), epoch, es.len(), bytes, |k, out| {
-                    let e = es.get(k).ok_or_else(|| io::Error::other("no such entry"))?;
-                    mapping::encode_entry_into(out, e).map_err(io::Error::other)
-                })
+                .append(
+                    Offset(base),
+                    epoch,
+                    Encode {
+                        count: es.len(),
+                        len_hint: bytes,
+                        write: |k, out: &mut Vec<u8>| {
+                            let e = es.get(k).ok_or_else(|| io::Error::other("no such entry"))?;
+                            mapping::encode_entry_into(out, e).map_err(io::Error::other)
+                        },
+                    },
+                )
                 .map_err(io_err)?;
             // Readable from the tail until the store serves them (no
             // completion of this append can run before it is registered
@@ -500,7 +512,7 @@ where
                 tail.insert(e.index(), e);
             }
         }
-        let end = self.store.queued_end();
+        let end = self.store.extent().queued_end;
         let (seq, cuts) = {
             let mut q = self.flushes.lock().unwrap_or_else(PoisonError::into_inner);
             let seq = q.next;
@@ -537,7 +549,7 @@ where
     async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {
         let keep = last_log_id.map_or(0, |l| l.index + 1);
         self.tail().split_off(&keep);
-        if keep < self.store.queued_end().0 {
+        if keep < self.store.extent().queued_end.0 {
             self.store.truncate_to(Offset(keep)).map_err(io_err)?;
             // Durable now, what survives of every append before: their
             // flushes complete, in order, before any later append's.
@@ -574,7 +586,7 @@ where
         }
         // The purged entries must be durable before the log is cut below
         // them (a cut of queued entries would leave a hole).
-        let durable = Offset(index + 1).min(self.store.queued_end());
+        let durable = Offset(index + 1).min(self.store.extent().queued_end);
         self.store.wait_durable(durable).map_err(io_err)?;
         self.cut_purged()
     }

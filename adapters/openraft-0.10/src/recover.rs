@@ -27,7 +27,7 @@ use openraft10::type_config::alias::{LogIdOf, OneshotOf, SnapshotMetaOf};
 use openraft10::type_config::async_runtime::Oneshot;
 use openraft10::vote::RaftLeaderId;
 use openraft10::{LogId, Membership, RaftLogReader, RaftTypeConfig};
-use quorumlog_raft::RaftStorage;
+use quorumlog_raft::Group;
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::mapping::EpochLeaderId;
@@ -98,24 +98,22 @@ pub struct Recovered<C: RaftTypeConfig> {
 ///
 /// # Errors
 /// The store's, and entries or a snapshot that do not decode as `C`'s.
-pub async fn survey<C, S>(store: Arc<S>, me: u64) -> io::Result<Survey<C>>
+pub async fn survey<C>(store: Arc<Group>, me: u64) -> io::Result<Survey<C>>
 where
     C: RaftTypeConfig<NodeId = u64, Term = u64, Vote = Vote<<C as RaftTypeConfig>::LeaderId>>,
     C::LeaderId: EpochLeaderId,
     C::Entry: Serialize + DeserializeOwned + Clone,
     SnapshotMetaOf<C>: DeserializeOwned,
-    S: RaftStorage,
 {
     surveyed(&mut LogStore::unrepaired(store, me)).await
 }
 
-async fn surveyed<C, S>(log: &mut LogStore<C, S>) -> io::Result<Survey<C>>
+async fn surveyed<C>(log: &mut LogStore<C>) -> io::Result<Survey<C>>
 where
     C: RaftTypeConfig<NodeId = u64, Term = u64, Vote = Vote<<C as RaftTypeConfig>::LeaderId>>,
     C::LeaderId: EpochLeaderId,
     C::Entry: Serialize + DeserializeOwned + Clone,
     SnapshotMetaOf<C>: DeserializeOwned,
-    S: RaftStorage,
 {
     let vote = log.read_vote().await?;
     let state = log.get_log_state().await?;
@@ -181,8 +179,8 @@ where
 /// # Errors
 /// `InvalidInput` when `voters` does not name this replica (it must lead
 /// the recovered quorum) or is empty; [`survey`]'s; the store's.
-pub async fn recover_quorum<C, S>(
-    store: Arc<S>,
+pub async fn recover_quorum<C>(
+    store: Arc<Group>,
     me: u64,
     voters: BTreeMap<u64, C::Node>,
 ) -> io::Result<Recovered<C>>
@@ -191,7 +189,6 @@ where
     C::LeaderId: EpochLeaderId,
     C::Entry: Serialize + DeserializeOwned + Clone,
     SnapshotMetaOf<C>: DeserializeOwned,
-    S: RaftStorage,
 {
     if !voters.contains_key(&me) {
         return Err(io::Error::new(
@@ -199,7 +196,7 @@ where
             format!("the new voters must include this replica (node {me}), which leads the recovered quorum"),
         ));
     }
-    let mut log = LogStore::<C, S>::new(store, me)?;
+    let mut log = LogStore::<C>::new(store, me)?;
     let before = surveyed(&mut log).await?;
     let ids: BTreeSet<u64> = voters.keys().copied().collect();
     let membership = Membership::new(vec![ids.clone()], voters)

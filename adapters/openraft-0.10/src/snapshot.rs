@@ -41,10 +41,7 @@ use std::sync::Arc;
 use openraft10::storage::Snapshot;
 use openraft10::type_config::alias::{CommittedLeaderIdOf, SnapshotMetaOf};
 use openraft10::RaftTypeConfig;
-use quorumlog_raft::{
-    Epoch, Offset, RaftStorage, Retention, SnapshotId, SnapshotInstall, SnapshotWrite,
-    WriterOptions,
-};
+use quorumlog_raft::{Epoch, Group, GroupInstall, Offset, Retention, SnapshotId, WriterOptions};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::mapping::EpochLeaderId;
@@ -57,26 +54,26 @@ fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
 pub const CHUNK_BYTES: usize = 1 << 20;
 
 /// openraft's snapshot of a state machine with `SnapshotData =
-/// SnapshotData<S>`.
-pub type FileSnapshot<C, S> = Snapshot<
+/// SnapshotData`.
+pub type FileSnapshot<C> = Snapshot<
     CommittedLeaderIdOf<C>,
     <C as RaftTypeConfig>::NodeId,
     <C as RaftTypeConfig>::Node,
-    SnapshotData<S>,
+    SnapshotData,
 >;
 
 /// A state machine's snapshot data on quorumlog (see the module
 /// documentation).
 #[derive(Debug)]
-pub enum SnapshotData<S: RaftStorage> {
+pub enum SnapshotData {
     /// A published snapshot file (built here, or the latest).
-    File(SnapshotFile<S>),
+    File(SnapshotFile),
     /// A download received whole and verified, published by the state
     /// machine's install ([`SnapshotFiles::installed`]).
-    Received(Receiver<S>),
+    Received(Receiver),
 }
 
-impl<S: RaftStorage> SnapshotData<S> {
+impl SnapshotData {
     /// The bytes a transfer sends.
     pub fn size(&self) -> u64 {
         match self {
@@ -102,15 +99,15 @@ impl<S: RaftStorage> SnapshotData<S> {
 /// A published snapshot file of one store (the state machine's
 /// `SnapshotData`; see the module documentation).
 #[derive(Debug)]
-pub struct SnapshotFile<S: RaftStorage> {
-    store: Arc<S>,
+pub struct SnapshotFile {
+    store: Arc<Group>,
     /// Its id in the store.
     pub id: SnapshotId,
     /// Its file's size in bytes.
     pub size: u64,
 }
 
-impl<S: RaftStorage> Clone for SnapshotFile<S> {
+impl Clone for SnapshotFile {
     fn clone(&self) -> Self {
         SnapshotFile {
             store: Arc::clone(&self.store),
@@ -120,7 +117,7 @@ impl<S: RaftStorage> Clone for SnapshotFile<S> {
     }
 }
 
-impl<S: RaftStorage> SnapshotFile<S> {
+impl SnapshotFile {
     /// Up to `max_bytes` of the file from byte `position`, as on disk (what
     /// a follower's [`Receiver::write_chunk`] takes at that position).
     ///
@@ -129,15 +126,16 @@ impl<S: RaftStorage> SnapshotFile<S> {
     /// position beyond the file; I/O.
     pub fn read_chunk(&self, position: u64, max_bytes: usize) -> io::Result<Vec<u8>> {
         self.store
-            .read_snapshot_chunk(self.id, position, max_bytes)
+            .snapshot(self.id)
+            .and_then(|s| s.read_chunk(position, max_bytes))
             .map_err(io_err)
     }
 }
 
 /// The snapshots of one store (or group), for a state machine.
 #[derive(Debug)]
-pub struct SnapshotFiles<S: RaftStorage> {
-    store: Arc<S>,
+pub struct SnapshotFiles {
+    store: Arc<Group>,
     /// Snapshots kept (the latest always).
     pub keep: usize,
     /// How built snapshots are written: the state's chunk size (each chunk
@@ -146,7 +144,7 @@ pub struct SnapshotFiles<S: RaftStorage> {
     pub options: WriterOptions,
 }
 
-impl<S: RaftStorage> Clone for SnapshotFiles<S> {
+impl Clone for SnapshotFiles {
     fn clone(&self) -> Self {
         SnapshotFiles {
             store: Arc::clone(&self.store),
@@ -156,10 +154,10 @@ impl<S: RaftStorage> Clone for SnapshotFiles<S> {
     }
 }
 
-impl<S: RaftStorage> SnapshotFiles<S> {
+impl SnapshotFiles {
     /// The snapshot files of `store`; the two latest are kept, written with
     /// the default options (1 MiB chunks, uncompressed).
-    pub fn new(store: Arc<S>) -> Self {
+    pub fn new(store: Arc<Group>) -> Self {
         SnapshotFiles {
             store,
             keep: 2,
@@ -168,7 +166,7 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     }
 
     /// The store they are in.
-    pub fn store(&self) -> &Arc<S> {
+    pub fn store(&self) -> &Arc<Group> {
         &self.store
     }
 
@@ -193,11 +191,15 @@ impl<S: RaftStorage> SnapshotFiles<S> {
         }
     }
 
-    fn file(&self, id: SnapshotId) -> io::Result<SnapshotFile<S>> {
+    fn file(&self, id: SnapshotId) -> io::Result<SnapshotFile> {
         Ok(SnapshotFile {
             store: Arc::clone(&self.store),
             id,
-            size: self.store.snapshot_size(id).map_err(io_err)?,
+            size: self
+                .store
+                .snapshot(id)
+                .map(|s| s.info().size_bytes)
+                .map_err(io_err)?,
         })
     }
 
@@ -213,18 +215,14 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     /// # Errors
     /// The store's refusal (`SnapshotRefused`); I/O (which poisons the
     /// store).
-    pub fn save_built<C>(
-        &self,
-        meta: &SnapshotMetaOf<C>,
-        data: &[u8],
-    ) -> io::Result<SnapshotFile<S>>
+    pub fn save_built<C>(&self, meta: &SnapshotMetaOf<C>, data: &[u8]) -> io::Result<SnapshotFile>
     where
         C: RaftTypeConfig,
         C::LeaderId: EpochLeaderId,
         SnapshotMetaOf<C>: Serialize,
     {
         let id = Self::id_of::<C>(meta)?;
-        if !self.store.has_snapshot(id) {
+        if self.store.snapshot(id).is_err() {
             self.covered(id.end_offset)?;
             let m = bincode::serialize(meta).map_err(io_err)?;
             let mut w = self
@@ -247,20 +245,20 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     /// them (found by the key-value service's fault test on 0.10: a
     /// snapshot refused as beyond the watermark stopped a node).
     fn covered(&self, end: Offset) -> io::Result<()> {
-        if self.store.high_watermark().is_some_and(|h| h >= end) {
+        if self.store.extent().high_watermark.is_some_and(|h| h >= end) {
             return Ok(());
         }
-        if end > self.store.queued_end() {
+        if end > self.store.extent().queued_end {
             return Err(io::Error::other(format!(
                 "a snapshot to {end} of a log that ends at {}",
-                self.store.queued_end()
+                self.store.extent().queued_end
             )));
         }
         self.store.wait_durable(end).map_err(io_err)?;
         match self.store.set_high_watermark(end) {
             Ok(()) => Ok(()),
             // openraft's commit point raised it past `end` meanwhile.
-            Err(_) if self.store.high_watermark().is_some_and(|h| h >= end) => Ok(()),
+            Err(_) if self.store.extent().high_watermark.is_some_and(|h| h >= end) => Ok(()),
             Err(e) => Err(io_err(e)),
         }
     }
@@ -280,15 +278,19 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     ///
     /// # Errors
     /// Metadata that does not decode; I/O.
-    pub fn current<C>(&self) -> io::Result<Option<FileSnapshot<C, S>>>
+    pub fn current<C>(&self) -> io::Result<Option<FileSnapshot<C>>>
     where
         C: RaftTypeConfig,
         SnapshotMetaOf<C>: DeserializeOwned,
     {
-        let Some(id) = self.store.latest_snapshot() else {
+        let Some(id) = self.store.extent().latest_snapshot else {
             return Ok(None);
         };
-        let m = self.store.snapshot_metadata(id).map_err(io_err)?;
+        let m = self
+            .store
+            .snapshot(id)
+            .and_then(|s| s.metadata())
+            .map_err(io_err)?;
         let meta: SnapshotMetaOf<C> = bincode::deserialize(&m).map_err(io_err)?;
         Ok(Some(Snapshot {
             meta,
@@ -306,10 +308,14 @@ impl<S: RaftStorage> SnapshotFiles<S> {
         C: RaftTypeConfig,
         SnapshotMetaOf<C>: DeserializeOwned,
     {
-        let Some(id) = self.store.latest_snapshot() else {
+        let Some(id) = self.store.extent().latest_snapshot else {
             return Ok(None);
         };
-        let (m, data) = self.store.read_snapshot(id).map_err(io_err)?;
+        let (m, data) = self
+            .store
+            .snapshot(id)
+            .and_then(|s| s.read())
+            .map_err(io_err)?;
         Ok(Some((bincode::deserialize(&m).map_err(io_err)?, data)))
     }
 
@@ -321,11 +327,7 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     /// # Errors
     /// `data` is not this store's snapshot `meta` names; a snapshot that
     /// does not verify; the store refuses (below its high watermark); I/O.
-    pub fn installed<C>(
-        &self,
-        meta: &SnapshotMetaOf<C>,
-        data: SnapshotData<S>,
-    ) -> io::Result<Vec<u8>>
+    pub fn installed<C>(&self, meta: &SnapshotMetaOf<C>, data: SnapshotData) -> io::Result<Vec<u8>>
     where
         C: RaftTypeConfig,
         C::LeaderId: EpochLeaderId,
@@ -349,7 +351,11 @@ impl<S: RaftStorage> SnapshotFiles<S> {
                 file.id
             )));
         }
-        let (_, data) = self.store.read_snapshot(want).map_err(io_err)?;
+        let (_, data) = self
+            .store
+            .snapshot(want)
+            .and_then(|s| s.read())
+            .map_err(io_err)?;
         self.retain()?;
         Ok(data)
     }
@@ -360,13 +366,13 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     /// # Errors
     /// A leader id the store's epochs cannot hold; the store refuses the
     /// install (for one, a snapshot below its high watermark); I/O.
-    pub fn receive<C>(&self, meta: &SnapshotMetaOf<C>, size: u64) -> io::Result<Receiver<S>>
+    pub fn receive<C>(&self, meta: &SnapshotMetaOf<C>, size: u64) -> io::Result<Receiver>
     where
         C: RaftTypeConfig,
         C::LeaderId: EpochLeaderId,
     {
         let id = Self::id_of::<C>(meta)?;
-        if self.store.has_snapshot(id) {
+        if self.store.snapshot(id).is_ok() {
             return Ok(Receiver {
                 files: self.clone(),
                 id,
@@ -374,10 +380,7 @@ impl<S: RaftStorage> SnapshotFiles<S> {
                 install: None,
             });
         }
-        let install = self
-            .store
-            .install_snapshot_owned(id, size)
-            .map_err(io_err)?;
+        let install = self.store.install_snapshot(id, size).map_err(io_err)?;
         Ok(Receiver {
             files: self.clone(),
             id,
@@ -389,15 +392,15 @@ impl<S: RaftStorage> SnapshotFiles<S> {
 
 /// A snapshot being received into a store ([`SnapshotFiles::receive`]).
 #[derive(Debug)]
-pub struct Receiver<S: RaftStorage> {
-    files: SnapshotFiles<S>,
+pub struct Receiver {
+    files: SnapshotFiles,
     id: SnapshotId,
     size: u64,
     /// `None`: the snapshot is here already, the rest is read past.
-    install: Option<S::Install>,
+    install: Option<GroupInstall>,
 }
 
-impl<S: RaftStorage> Receiver<S> {
+impl Receiver {
     /// The snapshot being received.
     pub fn id(&self) -> SnapshotId {
         self.id
@@ -408,7 +411,7 @@ impl<S: RaftStorage> Receiver<S> {
     pub fn position(&self) -> u64 {
         self.install
             .as_ref()
-            .map_or(self.size, SnapshotInstall::position)
+            .map_or(self.size, GroupInstall::position)
     }
 
     /// Takes `bytes` of the file at `position`, durable on return. Bytes
@@ -440,7 +443,7 @@ impl<S: RaftStorage> Receiver<S> {
     /// # Errors
     /// Incomplete (the durable part stays, to resume); a file that does not
     /// verify (it is removed: the next transfer starts clean); I/O.
-    pub fn verified(self) -> io::Result<SnapshotData<S>> {
+    pub fn verified(self) -> io::Result<SnapshotData> {
         if let Some(install) = &self.install {
             if let Err(e) = install.verify() {
                 let complete = install.position() == install.total_size();
@@ -457,7 +460,7 @@ impl<S: RaftStorage> Receiver<S> {
     }
 
     /// Publishes the file (verified again) and makes the log continue it.
-    fn finish(self) -> io::Result<SnapshotFile<S>> {
+    fn finish(self) -> io::Result<SnapshotFile> {
         if let Some(install) = self.install {
             let info = install.finish().map_err(io_err)?;
             if info.id != self.id {

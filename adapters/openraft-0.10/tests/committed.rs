@@ -24,7 +24,7 @@ use openraft10::type_config::async_runtime::Oneshot;
 use openraft10::LogId;
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_openraft10::LogStore;
-use quorumlog_raft::{Offset, SharedFs, Store};
+use quorumlog_raft::{Offset, SharedFs};
 
 type Entry = <Adv as openraft10::RaftTypeConfig>::Entry;
 
@@ -44,35 +44,35 @@ async fn the_durable_commit_point_survives_a_power_cut() {
     let fs: SharedFs = Arc::new(sim.clone());
     let dir = Path::new("/d");
     let store = open_store(&fs, dir, 1, true);
-    let mut log: LogStore<Adv, Store> = LogStore::new(Arc::clone(&store), 1).unwrap();
+    let mut log: LogStore<Adv> = LogStore::new(Arc::clone(&store), 1).unwrap();
     let (tx, rx) = OneshotOf::<Adv>::channel();
     let entries: Vec<Entry> = (0..10).map(|i| Entry::new_blank(id(i))).collect();
     log.append(entries, IOFlushed::signal(tx)).await.unwrap();
     rx.await.unwrap().unwrap();
 
     log.save_committed(Some(id(7))).await.unwrap();
-    assert_eq!(store.high_watermark(), Some(Offset(8)));
+    assert_eq!(store.extent().high_watermark, Some(Offset(8)));
     log.save_committed(Some(id(3))).await.unwrap();
-    assert_eq!(store.high_watermark(), Some(Offset(8)), "never back");
+    assert_eq!(store.extent().high_watermark, Some(Offset(8)), "never back");
     log.save_committed(Some(id(50))).await.unwrap();
     assert_eq!(
-        store.high_watermark(),
+        store.extent().high_watermark,
         Some(Offset(10)),
         "clamped to the log"
     );
     // The persist task makes it durable (a deadlock breaker, not a
     // timing threshold).
     let t0 = std::time::Instant::now();
-    while store.durable_high_watermark() < Some(Offset(10)) && t0.elapsed().as_secs() < 30 {
+    while store.extent().durable_high_watermark < Some(Offset(10)) && t0.elapsed().as_secs() < 30 {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    assert_eq!(store.durable_high_watermark(), Some(Offset(10)));
+    assert_eq!(store.extent().durable_high_watermark, Some(Offset(10)));
 
     let crashed = sim.crash_with(CrashPlan::LoseUnsynced);
     drop(log);
     drop(store);
     let fs: SharedFs = Arc::new(crashed);
-    let mut log: LogStore<Adv, Store> = LogStore::new(open_store(&fs, dir, 1, false), 1).unwrap();
+    let mut log: LogStore<Adv> = LogStore::new(open_store(&fs, dir, 1, false), 1).unwrap();
     assert_eq!(log.read_committed().await.unwrap(), Some(id(9)));
 }
 
@@ -90,7 +90,7 @@ async fn a_snapshot_of_entries_committed_before_they_were_durable_here_is_saved(
     let sim = SimFs::new(6);
     let fs: SharedFs = Arc::new(sim.clone());
     let store = open_store(&fs, Path::new("/d"), 1, true);
-    let mut log: LogStore<Adv, Store> = LogStore::new(Arc::clone(&store), 1).unwrap();
+    let mut log: LogStore<Adv> = LogStore::new(Arc::clone(&store), 1).unwrap();
     // The disk is held (not slowed by a guessed duration), so the entries
     // are surely not durable before `save_built`; the guard lets the disk
     // go if an assertion fails.
@@ -100,9 +100,9 @@ async fn a_snapshot_of_entries_committed_before_they_were_durable_here_is_saved(
     log.append(entries, IOFlushed::signal(tx)).await.unwrap();
     log.save_committed(Some(id(4))).await.unwrap();
     assert!(
-        store.high_watermark() <= Some(Offset(5)),
+        store.extent().high_watermark <= Some(Offset(5)),
         "the watermark stays behind the entries ({:?})",
-        store.high_watermark()
+        store.extent().high_watermark
     );
     let files = quorumlog_openraft10::SnapshotFiles::new(Arc::clone(&store));
     let meta = openraft10::type_config::alias::SnapshotMetaOf::<Adv> {
@@ -119,7 +119,7 @@ async fn a_snapshot_of_entries_committed_before_they_were_durable_here_is_saved(
     let file = files.save_built::<Adv>(&meta, b"state").unwrap();
     release.join().unwrap();
     assert_eq!(file.id.end_offset, Offset(10));
-    assert!(store.high_watermark() >= Some(Offset(10)));
+    assert!(store.extent().high_watermark >= Some(Offset(10)));
     rx.await.unwrap().unwrap();
     assert_eq!(files.latest::<Adv>().unwrap().unwrap().1, b"state");
 }
@@ -155,7 +155,7 @@ async fn a_commit_point_saved_before_its_entries_are_written_is_kept() {
         let sim = SimFs::new(100 + round);
         let fs: SharedFs = Arc::new(sim.clone());
         let store = open_store(&fs, Path::new("/d"), 1, true);
-        let log: LogStore<Adv, Store> = LogStore::new(Arc::clone(&store), 1).unwrap();
+        let log: LogStore<Adv> = LogStore::new(Arc::clone(&store), 1).unwrap();
         commit_ahead_of_the_log(&sim, log, round).await;
 
         let sim = SimFs::new(200 + round);
@@ -172,17 +172,12 @@ async fn a_commit_point_saved_before_its_entries_are_written_is_kept() {
             quorumlog_raft::Node::open(&fs, dir, &quorumlog_raft::Identity::of(&meta), &options)
                 .unwrap();
         node.create_group(5, Offset(0)).unwrap();
-        let log: LogStore<Adv, quorumlog_raft::Group> =
-            LogStore::new(Arc::new(node.group(5).unwrap()), 1).unwrap();
+        let log: LogStore<Adv> = LogStore::new(Arc::new(node.group(5).unwrap()), 1).unwrap();
         commit_ahead_of_the_log(&sim, log, round).await;
     }
 }
 
-async fn commit_ahead_of_the_log<S: quorumlog_raft::RaftStorage>(
-    sim: &SimFs,
-    mut log: LogStore<Adv, S>,
-    round: u64,
-) {
+async fn commit_ahead_of_the_log(sim: &SimFs, mut log: LogStore<Adv>, round: u64) {
     let n = 3 + round;
     let held = Held::new(sim);
     let (tx, rx) = OneshotOf::<Adv>::channel();

@@ -38,7 +38,7 @@ use openraft10::type_config::async_runtime::Oneshot;
 use openraft10::{LogId, RaftLogReader};
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
 use quorumlog_openraft10::LogStore;
-use quorumlog_raft::{SharedFs, Store};
+use quorumlog_raft::SharedFs;
 
 type Entry = <Adv as openraft10::RaftTypeConfig>::Entry;
 type Id = LogId<LeaderId<u64, u64>>;
@@ -109,13 +109,10 @@ fn calls(rng: &mut SimRng, n: usize) -> Vec<Call> {
 
 /// Runs `calls` on a fresh store on `sim`; returns the model, the pending
 /// and completed appends (end, log ids appended, receiver) at the end.
-async fn run(
-    sim: &SimFs,
-    calls: &[Call],
-) -> (Model, Vec<(BTreeMap<u64, Id>, Rx)>, LogStore<Adv, Store>) {
+async fn run(sim: &SimFs, calls: &[Call]) -> (Model, Vec<(BTreeMap<u64, Id>, Rx)>, LogStore<Adv>) {
     let fs: SharedFs = Arc::new(sim.clone());
     let store = open_store(&fs, Path::new("/d"), 1, true);
-    let mut log: LogStore<Adv, Store> = LogStore::new(store, 1).unwrap();
+    let mut log: LogStore<Adv> = LogStore::new(store, 1).unwrap();
     let mut m = Model::default();
     let mut appends = Vec::new();
     for c in calls {
@@ -201,7 +198,7 @@ async fn check_seed(seed: u64) -> (usize, usize) {
         drop(log);
         let fs: SharedFs = Arc::new(crashed);
         let store = open_store(&fs, Path::new("/d"), 1, false);
-        let mut log: LogStore<Adv, Store> = LogStore::new(Arc::clone(&store), 1)
+        let mut log: LogStore<Adv> = LogStore::new(Arc::clone(&store), 1)
             .unwrap_or_else(|e| panic!("seed {seed} cut {k}: the adapter does not open: {e}"));
         let state = log.get_log_state().await.unwrap();
         let purged = state.last_purged_log_id.map(|p| p.index);

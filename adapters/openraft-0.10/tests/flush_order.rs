@@ -35,7 +35,7 @@ use openraft10::type_config::async_runtime::Oneshot;
 use openraft10::{LogId, RaftLogReader};
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_openraft10::LogStore;
-use quorumlog_raft::{SharedFs, Store};
+use quorumlog_raft::{Group, SharedFs};
 
 type Entry = <Adv as openraft10::RaftTypeConfig>::Entry;
 type Rx = OneshotReceiverOf<Adv, Result<(), std::io::Error>>;
@@ -69,7 +69,7 @@ impl Dice {
 /// Polls every pending completion; asserts the completed ones are a
 /// prefix of the submitted ones, and that each one seen completed (and not
 /// cut since) is durable: the store's durable end covers it.
-fn check_prefix(waiting: &mut [Waiting], store: &Store, seed: u64) {
+fn check_prefix(waiting: &mut [Waiting], store: &Group, seed: u64) {
     // Last first: completions run on another thread meanwhile, and one
     // seen done was completed after every earlier one, so those are seen
     // done too when polled after it (polled first to last, an earlier one
@@ -79,7 +79,7 @@ fn check_prefix(waiting: &mut [Waiting], store: &Store, seed: u64) {
             match w.rx.try_recv() {
                 Ok(r) => {
                     w.done = Some(r.is_ok());
-                    let durable = store.flushed_offset().0;
+                    let durable = store.extent().flushed.0;
                     assert!(
                         w.cut || durable >= w.end,
                         "seed {seed}: an append up to {} completed with only {durable} durable",
@@ -105,7 +105,7 @@ fn check_prefix(waiting: &mut [Waiting], store: &Store, seed: u64) {
 
 /// The log under test and what was submitted to it.
 struct Run {
-    log: LogStore<Adv, Store>,
+    log: LogStore<Adv>,
     waiting: Vec<Waiting>,
     term: u64,
     next: u64,
@@ -201,7 +201,7 @@ async fn run(seed: u64) {
     drop(store);
     let fs: SharedFs = Arc::new(crashed);
     let store = open_store(&fs, dir, 1, false);
-    let mut log: LogStore<Adv, Store> = LogStore::new(store, 1).unwrap();
+    let mut log: LogStore<Adv> = LogStore::new(store, 1).unwrap();
     let back = log.try_get_log_entries(0..next).await.unwrap();
     let ids = |v: &[Entry]| v.iter().map(RaftEntry::log_id).collect::<Vec<_>>();
     assert_eq!(ids(&back), ids(&held), "seed {seed}");

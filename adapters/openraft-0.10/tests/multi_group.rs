@@ -26,8 +26,8 @@ use quorumlog_raft::{
     ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
 };
 
-type R = Raft<Adv, Machine<Adv, Group>>;
-type Router = common::net::Router<Adv, Machine<Adv, Group>>;
+type R = Raft<Adv, Machine<Adv>>;
+type Router = common::net::Router<Adv, Machine<Adv>>;
 
 /// Small segments, none prepared ahead: a case opens its node in
 /// milliseconds.
@@ -41,7 +41,7 @@ fn meta(id: u64) -> Meta {
     Meta::new(ClusterId(1), NodeId(id), DirectoryId(u128::from(id) + 1))
 }
 
-type Machines = BTreeMap<(u64, u64), Machine<Adv, Group>>;
+type Machines = BTreeMap<(u64, u64), Machine<Adv>>;
 
 /// Three node directories with the same `GROUPS` groups, each a Raft.
 async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<Node>, Machines) {
@@ -65,7 +65,7 @@ async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<N
         for g in 0..GROUPS {
             node.create_group(g, Offset(0)).unwrap();
             let group: Arc<Group> = Arc::new(node.group(g).unwrap());
-            let machine = Machine::<Adv, Group>::new(Arc::clone(&group));
+            let machine = Machine::<Adv>::new(Arc::clone(&group));
             let raft = Raft::new(
                 id,
                 Arc::clone(&config),
@@ -80,9 +80,7 @@ async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<N
                 id,
                 g,
                 raft,
-                Arc::new(move |meta, from| {
-                    common::receive_snapshot::<Adv, Group>(&files, meta, &from)
-                }),
+                Arc::new(move |meta, from| common::receive_snapshot::<Adv>(&files, meta, &from)),
             );
             machines.insert((id, g), machine);
         }

@@ -36,8 +36,8 @@ use quorumlog_raft::{
     SharedFs,
 };
 
-type R = Raft<Adv, Machine<Adv, Group>>;
-type Router = common::net::Router<Adv, Machine<Adv, Group>>;
+type R = Raft<Adv, Machine<Adv>>;
+type Router = common::net::Router<Adv, Machine<Adv>>;
 const GROUPS: u64 = 4;
 const DIR: &str = "/node";
 
@@ -74,7 +74,7 @@ fn config() -> Arc<Config> {
     )
 }
 
-type Machines = BTreeMap<(u64, u64), Machine<Adv, Group>>;
+type Machines = BTreeMap<(u64, u64), Machine<Adv>>;
 
 /// The three nodes on `disks` (formatted if `fresh`), every group a Raft.
 async fn start(router: &Router, disks: &[SimFs], fresh: bool) -> (Vec<Node>, Machines) {
@@ -96,7 +96,7 @@ async fn start(router: &Router, disks: &[SimFs], fresh: bool) -> (Vec<Node>, Mac
                 node.create_group(g, Offset(0)).unwrap();
             }
             let group: Arc<Group> = Arc::new(node.group(g).unwrap());
-            let machine = Machine::<Adv, Group>::new(Arc::clone(&group));
+            let machine = Machine::<Adv>::new(Arc::clone(&group));
             let raft = Raft::new(
                 id,
                 config(),
@@ -111,9 +111,7 @@ async fn start(router: &Router, disks: &[SimFs], fresh: bool) -> (Vec<Node>, Mac
                 id,
                 g,
                 raft,
-                Arc::new(move |meta, from| {
-                    common::receive_snapshot::<Adv, Group>(&files, meta, &from)
-                }),
+                Arc::new(move |meta, from| common::receive_snapshot::<Adv>(&files, meta, &from)),
             );
             machines.insert((id, g), machine);
         }

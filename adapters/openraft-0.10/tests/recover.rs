@@ -126,9 +126,7 @@ async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_bac
     {
         let node = member::open_node(&fs, tmp.path(), survivor, GROUP, false);
         let group = Arc::new(node.group(GROUP).unwrap());
-        let found = survey::<Adv, _>(Arc::clone(&group), survivor)
-            .await
-            .unwrap();
+        let found = survey::<Adv>(Arc::clone(&group), survivor).await.unwrap();
         assert_eq!(found.voters(), vec![BTreeSet::from([1, 2, 3])]);
         assert_eq!(
             found.membership.as_ref().unwrap().source,
@@ -142,18 +140,16 @@ async fn a_survivor_rewritten_alone_leads_with_every_entry_and_takes_members_bac
             .filter(|i| *i != survivor)
             .map(|i| (i, BasicNode::default()))
             .collect();
-        let e = recover_quorum::<Adv, _>(Arc::clone(&group), survivor, others)
+        let e = recover_quorum::<Adv>(Arc::clone(&group), survivor, others)
             .await
             .unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
-        let again = survey::<Adv, _>(Arc::clone(&group), survivor)
-            .await
-            .unwrap();
+        let again = survey::<Adv>(Arc::clone(&group), survivor).await.unwrap();
         assert_eq!(again.vote, found.vote);
         assert_eq!(again.last_log_id, found.last_log_id);
 
         let alone = BTreeMap::from([(survivor, BasicNode::default())]);
-        let r = recover_quorum::<Adv, _>(Arc::clone(&group), survivor, alone)
+        let r = recover_quorum::<Adv>(Arc::clone(&group), survivor, alone)
             .await
             .unwrap();
         assert!(r.vote.leader_id.term > old_term);

@@ -33,8 +33,8 @@ use quorumlog_raft::{
     ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
 };
 
-type R = Raft<Adv, Machine<Adv, Group>>;
-type Router = common::net::Router<Adv, Machine<Adv, Group>>;
+type R = Raft<Adv, Machine<Adv>>;
+type Router = common::net::Router<Adv, Machine<Adv>>;
 
 /// Small segments, none prepared ahead: a case opens its node in
 /// milliseconds.
@@ -63,11 +63,11 @@ struct Seen {
 /// The follower's network: attempt 0 is cut after half the file, attempt
 /// 1 resumes and carries a flipped byte, later attempts are clean.
 fn scripted(
-    files: &SnapshotFiles<Group>,
+    files: &SnapshotFiles,
     meta: &SnapshotMetaOf<Adv>,
-    from: &SnapshotData<Group>,
+    from: &SnapshotData,
     seen: &Mutex<Seen>,
-) -> io::Result<SnapshotData<Group>> {
+) -> io::Result<SnapshotData> {
     let attempt = {
         let mut s = seen.lock().unwrap();
         s.attempts += 1;
@@ -96,13 +96,13 @@ fn scripted(
         Err(e) if attempt == 1 => {
             let mut s = seen.lock().unwrap();
             s.corrupt_refused = true;
-            s.nothing_published = !store.has_snapshot(id);
+            s.nothing_published = store.snapshot(id).is_err();
             Err(e)
         }
         Ok(data) => {
             // Verified, and not yet published: only openraft's install
             // (after it made the leader's vote durable) publishes it.
-            seen.lock().unwrap().unpublished_until_installed = !store.has_snapshot(id);
+            seen.lock().unwrap().unpublished_until_installed = store.snapshot(id).is_err();
             Ok(data)
         }
         other => other,
@@ -132,7 +132,7 @@ fn config() -> Arc<Config> {
 struct Member {
     node: Node,
     raft: R,
-    machine: Machine<Adv, Group>,
+    machine: Machine<Adv>,
 }
 
 async fn start(
@@ -154,17 +154,15 @@ async fn start(
         node.create_group(7, Offset(0)).unwrap();
     }
     let group: Arc<Group> = Arc::new(node.group(7).unwrap());
-    let machine = Machine::<Adv, Group>::new(Arc::clone(&group));
+    let machine = Machine::<Adv>::new(Arc::clone(&group));
     let log = LogStore::new(group, id).unwrap();
     let raft = Raft::new(id, config(), router.factory(GROUP), log, machine.clone())
         .await
         .unwrap();
     let files = machine.files().clone();
-    let receive: common::net::Receive<Adv, SnapshotData<Group>> = match seen {
+    let receive: common::net::Receive<Adv, SnapshotData> = match seen {
         Some(seen) => Arc::new(move |meta, from| scripted(&files, meta, &from, &seen)),
-        None => {
-            Arc::new(move |meta, from| common::receive_snapshot::<Adv, Group>(&files, meta, &from))
-        }
+        None => Arc::new(move |meta, from| common::receive_snapshot::<Adv>(&files, meta, &from)),
     };
     router.insert_receiving(id, GROUP, raft.clone(), receive);
     Member {
@@ -302,11 +300,11 @@ async fn a_lagging_follower_gets_the_snapshot_file_resumed_and_verified() {
     snapshot_and_purge(&leader).await;
     let leader_group = members[&leader_id].machine.files().store().clone();
     assert!(
-        leader_group.log_start_offset().0 > 50,
+        leader_group.extent().start.0 > 50,
         "the leader's log no longer reaches the follower"
     );
     assert!(
-        leader_group.latest_snapshot().is_some(),
+        leader_group.extent().latest_snapshot.is_some(),
         "the leader's snapshot is a file"
     );
 
@@ -330,7 +328,7 @@ async fn a_lagging_follower_gets_the_snapshot_file_resumed_and_verified() {
     }
     check_transfers(&seen.lock().unwrap());
     let got = members[&follower].machine.files().store().clone();
-    let id = got.latest_snapshot().unwrap();
+    let id = got.extent().latest_snapshot.unwrap();
     assert!(id.end_offset.0 > 400, "{id}");
 
     // Restarted after the install: from its snapshot file and its log.

@@ -16,14 +16,14 @@ use openraft10::testing::log::{StoreBuilder, Suite};
 use openraft10::StorageError;
 use quorumlog_io::RealFs;
 use quorumlog_openraft10::LogStore;
-use quorumlog_raft::{SharedFs, Store};
+use quorumlog_raft::SharedFs;
 
 struct Builder;
 
-impl StoreBuilder<Adv, LogStore<Adv, Store>, MemMachine<Adv>, tempfile::TempDir> for Builder {
+impl StoreBuilder<Adv, LogStore<Adv>, MemMachine<Adv>, tempfile::TempDir> for Builder {
     async fn build(
         &self,
-    ) -> Result<(tempfile::TempDir, LogStore<Adv, Store>, MemMachine<Adv>), StorageError<Adv>> {
+    ) -> Result<(tempfile::TempDir, LogStore<Adv>, MemMachine<Adv>), StorageError<Adv>> {
         let dir = tempfile::tempdir().unwrap();
         let fs: SharedFs = Arc::new(RealFs::new());
         let store = open_store(&fs, dir.path(), 0, true);
@@ -31,10 +31,10 @@ impl StoreBuilder<Adv, LogStore<Adv, Store>, MemMachine<Adv>, tempfile::TempDir>
     }
 }
 
-impl StoreBuilder<Std, LogStore<Std, Store>, MemMachine<Std>, tempfile::TempDir> for Builder {
+impl StoreBuilder<Std, LogStore<Std>, MemMachine<Std>, tempfile::TempDir> for Builder {
     async fn build(
         &self,
-    ) -> Result<(tempfile::TempDir, LogStore<Std, Store>, MemMachine<Std>), StorageError<Std>> {
+    ) -> Result<(tempfile::TempDir, LogStore<Std>, MemMachine<Std>), StorageError<Std>> {
         let dir = tempfile::tempdir().unwrap();
         let fs: SharedFs = Arc::new(RealFs::new());
         let store = open_store(&fs, dir.path(), 0, true);
@@ -44,18 +44,14 @@ impl StoreBuilder<Std, LogStore<Std, Store>, MemMachine<Std>, tempfile::TempDir>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openraft_storage_suite_advanced_leader_ids() {
-    Suite::<Adv, LogStore<Adv, Store>, MemMachine<Adv>, Builder, tempfile::TempDir>::test_all(
-        Builder,
-    )
-    .await
-    .unwrap();
+    Suite::<Adv, LogStore<Adv>, MemMachine<Adv>, Builder, tempfile::TempDir>::test_all(Builder)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openraft_storage_suite_standard_leader_ids() {
-    Suite::<Std, LogStore<Std, Store>, MemMachine<Std>, Builder, tempfile::TempDir>::test_all(
-        Builder,
-    )
-    .await
-    .unwrap();
+    Suite::<Std, LogStore<Std>, MemMachine<Std>, Builder, tempfile::TempDir>::test_all(Builder)
+        .await
+        .unwrap();
 }

@@ -1,5 +1,5 @@
 //! openraft 0.10's storage suite, every case, against the same adapter
-//! over a group of a node (`LogStore<_, Group>`): the one adapter serves
+//! over a group of a node (`LogStore<_>`): the one adapter serves
 //! one group or many on the shared log. Each case's node holds three
 //! groups, the suite's in the middle, with entries in the other two, so a
 //! case that read another group's entries would fail.
@@ -36,7 +36,7 @@ struct Held {
     _dir: tempfile::TempDir,
 }
 
-fn build<C>() -> (Held, LogStore<C, Group>)
+fn build<C>() -> (Held, LogStore<C>)
 where
     C: RaftTypeConfig<
         NodeId = u64,
@@ -58,8 +58,9 @@ where
     let others: Vec<Group> = [1, 3].iter().map(|id| node.group(*id).unwrap()).collect();
     for g in &others {
         for i in 0..20u64 {
-            g.append_durable(Offset(i), Epoch(1), &[b"another group's entry"])
+            g.append(Offset(i), Epoch(1), &[b"another group's entry"])
                 .unwrap();
+            g.wait_durable(Offset(i + 1)).unwrap();
         }
     }
     let log = LogStore::new(Arc::new(node.group(2).unwrap()), 0).unwrap();
@@ -75,19 +76,15 @@ where
 
 struct Builder;
 
-impl StoreBuilder<Adv, LogStore<Adv, Group>, MemMachine<Adv>, Held> for Builder {
-    async fn build(
-        &self,
-    ) -> Result<(Held, LogStore<Adv, Group>, MemMachine<Adv>), StorageError<Adv>> {
+impl StoreBuilder<Adv, LogStore<Adv>, MemMachine<Adv>, Held> for Builder {
+    async fn build(&self) -> Result<(Held, LogStore<Adv>, MemMachine<Adv>), StorageError<Adv>> {
         let (held, log) = build::<Adv>();
         Ok((held, log, MemMachine::new()))
     }
 }
 
-impl StoreBuilder<Std, LogStore<Std, Group>, MemMachine<Std>, Held> for Builder {
-    async fn build(
-        &self,
-    ) -> Result<(Held, LogStore<Std, Group>, MemMachine<Std>), StorageError<Std>> {
+impl StoreBuilder<Std, LogStore<Std>, MemMachine<Std>, Held> for Builder {
+    async fn build(&self) -> Result<(Held, LogStore<Std>, MemMachine<Std>), StorageError<Std>> {
         let (held, log) = build::<Std>();
         Ok((held, log, MemMachine::new()))
     }
@@ -95,14 +92,14 @@ impl StoreBuilder<Std, LogStore<Std, Group>, MemMachine<Std>, Held> for Builder 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openraft_storage_suite_on_a_group_advanced_leader_ids() {
-    Suite::<Adv, LogStore<Adv, Group>, MemMachine<Adv>, Builder, Held>::test_all(Builder)
+    Suite::<Adv, LogStore<Adv>, MemMachine<Adv>, Builder, Held>::test_all(Builder)
         .await
         .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openraft_storage_suite_on_a_group_standard_leader_ids() {
-    Suite::<Std, LogStore<Std, Group>, MemMachine<Std>, Builder, Held>::test_all(Builder)
+    Suite::<Std, LogStore<Std>, MemMachine<Std>, Builder, Held>::test_all(Builder)
         .await
         .unwrap();
 }

@@ -1,4 +1,5 @@
-//! openraft (0.9, `storage-v2`) log storage over the quorumlog Raft store:
+//! openraft (0.9, `storage-v2`) log storage over a group of a quorumlog
+//! node (one group or many on one shared log):
 //! [`LogStore`] implements `RaftLogStorage` and `RaftLogReader`, and
 //! [`snapshot::SnapshotFiles`] keeps a state machine's snapshots as
 //! quorumlog snapshot files (checksummed, durable before openraft purges
@@ -12,7 +13,7 @@
 //! The openraft-specific mapping (entries, vote, last purged id) is in
 //! [`mapping`]; see docs/design.md, "The openraft adapter".
 //!
-//! A one-group store, written and read back through openraft's
+//! A one-group node, written and read back through openraft's
 //! traits (`Raft::new` takes the same `LogStore`):
 //!
 //! ```
@@ -23,7 +24,7 @@
 //! use openraft::{Entry, EntryPayload, RaftLogReader, Vote};
 //! use quorumlog_io::SimFs; // `quorumlog_raft::RealFs::new()` on a real disk
 //! use quorumlog_openraft::{mapping::log_id, LogStore};
-//! use quorumlog_raft::{ClusterId, DirectoryId, Identity, Meta, NodeId, Offset, SharedFs, Store, StoreOptions};
+//! use quorumlog_raft::{ClusterId, DirectoryId, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs};
 //!
 //! // Snapshots as a stream of the store's snapshot file (the default is an
 //! // in-memory `Cursor`).
@@ -33,12 +34,14 @@
 //!
 //! let fs: SharedFs = Arc::new(SimFs::new(1));
 //! let meta = Meta::new(ClusterId(1), NodeId(1), DirectoryId(2));
+//! Node::format(&fs, Path::new("/n1"), meta, &NodeOptions::default()).unwrap();
+//! let (node, _) = Node::open(&fs, Path::new("/n1"), &Identity::of(&meta), &NodeOptions::default()).unwrap();
 //! // openraft's first index is 0.
-//! Store::format(&fs, Path::new("/g1"), meta, Some(Offset(0)), &StoreOptions::default()).unwrap();
-//! let (store, _) = Store::open(&fs, Path::new("/g1"), &Identity::of(&meta), &StoreOptions::default()).unwrap();
+//! node.create_group(1, Offset(0)).unwrap();
+//! let group = node.group(1).unwrap();
 //! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 //! rt.block_on(async {
-//!     let mut log = LogStore::<Config>::new(Arc::new(store), 1).unwrap();
+//!     let mut log = LogStore::<Config>::new(Arc::new(group), 1).unwrap();
 //!     log.save_vote(&Vote::new_committed(1, 1)).await.unwrap();
 //!     assert!(log.save_vote(&Vote::new(0, 2)).await.is_err(), "a vote never moves back");
 //!     let entries = (0..3).map(|i| Entry::<Config> {

@@ -5,10 +5,10 @@
 //!
 //! | call | how |
 //! |---|---|
-//! | `append` | on the caller's task, never blocking on the disk: the entries are encoded and queued for the store's next sync round (`Store::append_replicated_queued`: not written yet; the tail cache serves them until the round writes them, straight to the device when it can, durable on return), and openraft's `LogFlushed` is completed from the store's durability callback when that round ends |
-//! | `save_vote`, `truncate`, `purge` | on tokio's blocking pool (`spawn_blocking`): a small-file replace or a truncation, each durable on return (about two syncs) |
+//! | `append` | on the caller's task, never blocking on the disk: the entries are encoded and queued for the store's next sync round (`Group::append`: not written yet; the tail cache serves them until the round writes them, straight to the device when it can, durable on return), and openraft's `LogFlushed` is completed from the store's durability callback when that round ends |
+//! | `save_vote`, `truncate`, `purge` | on tokio's blocking pool (`spawn_blocking`): one record of the shared log each, durable on return (one shared sync round) |
 //! | `try_get_log_entries`, `get_log_state`, `read_vote`, `read_committed` | on the caller's task: reads never wait behind a sync |
-//! | `save_committed` | on the caller's task: sets the store's high watermark in memory; a task made durable at most every [`COMMIT_PERSIST_EVERY`] (100 ms, one small-file replace on the blocking pool, clamped to what the log has made durable), so a restarted node re-applies up to where it was (`read_committed`) instead of waiting for a leader; after a crash it may return an id up to that interval older, which openraft allows |
+//! | `save_committed` | on the caller's task: sets the group's high watermark (queued as one small record for the shared log's next round, which later appends share); a task forces that round at most every [`COMMIT_PERSIST_EVERY`] (100 ms, on the blocking pool) while the log is idle, so a restarted node re-applies up to where it was (`read_committed`) instead of waiting for a leader; after a crash it may return an id up to that interval older, which openraft allows |
 
 mod ahead;
 mod cut;
@@ -41,7 +41,7 @@ use openraft::{
     AnyError, Entry, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, RaftTypeConfig,
     StorageError, StorageIOError, Vote,
 };
-use quorumlog_raft::{Epoch, Isolation, Offset, RaftStorage, Store};
+use quorumlog_raft::{Encode, Epoch, Group, Isolation, Offset, Purge};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::mapping::{self, AppMeta};
@@ -67,11 +67,10 @@ fn logs_read(e: &(dyn std::error::Error + 'static)) -> StoreError {
     io_error(ErrorSubject::Logs, ErrorVerb::Read, e)
 }
 
-/// openraft's log storage over one [`Store`], or over any door of the
-/// store's kind ([`RaftStorage`]: a node's `Group` too), shared by `Arc`;
+/// openraft's log storage over a node's [`Group`], shared by `Arc`;
 /// clones are readers of the same log and share its tail cache.
-pub struct LogStore<C: RaftTypeConfig, S: RaftStorage = Store> {
-    store: Arc<S>,
+pub struct LogStore<C: RaftTypeConfig> {
+    store: Arc<Group>,
     me: u64,
     tail: Arc<std::sync::Mutex<Tail<C>>>,
     /// Entries read ahead of openraft's 64-entry reads.
@@ -92,7 +91,7 @@ pub struct LogStore<C: RaftTypeConfig, S: RaftStorage = Store> {
 /// How often [`LogStore`] makes the commit point durable by default.
 pub const COMMIT_PERSIST_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
-impl<C: RaftTypeConfig, S: RaftStorage> Clone for LogStore<C, S> {
+impl<C: RaftTypeConfig> Clone for LogStore<C> {
     fn clone(&self) -> Self {
         LogStore {
             store: Arc::clone(&self.store),
@@ -108,7 +107,7 @@ impl<C: RaftTypeConfig, S: RaftStorage> Clone for LogStore<C, S> {
     }
 }
 
-impl<C: RaftTypeConfig, S: RaftStorage> Debug for LogStore<C, S> {
+impl<C: RaftTypeConfig> Debug for LogStore<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogStore")
             .field("me", &self.me)
@@ -116,7 +115,7 @@ impl<C: RaftTypeConfig, S: RaftStorage> Debug for LogStore<C, S> {
     }
 }
 
-impl<C, S: RaftStorage> LogStore<C, S>
+impl<C> LogStore<C>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
     Entry<C>: Serialize + DeserializeOwned + Clone,
@@ -128,7 +127,7 @@ where
     ///
     /// # Errors
     /// The metadata does not decode; the store fails.
-    pub fn new(store: Arc<S>, me: u64) -> Result<Self, StoreError> {
+    pub fn new(store: Arc<Group>, me: u64) -> Result<Self, StoreError> {
         Self::with_mode(store, me, PurgeMode::Immediate)
     }
 
@@ -143,11 +142,11 @@ where
     ///
     /// # Errors
     /// As [`LogStore::new`].
-    pub fn new_bounded(store: Arc<S>, me: u64) -> Result<Self, StoreError> {
+    pub fn new_bounded(store: Arc<Group>, me: u64) -> Result<Self, StoreError> {
         Self::with_mode(store, me, PurgeMode::CoveredBySnapshot)
     }
 
-    fn with_mode(store: Arc<S>, me: u64, purge: PurgeMode) -> Result<Self, StoreError> {
+    fn with_mode(store: Arc<Group>, me: u64, purge: PurgeMode) -> Result<Self, StoreError> {
         let s = LogStore {
             store,
             me,
@@ -169,14 +168,7 @@ where
             s.purged_next
                 .store(purged.index + 1, std::sync::atomic::Ordering::Relaxed);
         }
-        physical_cut(&*s.store, purge).map_err(|e| logs_write(&*e))?;
-        // openraft re-applies the entries after the latest snapshot and
-        // then scans the log back for memberships: start reading them now.
-        let after_snapshot = s
-            .store
-            .latest_snapshot()
-            .map_or(Offset(0), |x| x.end_offset);
-        s.store.prefetch(after_snapshot, s.store.log_end_offset());
+        physical_cut(&s.store, purge).map_err(|e| logs_write(&*e))?;
         Ok(s)
     }
 
@@ -189,10 +181,11 @@ where
         let Some(purged) = self.meta()?.last_purged else {
             return Ok(());
         };
-        let snapshot = self.store.latest_snapshot();
+        let snapshot = self.store.extent().latest_snapshot;
         let covered = self
             .store
-            .log_start_offset()
+            .extent()
+            .start
             .0
             .max(snapshot.map_or(0, |s| s.end_offset.0));
         if purged.index < covered {
@@ -230,7 +223,7 @@ where
     fn present_start(&self) -> u64 {
         self.purged_next
             .load(std::sync::atomic::Ordering::Relaxed)
-            .max(self.store.log_start_offset().0)
+            .max(self.store.extent().start.0)
     }
 
     /// Sets how often the commit point is made durable (`None`: only at the
@@ -264,13 +257,14 @@ where
             if let Some(store) = store.upgrade() {
                 // A failure poisons the store; openraft sees it at its
                 // next call.
-                let _ = tokio::task::spawn_blocking(move || store.persist_high_watermark()).await;
+                let _ =
+                    tokio::task::spawn_blocking(move || store.wait_durable(Offset(u64::MAX))).await;
             }
         });
     }
 
     /// The store underneath.
-    pub fn store(&self) -> &Arc<S> {
+    pub fn store(&self) -> &Arc<Group> {
         &self.store
     }
 
@@ -361,12 +355,12 @@ where
     }
 
     fn read_range(&self, from: u64, to: u64) -> Result<Vec<Entry<C>>, StoreError> {
-        let end = self.store.queued_end().0;
+        let end = self.store.extent().queued_end.0;
         if let Some(hit) = self.tail().get(from, to.min(end)) {
             return Ok(hit);
         }
         loop {
-            let (start, end) = (self.present_start(), self.store.log_end_offset().0);
+            let (start, end) = (self.present_start(), self.store.extent().end.0);
             let (lo, hi) = (from.max(start), to.min(end));
             if lo >= hi {
                 return Ok(Vec::new());
@@ -398,7 +392,7 @@ where
     /// Runs `f` on tokio's blocking pool (a call that waits for the disk).
     async fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&S) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&Group) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let store = Arc::clone(&self.store);
         tokio::task::spawn_blocking(move || f(&store))
@@ -421,7 +415,7 @@ fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
     (from, to)
 }
 
-impl<C, S: RaftStorage> RaftLogReader<C> for LogStore<C, S>
+impl<C> RaftLogReader<C> for LogStore<C>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
     Entry<C>: Serialize + DeserializeOwned + Clone,
@@ -435,7 +429,7 @@ where
     }
 }
 
-impl<C, S: RaftStorage> RaftLogStorage<C> for LogStore<C, S>
+impl<C> RaftLogStorage<C> for LogStore<C>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
     Entry<C>: Serialize + DeserializeOwned + Clone,
@@ -444,7 +438,7 @@ where
 
     async fn get_log_state(&mut self) -> Result<LogState<C>, StoreError> {
         let last_purged_log_id = self.meta()?.last_purged;
-        let (start, end) = (self.present_start(), self.store.queued_end().0);
+        let (start, end) = (self.present_start(), self.store.extent().queued_end.0);
         let last_log_id = if end > start {
             Some(self.entry_at(end - 1)?.log_id)
         } else {
@@ -479,8 +473,8 @@ where
         let Some(c) = committed else {
             return Ok(());
         };
-        let to = Offset(c.index + 1).min(self.store.log_end_offset());
-        if self.store.high_watermark().is_none_or(|h| h < to) {
+        let to = Offset(c.index + 1).min(self.store.extent().end);
+        if self.store.extent().high_watermark.is_none_or(|h| h < to) {
             self.store
                 .set_high_watermark(to)
                 .map_err(|e| logs_write(&e))?;
@@ -490,10 +484,10 @@ where
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StoreError> {
-        let Some(h) = self.store.high_watermark().filter(|h| h.0 > 0) else {
+        let Some(h) = self.store.extent().high_watermark.filter(|h| h.0 > 0) else {
             return Ok(None);
         };
-        if h > self.store.log_start_offset() {
+        if h > self.store.extent().start {
             return Ok(Some(self.entry_at(h.0 - 1)?.log_id));
         }
         Ok(self.meta()?.last_purged.filter(|p| p.index + 1 == h.0))
@@ -564,10 +558,10 @@ where
         self.tail().truncate(log_id.index);
         self.ahead().cut_from(log_id.index);
         self.blocking(move |s| {
-            if at >= s.queued_end() {
+            if at >= s.extent().queued_end {
                 return Ok(());
             }
-            s.truncate_to(at.max(s.log_start_offset()))
+            s.truncate_to(at.max(s.extent().start))
                 .map_err(|e| logs_write(&e))
         })
         .await
@@ -596,7 +590,7 @@ where
     }
 }
 
-impl<C, S: RaftStorage> LogStore<C, S>
+impl<C> LogStore<C>
 where
     C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
     Entry<C>: Serialize + DeserializeOwned + Clone,
@@ -607,7 +601,7 @@ where
     /// for that file, then completes the purge (the log restarts at the
     /// snapshot's end).
     async fn continue_after_purge(&self, index: u64) -> Result<(), StoreError> {
-        let end = self.store.queued_end().0;
+        let end = self.store.extent().queued_end.0;
         if self.purge == PurgeMode::Immediate || index <= end {
             return Ok(());
         }
@@ -618,7 +612,8 @@ where
         let t0 = std::time::Instant::now();
         while self
             .store
-            .latest_snapshot()
+            .extent()
+            .latest_snapshot
             .is_none_or(|s| s.end_offset.0 < index)
         {
             if t0.elapsed() > std::time::Duration::from_secs(60) {
@@ -647,16 +642,18 @@ where
         // The batch header, then each record's length prefix and bytes.
         let len_hint = 40 + sizes.iter().map(|s| s + 4).sum::<u64>();
         self.store
-            .append_replicated_queued_with(
+            .append(
                 Offset(index),
                 epoch,
-                entries.len(),
-                len_hint,
-                |i, out| {
-                    let entry = entries
-                        .get(i)
-                        .ok_or_else(|| std::io::Error::other("no such entry"))?;
-                    mapping::encode_entry_into(out, entry).map_err(std::io::Error::other)
+                Encode {
+                    count: entries.len(),
+                    len_hint,
+                    write: |i, out: &mut Vec<u8>| {
+                        let entry = entries
+                            .get(i)
+                            .ok_or_else(|| std::io::Error::other("no such entry"))?;
+                        mapping::encode_entry_into(out, entry).map_err(std::io::Error::other)
+                    },
                 },
             )
             .map_err(|e| logs_write(&e))?;

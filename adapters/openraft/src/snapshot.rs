@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use openraft::{ErrorSubject, ErrorVerb, SnapshotMeta, StorageError, StorageIOError};
-use quorumlog_raft::{Epoch, Offset, RaftStorage, SnapshotInstall, SnapshotWrite, Store};
+use quorumlog_raft::{Epoch, Group, Offset};
 use quorumlog_raft::{Retention, SnapshotId, WriterOptions};
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -30,13 +30,13 @@ pub type Stored<N> = (SnapshotMeta<u64, N>, Vec<u8>);
 
 /// The snapshots of one store (or group), for a state machine.
 #[derive(Debug)]
-pub struct SnapshotFiles<S: RaftStorage = Store> {
-    store: Arc<S>,
+pub struct SnapshotFiles {
+    store: Arc<Group>,
     /// Snapshots kept (the latest always).
     pub keep: usize,
 }
 
-impl<S: RaftStorage> Clone for SnapshotFiles<S> {
+impl Clone for SnapshotFiles {
     fn clone(&self) -> Self {
         SnapshotFiles {
             store: Arc::clone(&self.store),
@@ -45,9 +45,9 @@ impl<S: RaftStorage> Clone for SnapshotFiles<S> {
     }
 }
 
-impl<S: RaftStorage> SnapshotFiles<S> {
+impl SnapshotFiles {
     /// The snapshot files of `store`; the two latest are kept.
-    pub fn new(store: Arc<S>) -> Self {
+    pub fn new(store: Arc<Group>) -> Self {
         SnapshotFiles { store, keep: 2 }
     }
 
@@ -84,7 +84,7 @@ impl<S: RaftStorage> SnapshotFiles<S> {
         N: openraft::Node + Serialize,
     {
         let id = Self::id_of(meta)?;
-        if !self.store.has_snapshot(id) {
+        if self.store.snapshot(id).is_err() {
             let m = bincode::serialize(meta).map_err(|e| snap_error(ErrorVerb::Write, &e))?;
             let mut w = self
                 .store
@@ -112,10 +112,10 @@ impl<S: RaftStorage> SnapshotFiles<S> {
         N: openraft::Node,
     {
         let id = Self::id_of(meta)?;
-        if !self.store.has_snapshot(id) {
+        if self.store.snapshot(id).is_err() {
             let mut install = self
                 .store
-                .install_snapshot_owned(id, file.len() as u64)
+                .install_snapshot(id, file.len() as u64)
                 .map_err(|e| snap_error(ErrorVerb::Write, &e))?;
             let from = usize::try_from(install.position()).unwrap_or(usize::MAX);
             if let Some(rest) = file.get(from..) {
@@ -135,7 +135,7 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     /// A purge waiting for a snapshot that covers it goes on now
     /// (`LogStore::new_bounded`); old snapshots go.
     fn after_save(&self) -> Result<(), StoreError> {
-        crate::log_store::physical_cut(&*self.store, crate::PurgeMode::CoveredBySnapshot)
+        crate::log_store::physical_cut(&self.store, crate::PurgeMode::CoveredBySnapshot)
             .map_err(|e| snap_error(ErrorVerb::Write, &*e))?;
         self.store
             .retain_snapshots(Retention {
@@ -157,7 +157,8 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     ) -> Result<Vec<u8>, StoreError> {
         let id = Self::id_of(meta)?;
         self.store
-            .snapshot_file(id)
+            .snapshot(id)
+            .and_then(|s| s.file())
             .map_err(|e| snap_error(ErrorVerb::Read, &e))
     }
 
@@ -169,7 +170,7 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     pub fn sending<N: openraft::Node>(
         &self,
         meta: &SnapshotMeta<u64, N>,
-    ) -> Result<SnapshotStream<S>, StoreError> {
+    ) -> Result<SnapshotStream, StoreError> {
         let id = Self::id_of(meta)?;
         SnapshotStream::sending(Arc::clone(&self.store), id)
             .map_err(|e| snap_error(ErrorVerb::Read, &e))
@@ -177,7 +178,7 @@ impl<S: RaftStorage> SnapshotFiles<S> {
 
     /// A stream receiving a snapshot from the leader straight into this
     /// store's install (durable chunk by chunk; resumed after a restart).
-    pub fn receiving(&self) -> SnapshotStream<S> {
+    pub fn receiving(&self) -> SnapshotStream {
         SnapshotStream::receiving(Arc::clone(&self.store))
     }
 
@@ -191,7 +192,7 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     pub fn finish_received<N: openraft::Node>(
         &self,
         meta: &SnapshotMeta<u64, N>,
-        stream: SnapshotStream<S>,
+        stream: SnapshotStream,
     ) -> Result<(), StoreError> {
         let want = Self::id_of(meta)?;
         let got = stream
@@ -214,12 +215,13 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     where
         N: openraft::Node + DeserializeOwned,
     {
-        let Some(id) = self.store.latest_snapshot() else {
+        let Some(id) = self.store.extent().latest_snapshot else {
             return Ok(None);
         };
         let m = self
             .store
-            .snapshot_metadata(id)
+            .snapshot(id)
+            .and_then(|s| s.metadata())
             .map_err(|e| snap_error(ErrorVerb::Read, &e))?;
         let meta = bincode::deserialize(&m).map_err(|e| snap_error(ErrorVerb::Read, &e))?;
         Ok(Some(meta))
@@ -233,12 +235,13 @@ impl<S: RaftStorage> SnapshotFiles<S> {
     where
         N: openraft::Node + DeserializeOwned,
     {
-        let Some(id) = self.store.latest_snapshot() else {
+        let Some(id) = self.store.extent().latest_snapshot else {
             return Ok(None);
         };
         let (m, data) = self
             .store
-            .read_snapshot(id)
+            .snapshot(id)
+            .and_then(|s| s.read())
             .map_err(|e| snap_error(ErrorVerb::Read, &e))?;
         let meta = bincode::deserialize(&m).map_err(|e| snap_error(ErrorVerb::Read, &e))?;
         Ok(Some((meta, data)))

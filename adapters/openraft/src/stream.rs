@@ -8,7 +8,7 @@
 //! - **Receiving** (a follower's `begin_receiving_snapshot`): the header
 //!   tells the snapshot's id and size, which openraft 0.9 only gives at the
 //!   end; from then on every chunk openraft writes goes straight into the
-//!   store's install ([`quorumlog_raft::Store::install_snapshot_owned`]),
+//!   store's install ([`quorumlog_raft::Group::install_snapshot`]),
 //!   durable as it is written. A transfer that starts again after a
 //!   restart resumes the install: bytes the install already holds are
 //!   skipped. [`SnapshotStream::finish_received`] verifies and publishes
@@ -23,9 +23,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use quorumlog_raft::{
-    Epoch, Offset, RaftStorage, SnapshotId, SnapshotInfo, SnapshotInstall, Store,
-};
+use quorumlog_raft::{Epoch, Group, GroupInstall, Offset, SnapshotId, SnapshotInfo};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
 const MAGIC: &[u8; 4] = b"QLST";
@@ -36,11 +34,11 @@ const MAX_READ: usize = 1 << 20;
 
 /// Snapshot data for openraft (see the module documentation).
 #[derive(Debug)]
-pub enum SnapshotStream<S: RaftStorage = Store> {
+pub enum SnapshotStream {
     /// A snapshot of this store being sent.
     Sending {
         /// The store holding it.
-        store: Arc<S>,
+        store: Arc<Group>,
         /// The snapshot.
         id: SnapshotId,
         /// Its file's size.
@@ -49,29 +47,32 @@ pub enum SnapshotStream<S: RaftStorage = Store> {
         pos: u64,
     },
     /// A snapshot being received into this store.
-    Receiving(Box<Receiving<S>>),
+    Receiving(Box<Receiving>),
     /// In memory.
     Memory(Cursor<Vec<u8>>),
 }
 
 /// A snapshot being received ([`SnapshotStream::Receiving`]).
 #[derive(Debug)]
-pub struct Receiving<S: RaftStorage = Store> {
-    store: Arc<S>,
+pub struct Receiving {
+    store: Arc<Group>,
     header: Vec<u8>,
-    install: Option<S::Install>,
+    install: Option<GroupInstall>,
     /// The snapshot is here already: the rest is read past.
     present: Option<SnapshotId>,
     pos: u64,
 }
 
-impl<S: RaftStorage> SnapshotStream<S> {
+impl SnapshotStream {
     /// The stream of snapshot `id` of `store`.
     ///
     /// # Errors
     /// The snapshot is not there, or unreadable.
-    pub fn sending(store: Arc<S>, id: SnapshotId) -> std::io::Result<SnapshotStream<S>> {
-        let size = store.snapshot_size(id).map_err(std::io::Error::other)?;
+    pub fn sending(store: Arc<Group>, id: SnapshotId) -> std::io::Result<SnapshotStream> {
+        let size = store
+            .snapshot(id)
+            .map(|s| s.info().size_bytes)
+            .map_err(std::io::Error::other)?;
         Ok(SnapshotStream::Sending {
             store,
             id,
@@ -81,7 +82,7 @@ impl<S: RaftStorage> SnapshotStream<S> {
     }
 
     /// A stream receiving a snapshot into `store`.
-    pub fn receiving(store: Arc<S>) -> SnapshotStream<S> {
+    pub fn receiving(store: Arc<Group>) -> SnapshotStream {
         SnapshotStream::Receiving(Box::new(Receiving {
             store,
             header: Vec::new(),
@@ -121,7 +122,7 @@ impl<S: RaftStorage> SnapshotStream<S> {
     }
 }
 
-impl<S: RaftStorage> Receiving<S> {
+impl Receiving {
     /// Takes `buf`, written at the stream position.
     fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
         let mut buf = buf;
@@ -179,20 +180,20 @@ impl<S: RaftStorage> Receiving<S> {
             epoch: Epoch(field(12)),
         };
         let size = field(20);
-        if self.store.has_snapshot(id) {
+        if self.store.snapshot(id).is_ok() {
             self.present = Some(id);
             return Ok(());
         }
         self.install = Some(
             self.store
-                .install_snapshot_owned(id, size)
+                .install_snapshot(id, size)
                 .map_err(std::io::Error::other)?,
         );
         Ok(())
     }
 }
 
-impl<S: RaftStorage> AsyncRead for SnapshotStream<S> {
+impl AsyncRead for SnapshotStream {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -220,7 +221,8 @@ impl<S: RaftStorage> AsyncRead for SnapshotStream<S> {
                     return Poll::Ready(Ok(()));
                 }
                 let chunk = store
-                    .read_snapshot_chunk(*id, at, want)
+                    .snapshot(*id)
+                    .and_then(|s| s.read_chunk(at, want))
                     .map_err(std::io::Error::other)?;
                 buf.put_slice(&chunk);
                 *pos += chunk.len() as u64;
@@ -234,7 +236,7 @@ impl<S: RaftStorage> AsyncRead for SnapshotStream<S> {
     }
 }
 
-impl<S: RaftStorage> AsyncWrite for SnapshotStream<S> {
+impl AsyncWrite for SnapshotStream {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -259,7 +261,7 @@ impl<S: RaftStorage> AsyncWrite for SnapshotStream<S> {
     }
 }
 
-impl<S: RaftStorage> AsyncSeek for SnapshotStream<S> {
+impl AsyncSeek for SnapshotStream {
     fn start_seek(self: Pin<&mut Self>, to: SeekFrom) -> std::io::Result<()> {
         let (pos, end) = match self.get_mut() {
             SnapshotStream::Sending { pos, size, .. } => (pos, HEADER_BYTES + *size),

@@ -54,7 +54,7 @@ async fn a_purge_waits_for_the_snapshot_file_that_covers_it() {
     log.blocking_append((0..=20).map(entry)).await.unwrap();
     // openraft purges up to 15 before any snapshot file exists.
     log.purge(log_id(1, 1, 15)).await.unwrap();
-    assert_eq!(store.log_start_offset().0, 0, "nothing covers it yet");
+    assert_eq!(store.extent().start.0, 0, "nothing covers it yet");
     let state = log.get_log_state().await.unwrap();
     assert_eq!(state.last_purged_log_id, Some(log_id(1, 1, 15)));
     let got = log.try_get_log_entries(0..100).await.unwrap();
@@ -77,7 +77,7 @@ async fn a_purge_waits_for_the_snapshot_file_that_covers_it() {
     log.save_committed(Some(log_id(1, 1, 20))).await.unwrap();
     let files = SnapshotFiles::new(Arc::clone(log.store()));
     files.save_built(&meta(10), b"state to 10").unwrap();
-    assert_eq!(log.store().log_start_offset().0, 11);
+    assert_eq!(log.store().extent().start.0, 11);
     // A power cut here: the purge is taken back to what the file covers.
     drop((log, files));
     let (sim, mut log) = reopen(&sim);
@@ -89,7 +89,7 @@ async fn a_purge_waits_for_the_snapshot_file_that_covers_it() {
     log.save_committed(Some(log_id(1, 1, 20))).await.unwrap();
     let files = SnapshotFiles::new(Arc::clone(log.store()));
     files.save_built(&meta(18), b"state to 18").unwrap();
-    assert_eq!(log.store().log_start_offset().0, 16);
+    assert_eq!(log.store().extent().start.0, 16);
     drop((log, files));
     let (_, mut log) = reopen(&sim);
     assert_eq!(
@@ -122,7 +122,7 @@ async fn an_append_past_a_purge_beyond_the_end_waits_for_the_install() {
     // The install of the leader's snapshot up to 49: openraft purges to 49
     // at once; the state machine saves the file a little later.
     log.purge(log_id(1, 1, 49)).await.unwrap();
-    assert_eq!(store.log_end_offset().0, 21, "kept until a file covers it");
+    assert_eq!(store.extent().end.0, 21, "kept until a file covers it");
     let files = SnapshotFiles::new(Arc::clone(&store));
     let file = leader_snapshot_file(49).await;
     let saver = tokio::spawn(async move {
@@ -132,7 +132,7 @@ async fn an_append_past_a_purge_beyond_the_end_waits_for_the_install() {
     // The leader's next entries follow the snapshot.
     log.blocking_append((50..=55).map(entry)).await.unwrap();
     saver.await.unwrap();
-    assert_eq!(store.log_start_offset().0, 50);
+    assert_eq!(store.extent().start.0, 50);
     drop((log, store));
     let (_, mut log) = reopen(&sim);
     let got = log.try_get_log_entries(0..).await.unwrap();

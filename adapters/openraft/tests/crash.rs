@@ -163,5 +163,10 @@ fn a_power_cut_at_every_call_keeps_what_was_acknowledged() {
         }
     }
     eprintln!("openraft adapter crash states: {states}");
-    assert!(states > 100, "{states}");
+    // Every file call of the sequence is a crash point, under each plan. On
+    // a one-group node the vote, metadata and purge are records sharing
+    // the log's rounds (a store replaced a small file for each), so there
+    // are fewer calls than on a store: 9 here, where a store made 37.
+    assert_eq!(states, 3 * (total + 1));
+    assert!(total >= 8, "{total} file calls: the sequence did not run");
 }

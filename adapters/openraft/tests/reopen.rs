@@ -40,13 +40,13 @@ fn ids(entries: &[Entry<TypeConfig>]) -> Vec<LogId<u64>> {
 }
 
 /// Reopens node 1's store on what `sim` kept after `plan`.
-fn reopen(sim: &SimFs, plan: CrashPlan) -> (SimFs, Arc<quorumlog_raft::Store>) {
+fn reopen(sim: &SimFs, plan: CrashPlan) -> (SimFs, Arc<quorumlog_raft::Group>) {
     let after = sim.crash_with(plan);
     let fs: SharedFs = Arc::new(after.clone());
     (after, open_store(&fs, Path::new(DIR), 1, false))
 }
 
-fn fresh(seed: u64) -> (SimFs, Arc<quorumlog_raft::Store>) {
+fn fresh(seed: u64) -> (SimFs, Arc<quorumlog_raft::Group>) {
     let sim = SimFs::new(seed);
     let fs: SharedFs = Arc::new(sim.clone());
     let store = open_store(&fs, Path::new(DIR), 1, true);
@@ -129,7 +129,10 @@ async fn a_purge_past_the_end_and_the_committed_id_survive_a_clean_close() {
     log.blocking_append([entry(2, 3, 10)]).await.unwrap();
     log.save_committed(Some(log_id(2, 3, 10))).await.unwrap();
     drop(log);
-    Arc::try_unwrap(store).unwrap().close().unwrap();
+    store
+        .wait_durable(quorumlog_raft::Offset(u64::MAX))
+        .unwrap();
+    drop(store);
     let (_, store) = reopen(&sim, CrashPlan::LoseUnsynced);
     let (mut log, _) = parts(&store, 1);
     assert_eq!(log.read_committed().await.unwrap(), Some(log_id(2, 3, 10)));
@@ -163,15 +166,28 @@ async fn a_snapshot_saved_by_the_state_machine_is_there_after_a_power_cut() {
     assert_eq!(log.try_get_log_entries(0..).await.unwrap().len(), 5);
 }
 
-/// The commit point is made durable within `COMMIT_PERSIST_EVERY` of a
-/// commit (clamped to what the log made durable), so after a power cut a
-/// restarted node re-applies up to where it was. Without the persister it
-/// is only at rolls and clean closes: the same run then recovers no commit
-/// point at all (the test's control).
+/// The commit point survives a power cut: the group queues it for the
+/// shared log's next round (the node's default durability), and the
+/// adapter's persister forces that round within `COMMIT_PERSIST_EVERY`
+/// when the log is idle, so a restarted node re-applies up to where it
+/// was. The control: a node that keeps the watermark for its checkpoints
+/// (`WatermarkDurability::Checkpoint`), without the persister, recovers no
+/// commit point after the same power cut.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_commit_point_survives_a_power_cut() {
-    for persist in [true, false] {
-        let (sim, store) = fresh(11);
+    use quorumlog_raft::{NodeOptions, WatermarkDurability};
+    for (watermark, persist, kept) in [
+        (WatermarkDurability::NextRound, true, true),
+        (WatermarkDurability::NextRound, false, true),
+        (WatermarkDurability::Checkpoint, false, false),
+    ] {
+        let options = NodeOptions {
+            watermark,
+            ..common::options()
+        };
+        let sim = SimFs::new(11);
+        let fs: SharedFs = Arc::new(sim.clone());
+        let store = common::open_store_with(&fs, Path::new(DIR), 1, true, &options);
         let (log, _) = parts(&store, 1);
         let mut log = if persist {
             log
@@ -185,18 +201,17 @@ async fn the_commit_point_survives_a_power_cut() {
         tokio::time::sleep(quorumlog_openraft::COMMIT_PERSIST_EVERY * 3).await;
         if persist {
             assert_eq!(
-                store.durable_high_watermark(),
+                store.extent().durable_high_watermark,
                 Some(quorumlog_raft::Offset(15))
             );
         }
-        drop(log);
-        let (_, store) = reopen(&sim, CrashPlan::LoseUnsynced);
+        drop((log, store));
+        let after = sim.crash_with(CrashPlan::LoseUnsynced);
+        let fs: SharedFs = Arc::new(after.clone());
+        let store = common::open_store_with(&fs, Path::new(DIR), 1, false, &options);
         let (mut log, _) = parts(&store, 1);
         let committed = log.read_committed().await.unwrap();
-        if persist {
-            assert_eq!(committed, Some(log_id(1, 2, 14)));
-        } else {
-            assert_eq!(committed, None);
-        }
+        let want = kept.then(|| log_id(1, 2, 14));
+        assert_eq!(committed, want, "{watermark:?}, persister {persist}");
     }
 }

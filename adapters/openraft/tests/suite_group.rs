@@ -20,8 +20,9 @@ use openraft::StorageError;
 use quorumlog_io::RealFs;
 use quorumlog_openraft::LogStore;
 use quorumlog_raft::{Epoch, Group, Identity, Node, NodeOptions, Offset, SharedFs};
+use quorumlog_testkit::AppendDurable;
 
-type GroupLog = LogStore<TypeConfig, Group>;
+type GroupLog = LogStore<TypeConfig>;
 
 /// Small segments, none prepared ahead: a case opens its node in
 /// milliseconds.

@@ -23,8 +23,8 @@ use quorumlog_openraft::mapping::{decode_entry, log_id};
 use quorumlog_raft::Isolation;
 use quorumlog_raft::{Offset, SharedFs};
 
-fn from_store(store: &quorumlog_raft::Store, from: u64, to: u64) -> Vec<LogId<u64>> {
-    let (s, e) = (store.log_start_offset().0, store.log_end_offset().0);
+fn from_store(store: &quorumlog_raft::Group, from: u64, to: u64) -> Vec<LogId<u64>> {
+    let (s, e) = (store.extent().start.0, store.extent().end.0);
     let (lo, hi) = (from.max(s), to.min(e));
     if lo >= hi {
         return Vec::new();

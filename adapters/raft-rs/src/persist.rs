@@ -24,22 +24,16 @@
 //! }
 //! ```
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryIter};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use quorumlog_raft::RaftStorage;
 use raft::eraftpb::Message;
 use raft::{GetEntriesContext, Ready};
 
 use crate::error::Result;
 use crate::storage::{Fetcher, RegionStorage};
-
-/// How often a region's commit index is made durable (at most).
-pub const COMMIT_PERSIST_EVERY: Duration = Duration::from_millis(100);
 
 /// A read the fetch thread runs.
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
@@ -84,22 +78,12 @@ pub struct Written {
     pub snapshot: Option<Vec<u8>>,
 }
 
-type Persist = Box<dyn Fn() -> Result<()> + Send>;
-
-#[derive(Default)]
-struct Commits {
-    dirty: Mutex<(HashMap<u64, Persist>, bool)>,
-    wake: Condvar,
-}
-
 /// The asynchronous persistence of one node's regions (one shared log, or
 /// several stores).
 pub struct AsyncPersister {
     events_tx: Sender<Event>,
     events: Receiver<Event>,
     jobs: Option<Sender<Job>>,
-    commits: Arc<Commits>,
-    threads: Vec<JoinHandle<()>>,
     early: AtomicBool,
     waker: Arc<Mutex<Option<Waker>>>,
     /// Set when the waker ran and the loop has not looked since: one
@@ -133,17 +117,12 @@ impl Default for AsyncPersister {
 }
 
 impl AsyncPersister {
-    /// A persister with its two threads: one makes commit indexes durable
-    /// (every [`COMMIT_PERSIST_EVERY`]), one runs asynchronous fetches.
+    /// A persister with its thread for asynchronous fetches (a region's
+    /// commit index needs none: its group queues it for the Ready's
+    /// round).
     pub fn new() -> Self {
         let (events_tx, events) = mpsc::channel();
         let (jobs, job_rx) = mpsc::channel::<Job>();
-        let commits = Arc::new(Commits::default());
-        let c = Arc::clone(&commits);
-        let committer = std::thread::Builder::new()
-            .name("raftrs-commit".into())
-            .spawn(move || commit_loop(&c))
-            .ok();
         // Detached: it ends when the last storage holding its sender goes.
         let _ = std::thread::Builder::new()
             .name("raftrs-fetch".into())
@@ -156,8 +135,6 @@ impl AsyncPersister {
             events_tx,
             events,
             jobs: Some(jobs),
-            commits,
-            threads: committer.into_iter().collect(),
             early: AtomicBool::new(false),
             waker: Arc::default(),
             wake_pending: Arc::default(),
@@ -183,11 +160,7 @@ impl AsyncPersister {
     ///
     /// # Errors
     /// The storage's: nothing is reported persisted for this Ready.
-    pub fn persist<S: RaftStorage>(
-        &self,
-        storage: &RegionStorage<S>,
-        rd: &mut Ready,
-    ) -> Result<Written> {
+    pub fn persist(&self, storage: &RegionStorage, rd: &mut Ready) -> Result<Written> {
         let mut out = Written::default();
         if !rd.snapshot().is_empty() {
             out.snapshot = Some(storage.apply_snapshot(rd.snapshot())?);
@@ -198,17 +171,13 @@ impl AsyncPersister {
             *self.lead.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(move || {
                 let store = s.store();
                 // A failure poisons the store; the completions report it.
-                let _ = store.wait_durable(store.queued_end());
+                let _ = store.wait_durable(store.extent().queued_end);
             }));
         }
         if let Some(hs) = rd.hs() {
-            let raised = hs.commit > storage.hard_state().commit;
+            // The commit index rides the Ready's round (the group queues
+            // it for the shared log's next round).
             storage.set_hard_state(hs)?;
-            // On a node's shared log the commit index rides the Ready's
-            // round; a one-group store's is written every 100 ms.
-            if raised && !storage.store().queue_high_watermark()? {
-                self.commit_later(storage);
-            }
         }
         out.messages = rd.take_messages();
         let (region, number) = (storage.region(), rd.number());
@@ -227,7 +196,7 @@ impl AsyncPersister {
         }
         let store = storage.store();
         store.on_durable(
-            store.queued_end(),
+            store.extent().queued_end,
             Box::new(move |r| {
                 let _ = tx.send(match r {
                     Ok(_) => Event::Persisted {
@@ -268,17 +237,6 @@ impl AsyncPersister {
         self.early.store(on, Ordering::Relaxed);
     }
 
-    fn commit_later<S: RaftStorage>(&self, storage: &RegionStorage<S>) {
-        let s = storage.clone();
-        let mut d = self
-            .commits
-            .dirty
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        d.0.entry(storage.region())
-            .or_insert_with(|| Box::new(move || s.persist_commit()));
-    }
-
     /// For a Ready loop with nothing else to do: makes the rounds of the
     /// Readies persisted so far durable on this thread (it leads the
     /// shared log's group commit, or waits for the round under way)
@@ -312,46 +270,9 @@ impl AsyncPersister {
     }
 }
 
-fn commit_loop(c: &Commits) {
-    loop {
-        let batch = {
-            let mut d = c.dirty.lock().unwrap_or_else(PoisonError::into_inner);
-            let (next, _) = c
-                .wake
-                .wait_timeout_while(d, COMMIT_PERSIST_EVERY, |d| !d.1)
-                .unwrap_or_else(PoisonError::into_inner);
-            d = next;
-            if d.1 {
-                return;
-            }
-            std::mem::take(&mut d.0)
-        };
-        // A failure poisons the store; its next Ready reports it.
-        for persist in batch.values() {
-            let _ = persist();
-        }
-    }
-}
-
 impl Drop for AsyncPersister {
     fn drop(&mut self) {
-        {
-            let mut d = self
-                .commits
-                .dirty
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            // The last commit indexes, durable before the threads stop.
-            for persist in d.0.values() {
-                let _ = persist();
-            }
-            d.0.clear();
-            d.1 = true;
-        }
-        self.commits.wake.notify_all();
+        // The fetch thread ends with the last sender of its jobs.
         self.jobs = None;
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
     }
 }

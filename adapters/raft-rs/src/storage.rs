@@ -24,8 +24,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use protobuf::Message as _;
 use quorumlog_raft::{
-    DirectoryId, Epoch, Isolation, NodeId, Offset, QuorumState, RaftStorage, SnapshotId,
-    SnapshotInstall, SnapshotWrite, Vote, WriterOptions,
+    DirectoryId, Encode, Epoch, Group, Isolation, NodeId, Offset, Purge, QuorumState, SnapshotId,
+    Vote, WriterOptions,
 };
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};
@@ -41,11 +41,11 @@ pub const CACHE_ENTRIES: usize = 256;
 
 /// One region's raft-rs storage. Cheap to clone: clones share it.
 #[derive(Debug)]
-pub struct RegionStorage<S: RaftStorage> {
-    inner: Arc<Inner<S>>,
+pub struct RegionStorage {
+    inner: Arc<Inner>,
 }
 
-impl<S: RaftStorage> Clone for RegionStorage<S> {
+impl Clone for RegionStorage {
     fn clone(&self) -> Self {
         RegionStorage {
             inner: Arc::clone(&self.inner),
@@ -54,8 +54,8 @@ impl<S: RaftStorage> Clone for RegionStorage<S> {
 }
 
 #[derive(Debug)]
-struct Inner<S> {
-    store: Arc<S>,
+struct Inner {
+    store: Arc<Group>,
     region: u64,
     cache_entries: usize,
     state: Mutex<State>,
@@ -160,7 +160,7 @@ fn check_order(entries: &[Entry]) -> Result<()> {
     Ok(())
 }
 
-impl<S: RaftStorage> RegionStorage<S> {
+impl RegionStorage {
     /// The region's storage over `store` (a node's group for a region of
     /// many on one log, or a one-group store), with its state read back:
     /// term and vote, the commit index (after a restart, the durable one,
@@ -172,7 +172,7 @@ impl<S: RaftStorage> RegionStorage<S> {
     ///
     /// # Errors
     /// A conf state that does not decode; the store's.
-    pub fn open(store: Arc<S>, region: u64) -> Result<Self> {
+    pub fn open(store: Arc<Group>, region: u64) -> Result<Self> {
         Self::with_cache(store, region, CACHE_ENTRIES)
     }
 
@@ -181,22 +181,26 @@ impl<S: RaftStorage> RegionStorage<S> {
     ///
     /// # Errors
     /// As [`RegionStorage::open`].
-    pub fn with_cache(store: Arc<S>, region: u64, cache_entries: usize) -> Result<Self> {
+    pub fn with_cache(store: Arc<Group>, region: u64, cache_entries: usize) -> Result<Self> {
         if let Some(f) = store.poisoned() {
             return Err(Error::Store(quorumlog_raft::Error::Poisoned(f)));
         }
         let qs = store.quorum_state();
         let conf = match store.app_metadata() {
             Some(b) => decode("the conf state", &b)?,
-            None => match store.latest_snapshot() {
-                Some(id) => decode("a snapshot's conf state", &store.snapshot_metadata(id)?)?,
+            None => match store.extent().latest_snapshot {
+                Some(id) => decode(
+                    "a snapshot's conf state",
+                    &store.snapshot(id).and_then(|s| s.metadata())?,
+                )?,
                 None => ConfState::default(),
             },
         };
-        let first = store.log_start_offset().0;
-        let last = store.queued_end().0.saturating_sub(1);
+        let first = store.extent().start.0;
+        let last = store.extent().queued_end.0.saturating_sub(1);
         let commit = store
-            .high_watermark()
+            .extent()
+            .high_watermark
             .map_or(0, |h| h.0.saturating_sub(1))
             .clamp(first.saturating_sub(1), last.max(first.saturating_sub(1)));
         let hard = HardState {
@@ -223,7 +227,7 @@ impl<S: RaftStorage> RegionStorage<S> {
     }
 
     /// The store underneath.
-    pub fn store(&self) -> &Arc<S> {
+    pub fn store(&self) -> &Arc<Group> {
         &self.inner.store
     }
 
@@ -264,10 +268,11 @@ impl<S: RaftStorage> RegionStorage<S> {
         let store = &self.inner.store;
         self.inner
             .first
-            .store(store.log_start_offset().0, Ordering::Release);
-        self.inner
-            .last
-            .store(store.queued_end().0.saturating_sub(1), Ordering::Release);
+            .store(store.extent().start.0, Ordering::Release);
+        self.inner.last.store(
+            store.extent().queued_end.0.saturating_sub(1),
+            Ordering::Release,
+        );
     }
 
     // --- The writes a Ready loop makes. ---
@@ -336,16 +341,18 @@ impl<S: RaftStorage> RegionStorage<S> {
                 bytes += size;
             }
             let (run, after) = rest.split_at(n);
-            let queued = store.append_replicated_queued_with(
+            let queued = store.append(
                 Offset(h.index),
                 Epoch(h.term),
-                run.len(),
-                bytes,
-                |i, buf| {
-                    run.get(i)
-                        .ok_or_else(|| std::io::Error::other("an entry past the run"))?
-                        .write_to_vec(buf)
-                        .map_err(std::io::Error::other)
+                Encode {
+                    count: run.len(),
+                    len_hint: bytes,
+                    write: |i: usize, buf: &mut Vec<u8>| -> std::io::Result<()> {
+                        run.get(i)
+                            .ok_or_else(|| std::io::Error::other("an entry past the run"))?
+                            .write_to_vec(buf)
+                            .map_err(std::io::Error::other)
+                    },
                 },
             );
             if let Err(e) = queued {
@@ -368,7 +375,7 @@ impl<S: RaftStorage> RegionStorage<S> {
         if st.tail.len() <= self.inner.cache_entries {
             return;
         }
-        let flushed = self.inner.store.flushed_offset().0;
+        let flushed = self.inner.store.extent().flushed.0;
         while st.tail.len() > self.inner.cache_entries
             && st.tail.front().is_some_and(|e| e.index < flushed)
         {
@@ -402,20 +409,11 @@ impl<S: RaftStorage> RegionStorage<S> {
         }
         if hs.commit > st.hard.commit {
             let to = Offset(hs.commit + 1);
-            if store.high_watermark().is_none_or(|h| h < to) {
+            if store.extent().high_watermark.is_none_or(|h| h < to) {
                 store.set_high_watermark(to)?;
             }
             st.hard.commit = hs.commit;
         }
-        Ok(())
-    }
-
-    /// Makes the commit index durable as far as the log is.
-    ///
-    /// # Errors
-    /// The store's.
-    pub fn persist_commit(&self) -> Result<()> {
-        self.inner.store.persist_high_watermark()?;
         Ok(())
     }
 
@@ -453,7 +451,7 @@ impl<S: RaftStorage> RegionStorage<S> {
         let data = &snapshot.data;
         let store = &self.inner.store;
         let mut st = lock(&self.inner.state);
-        let mut install = store.install_snapshot_owned(id, data.len() as u64)?;
+        let mut install = store.install_snapshot(id, data.len() as u64)?;
         let at = usize::try_from(install.position()).unwrap_or(usize::MAX);
         if let Some(rest) = data.get(at..).filter(|r| !r.is_empty()) {
             install.write_chunk(at as u64, rest)?;
@@ -467,7 +465,7 @@ impl<S: RaftStorage> RegionStorage<S> {
         st.tail.clear();
         st.fetched = None;
         st.hard.commit = st.hard.commit.max(meta.index);
-        let (_, state) = store.read_snapshot(id)?;
+        let (_, state) = store.snapshot(id).and_then(|s| s.read())?;
         Ok(state)
     }
 
@@ -488,7 +486,10 @@ impl<S: RaftStorage> RegionStorage<S> {
             return Err(Error::CompactBeyondEnd { index, last });
         }
         let term = self.term_of(index - 1)?;
-        let purged = self.inner.store.purge_to(Offset(index), Epoch(term));
+        let purged = self.inner.store.purge(Purge::To {
+            offset: Offset(index),
+            epoch: Epoch(term),
+        });
         self.refresh();
         purged?;
         let mut st = lock(&self.inner.state);
@@ -549,7 +550,7 @@ impl<S: RaftStorage> RegionStorage<S> {
         let (first, last) = (self.first(), self.last());
         let store = &self.inner.store;
         if idx + 1 == first {
-            return match store.last_purged() {
+            return match store.extent().last_purged {
                 Some((o, e)) if o.0 == idx => Ok(e.0),
                 _ if idx == 0 => Ok(0),
                 _ => Err(Error::Compacted { index: idx, first }),
@@ -563,7 +564,7 @@ impl<S: RaftStorage> RegionStorage<S> {
                 offset: Offset(idx),
                 start: Offset(first),
                 end: Offset(last + 1),
-                snapshot: store.latest_snapshot(),
+                snapshot: store.extent().latest_snapshot,
             }));
         }
         store.epoch_at(Offset(idx)).map(|e| e.0).ok_or_else(|| {
@@ -571,7 +572,7 @@ impl<S: RaftStorage> RegionStorage<S> {
                 offset: Offset(idx),
                 start: Offset(first),
                 end: Offset(last + 1),
-                snapshot: store.latest_snapshot(),
+                snapshot: store.extent().latest_snapshot,
             })
         })
     }
@@ -671,7 +672,7 @@ impl<S: RaftStorage> RegionStorage<S> {
     }
 }
 
-impl<S: RaftStorage> raft::Storage for RegionStorage<S> {
+impl raft::Storage for RegionStorage {
     fn initial_state(&self) -> raft::Result<RaftState> {
         let st = lock(&self.inner.state);
         Ok(RaftState::new(st.hard.clone(), st.conf.clone()))
@@ -738,7 +739,7 @@ impl<S: RaftStorage> raft::Storage for RegionStorage<S> {
     fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
         let store = &self.inner.store;
         let unavailable = || raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable);
-        let Some(id) = store.latest_snapshot() else {
+        let Some(id) = store.extent().latest_snapshot else {
             return Err(unavailable());
         };
         let index = id.end_offset.0.saturating_sub(1);
@@ -747,10 +748,17 @@ impl<S: RaftStorage> raft::Storage for RegionStorage<S> {
         }
         let conf: ConfState = decode(
             "a snapshot's conf state",
-            &store.snapshot_metadata(id).map_err(Error::from)?,
+            &store
+                .snapshot(id)
+                .and_then(|s| s.metadata())
+                .map_err(Error::from)?,
         )?;
         let mut s = Snapshot {
-            data: store.snapshot_file(id).map_err(Error::from)?.into(),
+            data: store
+                .snapshot(id)
+                .and_then(|s| s.file())
+                .map_err(Error::from)?
+                .into(),
             ..Snapshot::default()
         };
         let m = s.mut_metadata();

@@ -33,7 +33,9 @@ fn a_range_outside_the_tail_is_fetched_on_the_fetch_thread() {
     let s = common::region_with_cache(&node, 1, 1, 1);
     let entries: Vec<_> = (1..=40).map(|i| common::entry(i, 1)).collect();
     s.append(&entries).unwrap();
-    s.store().wait_durable(s.store().queued_end()).unwrap();
+    s.store()
+        .wait_durable(s.store().extent().queued_end)
+        .unwrap();
     // The tail is trimmed to entry 41 at the next append: 1..=40 are
     // durable.
     s.append(&[common::entry(41, 1)]).unwrap();
@@ -94,7 +96,9 @@ fn with_no_cache_a_durable_entry_is_fetched_even_at_the_end() {
     let s = common::region_with_cache(&node, 1, 1, 0);
     s.append(&[common::entry(1, 1), common::entry(2, 1)])
         .unwrap();
-    s.store().wait_durable(s.store().queued_end()).unwrap();
+    s.store()
+        .wait_durable(s.store().extent().queued_end)
+        .unwrap();
     // The append trims every durable entry before it from the tail.
     s.append(&[common::entry(3, 1)]).unwrap();
     let persister = AsyncPersister::new();

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
-use quorumlog_raft::{Group, Node, SharedFs};
+use quorumlog_raft::{Node, SharedFs};
 use quorumlog_raftrs::{AsyncPersister, Event, RegionStorage};
 use raft::eraftpb::{ConfState, Entry, Message, MessageType};
 use raft::{Config, GetEntriesContext, RawNode, Storage};
@@ -72,7 +72,7 @@ struct Script {
     /// The follower's log as raft would leave it: (snapshot index, terms
     /// after it).
     mirror: (u64, Vec<u64>),
-    store: RegionStorage<Group>,
+    store: RegionStorage,
     _node: Node,
 }
 
@@ -206,7 +206,13 @@ impl Script {
                     // A snapshot at the commit point.
                     self.sync_leader_store();
                     let at = self.committed;
-                    if self.store.store().latest_snapshot().map(|s| s.end_offset.0) != Some(at + 1)
+                    if self
+                        .store
+                        .store()
+                        .extent()
+                        .latest_snapshot
+                        .map(|s| s.end_offset.0)
+                        != Some(at + 1)
                     {
                         let state = format!("state at {at}").into_bytes();
                         self.store.create_snapshot(at, &conf(), &state).unwrap();
@@ -302,7 +308,7 @@ fn run(
     Seen,
     BTreeMap<u64, u64>,
     Node,
-    RegionStorage<Group>,
+    RegionStorage,
     AsyncPersister,
 ) {
     let fs: SharedFs = Arc::new(sim.clone());
@@ -314,7 +320,7 @@ fn run(
     persister.report_before_durable(early);
     let mut raw = RawNode::with_default_logger(&config(), storage.clone()).unwrap();
     let mut seen = Seen::default();
-    let drive = |raw: &mut RawNode<RegionStorage<Group>>, seen: &mut Seen| {
+    let drive = |raw: &mut RawNode<RegionStorage>, seen: &mut Seen| {
         for _ in 0..8 {
             while raw.has_ready() {
                 let mut rd = raw.ready();
@@ -382,7 +388,7 @@ fn run(
                 drive(&mut raw, &mut seen);
             }
             Step::Settle => {
-                let end = raw.store().store().queued_end();
+                let end = raw.store().store().extent().queued_end;
                 raw.store().store().wait_durable(end).unwrap();
                 std::thread::sleep(Duration::from_millis(1));
                 drive(&mut raw, &mut seen);

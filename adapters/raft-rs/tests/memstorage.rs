@@ -26,7 +26,7 @@ use std::sync::Arc;
 use common::entry as new_entry;
 use protobuf::Message as _;
 use quorumlog_io::SimFs;
-use quorumlog_raft::{Group, Node, SharedFs};
+use quorumlog_raft::{Node, SharedFs};
 use quorumlog_raftrs::{Error, RegionStorage};
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::{Error as RaftError, GetEntriesContext, Storage, StorageError};
@@ -37,7 +37,7 @@ const DIR: &str = "/n1";
 struct Fixture {
     fs: SharedFs,
     node: Option<Node>,
-    storage: Option<RegionStorage<Group>>,
+    storage: Option<RegionStorage>,
 }
 
 impl Fixture {
@@ -55,7 +55,7 @@ impl Fixture {
         }
     }
 
-    fn s(&self) -> &RegionStorage<Group> {
+    fn s(&self) -> &RegionStorage {
         self.storage.as_ref().unwrap()
     }
 
@@ -69,7 +69,7 @@ impl Fixture {
     }
 
     /// Runs `check` now and after a reopen.
-    fn twice(&mut self, check: impl Fn(&RegionStorage<Group>, &str)) {
+    fn twice(&mut self, check: impl Fn(&RegionStorage, &str)) {
         check(self.s(), "before the reopen");
         self.reopen();
         check(self.s(), "after the reopen");
@@ -80,7 +80,7 @@ fn size_of(e: &Entry) -> u32 {
     e.compute_size()
 }
 
-fn all(s: &RegionStorage<Group>) -> Vec<Entry> {
+fn all(s: &RegionStorage) -> Vec<Entry> {
     let (first, last) = (s.first_index().unwrap(), s.last_index().unwrap());
     s.entries(first, last + 1, None, GetEntriesContext::empty(false))
         .unwrap()
@@ -390,7 +390,7 @@ fn a_corrupt_snapshot_is_refused_and_nothing_is_published() {
     f.twice(|s, when| {
         assert_eq!(s.first_index(), Ok(1), "{when}");
         assert_eq!(s.last_index(), Ok(0), "{when}");
-        assert!(s.store().latest_snapshot().is_none(), "{when}");
+        assert!(s.store().extent().latest_snapshot.is_none(), "{when}");
     });
 }
 

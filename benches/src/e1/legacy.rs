@@ -27,10 +27,9 @@ use openraft::{
     BasicNode, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, SnapshotMeta,
     StorageError, StoredMembership,
 };
-use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
+use quorumlog_checkpoint::SharedFs;
 use quorumlog_io::RealFs;
 use quorumlog_openraft::LogStore;
-use quorumlog_raft::Store;
 use serde::{Deserialize, Serialize};
 
 use super::{E1Result, Limit};
@@ -269,15 +268,9 @@ async fn start(dir: &Path) -> Result<(Router, u64), BenchError> {
     for id in 1..=3u64 {
         let d = dir.join(format!("node-{id}"));
         std::fs::create_dir_all(&d)?;
-        let meta = Meta::new(ClusterId(1), NodeId(id), DirectoryId(u128::from(id) + 1));
-        let options = quorumlog_kv::node::store_options();
-        Store::format(&fs, &d, meta, None, &options)
+        // A one-group node; the group keeps it maintained.
+        let (_node, store, _, _) = quorumlog_kv::node::open_store(&fs, &d, 1, id)
             .map_err(|e| BenchError::from(e.to_string()))?;
-        let store = Arc::new(
-            Store::open(&fs, &d, &quorumlog_raft::Identity::of(&meta), &options)
-                .map_err(|e| BenchError::from(e.to_string()))?
-                .0,
-        );
         let log = LogStore::<Config09>::new_bounded(store, id)
             .map_err(|e| BenchError::from(e.to_string()))?;
         let raft = Raft09::new(id, config()?, router.clone(), log, Machine::default())

@@ -18,13 +18,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
+use quorumlog_checkpoint::SharedFs;
 use quorumlog_io::RealFs;
 use quorumlog_kv::cluster::LocalCluster;
 use quorumlog_kv::proto::Refusal;
 use quorumlog_kv::{KvMachine, Put, TypeConfig};
 use quorumlog_openraft10::LogStore;
-use quorumlog_raft::Store;
 
 use crate::systems::BenchError;
 use stores::{MemLog, RaftEngineLog, RaftLogStore};
@@ -94,7 +93,7 @@ impl E1Result {
 }
 
 /// The three nodes' quorumlog stores in `dir`, fresh.
-type Parts = Vec<(u64, LogStore<TypeConfig, Store>, KvMachine)>;
+type Parts = Vec<(u64, LogStore<TypeConfig>, KvMachine)>;
 
 fn quorumlog_parts(dir: &Path) -> Result<Parts, BenchError> {
     let fs: SharedFs = Arc::new(RealFs::new());
@@ -102,15 +101,9 @@ fn quorumlog_parts(dir: &Path) -> Result<Parts, BenchError> {
     for id in 1..=3u64 {
         let d = dir.join(format!("node-{id}"));
         std::fs::create_dir_all(&d)?;
-        let meta = Meta::new(ClusterId(1), NodeId(id), DirectoryId(u128::from(id) + 1));
-        let options = quorumlog_kv::node::store_options();
-        Store::format(&fs, &d, meta, None, &options)
+        // A one-group node; the group keeps it maintained.
+        let (_node, store, _, _) = quorumlog_kv::node::open_store(&fs, &d, 1, id)
             .map_err(|e| BenchError::from(e.to_string()))?;
-        let store = Arc::new(
-            Store::open(&fs, &d, &quorumlog_raft::Identity::of(&meta), &options)
-                .map_err(|e| BenchError::from(e.to_string()))?
-                .0,
-        );
         let log =
             LogStore::new(Arc::clone(&store), id).map_err(|e| BenchError::from(e.to_string()))?;
         // The same machine as the peers': snapshots in memory, so only

@@ -60,8 +60,12 @@ impl SimFile {
         let mut st = self.lock_state();
         st.begin(FaultOp::Write)
             .map_err(|e| path_error("write", &self.path, e))?;
-        let inode = st.inode_mut(self.inode);
         let end = pos + buf.len() as u64;
+        if end > st.inode_mut(self.inode).current.len() as u64 {
+            st.need_space()
+                .map_err(|e| path_error("write", &self.path, e))?;
+        }
+        let inode = st.inode_mut(self.inode);
         let resizes = inode
             .pending
             .iter()
@@ -134,6 +138,10 @@ impl File for SimFile {
         let mut st = self.lock_state();
         st.begin(FaultOp::Write)
             .map_err(|e| path_error("write", &self.path, e))?;
+        if pos + buf.len() as u64 > st.inode_mut(self.inode).current.len() as u64 {
+            st.need_space()
+                .map_err(|e| path_error("write", &self.path, e))?;
+        }
         let mut st = self.wait_while_held(st, "write")?;
         let inode = st.inode_mut(self.inode);
         write_into(&mut inode.current, pos, buf);
@@ -156,6 +164,10 @@ impl File for SimFile {
         let mut st = self.lock_state();
         st.begin(FaultOp::SetLen)
             .map_err(|e| path_error("set_len", &self.path, e))?;
+        if len > st.inode_mut(self.inode).current.len() as u64 {
+            st.need_space()
+                .map_err(|e| path_error("set_len", &self.path, e))?;
+        }
         let inode = st.inode_mut(self.inode);
         inode.current.resize(to_usize(len), 0);
         inode.pending.push(Pending::SetLen(len));
@@ -167,6 +179,10 @@ impl File for SimFile {
         let mut st = self.lock_state();
         st.begin(FaultOp::Allocate)
             .map_err(|e| path_error("allocate", &self.path, e))?;
+        if len > st.inode_mut(self.inode).current.len() as u64 {
+            st.need_space()
+                .map_err(|e| path_error("allocate", &self.path, e))?;
+        }
         let inode = st.inode_mut(self.inode);
         if (inode.current.len() as u64) < len {
             inode.current.resize(to_usize(len), 0);

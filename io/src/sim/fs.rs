@@ -54,6 +54,7 @@ impl FileSystem for SimFs {
                 st.require_dir(parent_dir(path))
                     .map_err(|e| path_error("open", path, e))?;
                 st.begin(FaultOp::Create)
+                    .and_then(|()| st.need_space())
                     .map_err(|e| path_error("open", path, e))?;
                 let id = st.next_inode;
                 st.next_inode += 1;

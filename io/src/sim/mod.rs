@@ -154,6 +154,10 @@ struct Fault {
 }
 
 #[derive(Debug)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent switches of the simulated disk (power, tearing, a held queue, a full disk)"
+)]
 struct State {
     alive: bool,
     rng: SimRng,
@@ -174,6 +178,11 @@ struct State {
     /// (a disk whose queue has stalled), so a test can hold a round in
     /// flight for as long as it needs without guessing a duration.
     io_held: bool,
+    /// A full disk: every call that needs new space fails with `ENOSPC`
+    /// (a create, a write or length change past a file's end, an
+    /// allocation past it); writes within a file's length still succeed,
+    /// as in preallocated space.
+    full: bool,
 }
 
 fn power_lost() -> io::Error {
@@ -213,7 +222,16 @@ impl State {
             page_tearing: false,
             sync_delay: std::time::Duration::ZERO,
             io_held: false,
+            full: false,
         }
+    }
+
+    /// Refuses a call that needs new space on a full disk.
+    fn need_space(&self) -> io::Result<()> {
+        if self.full {
+            return Err(FaultKind::Enospc.to_error());
+        }
+        Ok(())
     }
 
     fn check_alive(&self) -> io::Result<()> {
@@ -332,6 +350,14 @@ impl SimFs {
     /// the wait with the power-loss error.
     pub fn hold_io(&self, held: bool) {
         self.lock_state().io_held = held;
+    }
+
+    /// Makes the disk full (or no longer): while full, every create, every
+    /// write or length change past a file's end and every allocation past
+    /// it fails with `ENOSPC`; writes within a file's length succeed (the
+    /// space is already the file's).
+    pub fn set_full(&self, full: bool) {
+        self.lock_state().full = full;
     }
 
     /// Whether the power is still on.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use openraft10::async_runtime::WatchReceiver;
 use openraft10::ServerState;
-use quorumlog_raft::{Isolation, Offset, RaftStorage};
+use quorumlog_raft::{Group, Isolation, Offset};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -78,13 +78,13 @@ pub struct NodeView {
     pub partitions: Vec<PartitionView>,
 }
 
-fn lag_bytes<S: RaftStorage>(store: &S, matched: Option<u64>, last: u64) -> u64 {
+fn lag_bytes(store: &Group, matched: Option<u64>, last: u64) -> u64 {
     let from = matched.map_or(0, |m| m + 1);
     let mut bytes = 0;
-    let start = store.log_start_offset().0;
+    let start = store.extent().start.0;
     if from < start {
-        if let Some(id) = store.latest_snapshot() {
-            bytes += store.snapshot_size(id).unwrap_or(0);
+        if let Some(id) = store.extent().latest_snapshot {
+            bytes += store.snapshot(id).map_or(0, |s| s.info().size_bytes);
         }
     }
     let mut at = from.max(start);

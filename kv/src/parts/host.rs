@@ -20,14 +20,13 @@ use std::time::{Duration, Instant};
 use openraft10::async_runtime::WatchReceiver;
 use quorumlog_openraft10::{LogStore, COMMIT_PERSIST_EVERY};
 use quorumlog_raft::{
-    ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, RealFs,
-    SharedFs,
+    ClusterId, DirectoryId, Identity, Meta, Node, NodeId, NodeOptions, Offset, RealFs, SharedFs,
 };
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::error::{Error, Result};
 use crate::machine::KvMachine;
-use crate::network::{PartitionNetwork, PartitionNetworkOf};
+use crate::network::PartitionNetwork;
 use crate::node::{self, Running};
 use crate::parts::control::{AlterError, Control};
 use crate::parts::throttle::Throttle;
@@ -64,7 +63,7 @@ pub struct HostArgs {
 }
 
 /// A partition's Raft on this node.
-pub type Partition = Running<Group>;
+pub type Partition = Running;
 
 /// A partition's Raft holds its gate shared for each call into it;
 /// retiring the partition takes it whole (waiting for the calls in flight)
@@ -778,10 +777,10 @@ async fn start_group(
     let log =
         LogStore::new(Arc::clone(&group), id)?.persist_commit_every(Some(COMMIT_PERSIST_EVERY));
     let machine = KvMachine::open(group)?;
-    let network = PartitionNetworkOf::<Group>::new(PartitionNetwork {
+    let network = PartitionNetwork {
         partition: p,
         throttle: Arc::clone(throttle),
-    });
+    };
     let mut part = node::start_with(
         id,
         log,
@@ -793,6 +792,7 @@ async fn start_group(
     )
     .await?;
     part.partition = (p != CONTROLLER).then_some(p);
+    part.node = Some(Arc::clone(node));
     Ok(part)
 }
 

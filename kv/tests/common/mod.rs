@@ -25,22 +25,24 @@ use quorumlog_kv::history::{record_get, record_put, Recorder};
 use quorumlog_kv::KvMachine;
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
 use quorumlog_openraft10::LogStore;
-use quorumlog_raft::{Identity, Store, StoreOptions};
+use quorumlog_raft::{Group, Identity, Node, NodeOptions, Offset};
 use tokio::time::Instant;
 
 pub const DIR: &str = "/node";
 pub const CLUSTER: u128 = 5;
 
-pub fn options() -> StoreOptions {
-    StoreOptions {
+pub fn options() -> NodeOptions {
+    let d = NodeOptions::default();
+    NodeOptions {
         log: LogOptions {
             segment_size_bytes: 64 << 10,
             max_batch_bytes: 32 << 10,
             segment_preparation: SegmentPreparation::Inline,
             prefill_segments: 0,
-            ..LogOptions::default()
+            ..d.log.clone()
         },
         sync: SyncPolicy::GroupCommit,
+        ..d
     }
 }
 
@@ -62,17 +64,22 @@ pub fn config() -> Arc<openraft10::Config> {
     )
 }
 
-/// Node `id`'s store on `disk` (formatted first if `fresh`).
-pub fn open(disk: &SimFs, id: u64, fresh: bool) -> Arc<Store> {
+/// Node `id`'s one-group node on `disk` (formatted first if `fresh`):
+/// its group's handle, which keeps the node running.
+pub fn open(disk: &SimFs, id: u64, fresh: bool) -> Arc<Group> {
     let fs: SharedFs = Arc::new(disk.clone());
     if fresh {
         let meta = Meta::new(ClusterId(CLUSTER), NodeId(id), DirectoryId(u128::from(id)));
-        Store::format(&fs, Path::new(DIR), meta, None, &options()).unwrap();
+        Node::format(&fs, Path::new(DIR), meta, &options()).unwrap();
     }
     let expect = Identity::node(ClusterId(CLUSTER), NodeId(id));
-    let (store, _) = Store::open(&fs, Path::new(DIR), &expect, &options())
+    let (node, _) = Node::open(&fs, Path::new(DIR), &expect, &options())
         .unwrap_or_else(|e| panic!("node {id} does not reopen: {e}"));
-    Arc::new(store)
+    if fresh {
+        node.create_group(quorumlog_kv::node::GROUP, Offset(0))
+            .unwrap();
+    }
+    Arc::new(node.group(quorumlog_kv::node::GROUP).unwrap())
 }
 
 /// Node `id`'s log store and state machine on `disk`.
@@ -80,7 +87,7 @@ pub fn parts(
     disk: &SimFs,
     id: u64,
     fresh: bool,
-) -> (LogStore<quorumlog_kv::TypeConfig, Store>, KvMachine) {
+) -> (LogStore<quorumlog_kv::TypeConfig>, KvMachine) {
     let store = open(disk, id, fresh);
     let log = LogStore::new(Arc::clone(&store), id).unwrap();
     let machine = KvMachine::open(store).unwrap();

@@ -114,6 +114,7 @@ impl DurableLog {
         let meters = Meters::opened(recovery, verified);
         let end = log.log_end_offset();
         let flushed = log.flushed_offset();
+        let space_short = log.space_short();
         let options = log.options().clone();
         let shared = Arc::new(Shared {
             gate: Mutex::new(()),
@@ -131,6 +132,7 @@ impl DurableLog {
             pipelined: options.tail_writes == crate::TailWrites::DirectPipelined,
             facade,
             overdue_after: options.sync_overdue_after,
+            space_short: std::sync::atomic::AtomicBool::new(space_short),
         });
         let handle = if policy == SyncPolicy::Never {
             None
@@ -165,6 +167,23 @@ impl DurableLog {
     /// and sync is refused with it).
     pub fn poisoned(&self) -> Option<quorumlog_io::Failure> {
         self.shared.state().poisoned
+    }
+
+    /// After an open on a full disk: refuses a write with `NoSpace` until
+    /// the space it needs is there (then reserves it, once).
+    fn check_space(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if !self.shared.space_short.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _gate = self.shared.gate();
+        let mut log = self.shared.log_write();
+        if log.space_short() {
+            log.reserve_space()?;
+            tracing::info!(target: "quorumlog::log", "space is free again: writes are taken");
+        }
+        self.shared.space_short.store(false, Ordering::Release);
+        Ok(())
     }
 
     fn check_poisoned(&self) -> Result<()> {
@@ -385,6 +404,7 @@ impl DurableLog {
 
     fn enqueue_waking(&self, batch: EncodedBatch, wake: bool) -> Result<AppendInfo> {
         self.check_poisoned()?;
+        self.check_space()?;
         let info = self.shared.enqueue_at(None, batch.0)?.0;
         self.shared.note_written(info.next_offset, wake);
         Ok(info)

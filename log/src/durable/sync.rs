@@ -213,6 +213,8 @@ pub(crate) struct Shared {
     pub facade: Facade,
     /// A round older than this is overdue.
     pub overdue_after: Duration,
+    /// Opened on a full disk: writes wait for space (`Log::reserve_space`).
+    pub space_short: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {

@@ -25,7 +25,9 @@ use quorumlog_io::{Failure, File, OpenMode};
 use crate::batch::BatchRef;
 use crate::dir::LogDir;
 use crate::error::{Error, Result};
-use crate::format::{segment_file_name, truncated, BatchHeader, Salt, BATCH_HEADER_BYTES};
+use crate::format::{
+    index_file_name, segment_file_name, truncated, BatchHeader, Salt, BATCH_HEADER_BYTES,
+};
 use crate::options::{LogOptions, Preallocation, WriteAlignment};
 use crate::recovery::{recover, RecoveryReport};
 use crate::segment::walk::{self, BufSource, DataEnd, Slot};
@@ -62,6 +64,8 @@ pub struct Log {
     direct_refused: bool,
     /// Where the last read ended: (next offset, segment index, position).
     read_hint: Mutex<Option<(Offset, Offset, u64)>>,
+    /// Opened on a full disk: writes wait for space ([`Log::reserve_space`]).
+    space_short: bool,
     /// This log's claim on its data directory (released on drop).
     _claim: LogClaim,
 }
@@ -164,6 +168,7 @@ impl Log {
             direct_buf: Vec::new(),
             direct_refused: false,
             read_hint: Mutex::new(None),
+            space_short: false,
             _claim: claim,
         };
         assert!(
@@ -171,10 +176,7 @@ impl Log {
             "recovery leaves the log start and the flushed offset within the log"
         );
         if !clean {
-            // What was verified may sit in the page cache only (a process
-            // crash without power loss): make it durable, then record a
-            // recovery point so the next open starts from here.
-            log.write_clean_checkpoint()?;
+            log.checkpoint_after_recovery()?;
         }
         log.align_end();
         Ok(log)
@@ -486,6 +488,117 @@ impl Log {
             }
             Ok(())
         })
+    }
+
+    /// After an unclean stop: what was verified may sit in the page cache
+    /// only (a process crash without power loss), so it is made durable;
+    /// then the index file and checkpoints that let the next open start
+    /// from here. On a full disk those wait (a warning, and the report
+    /// says so): the directory is then as a crash just before them left
+    /// it, so the next open scans the same tail and finds the same end
+    /// (recovery is idempotent), and a node crashed on a full disk opens
+    /// on it.
+    fn checkpoint_after_recovery(&mut self) -> Result<()> {
+        self.flush()?;
+        self.check_poisoned()?;
+        let r = (|log: &mut Self| -> Result<()> {
+            let index = log
+                .active()
+                .write_index(log.dir.fs().as_ref(), log.dir.path());
+            match index {
+                // An index file is checked when loaded (a partial one is
+                // rebuilt from the segment): on a full disk it waits too.
+                Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::StorageFull => {
+                    let path = log.dir.path().join(index_file_name(log.active().base));
+                    let _ = log.dir.fs().remove_file(&path);
+                    return Err(Error::Checkpoint(quorumlog_checkpoint::Error::NoSpace {
+                        path,
+                        bytes: 0,
+                    }));
+                }
+                r => r?,
+            }
+            log.dir.sync()?;
+            log.write_recovery_point_at_end()?;
+            if let Some(hw) = log.high_watermark {
+                log.dir.dd().write_high_watermark(hw)?;
+            }
+            Ok(())
+        })(self);
+        match r {
+            Err(Error::Checkpoint(quorumlog_checkpoint::Error::NoSpace { path, .. })) => {
+                tracing::warn!(
+                    target: "quorumlog::log",
+                    file = %path.display(),
+                    "disk full: the recovery checkpoint waits (the next open scans this tail again); writes wait for space"
+                );
+                self.report.checkpoint_deferred = true;
+                self.space_short = true;
+                Ok(())
+            }
+            Err(e) => {
+                if e.is_io() {
+                    self.poison(e.failure());
+                }
+                Err(e)
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Before a log opened on a full disk takes writes: the deferred
+    /// recovery checkpoint written, the active segment allocated to its
+    /// full size and the next segment prepared, so that nothing a write
+    /// needs later takes new space but a few small files. Refused with
+    /// `NoSpace` (nothing poisoned, nothing left behind) until the space
+    /// is there.
+    ///
+    /// # Errors
+    /// `NoSpace`; `Io` (which poisons).
+    pub(crate) fn reserve_space(&mut self) -> Result<()> {
+        let size = self.options().segment_size_bytes;
+        let needed = size.saturating_mul(2);
+        let full = |e: &Error| match e {
+            Error::Io(io) => io.kind() == std::io::ErrorKind::StorageFull,
+            Error::Checkpoint(quorumlog_checkpoint::Error::NoSpace { .. }) => true,
+            _ => false,
+        };
+        let active = self.active().file.allocate(size).map_err(Error::from);
+        match active {
+            Err(e) if full(&e) => return Err(Error::NoSpace { needed }),
+            r => self.guard(|_| r)?,
+        }
+        if self.prepared.is_none() {
+            let path = self.dir.path().join(crate::dir::PREPARED_FILE);
+            let fs = self.dir.fs().clone();
+            let made = fs
+                .open(&path, OpenMode::CreateOrTruncate)
+                .map_err(Error::from)
+                .and_then(|f| {
+                    let prealloc = self.next_preallocation();
+                    crate::segment::preallocate(f.as_ref(), size, prealloc)?;
+                    Ok(f)
+                });
+            match made {
+                Ok(f) => self.prepared = Some(append::NextSegment::Ready(f)),
+                Err(e) if full(&e) => {
+                    let _ = fs.remove_file(&path);
+                    return Err(Error::NoSpace { needed });
+                }
+                Err(e) => return self.guard(|_| Err(e)),
+            }
+        }
+        self.space_short = false;
+        self.checkpoint_after_recovery()?;
+        if self.space_short {
+            return Err(Error::NoSpace { needed });
+        }
+        Ok(())
+    }
+
+    /// Whether writes wait for space ([`Log::reserve_space`]).
+    pub(crate) fn space_short(&self) -> bool {
+        self.space_short
     }
 
     /// Writes the epoch map, then a recovery point at the log end. The log

@@ -86,6 +86,10 @@ pub struct RecoveryReport {
     /// cut off, as some copy tools do): (segment, length found). Its zero
     /// tail was restored.
     pub active_segment_extended: Option<(Offset, u64)>,
+    /// The disk was full after an unclean stop: the checkpoint that lets
+    /// the next open skip this scan was not written (it scans the same
+    /// tail again; nothing is lost).
+    pub checkpoint_deferred: bool,
 }
 
 impl Default for RecoveryReport {
@@ -105,6 +109,7 @@ impl Default for RecoveryReport {
             high_watermark_clamped: None,
             checkpoints_degraded: Vec::new(),
             active_segment_extended: None,
+            checkpoint_deferred: false,
         }
     }
 }

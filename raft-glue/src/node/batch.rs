@@ -70,7 +70,7 @@ impl<'a> WriteBatch<'a> {
     }
 
     /// Adds a purge of `group` to `offset` (the entry before it in
-    /// `epoch`), as [`Group::purge_to`] but durable with the batch, in the
+    /// `epoch`), as [`Group::purge`] (`Purge::To`) but durable with the batch, in the
     /// same round: a Raft node's log compaction riding its write batch.
     ///
     /// # Errors
@@ -80,7 +80,7 @@ impl<'a> WriteBatch<'a> {
         if !Arc::ptr_eq(self.inner, &group.inner) {
             return Err(Error::UnknownGroup { group: group.id() });
         }
-        super::group::check_purge_bound(offset, group.latest_snapshot())?;
+        super::group::check_purge_bound(offset, group.latest())?;
         let h = Header {
             kind: Kind::Purge,
             group: group.id(),
@@ -159,7 +159,7 @@ impl<'a> WriteBatch<'a> {
                         .ok_or(Error::UnknownGroup { group: id })?;
                     // The snapshots matter to an empty log only.
                     let latest = if g.start == g.end {
-                        group.latest_snapshot()
+                        group.latest()
                     } else {
                         None
                     };

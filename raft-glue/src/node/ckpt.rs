@@ -262,10 +262,32 @@ pub(super) fn write_checkpoint_file(fs: &SharedFs, dir: &Path, bytes: &[u8]) -> 
     let path = dir.join(FILE_NAME);
     let tmp = dir.join(format!("{FILE_NAME}.tmp"));
     let io = |e: std::io::Error| Error::Checkpoint(quorumlog_checkpoint::Error::from(e));
-    let file = fs.open(&tmp, OpenMode::CreateOrTruncate).map_err(io)?;
-    file.write_all_and_sync_at(bytes, 0).map_err(io)?;
-    drop(file);
-    fs.rename(&tmp, &path).map_err(io)?;
+    let staged = fs
+        .open(&tmp, OpenMode::CreateOrTruncate)
+        .and_then(|file| file.write_all_and_sync_at(bytes, 0));
+    if let Err(e) = staged {
+        // Before the rename the previous checkpoint is untouched: on a full
+        // disk this one waits (the next open replays more), nothing is
+        // poisoned and no temporary file stays.
+        if e.kind() == std::io::ErrorKind::StorageFull {
+            let _ = fs.remove_file(&tmp);
+            return Err(Error::Checkpoint(quorumlog_checkpoint::Error::NoSpace {
+                path,
+                bytes: bytes.len() as u64,
+            }));
+        }
+        return Err(io(e));
+    }
+    if let Err(e) = fs.rename(&tmp, &path) {
+        if e.kind() == std::io::ErrorKind::StorageFull {
+            let _ = fs.remove_file(&tmp);
+            return Err(Error::Checkpoint(quorumlog_checkpoint::Error::NoSpace {
+                path,
+                bytes: bytes.len() as u64,
+            }));
+        }
+        return Err(io(e));
+    }
     fs.sync_dir(parent_dir(&path)).map_err(io)?;
     Ok(())
 }

@@ -113,6 +113,7 @@ pub(crate) fn fold(
             return Err("a drop of a group that does not exist");
         }
         st.dropped.insert(h.group);
+        st.queued_hw.remove(&h.group);
         return Ok(());
     }
     let g = st

@@ -32,7 +32,7 @@ impl Node {
     pub fn import_store(&self, id: u64, store: &Store) -> Result<ImportReport> {
         let (start, end) = (store.log_start_offset(), store.log_end_offset());
         self.create_group(id, start)?;
-        let group = self.group(id)?;
+        let group = std::sync::Arc::new(self.group(id)?);
         if let Some((_, epoch)) = store.last_purged().filter(|(o, _)| o.0 + 1 == start.0) {
             let h = Header {
                 kind: Kind::Reset,
@@ -63,14 +63,14 @@ impl Node {
                 let n = run.len();
                 for chunk in run.chunks(1024) {
                     let base = Offset(start.0 + report.entries);
-                    group.append_replicated_queued(base, first.epoch, chunk)?;
+                    group.append(base, first.epoch, chunk)?;
                     report.entries += chunk.len() as u64;
                 }
                 i += n;
             }
             at = Offset(start.0 + report.entries);
         }
-        group.wait_durable(group.queued_end())?;
+        group.wait_durable(Offset(u64::MAX))?;
         group.persist_quorum_state(&store.quorum_state())?;
         if let Some(meta) = store.app_metadata() {
             group.write_app_metadata(&meta)?;
@@ -83,8 +83,8 @@ impl Node {
             report.snapshot = true;
         }
         if let Some(hw) = store.high_watermark() {
-            group.set_high_watermark(hw.max(group.log_start_offset()))?;
-            group.persist_high_watermark()?;
+            group.set_high_watermark(hw.max(group.extent().start))?;
+            group.wait_durable(Offset(u64::MAX))?;
         }
         Ok(report)
     }

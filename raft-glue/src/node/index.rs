@@ -269,6 +269,7 @@ impl GroupState {
         if self.pending.is_empty() {
             self.durable_end = self.end;
         }
+
         self.durable_end.clamp(self.start, self.end)
     }
 

@@ -8,7 +8,6 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
-use std::time::Duration;
 
 use quorumlog_checkpoint::Offset;
 
@@ -65,30 +64,15 @@ impl Inner {
     }
 
     /// The background thread: checkpoints when due, reclamation.
-    pub(super) fn background(&self) {
-        loop {
-            {
-                let stop = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
-                if *stop {
-                    return;
-                }
-                let (stop, _) = self
-                    .wake
-                    .wait_timeout(stop, Duration::from_millis(100))
-                    .unwrap_or_else(PoisonError::into_inner);
-                if *stop {
-                    return;
-                }
-            }
-            // Watches the shared log's rounds (a hung device shows in the
-            // `sync_overdue` gauge even when the flusher leads the round).
-            self.log.check_overdue();
-            if self.dd.poisoned().is_some() {
-                continue;
-            }
-            // A failure poisons the node: callers see it.
-            let _ = self.maintain(false);
+    pub(super) fn tick(&self) {
+        // Watches the shared log's rounds (a hung device shows in the
+        // `sync_overdue` gauge even when the flusher leads the round).
+        self.log.check_overdue();
+        if self.dd.poisoned().is_some() {
+            return;
         }
+        // A failure poisons the node: callers see it.
+        let _ = self.maintain(false);
     }
 
     /// A checkpoint if due (or `force`d), then reclamation.

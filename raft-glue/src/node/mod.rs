@@ -31,7 +31,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
 
 use quorumlog_checkpoint::{format_with, DataDir, Epoch, Meta, Offset, OpenOptions, SharedFs};
 use quorumlog_log::{DurableLog, EncodedBatch, SyncPolicy};
@@ -49,11 +48,11 @@ pub(crate) mod record;
 mod repair;
 
 pub use batch::WriteBatch;
-pub use group::{Group, GroupInstall, GroupWriter};
+pub use group::{Encode, Extent, Group, GroupInstall, GroupSnapshot, GroupWriter, Purge, Records};
 pub use import::ImportReport;
 pub use index::RUN_BYTES;
 pub use inspect::{inspect_node, GroupSummary, NodeSummary};
-pub use options::{NodeOpenReport, NodeOptions, NodeStats, SpaceUse};
+pub use options::{NodeOpenReport, NodeOptions, NodeStats, SpaceUse, WatermarkDurability};
 pub use record::{describe_node_record, NodeRecordInfo};
 pub use repair::NodeRepairReport;
 
@@ -81,6 +80,11 @@ pub(crate) struct NodeState {
     /// The shared-log offset after the last batch folded: only grows
     /// (every batch is folded once, in log order).
     pub(crate) folded_end: u64,
+    /// Per group, a high watermark record queued for a round not yet
+    /// durable: its value and the shared end after it (kept here, not in
+    /// the group's state: few groups have one, and every group's state
+    /// counts against its idle size).
+    pub(crate) queued_hw: HashMap<u64, (u64, u64)>,
 }
 
 #[derive(Debug, Default)]
@@ -99,8 +103,9 @@ pub(crate) struct Inner {
     pub(crate) options: NodeOptions,
     /// One checkpoint or reclamation at a time.
     maintenance: Mutex<()>,
-    stop: Mutex<bool>,
-    wake: Condvar,
+    /// The background thread's stop flag and wake-up (stopped when this
+    /// state goes).
+    pub(crate) signal: StopOnDrop,
     counters: Counters,
 }
 
@@ -108,7 +113,6 @@ pub(crate) struct Inner {
 #[derive(Debug)]
 pub struct Node {
     inner: Arc<Inner>,
-    worker: Option<JoinHandle<()>>,
 }
 
 const _: () = {
@@ -175,6 +179,7 @@ impl Node {
             ckpt_position: position,
             since_ckpt: 0,
             folded_end: position,
+            queued_hw: HashMap::new(),
         };
         let (replayed_batches, replayed_bytes) = replay(&log, &mut state, position)?;
         for g in state.groups.values_mut() {
@@ -200,22 +205,24 @@ impl Node {
             state: Mutex::new(state),
             options: options.clone(),
             maintenance: Mutex::new(()),
-            stop: Mutex::new(false),
-            wake: Condvar::new(),
+            signal: StopOnDrop(Arc::new(Signal::default())),
             counters: Counters::default(),
         });
+        // The thread holds the node weakly: it runs while the node or
+        // any group handle does, and stops when the last of them goes.
         let worker = options.background.then(|| {
-            let inner = Arc::clone(&inner);
+            let (weak, signal) = (Arc::downgrade(&inner), Arc::clone(&inner.signal.0));
             std::thread::Builder::new()
                 .name("quorumlog-node".into())
-                .spawn(move || inner.background())
+                .spawn(move || background(&weak, &signal))
         });
-        let worker = match worker {
-            Some(Ok(h)) => Some(h),
+        match worker {
+            Some(Ok(h)) => inner.signal.0.set_worker(h),
             Some(Err(e)) => return Err(Error::Checkpoint(e.into())),
-            None => None,
-        };
-        Ok((Node { inner, worker }, report))
+            None => {}
+        }
+        inner.signal.0.acquire();
+        Ok((Node { inner }, report))
     }
 
     /// Creates group `id`, its log empty at `initial_offset` (1 for a Raft
@@ -312,7 +319,11 @@ impl Node {
         self.inner.maintain(true)
     }
 
-    /// Counters since open.
+    /// What the node has done since it opened and what it holds now:
+    /// its counters, the shared log's counts and latency histograms
+    /// (syncs, records per sync, sync and append-to-durable latency, queue
+    /// depth, a round overdue…), disk use against live data, and the
+    /// memory its indexes take.
     pub fn stats(&self) -> NodeStats {
         let c = &self.inner.counters;
         NodeStats {
@@ -321,35 +332,17 @@ impl Node {
             checkpoints: c.checkpoints.load(Ordering::Relaxed),
             segments_freed: c.freed.load(Ordering::Relaxed),
             syncs: self.inner.log.sync_count(),
+            log: self.inner.log.stats(),
+            space: self.inner.space(),
+            log_index_memory_bytes: self.inner.log.index_memory_bytes(),
+            index_memory_bytes: self
+                .inner
+                .state()
+                .groups
+                .values()
+                .map(GroupState::memory_bytes)
+                .sum(),
         }
-    }
-
-    /// The shared log's counts and latency histograms since open
-    /// (`quorumlog_log::LogStats`: syncs, records per sync, sync and
-    /// append-to-durable latency, queue depth, a round overdue…).
-    pub fn log_stats(&self) -> quorumlog_log::LogStats {
-        self.inner.log.stats()
-    }
-
-    /// Disk use against live data.
-    pub fn space(&self) -> SpaceUse {
-        self.inner.space()
-    }
-
-    /// Bytes of memory the shared log's sparse index takes (8 per batch
-    /// with the default options: an entry for every batch).
-    pub fn log_index_memory_bytes(&self) -> usize {
-        self.inner.log.index_memory_bytes()
-    }
-
-    /// Bytes of memory the groups' states take (indexes included).
-    pub fn index_memory_bytes(&self) -> usize {
-        self.inner
-            .state()
-            .groups
-            .values()
-            .map(GroupState::memory_bytes)
-            .sum()
     }
 
     /// The failure that poisoned the node, if one did.
@@ -362,8 +355,8 @@ impl Node {
     ///
     /// # Errors
     /// As the log's close; the checkpoint's I/O.
-    pub fn close(mut self) -> Result<()> {
-        self.stop_worker();
+    pub fn close(self) -> Result<()> {
+        self.inner.signal.0.stop_and_join();
         self.inner.checkpoint()?;
         let inner = Arc::clone(&self.inner);
         drop(self);
@@ -374,23 +367,108 @@ impl Node {
             Err(_) => Ok(()),
         }
     }
-
-    fn stop_worker(&mut self) {
-        if let Some(h) = self.worker.take() {
-            *self
-                .inner
-                .stop
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = true;
-            self.inner.wake.notify_all();
-            let _ = h.join();
-        }
-    }
 }
 
 impl Drop for Node {
+    /// Stops the background thread, unless a group handle outlives the
+    /// node: then it keeps the node maintained (checkpoints, reclamation)
+    /// until the last handle goes.
     fn drop(&mut self) {
-        self.stop_worker();
+        self.inner.signal.0.release();
+    }
+}
+
+/// The background thread's stop flag, wake-up and handle, and how many
+/// handles (the node and its groups) keep it running: the last to go
+/// stops it and waits for it, so that nothing of the node is in use once
+/// the last handle is dropped (the directory can be opened again at once).
+#[derive(Debug, Default)]
+pub(crate) struct Signal {
+    stop: Mutex<bool>,
+    wake: Condvar,
+    handles: std::sync::atomic::AtomicUsize,
+    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Signal {
+    fn stop(&self) {
+        *self.stop.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.wake.notify_all();
+    }
+
+    fn set_worker(&self, h: std::thread::JoinHandle<()>) {
+        *self.worker.lock().unwrap_or_else(PoisonError::into_inner) = Some(h);
+    }
+
+    /// Stops the background thread and waits for it to end.
+    pub(crate) fn stop_and_join(&self) {
+        self.stop();
+        let h = self
+            .worker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(h) = h {
+            let _ = h.join();
+        }
+    }
+
+    /// One more handle keeps the node running.
+    pub(crate) fn acquire(&self) {
+        self.handles.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A handle went; the last stops the background thread and waits for
+    /// it, except on the log's flusher (a completion that drops the last
+    /// handle): the thread may be waiting for a round that flusher runs
+    /// next, so it is only stopped, and ends on its own.
+    pub(crate) fn release(&self) {
+        if self.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if std::thread::current().name() == Some("quorumlog-flusher") {
+                self.stop();
+            } else {
+                self.stop_and_join();
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for a wake-up; whether to stop.
+    fn wait(&self, timeout: std::time::Duration) -> bool {
+        let stop = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
+        if *stop {
+            return true;
+        }
+        let (stop, _) = self
+            .wake
+            .wait_timeout(stop, timeout)
+            .unwrap_or_else(PoisonError::into_inner);
+        *stop
+    }
+
+    pub(crate) fn wake(&self) {
+        self.wake.notify_one();
+    }
+}
+
+/// Stops the background thread when dropped.
+#[derive(Debug)]
+pub(crate) struct StopOnDrop(pub(crate) Arc<Signal>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
+/// The background thread: every 100 ms, and when an append passes the
+/// checkpoint interval, a checkpoint if due and reclamation; it ends when
+/// stopped or when the node and every group handle are gone.
+fn background(inner: &std::sync::Weak<Inner>, signal: &Signal) {
+    while !signal.wait(std::time::Duration::from_millis(100)) {
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        inner.tick();
     }
 }
 
@@ -489,7 +567,7 @@ impl Inner {
             .fetch_add(u64::from(bytes), Ordering::Relaxed);
         // Woken once, when the interval is passed.
         if before < every && st.since_ckpt >= every {
-            self.wake.notify_one();
+            self.signal.0.wake();
         }
         Ok(info.next_offset.0)
     }

@@ -28,6 +28,24 @@ pub struct NodeOptions {
     /// 100 ms and when an append passes the checkpoint interval). Off,
     /// [`Node::maintain`](super::Node::maintain) does it when called. Default: on.
     pub background: bool,
+    /// When a group's high watermark is made durable. Default:
+    /// [`WatermarkDurability::NextRound`].
+    pub watermark: WatermarkDurability,
+}
+
+/// When [`Group::set_high_watermark`](super::Group::set_high_watermark)
+/// makes the watermark durable. A Raft library recomputes its commit
+/// point after a restart either way; what the durable one buys is what a
+/// restarted node may apply before it hears from a leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WatermarkDurability {
+    /// Queued as one small record for the shared log's next round, which
+    /// the next appends share (no sync of its own); a wait at the group's
+    /// end forces that round.
+    #[default]
+    NextRound,
+    /// Kept in memory; durable with the next checkpoint or clean close.
+    Checkpoint,
 }
 
 impl Default for NodeOptions {
@@ -43,6 +61,7 @@ impl Default for NodeOptions {
             checkpoint_every_bytes: 64 << 20,
             garbage_percent: 200,
             background: true,
+            watermark: WatermarkDurability::NextRound,
         }
     }
 }
@@ -82,8 +101,9 @@ pub struct NodeOpenReport {
     pub replayed_bytes: u64,
 }
 
-/// Counters of a node's work since it opened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// A node's work since it opened and what it holds now
+/// ([`Node::stats`](super::Node::stats)).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeStats {
     /// Bytes of batches appended by groups (entries and control records).
     pub appended_bytes: u64,
@@ -95,6 +115,15 @@ pub struct NodeStats {
     pub segments_freed: u64,
     /// The shared log's syncs.
     pub syncs: u64,
+    /// The shared log's counts and latency histograms.
+    pub log: quorumlog_log::LogStats,
+    /// Disk use against live data.
+    pub space: SpaceUse,
+    /// Bytes of memory the shared log's sparse index takes (8 per batch
+    /// with the default options: an entry for every batch).
+    pub log_index_memory_bytes: usize,
+    /// Bytes of memory the groups' states take (indexes included).
+    pub index_memory_bytes: usize,
 }
 
 /// Disk use against live data, now.

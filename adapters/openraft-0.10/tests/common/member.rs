@@ -13,15 +13,15 @@ use quorumlog_raft::{
 use super::{net, Adv, Machine, Put};
 
 /// A member's Raft.
-pub type GroupRaft = Raft<Adv, Machine<Adv, Group>>;
+pub type GroupRaft = Raft<Adv, Machine<Adv>>;
 /// The network of group members.
-pub type GroupRouter = net::Router<Adv, Machine<Adv, Group>>;
+pub type GroupRouter = net::Router<Adv, Machine<Adv>>;
 
 /// One node: its node (shared log), its Raft and its state machine.
 pub struct Member {
     pub node: Node,
     pub raft: GroupRaft,
-    pub machine: Machine<Adv, Group>,
+    pub machine: Machine<Adv>,
 }
 
 /// Node `id`'s identity (cluster 1).
@@ -58,7 +58,7 @@ pub async fn start(
 ) -> Member {
     let node = open_node(fs, root, id, group, fresh);
     let door: Arc<Group> = Arc::new(node.group(group).unwrap());
-    let machine = Machine::<Adv, Group>::new(Arc::clone(&door));
+    let machine = Machine::<Adv>::new(Arc::clone(&door));
     let log = LogStore::new(door, id).unwrap();
     let config = Arc::new(
         Config {
@@ -78,7 +78,7 @@ pub async fn start(
         id,
         group,
         raft.clone(),
-        Arc::new(move |meta, from| super::receive_snapshot::<Adv, Group>(&files, meta, &from)),
+        Arc::new(move |meta, from| super::receive_snapshot::<Adv>(&files, meta, &from)),
     );
     Member {
         node,

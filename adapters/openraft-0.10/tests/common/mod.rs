@@ -20,7 +20,7 @@ use openraft10::storage::{EntryResponder, RaftStateMachine};
 use openraft10::type_config::alias::{LogIdOf, SnapshotMetaOf, StoredMembershipOf};
 use openraft10::{EntryPayload, OptionalSend, RaftSnapshotBuilder, RaftTypeConfig};
 use quorumlog_openraft10::{EpochLeaderId, FileSnapshot, SnapshotData, SnapshotFiles};
-use quorumlog_raft::{Identity, RaftStorage, SharedFs, Store, StoreOptions, SyncPolicy};
+use quorumlog_raft::{Group, Identity, Node, NodeOptions, Offset, SharedFs};
 use serde::{Deserialize, Serialize};
 
 openraft10::declare_raft_types!(
@@ -51,30 +51,24 @@ impl std::fmt::Display for Put {
     }
 }
 
-/// A one-group store in `dir`, formatted if `fresh`.
-pub(crate) fn open_store(fs: &SharedFs, dir: &Path, node: u64, fresh: bool) -> Arc<Store> {
+/// A one-group node in `dir` (group 1, at openraft's first index 0),
+/// formatted if `fresh`: its group's handle, which keeps the node
+/// running.
+pub(crate) fn open_store(fs: &SharedFs, dir: &Path, node: u64, fresh: bool) -> Arc<Group> {
     let meta = quorumlog_raft::Meta::new(
         quorumlog_raft::ClusterId(1),
         quorumlog_raft::NodeId(node),
         quorumlog_raft::DirectoryId(u128::from(node) + 1),
     );
-    let options = StoreOptions {
-        log: quorumlog_raft::LogOptions {
-            segment_size_bytes: 64 << 10,
-            max_batch_bytes: 32 << 10,
-            prefill_segments: 0,
-            ..quorumlog_raft::LogOptions::default()
-        },
-        sync: SyncPolicy::GroupCommit,
-    };
+    let options = NodeOptions::with_segment_bytes(64 << 10);
     if fresh {
-        Store::format(fs, dir, meta, None, &options).unwrap();
+        Node::format(fs, dir, meta, &options).unwrap();
     }
-    Arc::new(
-        Store::open(fs, dir, &Identity::of(&meta), &options)
-            .unwrap()
-            .0,
-    )
+    let (n, _) = Node::open(fs, dir, &Identity::of(&meta), &options).unwrap();
+    if fresh {
+        n.create_group(1, Offset(0)).unwrap();
+    }
+    Arc::new(n.group(1).unwrap())
 }
 
 #[derive(Serialize, Deserialize)]
@@ -130,12 +124,12 @@ fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
 
 /// The state machine (clones share it); its snapshots are snapshot files
 /// of its store.
-pub(crate) struct Machine<C: RaftTypeConfig, S: RaftStorage = Store> {
+pub(crate) struct Machine<C: RaftTypeConfig> {
     state: Arc<Mutex<State<C>>>,
-    files: SnapshotFiles<S>,
+    files: SnapshotFiles,
 }
 
-impl<C: RaftTypeConfig, S: RaftStorage> Clone for Machine<C, S> {
+impl<C: RaftTypeConfig> Clone for Machine<C> {
     fn clone(&self) -> Self {
         Machine {
             state: Arc::clone(&self.state),
@@ -144,12 +138,12 @@ impl<C: RaftTypeConfig, S: RaftStorage> Clone for Machine<C, S> {
     }
 }
 
-impl<C: TestConfig, S: RaftStorage> Machine<C, S>
+impl<C: TestConfig> Machine<C>
 where
     C::LeaderId: EpochLeaderId,
 {
     /// The machine of `store`, restored from its latest snapshot.
-    pub(crate) fn new(store: Arc<S>) -> Self {
+    pub(crate) fn new(store: Arc<Group>) -> Self {
         let mut files = SnapshotFiles::new(store);
         // Small chunks: a test's snapshot spans many, so an interrupted
         // transfer resumes in the middle.
@@ -179,7 +173,7 @@ where
     }
 
     /// Its snapshots.
-    pub(crate) fn files(&self) -> &SnapshotFiles<S> {
+    pub(crate) fn files(&self) -> &SnapshotFiles {
         &self.files
     }
 }
@@ -190,11 +184,11 @@ pub(crate) const TEST_CHUNK: usize = 4 << 10;
 /// Copies `from` (the leader's file) into `files` chunk by chunk, as a
 /// network would, and verifies it there (unpublished): what a follower's
 /// network does before `Raft::install_full_snapshot`.
-pub(crate) fn receive_snapshot<C: TestConfig, S: RaftStorage>(
-    files: &SnapshotFiles<S>,
+pub(crate) fn receive_snapshot<C: TestConfig>(
+    files: &SnapshotFiles,
     meta: &SnapshotMetaOf<C>,
-    from: &SnapshotData<S>,
-) -> io::Result<SnapshotData<S>>
+    from: &SnapshotData,
+) -> io::Result<SnapshotData>
 where
     C::LeaderId: EpochLeaderId,
 {
@@ -210,13 +204,13 @@ where
     rx.verified()
 }
 
-impl<C: TestConfig, S: RaftStorage> RaftSnapshotBuilder<C> for Machine<C, S>
+impl<C: TestConfig> RaftSnapshotBuilder<C> for Machine<C>
 where
     C::LeaderId: EpochLeaderId,
 {
-    type SnapshotData = SnapshotData<S>;
+    type SnapshotData = SnapshotData;
 
-    async fn build_snapshot(&mut self) -> Result<FileSnapshot<C, S>, io::Error> {
+    async fn build_snapshot(&mut self) -> Result<FileSnapshot<C>, io::Error> {
         let state = self.lock().clone();
         let meta = SnapshotMetaOf::<C> {
             last_log_id: state.last_applied.clone(),
@@ -224,18 +218,18 @@ where
         };
         let data = bincode::serialize(&state).map_err(io_err)?;
         let file = self.files.save_built::<C>(&meta, &data)?;
-        Ok(FileSnapshot::<C, S> {
+        Ok(FileSnapshot::<C> {
             meta,
             snapshot: SnapshotData::File(file),
         })
     }
 }
 
-impl<C: TestConfig, S: RaftStorage> RaftStateMachine<C> for Machine<C, S>
+impl<C: TestConfig> RaftStateMachine<C> for Machine<C>
 where
     C::LeaderId: EpochLeaderId,
 {
-    type SnapshotData = SnapshotData<S>;
+    type SnapshotData = SnapshotData;
     type SnapshotBuilder = Self;
 
     async fn applied_state(
@@ -285,7 +279,7 @@ where
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<FileSnapshot<C, S>>, io::Error> {
+    async fn get_current_snapshot(&mut self) -> Result<Option<FileSnapshot<C>>, io::Error> {
         self.files.current::<C>()
     }
 }

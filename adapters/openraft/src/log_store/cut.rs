@@ -9,19 +9,19 @@ use super::*;
 /// Deletes the log below openraft's last purged id, as far as allowed:
 /// all of it, or (`CoveredBySnapshot`) only what the latest snapshot file covers.
 /// Called after a purge, after a snapshot file is saved, and at open.
-pub(crate) fn physical_cut<S: RaftStorage>(store: &S, purge: PurgeMode) -> Result<(), CutError> {
+pub(crate) fn physical_cut(store: &Group, purge: PurgeMode) -> Result<(), CutError> {
     let meta = AppMeta::decode(store.app_metadata().as_deref())?;
     let Some(purged) = meta.last_purged else {
         return Ok(());
     };
     let want = purged.index + 1;
-    let snapshot = store.latest_snapshot();
+    let snapshot = store.extent().latest_snapshot;
     let cut = if purge == PurgeMode::CoveredBySnapshot {
         want.min(snapshot.map_or(0, |s| s.end_offset.0))
     } else {
         want
     };
-    if cut <= store.log_start_offset().0 {
+    if cut <= store.extent().start.0 {
         return Ok(());
     }
     let epoch = if cut == want {
@@ -35,7 +35,11 @@ pub(crate) fn physical_cut<S: RaftStorage>(store: &S, purge: PurgeMode) -> Resul
             None => return Ok(()),
         }
     };
-    Ok(store.purge_to(Offset(cut), epoch)?)
+    store.purge(Purge::To {
+        offset: Offset(cut),
+        epoch,
+    })?;
+    Ok(())
 }
 
 /// Why a physical cut failed, its source kept.

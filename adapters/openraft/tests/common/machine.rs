@@ -13,7 +13,7 @@ use openraft::{
     RaftSnapshotBuilder, SnapshotMeta, StorageError, StorageIOError, StoredMembership,
 };
 use quorumlog_openraft::{SnapshotFiles, SnapshotStream};
-use quorumlog_raft::Store;
+use quorumlog_raft::Group;
 use serde::{Deserialize, Serialize};
 
 openraft::declare_raft_types!(
@@ -67,7 +67,7 @@ pub struct Machine {
 
 impl Machine {
     /// The machine of `store`, restored from its latest snapshot file.
-    pub fn open(store: Arc<Store>) -> Result<Self, Error> {
+    pub fn open(store: Arc<Group>) -> Result<Self, Error> {
         let files = SnapshotFiles::new(store);
         let state = match files.latest::<BasicNode>()? {
             Some((_, data)) => {

@@ -18,8 +18,7 @@ use std::sync::Arc;
 
 use quorumlog_openraft::LogStore;
 use quorumlog_raft::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
-use quorumlog_raft::{LogOptions, SyncPolicy};
-use quorumlog_raft::{Store, StoreOptions};
+use quorumlog_raft::{Group, Identity, Node, NodeOptions, Offset};
 
 mod machine;
 
@@ -27,16 +26,9 @@ pub use machine::{Machine, Put, TypeConfig};
 
 pub const DIR: &str = "/data";
 
-pub fn options() -> StoreOptions {
-    StoreOptions {
-        log: LogOptions {
-            segment_size_bytes: 64 << 10,
-            max_batch_bytes: 32 << 10,
-            prefill_segments: 0,
-            ..LogOptions::default()
-        },
-        sync: SyncPolicy::GroupCommit,
-    }
+/// Small segments (64 KiB), group commit.
+pub fn options() -> NodeOptions {
+    NodeOptions::with_segment_bytes(64 << 10)
 }
 
 pub fn meta(node: u64) -> Meta {
@@ -47,25 +39,33 @@ pub fn meta(node: u64) -> Meta {
     )
 }
 
-/// Formats (if `fresh`) and opens node `node`'s store in `dir`.
-pub fn open_store(fs: &SharedFs, dir: &Path, node: u64, fresh: bool) -> Arc<Store> {
+/// Formats (if `fresh`) and opens node `node`'s one-group node in `dir`
+/// (group 1, at openraft's first index 0): its group's handle, which
+/// keeps the node running.
+pub fn open_store(fs: &SharedFs, dir: &Path, node: u64, fresh: bool) -> Arc<Group> {
+    open_store_with(fs, dir, node, fresh, &options())
+}
+
+/// [`open_store`] with `options`.
+pub fn open_store_with(
+    fs: &SharedFs,
+    dir: &Path,
+    node: u64,
+    fresh: bool,
+    options: &NodeOptions,
+) -> Arc<Group> {
     if fresh {
-        Store::format(fs, dir, meta(node), None, &options()).unwrap();
+        Node::format(fs, dir, meta(node), options).unwrap();
     }
-    Arc::new(
-        Store::open(
-            fs,
-            dir,
-            &quorumlog_raft::Identity::of(&meta(node)),
-            &options(),
-        )
-        .unwrap()
-        .0,
-    )
+    let (n, _) = Node::open(fs, dir, &Identity::of(&meta(node)), options).unwrap();
+    if fresh {
+        n.create_group(1, Offset(0)).unwrap();
+    }
+    Arc::new(n.group(1).unwrap())
 }
 
 /// A log store and state machine for node `node` over `store`.
-pub fn parts(store: &Arc<Store>, node: u64) -> (LogStore<TypeConfig>, Machine) {
+pub fn parts(store: &Arc<Group>, node: u64) -> (LogStore<TypeConfig>, Machine) {
     (
         LogStore::new(Arc::clone(store), node).unwrap(),
         Machine::open(Arc::clone(store)).unwrap(),

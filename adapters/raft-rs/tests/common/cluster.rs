@@ -18,8 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use quorumlog_raft::{
-    ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, RealFs,
-    SharedFs,
+    ClusterId, DirectoryId, Identity, Meta, Node, NodeId, NodeOptions, Offset, RealFs, SharedFs,
 };
 use quorumlog_raftrs::{AsyncPersister, Event, RegionStorage};
 use raft::eraftpb::{ConfState, EntryType, Message};
@@ -260,7 +259,7 @@ struct Loop {
     stop: Arc<AtomicBool>,
 }
 
-type Raw = RawNode<RegionStorage<Group>>;
+type Raw = RawNode<RegionStorage>;
 
 impl Loop {
     fn config(&self) -> Config {

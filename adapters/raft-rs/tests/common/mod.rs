@@ -10,8 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use quorumlog_raft::{
-    ClusterId, DirectoryId, Group, Identity, LogOptions, Meta, Node, NodeId, NodeOptions, Offset,
-    SharedFs,
+    ClusterId, DirectoryId, Identity, LogOptions, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
 };
 use quorumlog_raftrs::RegionStorage;
 use raft::eraftpb::Entry;
@@ -54,12 +53,12 @@ pub fn open(fs: &SharedFs, dir: &Path, node: u64) -> Node {
 }
 
 /// Region `id`'s storage on `node`, its group created at `first` if new.
-pub fn region(node: &Node, id: u64, first: u64) -> RegionStorage<Group> {
+pub fn region(node: &Node, id: u64, first: u64) -> RegionStorage {
     region_with_cache(node, id, first, quorumlog_raftrs::CACHE_ENTRIES)
 }
 
 /// [`region`] keeping up to `cache` durable entries in memory.
-pub fn region_with_cache(node: &Node, id: u64, first: u64, cache: usize) -> RegionStorage<Group> {
+pub fn region_with_cache(node: &Node, id: u64, first: u64, cache: usize) -> RegionStorage {
     if !node.groups().contains(&id) {
         node.create_group(id, Offset(first)).unwrap();
     }

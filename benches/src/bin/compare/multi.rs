@@ -7,7 +7,6 @@
 )]
 use super::*;
 
-use quorumlog_benches::door::{Door, DOOR_WORKLOADS};
 use quorumlog_benches::multi::{
     garbage, reopen_engine, reopen_node, run_multi, votes_node, votes_per_dir, EngineRegions,
     MultiSystem, MultiWorkload, NodeSystem, PerDirectory, RawMulti, MULTI_WORKLOADS,
@@ -24,27 +23,21 @@ fn open_multi(
         "raft-engine" => Box::new(EngineRegions::open(dir, w.groups)?),
         "quorumlog-per-dir" => Box::new(PerDirectory::open(dir, w.groups)?),
         "raw" => Box::new(RawMulti::open(dir)?),
-        "door-group" => Box::new(Door::group(dir)?),
-        "door-store" => Box::new(Door::store(dir)?),
         other => return Err(format!("unknown system {other}").into()),
     })
 }
 
 /// The systems a multi-group workload runs on.
 fn multi_systems(w: &MultiWorkload, args: &Args, extra: &mut String) -> Vec<&'static str> {
-    let mut systems = if w.name.starts_with('D') {
-        vec!["door-group", "door-store"]
-    } else {
-        vec!["quorumlog", "raft-engine", "quorumlog-per-dir", "raw"]
-    };
+    let mut systems = vec!["quorumlog", "raft-engine", "quorumlog-per-dir", "raw"];
     if w.groups > 2_000 {
-        // Ten thousand stores are ten thousand flusher threads and some
-        // forty thousand open files (past this machine's 20,000): today's
-        // way does not run there at all.
+        // Ten thousand directories are some forty thousand open files
+        // (past this machine's 20,000): one directory per group does not
+        // run there at all.
         systems.retain(|s| *s != "quorumlog-per-dir");
         let _ = writeln!(
             extra,
-            "{:<6} one directory per group not run: {} stores need a flusher thread and ~4 open files each",
+            "{:<6} one directory per group not run: {} directories need ~4 open files each",
             w.name, w.groups
         );
     }
@@ -66,8 +59,7 @@ pub(super) fn run_multi_workload(
     let systems = multi_systems(w, args, extra);
     let mut table: Vec<(&str, Vec<Measured>, Option<f64>)> =
         systems.iter().map(|s| (*s, Vec::new(), None)).collect();
-    let (mut vs_engine, mut vs_dirs, mut per_sync, mut group_vs_store) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut vs_engine, mut vs_dirs, mut per_sync) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..args.rounds {
         let n = table.len();
         for k in 0..n {
@@ -98,7 +90,6 @@ pub(super) fn run_multi_workload(
         for (a, b, out) in [
             ("quorumlog", "raft-engine", &mut vs_engine),
             ("quorumlog", "quorumlog-per-dir", &mut vs_dirs),
-            ("door-group", "door-store", &mut group_vs_store),
         ] {
             if let (Some(x), Some(y)) = (of(a), of(b)) {
                 out.push(x / y);
@@ -108,9 +99,6 @@ pub(super) fn run_multi_workload(
     median_rows(w, table, rows);
     if let Some(r) = median(&mut vs_engine) {
         ratios.push((w.name.to_string(), r));
-    }
-    if door_ratio(w, &mut group_vs_store, extra) {
-        return Ok(());
     }
     let _ = writeln!(
         extra,
@@ -145,23 +133,6 @@ fn median_rows(
     }
 }
 
-/// D1–D64's line: a node's group against a store, per round; whether
-/// there was one.
-fn door_ratio(w: &MultiWorkload, rounds: &mut [f64], extra: &mut String) -> bool {
-    let Some(r) = median(rounds) else {
-        return false;
-    };
-    let each: Vec<String> = rounds.iter().map(|r| format!("{r:.2}")).collect();
-    let _ = writeln!(
-        extra,
-        "{:<6} one group, {} writer(s): a node's group / a store = {r:.2}x (rounds, sorted: {})",
-        w.name,
-        w.writers,
-        each.join(", "),
-    );
-    true
-}
-
 /// Every multi-group workload the arguments name.
 pub(super) fn run_multi_all(
     args: &Args,
@@ -172,7 +143,6 @@ pub(super) fn run_multi_all(
 ) -> Result<(), BenchError> {
     for w in MULTI_WORKLOADS
         .iter()
-        .chain(DOOR_WORKLOADS.iter())
         .filter(|w| args.workloads.iter().any(|n| n == w.name))
     {
         run_multi_workload(w, args, base, rows, ratios, extra)?;

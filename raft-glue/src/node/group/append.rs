@@ -14,89 +14,128 @@ use crate::node::index::GroupState;
 use crate::node::record::{Header, Kind};
 use crate::store::OnDurable;
 
+/// The entries of one [`Group::append`]: a slice (or array, or `Vec`)
+/// of records, or [`Encode`]: records a caller encodes straight into the
+/// batch (one copy of each entry's bytes to the device).
+pub trait Records {
+    /// How many records.
+    fn count(&self) -> usize;
+    /// About how many bytes they take (sizes the batch's buffer).
+    fn len_hint(&self) -> u64;
+    /// Appends record `i`'s bytes to `out`.
+    ///
+    /// # Errors
+    /// The caller's encoding failure.
+    fn write(&mut self, i: usize, out: &mut Vec<u8>) -> std::io::Result<()>;
+}
+
+impl<R: AsRef<[u8]>> Records for &[R] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn len_hint(&self) -> u64 {
+        self.iter().map(|r| r.as_ref().len() as u64 + 4).sum()
+    }
+    fn write(&mut self, i: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
+        if let Some(r) = self.get(i) {
+            out.extend_from_slice(r.as_ref());
+        }
+        Ok(())
+    }
+}
+
+impl<R: AsRef<[u8]>, const N: usize> Records for &[R; N] {
+    fn count(&self) -> usize {
+        N
+    }
+    fn len_hint(&self) -> u64 {
+        (&self[..]).len_hint()
+    }
+    fn write(&mut self, i: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
+        (&self[..]).write(i, out)
+    }
+}
+
+impl<R: AsRef<[u8]>> Records for &Vec<R> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn len_hint(&self) -> u64 {
+        (&self[..]).len_hint()
+    }
+    fn write(&mut self, i: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
+        (&self[..]).write(i, out)
+    }
+}
+
+/// `count` records that `write` encodes straight into the batch (record
+/// `i` appended to the buffer it is given); `len_hint` sizes the buffer.
+#[derive(Debug)]
+pub struct Encode<F> {
+    /// How many records.
+    pub count: usize,
+    /// About how many bytes they take.
+    pub len_hint: u64,
+    /// Appends record `i` to the buffer.
+    pub write: F,
+}
+
+impl<F: FnMut(usize, &mut Vec<u8>) -> std::io::Result<()>> Records for Encode<F> {
+    fn count(&self) -> usize {
+        self.count
+    }
+    fn len_hint(&self) -> u64 {
+        self.len_hint
+    }
+    fn write(&mut self, i: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
+        (self.write)(i, out)
+    }
+}
+
+/// How far a [`Group::purge`] deletes the log's prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purge {
+    /// Every entry below `offset`, the entry at `offset - 1` being in
+    /// `epoch` (a Raft library's compaction); past the end the log
+    /// restarts, empty, at `offset`.
+    To {
+        /// The new log start.
+        offset: Offset,
+        /// The epoch of the entry before it.
+        epoch: Epoch,
+    },
+    /// Every entry below `up_to` that the latest snapshot covers (a
+    /// cleaning bounded by the snapshots: entries no snapshot covers
+    /// stay; nothing without a snapshot).
+    Covered {
+        /// The most it deletes below.
+        up_to: Offset,
+    },
+}
+
 impl Group {
     /// Appends `records` in `epoch` at `base_offset` (the group's end),
-    /// readable on return, durable after the next round
-    /// ([`Group::on_durable`]). An empty log without snapshots first
+    /// queued for the shared log's next sync round, which writes and syncs
+    /// every group's queue in one step: counted by
+    /// [`Extent::queued_end`](super::Extent) at once, readable once the
+    /// round has written it, durable with it ([`Group::wait_durable`],
+    /// [`Group::on_durable`]). An empty log without snapshots first
     /// restarts at `base_offset` if it is beyond its end.
     ///
     /// # Errors
-    /// `Log(NonContiguous)` unless `base_offset` is the end (or an empty
-    /// log's restart point); `Log(EpochRegression)`; `Poisoned`; I/O.
-    pub fn append_replicated<R: AsRef<[u8]>>(
+    /// `Log(EmptyBatch)`; `Log(NonContiguous)` unless `base_offset` is the
+    /// end (or an empty log's restart point); `Log(EpochRegression)`;
+    /// `Log(OffsetOverflow)` where the offsets would wrap;
+    /// `Log(BatchTooLarge)`; `Log(RecordEncoding)` for the caller's
+    /// encoding failure; `Poisoned`. Nothing is queued on an error.
+    pub fn append(
         &self,
         base_offset: Offset,
         epoch: Epoch,
-        records: &[R],
-    ) -> Result<AppendInfo> {
-        let info = self.append_replicated_queued(base_offset, epoch, records)?;
-        let r = self.inner.log.write_queued_now().map_err(Error::from);
-        self.inner.note(r)?;
-        Ok(info)
-    }
-
-    /// [`Group::append_replicated`] without the write: queued for the next
-    /// sync round, which writes and syncs every group's queue in one step.
-    /// Not readable until then; [`Group::queued_end`] counts it.
-    ///
-    /// # Errors
-    /// As [`Group::append_replicated`].
-    pub fn append_replicated_queued<R: AsRef<[u8]>>(
-        &self,
-        base_offset: Offset,
-        epoch: Epoch,
-        records: &[R],
+        mut records: impl Records,
     ) -> Result<AppendInfo> {
         self.inner.check_poisoned()?;
-        if records.is_empty() {
-            return Err(Error::Log(quorumlog_log::Error::EmptyBatch));
-        }
-        let h = self.header(Kind::Entries, base_offset.0, epoch.0);
-        let batch = self.inner.encode(&h, records)?;
-        Ok(self.place_entries(&h, batch, records.len(), false)?.0)
-    }
-
-    /// Appends `records` in `epoch` at `base_offset` and returns once they
-    /// are durable: the calling thread leads the sync round if none is in
-    /// flight, sharing it with every group's queued appends (nothing else
-    /// is woken).
-    ///
-    /// # Errors
-    /// As [`Group::append_replicated`].
-    pub fn append_durable<R: AsRef<[u8]>>(
-        &self,
-        base_offset: Offset,
-        epoch: Epoch,
-        records: &[R],
-    ) -> Result<AppendInfo> {
-        self.inner.check_poisoned()?;
-        if records.is_empty() {
-            return Err(Error::Log(quorumlog_log::Error::EmptyBatch));
-        }
-        let h = self.header(Kind::Entries, base_offset.0, epoch.0);
-        let batch = self.inner.encode(&h, records)?;
-        let (info, shared_end) = self.place_entries(&h, batch, records.len(), true)?;
-        // Durable below the batch's shared end: this group's earlier
-        // appends precede it in the shared log.
-        self.inner.make_durable(shared_end)?;
-        Ok(info)
-    }
-
-    /// [`Group::append_replicated_queued`] of `count` records that `write`
-    /// encodes straight into the batch (record `i` appended to the buffer
-    /// it is given). `len_hint` sizes the buffer.
-    ///
-    /// # Errors
-    /// As [`Group::append_replicated_queued`]; `Log(RecordEncoding)`.
-    pub fn append_replicated_queued_with(
-        &self,
-        base_offset: Offset,
-        epoch: Epoch,
-        count: usize,
-        len_hint: u64,
-        mut write: impl FnMut(usize, &mut Vec<u8>) -> std::io::Result<()>,
-    ) -> Result<AppendInfo> {
-        self.inner.check_poisoned()?;
+        let count = records.count();
         if count == 0 {
             return Err(Error::Log(quorumlog_log::Error::EmptyBatch));
         }
@@ -105,17 +144,17 @@ impl Group {
         let batch = self.inner.log.encode_with(
             crate::node::NODE_EPOCH,
             count + 1,
-            len_hint + crate::node::NODE_BATCH_OVERHEAD as u64,
+            records.len_hint() + crate::node::NODE_BATCH_OVERHEAD as u64,
             |i, buf| {
                 if let Some(j) = i.checked_sub(1) {
-                    write(j, buf)
+                    records.write(j, buf)
                 } else {
                     buf.extend_from_slice(&head);
                     Ok(())
                 }
             },
         )?;
-        Ok(self.place_entries(&h, batch, count, false)?.0)
+        self.place_entries(&h, batch, count)
     }
 
     fn place_entries(
@@ -123,8 +162,7 @@ impl Group {
         h: &Header,
         batch: quorumlog_log::EncodedBatch,
         count: usize,
-        waits: bool,
-    ) -> Result<(AppendInfo, u64)> {
+    ) -> Result<AppendInfo> {
         let count = u32::try_from(count).map_err(|_| {
             Error::Log(quorumlog_log::Error::BatchTooLarge {
                 bytes: batch.len() as u64,
@@ -139,17 +177,16 @@ impl Group {
         // The snapshots matter to an empty log only (its restart point and
         // the epoch before it).
         let latest = if g.start == g.end {
-            self.latest_snapshot()
+            self.snapshots.latest().map(|s| s.id)
         } else {
             None
         };
         let next = Self::check_entries(g, h, count, latest)?;
-        let shared_end = self.inner.place(&mut st, h, batch, None, count, waits)?;
-        let info = AppendInfo {
+        self.inner.place(&mut st, h, batch, None, count, false)?;
+        Ok(AppendInfo {
             base_offset: Offset(h.offset),
             next_offset: next,
-        };
-        Ok((info, shared_end))
+        })
     }
 
     /// Refuses `count` entries `h` unless they continue group state `g`
@@ -193,27 +230,40 @@ impl Group {
             }))
     }
 
-    /// Where the next append goes, appends queued for the next round
-    /// included.
-    pub fn queued_end(&self) -> Offset {
-        Offset(self.with(|g| g.end).unwrap_or(0))
-    }
-
-    /// Deletes every entry below `offset`, the entry at `offset - 1` being
-    /// in `epoch`; past the end the log restarts, empty, at `offset`.
-    /// Durable on return. Other groups' entries are untouched (their
-    /// bytes are never rewritten by it).
+    /// Deletes the log's prefix as `purge` says, durably; returns the
+    /// log start after it. Other groups' entries are untouched (their
+    /// bytes are never rewritten by it). A purge at or below the start
+    /// changes nothing.
     ///
     /// # Errors
     /// `MissingSnapshot` past the latest snapshot's end when the group has
-    /// snapshots (nothing changes); `Poisoned`; I/O.
-    pub fn purge_to(&self, offset: Offset, epoch: Epoch) -> Result<()> {
-        if offset.0 <= self.with(|g| g.start)? {
-            return Ok(());
-        }
-        check_purge_bound(offset, self.latest_snapshot())?;
-        let h = self.header(Kind::Purge, offset.0, epoch.0);
+    /// snapshots; `PurgeEpochMismatch` where the log holds the entry
+    /// before `offset` in another epoch (nothing changes either way);
+    /// `Poisoned`; I/O.
+    pub fn purge(&self, purge: Purge) -> Result<Offset> {
+        let latest = self.latest();
+        let (offset, epoch) = match purge {
+            Purge::To { offset, epoch } => (offset, Some(epoch)),
+            Purge::Covered { up_to } => {
+                let to = latest.map_or(Offset(0), |l| up_to.min(l.end_offset));
+                (to, None)
+            }
+        };
         let id = self.id;
+        let start = self.with(|g| g.start)?;
+        if offset.0 <= start {
+            return Ok(Offset(start));
+        }
+        // A cleaning takes the epoch from the log; a caller's must be it.
+        let epoch = match epoch {
+            Some(e) => e,
+            None => match self.epoch_at(Offset(offset.0 - 1)) {
+                Some(e) => e,
+                None => return Ok(Offset(start)),
+            },
+        };
+        check_purge_bound(offset, latest)?;
+        let h = self.header(Kind::Purge, offset.0, epoch.0);
         self.inner.control(h, None, |st| {
             let g = st
                 .groups
@@ -221,7 +271,7 @@ impl Group {
                 .ok_or(Error::UnknownGroup { group: id })?;
             check_purge_epoch(g, offset, epoch)
         })?;
-        Ok(())
+        self.with(|g| Offset(g.start))
     }
 
     /// Suffix truncation: the group's log ends at `offset`, durably (a
@@ -232,7 +282,7 @@ impl Group {
     /// # Errors
     /// `BelowHighWatermark`; `Poisoned`; I/O.
     pub fn truncate_to(&self, offset: Offset) -> Result<()> {
-        let snapshot = self.latest_snapshot().map_or(0, |s| s.end_offset.0);
+        let snapshot = self.latest().map_or(0, |s| s.end_offset.0);
         let id = self.id;
         let h = self.header(Kind::Truncate, offset.0, 0);
         let end = self.with(|g| g.end)?;
@@ -264,11 +314,16 @@ impl Group {
     }
 
     /// Sets the high watermark. It never moves back; below the log start
-    /// it is raised to it.
+    /// it is raised to it. With the node's default
+    /// ([`WatermarkDurability::NextRound`](crate::WatermarkDurability)) it
+    /// is queued as one small record for the shared log's next round,
+    /// durable with it (a [`Group::wait_durable`] at the end forces that
+    /// round); [`Extent::durable_high_watermark`](super::Extent) reports
+    /// it once it is. It is never ahead of the disk.
     ///
     /// # Errors
     /// `HighWatermarkBackwards` naming both; `Log(HighWatermarkBeyondEnd)`
-    /// past the group's end.
+    /// past the group's end; `Poisoned`.
     pub fn set_high_watermark(&self, offset: Offset) -> Result<()> {
         self.inner.check_poisoned()?;
         self.with(|g| {
@@ -286,7 +341,11 @@ impl Group {
             }
             g.hw = Some(offset.0.max(g.start));
             Ok(())
-        })?
+        })??;
+        if self.inner.options.watermark == crate::WatermarkDurability::NextRound {
+            self.queue_high_watermark()?;
+        }
+        Ok(())
     }
 
     pub(super) fn raise_high_watermark(&self, offset: Offset) -> Result<()> {
@@ -298,40 +357,15 @@ impl Group {
         })
     }
 
-    /// Makes the high watermark durable as far as the group's log is (one
-    /// record, sharing a round; nothing when the durable one is as high).
-    /// Returns the durable value.
-    ///
-    /// # Errors
-    /// `Poisoned`; I/O.
-    pub fn persist_high_watermark(&self) -> Result<Option<Offset>> {
-        let flushed = self.flushed_offset().0;
-        let (to, durable) = self.with(|g| (g.hw.map(|h| h.min(flushed)), g.durable_hw))?;
-        let Some(to) = to else {
-            return Ok(None);
-        };
-        if durable.is_some_and(|d| d >= to) {
-            return Ok(durable.map(Offset));
-        }
-        let h = self.header(Kind::HighWatermark, to, 0);
-        self.inner.control(h, None, |_| Ok(()))?;
-        Ok(self.durable_high_watermark())
-    }
-
-    /// Queues the high watermark (as far as the group's log reaches, in
-    /// the log's order: a replay clamps it to the entries before it) for
-    /// the shared log's next round, without waiting: durable with that
-    /// round, which a Ready loop's appends share. The durable watermark
-    /// reported stays the one last made durable by
-    /// [`Group::persist_high_watermark`] or a reopen (never ahead of the
-    /// disk).
-    ///
-    /// # Errors
-    /// `Poisoned`; the log's refusal.
-    pub fn queue_high_watermark(&self) -> Result<()> {
-        self.inner.check_poisoned()?;
+    /// Queues the high watermark (in the log's order: a replay clamps it
+    /// to the entries before it) for the shared log's next round, unless
+    /// one as high is durable or queued already. The durable watermark
+    /// reported rises when that round is durable.
+    fn queue_high_watermark(&self) -> Result<()> {
         let (to, durable) = self.with(|g| (g.hw, g.durable_hw))?;
-        let Some(to) = to.filter(|&t| durable.is_none_or(|d| d < t)) else {
+        let queued = self.inner.state().queued_hw.get(&self.id).map(|&(v, _)| v);
+        let above = durable.max(queued);
+        let Some(to) = to.filter(|&t| above.is_none_or(|d| d < t)) else {
             return Ok(());
         };
         let h = self.header(Kind::HighWatermark, to, 0);
@@ -339,16 +373,19 @@ impl Group {
         let mut st = self.inner.state();
         let keep = st.groups.get(&self.id).and_then(|g| g.durable_hw);
         let shared_end = self.inner.place(&mut st, &h, batch, None, 0, false)?;
+        st.queued_hw.insert(self.id, (to, shared_end));
         if let Some(g) = st.groups.get_mut(&self.id) {
             g.durable_hw = keep;
-            // A completion at the group's end waits for it too.
+            // A wait or completion at the group's end waits for it too.
             g.pending.push_back((g.end, shared_end));
         }
         Ok(())
     }
 
     /// Blocks until every entry below `offset` (clamped to the group's
-    /// end) is durable; returns that offset.
+    /// end) is durable, leading the round if none is in flight; returns
+    /// that offset. At or past the end it waits for every record the
+    /// group queued, a queued high watermark included.
     ///
     /// # Errors
     /// `Poisoned` if a sync failed.
@@ -358,10 +395,16 @@ impl Group {
         // (read before the node's lock: the log's lock is never taken
         // under it), so the queue stays as long as one round.
         let flushed = self.inner.log.flushed_offset().0;
-        let (point, o) = self.with(|g| {
-            g.flushed(flushed);
+        let (point, o) = self.with_flushed(flushed, |g| {
             let o = offset.0.min(g.end);
-            (g.durable_point(o), o)
+            // At the end: after everything the group queued, a queued
+            // high watermark included.
+            let point = if offset.0 >= g.end {
+                g.pending.back().map(|&(_, s)| s)
+            } else {
+                g.durable_point(o)
+            };
+            (point, o)
         })?;
         if let Some(p) = point {
             self.inner.make_durable(p)?;
@@ -371,8 +414,8 @@ impl Group {
 
     /// The completion form of [`Group::wait_durable`]: `completion` is
     /// called once every entry below `offset` is durable (at or past the
-    /// group's end: and every record it queued, a high watermark from
-    /// [`Group::queue_high_watermark`] included), on the thread
+    /// group's end: and every record it queued, a queued high watermark
+    /// included), on the thread
     /// that finished the sync (keep it short), or at once if they are.
     /// Completions of one group fire in its submission order.
     pub fn on_durable(&self, offset: Offset, completion: OnDurable) {
@@ -381,8 +424,7 @@ impl Group {
             return;
         }
         let flushed = self.inner.log.flushed_offset().0;
-        let r = self.with(|g| {
-            g.flushed(flushed);
+        let r = self.with_flushed(flushed, |g| {
             let o = offset.0.min(g.end);
             // At the end: after everything the group queued, a queued
             // high watermark included.

@@ -1,8 +1,18 @@
-//! [`Group`]: one group's handle in a [`Node`](super::Node), the same
-//! door as [`Store`](crate::Store) (appends at the library's offsets,
-//! reads of exactly a range, truncation never below the commit point, a
-//! high watermark that never moves back, the election state, snapshots,
-//! metadata, durability waits and completions).
+//! [`Group`]: one Raft group's handle in a [`Node`](super::Node), the
+//! one door a Raft library's storage talks to: appends at the library's
+//! offsets, reads of exactly a range, truncation never below the commit
+//! point, purges whose epoch is the log's and never past the latest
+//! snapshot, a high watermark that never moves back, the election state,
+//! snapshots, metadata, durability waits and completions. Each rule is
+//! stated and checked here once.
+//!
+//! The door (24 methods): `id`, `identity`, `poisoned`, `quorum_state`,
+//! `persist_quorum_state`, `app_metadata`, `write_app_metadata`,
+//! `max_batch_bytes` (this module); `append`, `wait_durable`,
+//! `on_durable`, `truncate_to`, `purge`, `set_high_watermark`
+//! (`append`); `extent`, `read_entries`, `epoch_at` (`read`);
+//! `create_snapshot`, `snapshots`, `snapshot`, `install_snapshot`,
+//! `installs`, `discard_install`, `retain_snapshots` (`snapshots`).
 
 mod append;
 mod read;
@@ -12,10 +22,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub(crate) use append::{check_purge_bound, check_purge_epoch};
-use quorumlog_checkpoint::{DataDir, Offset, QuorumState, SmallFile, Voter};
+pub use append::{Encode, Purge, Records};
+use quorumlog_checkpoint::{DataDir, Offset, QuorumState, SmallFile};
 use quorumlog_snapshot::SnapshotStore;
+pub use read::Extent;
 use snapshots::continues;
-pub use snapshots::{GroupInstall, GroupWriter};
+pub use snapshots::{GroupInstall, GroupSnapshot, GroupWriter};
 
 use super::index::GroupState;
 use super::record::{Header, Kind};
@@ -42,6 +54,8 @@ impl Drop for Group {
         if let Some(g) = self.inner.state().groups.get_mut(&self.id) {
             g.owned = false;
         }
+        // The last handle of the node stops its background thread.
+        self.inner.signal.0.release();
     }
 }
 
@@ -59,6 +73,7 @@ impl Group {
                 return Err(e.into());
             }
         };
+        inner.signal.0.acquire();
         let group = Group {
             inner,
             id,
@@ -89,6 +104,29 @@ impl Group {
         }
     }
 
+    /// [`Group::with`] after taking in what the log made durable below
+    /// `log_flushed` (read before the node's lock: the log's lock is never
+    /// taken under it): the group's pending appends leave its queue, and a
+    /// queued high watermark whose round is durable becomes the durable
+    /// one.
+    fn with_flushed<T>(&self, log_flushed: u64, f: impl FnOnce(&mut GroupState) -> T) -> Result<T> {
+        let mut st = self.inner.state();
+        let super::NodeState {
+            groups, queued_hw, ..
+        } = &mut *st;
+        let g = groups
+            .get_mut(&self.id)
+            .ok_or(Error::UnknownGroup { group: self.id })?;
+        g.flushed(log_flushed);
+        if let Some(&(v, end)) = queued_hw.get(&self.id) {
+            if end <= log_flushed {
+                g.durable_hw = Some(g.durable_hw.map_or(v, |d| d.max(v)));
+                queued_hw.remove(&self.id);
+            }
+        }
+        Ok(f(g))
+    }
+
     fn header(&self, kind: Kind, offset: u64, epoch: u64) -> Header {
         Header {
             kind,
@@ -106,15 +144,6 @@ impl Group {
     /// The node's identity.
     pub fn identity(&self) -> Identity {
         Identity::of(&self.inner.dd.meta())
-    }
-
-    /// This replica as a voter: its node id and directory id.
-    pub fn me(&self) -> Voter {
-        let meta = self.inner.dd.meta();
-        Voter {
-            node_id: meta.node_id,
-            directory_id: meta.directory_id,
-        }
     }
 
     /// The failure that poisoned the node, if one did.
@@ -155,12 +184,6 @@ impl Group {
             "election state persisted"
         );
         Ok(())
-    }
-
-    /// The node's shared log's counts and latency histograms (every
-    /// group's appends share its rounds).
-    pub fn log_stats(&self) -> quorumlog_log::LogStats {
-        self.inner.log.stats()
     }
 
     /// The Raft library's own metadata, if ever written.

@@ -4,6 +4,7 @@
 
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_log::{walk_records, WalkBatches};
+use quorumlog_snapshot::SnapshotId;
 
 use super::Group;
 use crate::error::{Error, Result};
@@ -14,32 +15,28 @@ use crate::store::{Entry, Isolation};
 const READ_RUNS: usize = 1024;
 
 impl Group {
-    /// The offset below which every entry is durable.
-    pub fn flushed_offset(&self) -> Offset {
+    /// Where the group's log stands, read at once under the node's lock:
+    /// its start, readable and queued ends, durable end, watermarks, the
+    /// last purged entry and the latest snapshot. A durable end the log
+    /// has reached is taken in (its pending appends leave the queue).
+    pub fn extent(&self) -> Extent {
         let flushed = self.inner.log.flushed_offset().0;
-        Offset(self.with(|g| g.flushed(flushed)).unwrap_or(0))
-    }
-
-    /// The first offset in the group's log.
-    pub fn log_start_offset(&self) -> Offset {
-        Offset(self.with(|g| g.start).unwrap_or(0))
-    }
-
-    /// The end of what is readable (written; appends queued for the next
-    /// round are not).
-    pub fn log_end_offset(&self) -> Offset {
         let written = self.inner.log.log_end_offset().0;
-        Offset(self.with(|g| readable_end(g, written)).unwrap_or(0))
-    }
-
-    /// The high watermark (commit offset), if one was ever set.
-    pub fn high_watermark(&self) -> Option<Offset> {
-        self.with(|g| g.hw).ok().flatten().map(Offset)
-    }
-
-    /// The high watermark as the log holds it durably.
-    pub fn durable_high_watermark(&self) -> Option<Offset> {
-        self.with(|g| g.durable_hw).ok().flatten().map(Offset)
+        let latest = self.latest();
+        self.with_flushed(flushed, |g| {
+            let durable = g.flushed(flushed);
+            Extent {
+                start: Offset(g.start),
+                end: Offset(readable_end(g, written)),
+                queued_end: Offset(g.end),
+                flushed: Offset(durable),
+                high_watermark: g.hw.map(Offset),
+                durable_high_watermark: g.durable_hw.map(Offset),
+                last_purged: last_purged(g, latest),
+                latest_snapshot: latest,
+            }
+        })
+        .unwrap_or_default()
     }
 
     /// The entries in `[from, to)`, up to `max_bytes` of entry bytes (at
@@ -191,23 +188,6 @@ impl Group {
         }
     }
 
-    /// A hint that entries `[from, to)` will be read soon: the OS reads
-    /// their batches into its cache in the background.
-    pub fn prefetch(&self, from: Offset, to: Offset) {
-        let ranges = self
-            .with(|g| {
-                g.runs
-                    .iter()
-                    .filter(|r| r.end() > from.0 && r.offset < to.0)
-                    .map(|r| (r.shared - 1, r.shared_end()))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
-        for (a, b) in ranges {
-            self.inner.log.prefetch(Offset(a), Offset(b));
-        }
-    }
-
     /// The epoch of the entry at `offset`, if the group's log holds it.
     pub fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
         self.with(|g| g.epoch_at(offset.0))
@@ -215,22 +195,44 @@ impl Group {
             .flatten()
             .map(Epoch)
     }
+}
 
-    /// The id of the last entry deleted below the log start (offset and
-    /// epoch), as a store's: `None` when nothing was deleted; the snapshot
-    /// ending at the log start answers when no purge is recorded there.
-    pub fn last_purged(&self) -> Option<(Offset, Epoch)> {
-        let (start, purged) = self.with(|g| (g.start, g.last_purged)).ok()?;
-        let below = Offset(start.checked_sub(1)?);
-        purged
-            .filter(|(o, _)| o.0 == start)
-            .map(|(_, e)| (below, e))
-            .or_else(|| {
-                self.latest_snapshot()
-                    .filter(|s| s.end_offset.0 == start)
-                    .map(|s| (below, s.epoch))
-            })
-    }
+/// Where a group's log stands ([`Group::extent`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extent {
+    /// The first offset in the log.
+    pub start: Offset,
+    /// The end of what is readable (written; appends queued for the next
+    /// round are not).
+    pub end: Offset,
+    /// Where the next append goes: appends queued for the next round
+    /// included.
+    pub queued_end: Offset,
+    /// Below it every entry is durable.
+    pub flushed: Offset,
+    /// The high watermark (commit offset), if one was ever set.
+    pub high_watermark: Option<Offset>,
+    /// The high watermark as a crash now would recover it.
+    pub durable_high_watermark: Option<Offset>,
+    /// The last entry deleted below the start (offset and epoch): `None`
+    /// when nothing was; the snapshot ending at the start answers when no
+    /// purge is recorded there.
+    pub last_purged: Option<(Offset, Epoch)>,
+    /// The latest snapshot.
+    pub latest_snapshot: Option<SnapshotId>,
+}
+
+/// The last purged entry of `g` (see [`Extent::last_purged`]).
+fn last_purged(g: &GroupState, latest: Option<SnapshotId>) -> Option<(Offset, Epoch)> {
+    let below = Offset(g.start.checked_sub(1)?);
+    g.last_purged
+        .filter(|(o, _)| o.0 == g.start)
+        .map(|(_, e)| (below, e))
+        .or_else(|| {
+            latest
+                .filter(|s| s.end_offset.0 == g.start)
+                .map(|s| (below, s.epoch))
+        })
 }
 
 /// The runs a read of `[from, to)` walks, clipped to the range, the

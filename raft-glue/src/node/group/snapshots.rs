@@ -74,106 +74,49 @@ impl Group {
         })
     }
 
-    /// The latest snapshot.
-    pub fn latest_snapshot(&self) -> Option<SnapshotId> {
+    /// The latest snapshot (internal: callers read it from the extent).
+    pub(crate) fn latest(&self) -> Option<SnapshotId> {
         self.snapshots.latest().map(|s| s.id)
     }
 
-    /// The size of snapshot `id`'s file, in bytes.
+    /// The published snapshots, oldest first.
+    pub fn snapshots(&self) -> Vec<SnapshotInfo> {
+        self.snapshots.list()
+    }
+
+    /// Published snapshot `id`, to read.
     ///
     /// # Errors
     /// `Snapshot(NotFound)`.
-    pub fn snapshot_size(&self, id: SnapshotId) -> Result<u64> {
-        self.snapshots
+    pub fn snapshot(&self, id: SnapshotId) -> Result<GroupSnapshot<'_>> {
+        let info = self
+            .snapshots
             .get(id)
-            .map(|s| s.size_bytes)
-            .ok_or(Error::Snapshot(quorumlog_snapshot::Error::NotFound(id)))
-    }
-
-    /// Whether snapshot `id` is durable here.
-    pub fn has_snapshot(&self, id: SnapshotId) -> bool {
-        self.snapshots.get(id).is_some()
-    }
-
-    /// Reads up to `max_bytes` of snapshot `id` from byte `position`.
-    ///
-    /// # Errors
-    /// `Snapshot(NotFound | OutOfRange…)`; I/O.
-    pub fn read_snapshot_chunk(
-        &self,
-        id: SnapshotId,
-        position: u64,
-        max_bytes: usize,
-    ) -> Result<Vec<u8>> {
-        Ok(self.snapshots.read_chunk(id, position, max_bytes)?)
-    }
-
-    /// Snapshot `id`'s metadata and data, verified.
-    ///
-    /// # Errors
-    /// `Snapshot(NotFound)`, corruption, I/O.
-    pub fn read_snapshot(&self, id: SnapshotId) -> Result<(Vec<u8>, Vec<u8>)> {
-        let mut reader = self.snapshots.reader(id)?;
-        let meta = reader.header().metadata.clone();
-        Ok((meta, reader.read_to_end()?))
+            .ok_or(Error::Snapshot(quorumlog_snapshot::Error::NotFound(id)))?;
+        Ok(GroupSnapshot { group: self, info })
     }
 
     /// Starts, or resumes after a restart, the install of snapshot `id` of
     /// `total_size` bytes from the leader; its [`GroupInstall::finish`]
-    /// publishes it and makes the group's log continue it.
+    /// publishes it and makes the group's log continue it. The install
+    /// holds the group by `Arc` (a download driven from a stream owns
+    /// what it uses).
     ///
     /// # Errors
     /// `SnapshotRefused` for one ending below the log start, or one the
     /// log does not continue below the high watermark;
     /// `Snapshot(NotNewer)`; I/O.
     pub fn install_snapshot(
-        &self,
-        id: SnapshotId,
-        total_size: u64,
-    ) -> Result<GroupInstall<&Group>> {
-        self.inner.check_poisoned()?;
-        self.check_install(id)?;
-        Ok(GroupInstall {
-            group: self,
-            install: self.snapshots.begin_install(id, total_size)?,
-        })
-    }
-
-    /// [`Group::install_snapshot`] holding the group by `Arc`: for an
-    /// install driven from a stream that must own what it uses.
-    ///
-    /// # Errors
-    /// As [`Group::install_snapshot`].
-    pub fn install_snapshot_owned(
         self: &Arc<Self>,
         id: SnapshotId,
         total_size: u64,
-    ) -> Result<GroupInstall<Arc<Group>>> {
+    ) -> Result<GroupInstall> {
         self.inner.check_poisoned()?;
         self.check_install(id)?;
         Ok(GroupInstall {
             group: Arc::clone(self),
             install: self.snapshots.begin_install(id, total_size)?,
         })
-    }
-
-    /// Snapshot `id`'s metadata (as given to [`Group::create_snapshot`]).
-    ///
-    /// # Errors
-    /// `Snapshot(NotFound | Corruption…)`; I/O.
-    pub fn snapshot_metadata(&self, id: SnapshotId) -> Result<Vec<u8>> {
-        Ok(self.snapshots.reader(id)?.header().metadata.clone())
-    }
-
-    /// Snapshot `id`'s file as it is on disk: what another replica's
-    /// install takes, in chunks or whole.
-    ///
-    /// # Errors
-    /// `Snapshot(NotFound)`; I/O.
-    pub fn snapshot_file(&self, id: SnapshotId) -> Result<Vec<u8>> {
-        let size = self.snapshot_size(id)?;
-        let len = usize::try_from(size).unwrap_or(usize::MAX);
-        Ok(self.snapshots.read_chunk(id, 0, len)?)
     }
 
     /// Refuses an install that would break the log: one ending below the
@@ -219,11 +162,8 @@ impl Group {
     /// After an install: the group's log is made to continue the latest
     /// snapshot (kept if it holds its last entry with its epoch, otherwise
     /// restarted, empty, at its end).
-    ///
-    /// # Errors
-    /// `NoSnapshot`; `Poisoned`; I/O.
-    pub fn truncate_to_latest_snapshot(&self) -> Result<SnapshotId> {
-        let latest = self.latest_snapshot().ok_or(Error::NoSnapshot)?;
+    fn continue_latest(&self) -> Result<SnapshotId> {
+        let latest = self.latest().ok_or(Error::NoSnapshot)?;
         if !self.with(|g| continues(g, latest))? {
             self.reset_at(latest)?;
         }
@@ -237,27 +177,6 @@ impl Group {
     /// I/O.
     pub fn retain_snapshots(&self, retention: Retention) -> Result<Vec<SnapshotId>> {
         Ok(self.snapshots.retain(retention)?)
-    }
-
-    /// Purges the group's log below `up_to`, bounded by the latest
-    /// snapshot's end (entries no snapshot covers stay). Returns the log
-    /// start.
-    ///
-    /// # Errors
-    /// `Poisoned`; I/O.
-    pub fn clean_log_prefix(&self, up_to: Offset) -> Result<Offset> {
-        let Some(latest) = self.latest_snapshot() else {
-            return Ok(self.log_start_offset());
-        };
-        let to = up_to.min(latest.end_offset);
-        let epoch = match to.0.checked_sub(1) {
-            Some(o) => self.epoch_at(Offset(o)),
-            None => None,
-        };
-        if let Some(epoch) = epoch {
-            self.purge_to(to, epoch)?;
-        }
-        Ok(self.log_start_offset())
     }
 }
 
@@ -297,16 +216,15 @@ impl GroupWriter<'_> {
     }
 }
 
-/// A snapshot download ([`Group::install_snapshot`], or
-/// [`Group::install_snapshot_owned`]): each chunk durable when written,
+/// A snapshot download ([`Group::install_snapshot`]): each chunk durable when written,
 /// resumable after a restart.
 #[derive(Debug)]
-pub struct GroupInstall<G: std::ops::Deref<Target = Group>> {
-    group: G,
+pub struct GroupInstall {
+    group: Arc<Group>,
     install: Install,
 }
 
-impl<G: std::ops::Deref<Target = Group>> GroupInstall<G> {
+impl GroupInstall {
     /// The snapshot being installed.
     pub fn id(&self) -> SnapshotId {
         self.install.id()
@@ -344,7 +262,7 @@ impl<G: std::ops::Deref<Target = Group>> GroupInstall<G> {
     }
 
     /// Verifies, publishes, then makes the group's log continue the
-    /// snapshot ([`Group::truncate_to_latest_snapshot`]; a crash between
+    /// snapshot (a crash between
     /// the two is completed when the group is next opened).
     ///
     /// # Errors
@@ -354,7 +272,66 @@ impl<G: std::ops::Deref<Target = Group>> GroupInstall<G> {
         self.group.check_install(self.install.id())?;
         let info = self.install.finish().map_err(Error::from);
         let info = self.group.inner.note(info)?;
-        self.group.truncate_to_latest_snapshot()?;
+        self.group.continue_latest()?;
         Ok(info)
+    }
+}
+
+/// A published snapshot of a group ([`Group::snapshot`]).
+#[derive(Debug)]
+pub struct GroupSnapshot<'a> {
+    group: &'a Group,
+    info: SnapshotInfo,
+}
+
+impl GroupSnapshot<'_> {
+    /// Its id and size.
+    pub fn info(&self) -> SnapshotInfo {
+        self.info
+    }
+
+    /// Its metadata (as given to [`Group::create_snapshot`]).
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound | Corruption…)`; I/O.
+    pub fn metadata(&self) -> Result<Vec<u8>> {
+        Ok(self
+            .group
+            .snapshots
+            .reader(self.info.id)?
+            .header()
+            .metadata
+            .clone())
+    }
+
+    /// Its metadata and data, verified.
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound)`, corruption, I/O.
+    pub fn read(&self) -> Result<(Vec<u8>, Vec<u8>)> {
+        let mut reader = self.group.snapshots.reader(self.info.id)?;
+        let meta = reader.header().metadata.clone();
+        Ok((meta, reader.read_to_end()?))
+    }
+
+    /// Up to `max_bytes` of its file from byte `position`: what another
+    /// replica's install takes, chunk by chunk.
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound | OutOfRange…)`; I/O.
+    pub fn read_chunk(&self, position: u64, max_bytes: usize) -> Result<Vec<u8>> {
+        Ok(self
+            .group
+            .snapshots
+            .read_chunk(self.info.id, position, max_bytes)?)
+    }
+
+    /// Its whole file as it is on disk.
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound)`; I/O.
+    pub fn file(&self) -> Result<Vec<u8>> {
+        let len = usize::try_from(self.info.size_bytes).unwrap_or(usize::MAX);
+        self.read_chunk(0, len)
     }
 }
