@@ -486,11 +486,13 @@ where
                 *bytes += len;
             }
         }
+        let mut end = None;
         for (epoch, es, bytes) in batches {
             let Some(base) = es.first().map(RaftEntry::index) else {
                 continue;
             };
-            self.store
+            let info = self
+                .store
                 .append(
                     Offset(base),
                     epoch,
@@ -504,6 +506,7 @@ where
                     },
                 )
                 .map_err(io_err)?;
+            end = Some(info.next_offset);
             // Readable from the tail until the store serves them (no
             // completion of this append can run before it is registered
             // below).
@@ -512,7 +515,9 @@ where
                 tail.insert(e.index(), e);
             }
         }
-        let end = self.store.extent().queued_end;
+        // The group's end after these entries (openraft appends one call at
+        // a time): what their flush waits for.
+        let end = end.unwrap_or_else(|| self.store.extent().queued_end);
         let (seq, cuts) = {
             let mut q = self.flushes.lock().unwrap_or_else(PoisonError::into_inner);
             let seq = q.next;

@@ -410,6 +410,13 @@ impl DurableLog {
         Ok(info)
     }
 
+    /// Starts a round for what is queued, unless one is under way (wakes
+    /// the flusher): for a completion waiting on a batch queued without a
+    /// wake-up ([`DurableLog::enqueue_for_wait`]).
+    pub fn start_round(&self) {
+        self.shared.note_written(Offset(0), true);
+    }
+
     /// Writes every queued batch now (buffered, no sync), so it is readable.
     ///
     /// # Errors

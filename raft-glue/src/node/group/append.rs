@@ -372,7 +372,10 @@ impl Group {
         let batch = self.inner.encode::<&[u8]>(&h, &[])?;
         let mut st = self.inner.state();
         let keep = st.groups.get(&self.id).and_then(|g| g.durable_hw);
-        let shared_end = self.inner.place(&mut st, &h, batch, None, 0, false)?;
+        // Without waking the flusher: the record rides the next round
+        // anyone starts (a wait at the group's end leads one; a completion
+        // waiting for it starts one).
+        let shared_end = self.inner.place(&mut st, &h, batch, None, 0, true)?;
         st.queued_hw.insert(self.id, (to, shared_end));
         if let Some(g) = st.groups.get_mut(&self.id) {
             g.durable_hw = keep;
@@ -395,7 +398,7 @@ impl Group {
         // (read before the node's lock: the log's lock is never taken
         // under it), so the queue stays as long as one round.
         let flushed = self.inner.log.flushed_offset().0;
-        let (point, o) = self.with_flushed(flushed, |g| {
+        let (point, o) = self.with_flushed(flushed, |g, _| {
             let o = offset.0.min(g.end);
             // At the end: after everything the group queued, a queued
             // high watermark included.
@@ -424,7 +427,7 @@ impl Group {
             return;
         }
         let flushed = self.inner.log.flushed_offset().0;
-        let r = self.with_flushed(flushed, |g| {
+        let r = self.with_flushed(flushed, |g, queued| {
             let o = offset.0.min(g.end);
             // At the end: after everything the group queued, a queued
             // high watermark included.
@@ -433,16 +436,24 @@ impl Group {
             } else {
                 g.durable_point(o)
             };
-            (point, o)
+            // A high watermark is queued without starting a round: a
+            // completion that waits for it starts one.
+            let starts = queued.is_some_and(|end| point.is_some_and(|p| p >= end));
+            (point, o, starts)
         });
         match r {
             Err(e) => completion(Err(e)),
             // Through the log even when durable already: it runs after
             // every completion registered before it.
-            Ok((p, o)) => self.inner.log.on_durable(
-                Offset(p.unwrap_or(0)),
-                Box::new(move |r| completion(r.map(|_| Offset(o)).map_err(Error::from))),
-            ),
+            Ok((p, o, starts)) => {
+                self.inner.log.on_durable(
+                    Offset(p.unwrap_or(0)),
+                    Box::new(move |r| completion(r.map(|_| Offset(o)).map_err(Error::from))),
+                );
+                if starts {
+                    self.inner.log.start_round();
+                }
+            }
         }
     }
 }

@@ -108,8 +108,13 @@ impl Group {
     /// `log_flushed` (read before the node's lock: the log's lock is never
     /// taken under it): the group's pending appends leave its queue, and a
     /// queued high watermark whose round is durable becomes the durable
-    /// one.
-    fn with_flushed<T>(&self, log_flushed: u64, f: impl FnOnce(&mut GroupState) -> T) -> Result<T> {
+    /// one. `f` is also given the shared end of a queued high watermark
+    /// still waiting for its round.
+    fn with_flushed<T>(
+        &self,
+        log_flushed: u64,
+        f: impl FnOnce(&mut GroupState, Option<u64>) -> T,
+    ) -> Result<T> {
         let mut st = self.inner.state();
         let super::NodeState {
             groups, queued_hw, ..
@@ -118,13 +123,16 @@ impl Group {
             .get_mut(&self.id)
             .ok_or(Error::UnknownGroup { group: self.id })?;
         g.flushed(log_flushed);
+        let mut queued = None;
         if let Some(&(v, end)) = queued_hw.get(&self.id) {
             if end <= log_flushed {
                 g.durable_hw = Some(g.durable_hw.map_or(v, |d| d.max(v)));
                 queued_hw.remove(&self.id);
+            } else {
+                queued = Some(end);
             }
         }
-        Ok(f(g))
+        Ok(f(g, queued))
     }
 
     fn header(&self, kind: Kind, offset: u64, epoch: u64) -> Header {

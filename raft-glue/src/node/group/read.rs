@@ -23,7 +23,7 @@ impl Group {
         let flushed = self.inner.log.flushed_offset().0;
         let written = self.inner.log.log_end_offset().0;
         let latest = self.latest();
-        self.with_flushed(flushed, |g| {
+        self.with_flushed(flushed, |g, _| {
             let durable = g.flushed(flushed);
             Extent {
                 start: Offset(g.start),
