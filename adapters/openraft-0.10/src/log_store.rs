@@ -136,6 +136,33 @@ fn schedule_persist(
 /// One batch of an append: its epoch, entries and their encoded bytes.
 type Batch<C> = (Epoch, Vec<<C as RaftTypeConfig>::Entry>, u64);
 
+/// `entries` as batches: one per epoch, within the batch limit `max`.
+/// Each entry is encoded once later, straight into its batch (its size is
+/// counted here without encoding it).
+fn batches<C>(entries: impl IntoIterator<Item = C::Entry>, max: u64) -> io::Result<Vec<Batch<C>>>
+where
+    C: RaftTypeConfig,
+    C::LeaderId: EpochLeaderId,
+    C::Entry: Serialize,
+{
+    let mut batches: Vec<Batch<C>> = Vec::new();
+    for e in entries {
+        let epoch = C::LeaderId::committed_epoch(e.log_id_parts().0).map_err(io_err)?;
+        let len = mapping::encoded_size(&e).map_err(io_err)? + 16;
+        let fresh = batches
+            .last()
+            .is_none_or(|(ep, _, bytes)| *ep != epoch || bytes + len + 64 > max);
+        if fresh {
+            batches.push((epoch, Vec::new(), 0));
+        }
+        if let Some((_, es, bytes)) = batches.last_mut() {
+            es.push(e);
+            *bytes += len;
+        }
+    }
+    Ok(batches)
+}
+
 /// The flushes not yet completed, each with its sequence number, in
 /// submission order; the next number; how many truncations there were.
 ///
@@ -467,25 +494,7 @@ where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let max = self.store.max_batch_bytes();
-        // One batch per epoch, within the batch limit: (epoch, entries,
-        // bytes). Each entry is encoded once, straight into its batch
-        // (its size is counted here without encoding it).
-        let mut batches: Vec<Batch<C>> = Vec::new();
-        for e in entries {
-            let epoch = C::LeaderId::committed_epoch(e.log_id_parts().0).map_err(io_err)?;
-            let len = mapping::encoded_size(&e).map_err(io_err)? + 16;
-            let fresh = batches
-                .last()
-                .is_none_or(|(ep, _, bytes)| *ep != epoch || bytes + len + 64 > max);
-            if fresh {
-                batches.push((epoch, Vec::new(), 0));
-            }
-            if let Some((_, es, bytes)) = batches.last_mut() {
-                es.push(e);
-                *bytes += len;
-            }
-        }
+        let batches = batches::<C>(entries, self.store.max_batch_bytes())?;
         let mut end = None;
         for (epoch, es, bytes) in batches {
             let Some(base) = es.first().map(RaftEntry::index) else {
