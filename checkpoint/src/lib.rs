@@ -71,5 +71,5 @@ pub use error::{CorruptionKind, Error, Location, NotFormattedReason, Result};
 pub use meta::Meta;
 pub use points::{HighWatermark, LogStartOffset, RecoveryPoint};
 pub use quorum_state::QuorumState;
-pub use small_file::{path_of, SmallFile};
+pub use small_file::{path_of, replace_file, SmallFile};
 pub use types::{ClusterId, DirectoryId, Epoch, NodeId, Offset, Vote, Voter};

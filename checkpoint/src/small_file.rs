@@ -56,45 +56,43 @@ fn temp_path(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Atomically replaces `F` in `dir` with `value`.
+/// Atomically replaces `F` in `dir` with `value` ([`replace_file`]).
 ///
 /// # Errors
-/// `NoSpace` on a full disk before the rename (the old file in place, no
-/// temporary file left). `Io` if any step fails. The old file is then still in place unless the
+/// As [`replace_file`].
+pub(crate) fn write<F: SmallFile>(fs: &dyn FileSystem, dir: &Path, value: &F) -> Result<()> {
+    replace_file(fs, &path_of::<F>(dir), &value.encode())
+}
+
+/// Atomically replaces the file at `path` with `bytes`: a temporary file
+/// written and synced, renamed over it, the directory synced. The one
+/// replace of every small file and of a node's checkpoint.
+///
+/// # Errors
+/// `NoSpace` on a full disk before the rename took effect (the old file in
+/// place, the temporary file removed: a refusal, nothing to poison). `Io`
+/// if any step fails. The old file is then still in place unless the
 /// rename happened and only the directory sync failed, in which case either
 /// may be found after a crash: callers must treat the outcome as unknown.
-pub(crate) fn write<F: SmallFile>(fs: &dyn FileSystem, dir: &Path, value: &F) -> Result<()> {
-    let path = path_of::<F>(dir);
-    let tmp = temp_path(&path);
-    let bytes = value.encode();
-    let staged = fs
+pub fn replace_file(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = temp_path(path);
+    let done = fs
         .open(&tmp, OpenMode::CreateOrTruncate)
-        .and_then(|file| file.write_all_and_sync_at(&bytes, 0));
-    if let Err(e) = staged {
-        // Before the rename the old file is untouched: on a full disk the
-        // temporary file goes and the write is refused, nothing poisoned.
+        .and_then(|file| file.write_all_and_sync_at(bytes, 0))
+        .and_then(|()| fs.rename(&tmp, path));
+    if let Err(e) = done {
+        // Before the rename took effect (a failed rename did not happen)
+        // the old file is untouched.
         if e.kind() == io::ErrorKind::StorageFull {
             let _ = fs.remove_file(&tmp);
             return Err(Error::NoSpace {
-                path,
+                path: path.to_path_buf(),
                 bytes: bytes.len() as u64,
             });
         }
         return Err(e.into());
     }
-    if let Err(e) = fs.rename(&tmp, &path) {
-        // A failed rename did not happen: on a full disk (a directory
-        // that needs a block) it is a refusal as above.
-        if e.kind() == io::ErrorKind::StorageFull {
-            let _ = fs.remove_file(&tmp);
-            return Err(Error::NoSpace {
-                path,
-                bytes: bytes.len() as u64,
-            });
-        }
-        return Err(e.into());
-    }
-    fs.sync_dir(parent_dir(&path))?;
+    fs.sync_dir(parent_dir(path))?;
     Ok(())
 }
 

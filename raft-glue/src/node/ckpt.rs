@@ -30,7 +30,7 @@ use quorumlog_io::codec::{Reader, Writer};
 use std::path::Path;
 
 use quorumlog_checkpoint::SharedFs;
-use quorumlog_io::{parent_dir, OpenMode};
+use quorumlog_io::OpenMode;
 
 use super::index::{GroupState, Run};
 use super::record::Header;
@@ -257,39 +257,15 @@ fn flag(b: u8) -> Result<bool, &'static str> {
 
 // --- The checkpoint file, and telling a node's directory from others. ---
 
-/// Writes `bytes` as the node checkpoint of `dir` by atomic replace.
+/// Writes `bytes` as the node checkpoint of `dir` by atomic replace. On a
+/// full disk it waits (`NoSpace`: the previous checkpoint in place, the
+/// next open replays more, nothing poisoned).
 pub(super) fn write_checkpoint_file(fs: &SharedFs, dir: &Path, bytes: &[u8]) -> Result<()> {
-    let path = dir.join(FILE_NAME);
-    let tmp = dir.join(format!("{FILE_NAME}.tmp"));
-    let io = |e: std::io::Error| Error::Checkpoint(quorumlog_checkpoint::Error::from(e));
-    let staged = fs
-        .open(&tmp, OpenMode::CreateOrTruncate)
-        .and_then(|file| file.write_all_and_sync_at(bytes, 0));
-    if let Err(e) = staged {
-        // Before the rename the previous checkpoint is untouched: on a full
-        // disk this one waits (the next open replays more), nothing is
-        // poisoned and no temporary file stays.
-        if e.kind() == std::io::ErrorKind::StorageFull {
-            let _ = fs.remove_file(&tmp);
-            return Err(Error::Checkpoint(quorumlog_checkpoint::Error::NoSpace {
-                path,
-                bytes: bytes.len() as u64,
-            }));
-        }
-        return Err(io(e));
-    }
-    if let Err(e) = fs.rename(&tmp, &path) {
-        if e.kind() == std::io::ErrorKind::StorageFull {
-            let _ = fs.remove_file(&tmp);
-            return Err(Error::Checkpoint(quorumlog_checkpoint::Error::NoSpace {
-                path,
-                bytes: bytes.len() as u64,
-            }));
-        }
-        return Err(io(e));
-    }
-    fs.sync_dir(parent_dir(&path)).map_err(io)?;
-    Ok(())
+    Ok(quorumlog_checkpoint::replace_file(
+        fs.as_ref(),
+        &dir.join(FILE_NAME),
+        bytes,
+    )?)
 }
 
 /// Reads and decodes the node checkpoint of the directory `dir` (the
