@@ -1,12 +1,12 @@
 //! `import`: brings a one-group store's directory (the previous layout)
-//! over into a new group of a node's directory, offline. The store is only
-//! read; the node gains the group durably, step by step (a failed import
+//! over into a new group of a node's directory, offline. The store's files
+//! are only read (its log's open recovers its tail); the node gains the group durably, step by step (a failed import
 //! leaves a group to drop and import again, and the store as it was).
 
 use std::path::Path;
 
 use quorumlog_checkpoint::read_meta;
-use quorumlog_raft::{Identity, Node, NodeOptions, SharedFs, Store, StoreOptions};
+use quorumlog_raft::{Identity, Node, NodeOptions, SharedFs};
 
 /// Imports `store_dir` into `node_dir` as group `group`. Ok(true) once
 /// done.
@@ -22,23 +22,13 @@ pub(crate) fn run(
             .ok_or_else(|| format!("{}: no meta file", dir.display()))?;
         Ok(Identity::of(&meta))
     };
-    let (store, _) = Store::open(
-        fs,
-        store_dir,
-        &identity(store_dir)?,
-        &StoreOptions::default(),
-    )
-    .map_err(|e| format!("{}: {e}", store_dir.display()))?;
     let (node, _) = Node::open(fs, node_dir, &identity(node_dir)?, &NodeOptions::default())
         .map_err(|e| format!("{}: {e}", node_dir.display()))?;
     let report = node
-        .import_store(group, &store)
+        .import_store(group, fs, store_dir, &identity(store_dir)?)
         .map_err(|e| format!("import into group {group}: {e}"))?;
     node.close()
         .map_err(|e| format!("{}: {e}", node_dir.display()))?;
-    store
-        .close()
-        .map_err(|e| format!("{}: {e}", store_dir.display()))?;
     println!(
         "imported {} into {} as group {group}: {} entries, {}",
         store_dir.display(),

@@ -21,9 +21,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use quorumlog_checkpoint::read_meta;
 use quorumlog_io::{FileSystem, RealFs};
-use quorumlog_raft::{
-    ClusterId, DirectoryId, Meta, Node, NodeId, NodeOptions, Offset, SharedFs, Store, StoreOptions,
-};
+use quorumlog_raft::{ClusterId, DirectoryId, Meta, Node, NodeId, NodeOptions, SharedFs};
 
 /// The operator's command line for quorumlog data directories.
 #[derive(Debug, Parser)]
@@ -57,14 +55,6 @@ enum Cmd {
         /// This node's id.
         #[arg(long)]
         node_id: u64,
-        /// A one-group store's directory (the `KRaft`-style wing's), not a
-        /// node's.
-        #[arg(long)]
-        store: bool,
-        /// The store's first log offset (1 for a Raft whose first index is
-        /// 1). A node's groups each start where they are created.
-        #[arg(long, requires = "store")]
-        first_offset: Option<u64>,
     },
     /// Prints the log's batches (and with `--records`, their records),
     /// decoding a node's records: group, kind, group offset.
@@ -159,14 +149,14 @@ enum Cmd {
     /// Rewrites the voter set of a quorum that lost its majority, offline,
     /// on one surviving replica: it takes a term (an epoch) above every
     /// one on file as its own leader and appends the new voters. An
-    /// openraft 0.10 group (a node's group, or a store of openraft
-    /// entries) or a store of the `KRaft`-style wing. Says what it
+    /// openraft 0.10 group or the `KRaft`-style wing's group, in a node's
+    /// directory. Says what it
     /// overrides; changes nothing without `--yes`; refuses a running
     /// replica's directory.
     RecoverQuorum {
         #[command(flatten)]
         at: DirArgs,
-        /// The group, in a node's directory (a store's holds one: leave
+        /// The openraft group (the `KRaft` wing's is its own group: leave
         /// it out).
         #[arg(long)]
         group: Option<u64>,
@@ -189,9 +179,7 @@ fn main() -> ExitCode {
             dir,
             cluster_id,
             node_id,
-            store,
-            first_offset,
-        } => format(&fs, &dir, cluster_id, node_id, store, first_offset),
+        } => format(&fs, &dir, cluster_id, node_id),
         Cmd::Dump {
             at,
             group,
@@ -249,29 +237,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// `format`: a node's directory, or with `store` a one-group store's
-/// (starting at its first offset). Ok(true) when formatted.
-fn format(
-    fs: &SharedFs,
-    dir: &Path,
-    cluster: u128,
-    node: u64,
-    store: bool,
-    first_offset: Option<u64>,
-) -> Result<bool, String> {
+/// `format`: a node's directory (a `KRaft` replica's too: its group is
+/// made at its first open). Ok(true) when formatted.
+fn format(fs: &SharedFs, dir: &Path, cluster: u128, node: u64) -> Result<bool, String> {
     let meta = Meta::new(ClusterId(cluster), NodeId(node), DirectoryId::random());
-    if store {
-        Store::format(
-            fs,
-            dir,
-            meta,
-            first_offset.map(Offset),
-            &StoreOptions::default(),
-        )
-    } else {
-        Node::format(fs, dir, meta, &NodeOptions::default())
-    }
-    .map_err(|e| format!("{}: {e}", dir.display()))?;
+    Node::format(fs, dir, meta, &NodeOptions::default())
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     println!(
         "formatted {}: cluster {cluster}, node {node}, directory id {:032x}",
         dir.display(),

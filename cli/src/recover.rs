@@ -19,12 +19,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use openraft10::BasicNode;
-use quorumlog_checkpoint::{read_meta, read_small_file};
+use quorumlog_checkpoint::read_meta;
 use quorumlog_openraft10::recover::{self, InForce, MembershipSource, Survey};
 use quorumlog_raft::voters::{VoterEntry, VoterSet};
 use quorumlog_raft::{
-    DirectoryId, Group, Identity, KraftReplica, Node, NodeId, NodeOptions, QuorumState, SharedFs,
-    StoreOptions, Voter,
+    DirectoryId, Group, Identity, KraftReplica, Node, NodeId, NodeOptions, SharedFs, Voter,
+    KRAFT_GROUP,
 };
 
 /// An entry's application data, read as nothing: a normal entry's head
@@ -229,7 +229,13 @@ pub(crate) fn run(
         .ok_or_else(|| at(&"no meta file"))?;
     let expect = Identity::node(meta.cluster_id, meta.node_id);
     let me = meta.node_id.0;
-    if fs.exists(&dir.join("groups.ckpt")).map_err(|e| at(&e))? {
+    if !fs.exists(&dir.join("groups.ckpt")).map_err(|e| at(&e))? {
+        return Err(at(
+            &"not a node's directory: bring a one-group directory of the previous layout over \
+              with `quorumlog import STORE NODE --group G` first (G = 1 for a KRaft replica's)",
+        ));
+    }
+    if voters.contains('=') {
         let g = group.ok_or_else(|| {
             at(&"a node's directory holds many groups: name one with --group G (`quorumlog info` lists them)")
         })?;
@@ -248,21 +254,15 @@ pub(crate) fn run(
         node.close().map_err(|e| at(&e))?;
         return r;
     }
-    if let Some(g) = group {
+    if let Some(g) = group.filter(|g| *g != KRAFT_GROUP) {
         return Err(at(&format!(
-            "--group {g}: a store's directory holds one group; leave --group out"
+            "--group {g}: the KRaft wing's group is {KRAFT_GROUP}; leave --group out"
         )));
-    }
-    if voters.contains('=') {
-        return Err(at(
-            &"an openraft group lives in a node's directory: bring a one-group store's directory \
-              over with `quorumlog import STORE NODE --group G` first, then name the group",
-        ));
     }
     kraft(fs, dir, &expect, voters, yes)
 }
 
-/// The `KRaft`-style wing's rewrite of the store in `dir`.
+/// The `KRaft`-style wing's rewrite of its group in the node of `dir`.
 fn kraft(
     fs: &SharedFs,
     dir: &Path,
@@ -275,9 +275,19 @@ fn kraft(
     let meta = read_meta(fs.as_ref(), dir)
         .map_err(|e| at(&e))?
         .ok_or_else(|| at(&"no meta file"))?;
-    let state = read_small_file::<QuorumState>(fs.as_ref(), dir)
-        .map_err(|e| at(&e))?
-        .unwrap_or_default();
+    // Read without opening (the plan changes nothing).
+    let summary = quorumlog_raft::inspect_node(fs, dir).map_err(|e| at(&e))?;
+    let state = summary
+        .groups
+        .iter()
+        .find(|g| g.group == KRAFT_GROUP)
+        .map(|g| g.quorum_state.clone())
+        .ok_or_else(|| {
+            let ids: Vec<u64> = summary.groups.iter().map(|g| g.group).collect();
+            at(&format!(
+                "no KRaft replica here (no group {KRAFT_GROUP}; its groups: {ids:?})"
+            ))
+        })?;
     let me = Voter {
         node_id: meta.node_id,
         directory_id: meta.directory_id,
@@ -312,7 +322,7 @@ fn kraft(
         println!("nothing changed: run again with --yes to rewrite");
         return Ok(false);
     }
-    let r = KraftReplica::recover_quorum(fs, dir, expect, &StoreOptions::default(), set)
+    let r = KraftReplica::recover_quorum(fs, dir, expect, &NodeOptions::default(), set)
         .map_err(|e| at(&e))?;
     println!(
         "rewritten: epoch {} (was {}), voter set at offset {}{}; the log ended at {}, high watermark {}",

@@ -50,12 +50,11 @@ fn refused(args: &[&str], want: &str) {
     assert!(text(&o).contains(want), "missing {want:?} in {}", text(&o));
 }
 
-/// Formats `dir` with the binary as cluster 5, node `node` (a one-group
-/// store starting at `store_first` when given), which must succeed;
-/// returns what it printed.
-fn formatted(dir: &Path, node: u64, store_first: Option<u64>) -> String {
-    let (n, first) = (node.to_string(), store_first.map(|f| f.to_string()));
-    let mut args = vec![
+/// Formats node directory `dir` with the binary as cluster 5, node
+/// `node`, which must succeed; returns what it printed.
+fn formatted(dir: &Path, node: u64) -> String {
+    let n = node.to_string();
+    let args = vec![
         "format",
         dir.to_str().unwrap(),
         "--cluster-id",
@@ -63,9 +62,6 @@ fn formatted(dir: &Path, node: u64, store_first: Option<u64>) -> String {
         "--node-id",
         &n,
     ];
-    if let Some(f) = &first {
-        args.extend(["--store", "--first-offset", f]);
-    }
     let o = quorumlog(&args);
     assert_eq!(code(&o), 0, "{}", text(&o));
     text(&o)
@@ -86,7 +82,7 @@ fn open_node(dir: &Path) -> Node {
 fn node_dir(n: u64) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("node");
-    let said = formatted(&dir, 3, None);
+    let said = formatted(&dir, 3);
     assert!(said.contains("cluster 5, node 3"), "{said}");
     let node = open_node(&dir);
     for g in [7, 9] {
@@ -120,7 +116,7 @@ fn node_dir(n: u64) -> tempfile::TempDir {
 fn rich_node_dir() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("node");
-    formatted(&dir, 3, None);
+    formatted(&dir, 3);
     let node = open_node(&dir);
     for g in [7, 9] {
         node.create_group(g, Offset(0)).unwrap();
@@ -649,11 +645,11 @@ fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_b
 #[test]
 fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_overrides() {
     use quorumlog_raft::voters::{VoterEntry, VoterSet};
-    use quorumlog_raft::{KraftReplica, StoreOptions, Voter};
+    use quorumlog_raft::{KraftReplica, Voter};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     let d = dir.to_str().unwrap();
-    formatted(&dir, 1, Some(1));
+    formatted(&dir, 1);
     let fs: SharedFs = Arc::new(RealFs::new());
     let expect = Identity::node(ClusterId(5), NodeId(1));
     let me = quorumlog_checkpoint::read_meta(fs.as_ref(), &dir)
@@ -669,7 +665,13 @@ fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_over
     };
     // A three-voter quorum whose two other voters are lost.
     let epoch = {
-        let (r, _) = KraftReplica::open(&fs, &dir, &expect, &StoreOptions::default()).unwrap();
+        let (r, _) = KraftReplica::open(
+            &fs,
+            &dir,
+            &expect,
+            &NodeOptions::with_segment_bytes(1 << 20),
+        )
+        .unwrap();
         let epoch = {
             let mut e = r.election();
             let epoch = e.become_candidate().unwrap();
@@ -744,7 +746,13 @@ fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_over
         "{}",
         text(&o)
     );
-    let (r, _) = KraftReplica::open(&fs, &dir, &expect, &StoreOptions::default()).unwrap();
+    let (r, _) = KraftReplica::open(
+        &fs,
+        &dir,
+        &expect,
+        &NodeOptions::with_segment_bytes(1 << 20),
+    )
+    .unwrap();
     let voters: Vec<u64> = r.voters().unwrap().voters().map(|v| v.node_id.0).collect();
     assert_eq!(voters, vec![1], "the new set is in force");
     let e = r.election();
@@ -752,15 +760,6 @@ fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_over
     assert_eq!(e.leader(), Some(NodeId(1)));
     drop(e);
     r.close().unwrap();
-
-    // Openraft-style voters for a store's directory: refused before
-    // writing (an openraft group lives in a node's), naming the import.
-    let before = tree(&dir);
-    refused(
-        &["recover-quorum", d, "--voters", "1=h1", "--yes"],
-        "quorumlog import STORE NODE --group G",
-    );
-    assert_eq!(tree(&dir), before);
 }
 
 openraft10::declare_raft_types!(
@@ -793,7 +792,7 @@ fn tc_id(
 fn openraft_node_dir() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("node");
-    formatted(&dir, 3, None);
+    formatted(&dir, 3);
     let node = open_node(&dir);
     node.create_group(4, Offset(0)).unwrap();
     node.create_group(9, Offset(0)).unwrap();
@@ -991,22 +990,22 @@ fn recover_quorum_rewrites_an_openraft_groups_voters_in_a_nodes_directory() {
     node.close().unwrap();
 }
 
-/// An openraft group lives in a node's directory: in a one-group store's
-/// directory (the previous layout) openraft voters are refused, naming
-/// the import, and nothing changes.
+/// A one-group directory of the previous layout: recover-quorum refuses
+/// it, naming the import, and nothing changes.
 #[test]
-fn recover_quorum_refuses_openraft_voters_in_a_stores_directory() {
+fn recover_quorum_refuses_a_directory_of_the_previous_layout() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     let d = dir.to_str().unwrap();
-    formatted(&dir, 3, Some(0));
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/golden/format-2/clean");
+    quorumlog_testkit::copy_dir(&golden, &dir);
     let before = tree(&dir);
     refused(
         &["recover-quorum", d, "--group", "4", "--voters", "3=h3"],
-        "holds one group; leave --group out",
+        "quorumlog import STORE NODE --group G",
     );
     refused(
-        &["recover-quorum", d, "--voters", "3=h3", "--yes"],
+        &["recover-quorum", d, "--voters", "1:0601de11", "--yes"],
         "quorumlog import STORE NODE --group G",
     );
     assert_eq!(tree(&dir), before, "a refusal changed the directory");

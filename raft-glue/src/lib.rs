@@ -15,8 +15,9 @@
 //!   typed transitions and restart rules, leader appends only in the epoch
 //!   it leads, raw-batch follower appends, fetch validation, commit
 //!   tracking, leader-coordinated cleaning, and the voter-set history with
-//!   `KIP-455` reassignment. It still runs over a one-group [`Store`] (the
-//!   previous layout, which `quorumlog import` brings into a node).
+//!   `KIP-455` reassignment, over one group it owns. A one-group directory
+//!   of the previous layout is brought into a node by `quorumlog import`
+//!   ([`Node::import_store`]).
 //!
 //! Every name an embedder needs is re-exported here. The openraft
 //! adapters are the `quorumlog-openraft` (0.9) and `quorumlog-openraft10`
@@ -60,23 +61,20 @@ mod error;
 pub mod fuzzing;
 pub mod kraft;
 mod node;
-mod store;
+mod types;
 
 pub use error::{Error, Result};
 pub use kraft::commit::{CommitTracker, Progress};
 pub use kraft::election::{Election, LogPosition, Role, VoteDecision};
 pub use kraft::fetch::{validate_offset_and_epoch, FetchPosition, LogView};
-pub use kraft::{voters, KraftReplica, QuorumRecovery};
+pub use kraft::{voters, KraftInstall, KraftReplica, QuorumRecovery, KRAFT_GROUP};
 pub use node::{
     describe_node_record, inspect_node, Encode, Extent, Group, GroupInstall, GroupSnapshot,
     GroupSummary, GroupWriter, ImportReport, Node, NodeOpenReport, NodeOptions, NodeRecordInfo,
     NodeRepairReport, NodeStats, NodeSummary, Purge, Records, SpaceUse, WatermarkDurability,
     WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
 };
-pub use store::{
-    Entry, Identity, Isolation, OnDurable, OpenReport, Store, StoreInstall, StoreOptions,
-    StoreWriter,
-};
+pub use types::{Entry, Identity, Isolation, OnDurable};
 
 // What an embedder names, from one crate: the identities and positions,
 // the file system, the log's and snapshots' options.

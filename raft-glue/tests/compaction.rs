@@ -1,6 +1,6 @@
 //! Invariant 7: no log entry is deleted before a durable snapshot covers it.
-//! The store's cleaning path (`Store::clean_log_prefix`, the only one) is
-//! bounded by the latest published snapshot, and a crash at any I/O call
+//! A group's cleaning (`Group::purge(Purge::Covered)`) is bounded by the
+//! latest published snapshot, and a crash at any I/O call
 //! between freezing the snapshot and deleting the log prefix loses
 //! nothing: every offset is in the log or covered by a listed, verifiable
 //! snapshot.
@@ -18,14 +18,14 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
-use quorumlog_raft::{Identity, Isolation, Store, StoreOptions};
+use quorumlog_raft::{Group, Identity, Isolation, Node, NodeOptions, Purge};
 use quorumlog_snapshot::WriterOptions;
 use quorumlog_testkit::CRASH_PLANS;
 
 const DIR: &str = "/data";
 
-fn options() -> StoreOptions {
-    StoreOptions {
+fn options() -> NodeOptions {
+    NodeOptions {
         log: LogOptions {
             segment_size_bytes: 8192,
             max_batch_bytes: 2048,
@@ -33,6 +33,8 @@ fn options() -> StoreOptions {
             ..LogOptions::default()
         },
         sync: SyncPolicy::GroupCommit,
+        background: false,
+        ..NodeOptions::default()
     }
 }
 
@@ -44,26 +46,36 @@ fn record(o: u64) -> Vec<u8> {
     format!("record {o:05}").into_bytes()
 }
 
-fn open(sim: &SimFs) -> Store {
+/// The node of `sim` and its one group.
+struct Opened {
+    g: Group,
+    _node: Node,
+}
+
+fn open(sim: &SimFs) -> Opened {
     let fs: SharedFs = Arc::new(sim.clone());
-    Store::open(&fs, Path::new(DIR), &Identity::of(&meta()), &options())
-        .unwrap()
-        .0
+    let (node, _) = Node::open(&fs, Path::new(DIR), &Identity::of(&meta()), &options()).unwrap();
+    Opened {
+        g: node.group(1).unwrap(),
+        _node: node,
+    }
 }
 
 /// 100 records (several segments), committed and flushed.
 fn setup(seed: u64) -> SimFs {
     let sim = SimFs::new(seed);
     let fs: SharedFs = Arc::new(sim.clone());
-    Store::format(&fs, Path::new(DIR), meta(), None, &options()).unwrap();
-    let s = open(&sim);
+    Node::format(&fs, Path::new(DIR), meta(), &options()).unwrap();
+    let (node, _) = Node::open(&fs, Path::new(DIR), &Identity::of(&meta()), &options()).unwrap();
+    node.create_group(1, Offset(0)).unwrap();
+    let g = node.group(1).unwrap();
     for o in 0..100u64 {
-        s.append_replicated(Offset(o), Epoch(1), &[record(o)])
-            .unwrap();
+        g.append(Offset(o), Epoch(1), &[record(o)]).unwrap();
     }
-    s.wait_durable(Offset(100)).unwrap();
-    s.set_high_watermark(Offset(100)).unwrap();
-    s.close().unwrap();
+    g.wait_durable(Offset(100)).unwrap();
+    g.set_high_watermark(Offset(100)).unwrap();
+    drop(g);
+    node.close().unwrap();
     sim
 }
 
@@ -72,14 +84,17 @@ fn state_below(end: u64) -> Vec<u8> {
     (0..end).flat_map(record).collect()
 }
 
-fn snapshot(s: &Store, end: u64) -> quorumlog_raft::Result<()> {
-    let mut w = s.create_snapshot(Offset(end), Epoch(1), b"", WriterOptions::default())?;
+fn snapshot(s: &Opened, end: u64) -> quorumlog_raft::Result<()> {
+    let mut w =
+        s.g.create_snapshot(Offset(end), Epoch(1), b"", WriterOptions::default())?;
     w.write(&state_below(end))?;
     w.freeze().map(|_| ())
 }
 
-fn clean(s: &Store, up_to: u64) -> quorumlog_raft::Result<Offset> {
-    s.clean_log_prefix(Offset(up_to))
+fn clean(s: &Opened, up_to: u64) -> quorumlog_raft::Result<Offset> {
+    s.g.purge(Purge::Covered {
+        up_to: Offset(up_to),
+    })
 }
 
 #[test]
@@ -120,20 +135,21 @@ fn a_crash_between_snapshot_and_truncation_loses_nothing() {
             let disk = sim.crash_with(plan);
             let s = open(&disk);
             let what = format!("crash after {point}/{total} {plan:?}");
-            let start = s.log_start_offset().0;
+            let x = s.g.extent();
+            let start = x.start.0;
             assert!(start == 0 || start == 60, "{what}: start {start}");
             if cleaned {
                 assert_eq!(start, 60, "{what}: acknowledged cleaning undone");
             }
             if frozen {
                 assert!(
-                    s.latest_snapshot().is_some(),
+                    x.latest_snapshot.is_some(),
                     "{what}: acknowledged snapshot lost"
                 );
             }
             // Every offset below 100 is in the log or in a verified snapshot.
-            let covered = s.latest_snapshot().map_or(0, |id| {
-                let (_, data) = s.read_snapshot(id).unwrap();
+            let covered = x.latest_snapshot.map_or(0, |id| {
+                let (_, data) = s.g.snapshot(id).unwrap().read().unwrap();
                 assert_eq!(data, state_below(id.end_offset.0), "{what}");
                 id.end_offset.0
             });
@@ -141,10 +157,10 @@ fn a_crash_between_snapshot_and_truncation_loses_nothing() {
                 covered >= start,
                 "{what}: offsets {covered}..{start} have no copy"
             );
-            assert_eq!(s.log_end_offset(), Offset(100), "{what}");
-            let entries = s
-                .read_entries(Offset(start), Offset(100), u64::MAX, Isolation::Uncommitted)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(x.end, Offset(100), "{what}");
+            let entries =
+                s.g.read_entries(Offset(start), Offset(100), u64::MAX, Isolation::Uncommitted)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(entries.len() as u64, 100 - start, "{what}");
             for e in entries {
                 assert_eq!(e.bytes, record(e.offset.0), "{what}");
@@ -153,7 +169,7 @@ fn a_crash_between_snapshot_and_truncation_loses_nothing() {
         }
     }
     eprintln!(
-        "snapshot -> truncate_prefix_to: {} crash points, {states} crash states",
+        "snapshot -> purge: {} crash points, {states} crash states",
         total + 1
     );
 }

@@ -1,7 +1,8 @@
 //! A node's typed refusals and failures: every one names what is wrong
 //! and loses nothing.
-//! - a one-group store's directory opened as a node, and a node's opened
-//!   as a store (`WrongLayout`); a blank directory; another node's;
+//! - a directory of the previous one-group layout opened as a node, and a
+//!   node's imported as one (`WrongLayout`); a blank directory; another
+//!   node's;
 //! - a damaged `groups.ckpt` (`NodeCorrupt`, nothing changed);
 //! - a flipped bit in one group's entries: that group's read names the
 //!   group and offset (`GroupData`), the other group's reads never touch
@@ -21,7 +22,7 @@ use std::sync::Arc;
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, FaultKind, FaultOp, SimFs};
-use quorumlog_raft::{Error, Identity, Isolation, Node, NodeOptions, Store, StoreOptions};
+use quorumlog_raft::{Error, Identity, Isolation, Node, NodeOptions};
 use quorumlog_testkit::AppendDurable;
 
 const DIR: &str = "/node";
@@ -51,22 +52,14 @@ fn formatted() -> (SimFs, SharedFs) {
 #[test]
 fn layouts_are_told_apart_and_blank_or_foreign_directories_refused() {
     let (_, fs) = formatted();
-    let r = Store::open(
-        &fs,
-        Path::new(DIR),
-        &Identity::of(&meta()),
-        &StoreOptions::default(),
-    );
-    assert!(matches!(r, Err(Error::WrongLayout { .. })), "{r:?}");
-
-    Store::format(
-        &fs,
-        Path::new("/store"),
-        meta(),
-        None,
-        &StoreOptions::default(),
-    )
-    .unwrap();
+    {
+        let node = open(&fs).unwrap();
+        let r = node.import_store(1, &fs, Path::new(DIR), &Identity::of(&meta()));
+        assert!(matches!(r, Err(Error::WrongLayout { .. })), "{r:?}");
+        node.close().unwrap();
+    }
+    // The previous layout's directory as its format left it.
+    quorumlog_checkpoint::format_with(&fs, Path::new("/store"), meta()).unwrap();
     let r = Node::open(&fs, Path::new("/store"), &Identity::of(&meta()), &options());
     assert!(matches!(r, Err(Error::WrongLayout { .. })), "{r:?}");
 

@@ -1,9 +1,13 @@
-//! The explicit migration of a one-group directory (the previous layout)
-//! into a group of a node: after `Node::import_store` the group holds the
-//! store's entries (offsets, epochs, bytes), log start and the epoch
+//! The explicit migration of a one-group directory of the previous layout
+//! (a log of its own, small files beside it; written here with the storage
+//! crates, as that layout's runtime type is gone) into a group of a node:
+//! after `Node::import_store` the group holds the old log's entries
+//! (offsets, epochs, bytes, control flags), its log start and the epoch
 //! before it, election state, metadata, high watermark and latest
-//! snapshot, and still does after the node reopens; the store is
-//! unchanged. A `KRaft` replica's store (control records) is refused.
+//! snapshot, and still does after the node reopens; the old directory's
+//! small files are unchanged; an id in use is refused. A `KRaft` replica's
+//! directory imports with its control entries, and the wing over the new
+//! group finds the same voter set.
 #![allow(
     clippy::unwrap_used,
     clippy::indexing_slicing,
@@ -17,11 +21,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use quorumlog_checkpoint::{
-    ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, QuorumState, SharedFs, Vote,
+    format_with, ClusterId, DataDir, DirectoryId, Epoch, Meta, NodeId, Offset, OpenOptions,
+    QuorumState, SharedFs, Vote, Voter,
 };
 use quorumlog_io::SimFs;
-use quorumlog_raft::{Error, Identity, Isolation, Node, NodeOptions, Store, StoreOptions};
-use quorumlog_snapshot::WriterOptions;
+use quorumlog_log::{DurableLog, LogOptions, SyncPolicy};
+use quorumlog_raft::voters::{ControlRecord, VoterEntry, VoterSet};
+use quorumlog_raft::{Error, Identity, Isolation, KraftReplica, Node, NodeOptions};
+use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
+use quorumlog_testkit::dir_image;
 
 fn meta() -> Meta {
     Meta::new(ClusterId(1), NodeId(1), DirectoryId(2))
@@ -34,123 +42,162 @@ fn node_options() -> NodeOptions {
     }
 }
 
-#[test]
-fn a_store_imports_into_a_group_whole_and_survives_a_reopen() {
-    let fs: SharedFs = Arc::new(SimFs::new(3));
-    let so = StoreOptions::default();
-    Store::format(&fs, Path::new("/old"), meta(), Some(Offset(1)), &so).unwrap();
-    let (store, _) = Store::open(&fs, Path::new("/old"), &Identity::of(&meta()), &so).unwrap();
-    for i in 1..=40u64 {
-        let epoch = if i <= 25 { 1 } else { 3 };
-        store
-            .append_replicated(Offset(i), Epoch(epoch), &[format!("entry {i}")])
-            .unwrap();
-    }
-    store.wait_durable(Offset(41)).unwrap();
-    store.set_high_watermark(Offset(30)).unwrap();
-    let vote = QuorumState {
+fn vote() -> QuorumState {
+    QuorumState {
         epoch: Epoch(3),
         leader: Some(NodeId(2)),
         voted: Some(Vote {
             node_id: NodeId(2),
             directory_id: DirectoryId(5),
         }),
+    }
+}
+
+/// The previous layout at `/old`: a log starting at 1, entries 1..=40 (1..=25
+/// in epoch 1, then 3; `control` flags entry 26 as a control record), a
+/// high watermark at 30, an election state, metadata, a snapshot at 20
+/// and the log purged to 11.
+fn write_previous(fs: &SharedFs, control: Option<&[u8]>) {
+    let dir = Path::new("/old");
+    format_with(fs, dir, meta()).unwrap();
+    let dd = Arc::new(DataDir::open(fs.clone(), dir, &OpenOptions::default()).unwrap());
+    let log = DurableLog::open(Arc::clone(&dd), LogOptions::default(), SyncPolicy::Never).unwrap();
+    log.truncate_fully_and_start_at(Offset(1), None).unwrap();
+    for i in 1..=40u64 {
+        let epoch = Epoch(if i <= 25 { 1 } else { 3 });
+        match control {
+            Some(rec) if i == 26 => log.append_control(epoch, &[rec]).unwrap(),
+            _ => log
+                .append_at(Offset(i), epoch, &[format!("entry {i}")])
+                .unwrap(),
+        };
+    }
+    log.flush().unwrap();
+    log.set_high_watermark(Offset(30)).unwrap();
+    dd.persist_quorum_state(&vote()).unwrap();
+    dd.write_app_metadata(b"membership").unwrap();
+    let snapshots = SnapshotStore::open(fs.clone(), &dd.snapshots_dir()).unwrap();
+    let id = SnapshotId {
+        end_offset: Offset(20),
+        epoch: Epoch(1),
     };
-    store.persist_quorum_state(&vote).unwrap();
-    store.write_app_metadata(b"membership").unwrap();
-    let mut w = store
-        .create_snapshot(Offset(20), Epoch(1), b"snap meta", WriterOptions::default())
+    let mut w = snapshots
+        .create(id, b"snap meta", WriterOptions::default())
         .unwrap();
     w.write(b"state below 20").unwrap();
     w.freeze().unwrap();
-    store.purge_to(Offset(11), Epoch(1)).unwrap();
+    log.truncate_prefix_to(Offset(11)).unwrap();
+    log.close().unwrap();
+}
 
-    Node::format(&fs, Path::new("/new"), meta(), &node_options()).unwrap();
-    let (node, _) = Node::open(
-        &fs,
+fn new_node(fs: &SharedFs) -> Node {
+    Node::format(fs, Path::new("/new"), meta(), &node_options()).unwrap();
+    reopen(fs)
+}
+
+fn reopen(fs: &SharedFs) -> Node {
+    Node::open(
+        fs,
         Path::new("/new"),
         &Identity::of(&meta()),
         &node_options(),
     )
-    .unwrap();
-    let report = node.import_store(5, &store).unwrap();
+    .unwrap()
+    .0
+}
+
+#[test]
+fn a_previous_directory_imports_into_a_group_whole_and_survives_a_reopen() {
+    let fs: SharedFs = Arc::new(SimFs::new(3));
+    write_previous(&fs, None);
+    let image = || {
+        let mut m = dir_image(fs.as_ref(), Path::new("/old")).unwrap();
+        m.retain(|p, _| !p.starts_with("/old/log") && !p.ends_with("lock"));
+        m
+    };
+    let before = image();
+    let node = new_node(&fs);
+    let report = node
+        .import_store(5, &fs, Path::new("/old"), &Identity::of(&meta()))
+        .unwrap();
     assert_eq!(report.entries, 30);
     assert!(report.snapshot);
     let check = |node: &Node| {
         let g = node.group(5).unwrap();
-        assert_eq!(g.extent().start, Offset(11));
-        assert_eq!(g.extent().end, Offset(41));
-        assert_eq!(g.extent().last_purged, store.last_purged());
-        let a = g
+        let x = g.extent();
+        assert_eq!((x.start, x.end), (Offset(11), Offset(41)));
+        assert_eq!(x.last_purged, Some((Offset(10), Epoch(1))));
+        let got = g
             .read_entries(Offset(11), Offset(41), u64::MAX, Isolation::Uncommitted)
             .unwrap();
-        let b = store
-            .read_entries(Offset(11), Offset(41), u64::MAX, Isolation::Uncommitted)
-            .unwrap();
-        assert_eq!(a, b, "the same entries, offsets and epochs");
-        assert_eq!(g.quorum_state(), vote);
+        assert_eq!(got.len(), 30);
+        for e in &got {
+            let epoch = if e.offset.0 <= 25 { 1 } else { 3 };
+            assert_eq!(e.epoch, Epoch(epoch));
+            assert_eq!(e.bytes, format!("entry {}", e.offset.0).into_bytes());
+            assert!(!e.control);
+        }
+        assert_eq!(g.quorum_state(), vote());
         assert_eq!(g.app_metadata().as_deref(), Some(&b"membership"[..]));
-        assert_eq!(g.extent().high_watermark, Some(Offset(30)));
-        let id = store.latest_snapshot().unwrap();
-        assert_eq!(g.extent().latest_snapshot, Some(id));
+        assert_eq!(x.high_watermark, Some(Offset(30)));
+        let id = x.latest_snapshot.unwrap();
+        assert_eq!((id.end_offset, id.epoch), (Offset(20), Epoch(1)));
+        let (m, state) = g.snapshot(id).and_then(|s| s.read()).unwrap();
         assert_eq!(
-            g.snapshot(id).and_then(|x| x.read()).unwrap(),
-            store.read_snapshot(id).unwrap()
+            (m.as_slice(), state.as_slice()),
+            (&b"snap meta"[..], &b"state below 20"[..])
         );
     };
     check(&node);
     node.close().unwrap();
-    let (node, _) = Node::open(
+    let node = reopen(&fs);
+    check(&node);
+    // An id in use is refused.
+    assert!(matches!(
+        node.import_store(5, &fs, Path::new("/old"), &Identity::of(&meta())),
+        Err(Error::GroupExists { group: 5 })
+    ));
+    node.close().unwrap();
+    assert!(image() == before, "the old directory's small files changed");
+}
+
+#[test]
+fn a_kraft_replicas_directory_imports_with_its_control_entries() {
+    let fs: SharedFs = Arc::new(SimFs::new(4));
+    let voters = VoterSet::new(vec![VoterEntry {
+        voter: Voter {
+            node_id: NodeId(1),
+            directory_id: DirectoryId(2),
+        },
+        endpoint: None,
+    }])
+    .unwrap();
+    write_previous(&fs, Some(&ControlRecord::VoterSet(voters.clone()).encode()));
+    let node = new_node(&fs);
+    node.import_store(
+        quorumlog_raft::KRAFT_GROUP,
+        &fs,
+        Path::new("/old"),
+        &Identity::of(&meta()),
+    )
+    .unwrap();
+    let g = node.group(quorumlog_raft::KRAFT_GROUP).unwrap();
+    let flags: Vec<u64> = g
+        .read_entries(Offset(11), Offset(41), u64::MAX, Isolation::Uncommitted)
+        .unwrap()
+        .iter()
+        .filter(|e| e.control)
+        .map(|e| e.offset.0)
+        .collect();
+    assert_eq!(flags, vec![26]);
+    drop(g);
+    node.close().unwrap();
+    let (replica, _) = KraftReplica::open(
         &fs,
         Path::new("/new"),
         &Identity::of(&meta()),
         &node_options(),
     )
     .unwrap();
-    check(&node);
-    // An id in use is refused, the store untouched.
-    assert!(matches!(
-        node.import_store(5, &store),
-        Err(Error::GroupExists { group: 5 })
-    ));
-    assert_eq!(store.log_end_offset(), Offset(41));
-}
-
-#[test]
-fn a_kraft_replicas_store_with_control_records_is_refused() {
-    let fs: SharedFs = Arc::new(SimFs::new(4));
-    let so = StoreOptions::default();
-    Store::format(&fs, Path::new("/k"), meta(), None, &so).unwrap();
-    let (replica, _) =
-        quorumlog_raft::KraftReplica::open(&fs, Path::new("/k"), &Identity::of(&meta()), &so)
-            .unwrap();
-    let mut e = replica.election();
-    e.become_candidate().unwrap();
-    e.become_leader().unwrap();
-    drop(e);
-    replica.append_durable(Epoch(1), &[b"x"]).unwrap();
-    let has_control = replica
-        .read_entries(
-            Offset(0),
-            replica.log_end_offset(),
-            u64::MAX,
-            Isolation::Uncommitted,
-        )
-        .unwrap()
-        .iter()
-        .any(|e| e.control);
-    Node::format(&fs, Path::new("/n"), meta(), &node_options()).unwrap();
-    let (node, _) = Node::open(
-        &fs,
-        Path::new("/n"),
-        &Identity::of(&meta()),
-        &node_options(),
-    )
-    .unwrap();
-    let r = node.import_store(1, &replica);
-    if has_control {
-        assert!(matches!(r, Err(Error::ImportRefused { .. })), "{r:?}");
-    } else {
-        r.unwrap();
-    }
+    assert_eq!(replica.voters(), Some(voters));
 }

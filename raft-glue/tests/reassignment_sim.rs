@@ -290,7 +290,8 @@ impl Sim {
         let Some((l, _)) = self.current_leader() else {
             return;
         };
-        let flushed = self.r(l).store.log().flush().unwrap();
+        let end = self.r(l).store.extent().queued_end;
+        let flushed = self.r(l).store.wait_durable(end).unwrap();
         let me = self.r(l).me;
         self.progress.insert(me, flushed);
         self.commit();
@@ -312,13 +313,13 @@ impl Sim {
             .map(|v| self.progress.get(&v).copied().unwrap_or(Offset(0)))
             .collect();
         ends.sort_unstable_by(|a, b| b.cmp(a));
-        let hw = ends[set.len() / 2].min(s.log().log_end_offset());
-        let before = s.high_watermark().unwrap_or(Offset(0));
+        let hw = ends[set.len() / 2].min(s.extent().queued_end);
+        let before = s.extent().high_watermark.unwrap_or(Offset(0));
         if hw <= start || hw <= before {
             return;
         }
         s.set_high_watermark(hw).unwrap();
-        let from = s.log().log_start_offset().max(before);
+        let from = s.extent().start.max(before);
         for e in s
             .read_entries(from, hw, u64::MAX, Isolation::Uncommitted)
             .unwrap()
@@ -391,16 +392,17 @@ impl Sim {
             return;
         }
         if flush {
-            self.r(f).store.log().flush().unwrap();
+            let end = self.r(f).store.extent().queued_end;
+            self.r(f).store.wait_durable(end).unwrap();
         }
-        let durable = self.r(f).store.log().flushed_offset();
+        let durable = self.r(f).store.extent().flushed;
         let me = self.r(f).me;
         self.progress.insert(me, durable);
         self.commit();
-        let hw = self.r(l).store.high_watermark().unwrap_or(Offset(0));
+        let hw = self.r(l).store.extent().high_watermark.unwrap_or(Offset(0));
         let fs = &self.r(f).store;
-        let fhw = hw.min(fs.log().log_end_offset());
-        if fs.high_watermark().unwrap_or(Offset(0)) < fhw {
+        let fhw = hw.min(fs.extent().queued_end);
+        if fs.extent().high_watermark.unwrap_or(Offset(0)) < fhw {
             fs.set_high_watermark(fhw).unwrap();
         }
     }
@@ -481,6 +483,8 @@ impl Sim {
         self.now_ms += 1;
         let s = &self.r(l).store;
         let info = s.alter_voters(epoch, set, self.now_ms)?;
+        // Readable once written (the leader's round).
+        s.wait_durable(info.next_offset)?;
         let bytes = s
             .read_entries(
                 info.base_offset,
@@ -498,10 +502,13 @@ impl Sim {
     fn request_committed(&mut self, at: Offset, bytes: &[u8]) -> Option<bool> {
         let (l, _) = self.current_leader()?;
         let s = &self.r(l).store;
-        if s.log_end_offset() <= at {
+        if s.extent().queued_end <= at {
             return Some(false);
         }
-        if at < s.log_start_offset() {
+        if s.extent().end <= at {
+            return None; // queued, not written yet
+        }
+        if at < s.extent().start {
             return Some(true); // cut below a snapshot: committed long ago
         }
         let e = s
@@ -510,7 +517,7 @@ impl Sim {
         if e.first().is_none_or(|e| e.bytes != bytes) {
             return Some(false);
         }
-        (s.high_watermark().unwrap_or(Offset(0)) > at).then_some(true)
+        (s.extent().high_watermark.unwrap_or(Offset(0)) > at).then_some(true)
     }
 
     /// One random step.
@@ -552,9 +559,9 @@ impl Sim {
                         format!(
                             "n{n}/{}:[{},{}) hw {:?} e{} {:?} voters {:?}",
                             r.me.directory_id.0,
-                            s.log_start_offset().0,
-                            s.log_end_offset().0,
-                            s.high_watermark().map(|h| h.0),
+                            s.extent().start.0,
+                            s.extent().queued_end.0,
+                            s.extent().high_watermark.map(|h| h.0),
                             epoch,
                             role,
                             s.voters()
@@ -587,11 +594,11 @@ impl Sim {
             };
             let s = &self.r(l).store;
             let st = s.control_state();
-            let hw = s.high_watermark().unwrap_or(Offset(0));
+            let hw = s.extent().high_watermark.unwrap_or(Offset(0));
             if st.reassignment.is_none()
                 && s.committed_voters()
                     .is_some_and(|c| c.same_voters(st.voters.as_ref().unwrap()))
-                && hw == s.log_end_offset()
+                && hw == s.extent().queued_end
             {
                 return s.committed_voters().unwrap();
             }

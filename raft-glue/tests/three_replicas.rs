@@ -164,13 +164,13 @@ impl Sim {
                 "seed {}: two leaders in {epoch}",
                 self.seed
             );
-            let start = self.r(c).store.log().log_end_offset();
+            let start = self.r(c).store.extent().queued_end;
             let hw = self
                 .r(c)
                 .store
-                .log()
-                .high_watermark()
-                .unwrap_or(self.r(c).store.log().log_start_offset());
+                .extent()
+                .high_watermark
+                .unwrap_or(self.r(c).store.extent().start);
             let members = (0..NODES).map(NodeId);
             self.leader = Some((c, epoch, CommitTracker::new(NodeId(c), start, members, hw)));
         }
@@ -195,7 +195,8 @@ impl Sim {
         let Some((l, _)) = self.current_leader() else {
             return;
         };
-        let flushed = self.r(l).store.log().flush().unwrap();
+        let end = self.r(l).store.extent().queued_end;
+        let flushed = self.r(l).store.wait_durable(end).unwrap();
         self.commit(|t| t.leader_flushed(flushed));
     }
 
@@ -213,13 +214,13 @@ impl Sim {
             "seed {}: the high watermark moved back",
             self.seed
         );
-        if hw > self.r(l).store.log().flushed_offset() {
+        if hw > self.r(l).store.extent().flushed {
             self.counts.commits_ahead_of_leader_sync += 1;
         }
         let leader = self.r(l);
         leader.store.set_high_watermark(hw).unwrap();
         // Record what became committed (and check what was).
-        let start = leader.store.log().log_start_offset().max(before);
+        let start = leader.store.extent().start.max(before);
         let entries = leader
             .store
             .read_entries(start, hw, u64::MAX, Isolation::Uncommitted)
@@ -262,9 +263,10 @@ impl Sim {
             return; // its log is not known to match the leader's yet
         }
         if self.rng.below(2) == 0 {
-            self.r(f).store.log().flush().unwrap();
+            let end = self.r(f).store.extent().queued_end;
+            self.r(f).store.wait_durable(end).unwrap();
         }
-        let durable = self.r(f).store.log().flushed_offset();
+        let durable = self.r(f).store.extent().flushed;
         let now = self.tick();
         self.compaction.record_fetch(NodeId(f), durable, now);
         self.commit(|t| t.report(NodeId(f), durable));
@@ -273,9 +275,9 @@ impl Sim {
 
     /// The follower learns the high watermark from the fetch response.
     fn learn_high_watermark(&self, l: u64, f: u64) {
-        let hw = self.r(l).store.log().high_watermark().unwrap_or(Offset(0));
-        let fhw = hw.min(self.r(f).store.log().log_end_offset());
-        if self.r(f).store.log().high_watermark().unwrap_or(Offset(0)) < fhw {
+        let hw = self.r(l).store.extent().high_watermark.unwrap_or(Offset(0));
+        let fhw = hw.min(self.r(f).store.extent().queued_end);
+        if self.r(f).store.extent().high_watermark.unwrap_or(Offset(0)) < fhw {
             self.r(f).store.set_high_watermark(fhw).unwrap();
         }
     }
@@ -285,9 +287,9 @@ impl Sim {
     fn snapshot_and_clean(&mut self) {
         let n = self.rng.below(NODES);
         let store = &self.r(n).store;
-        let hw = store.log().high_watermark().unwrap_or(Offset(0));
-        let latest = store.snapshots().latest().map(|s| s.id.end_offset);
-        if hw > store.log().log_start_offset() && latest.is_none_or(|l| l < hw) {
+        let hw = store.extent().high_watermark.unwrap_or(Offset(0));
+        let latest = store.extent().latest_snapshot.map(|s| s.end_offset);
+        if hw > store.extent().start && latest.is_none_or(|l| l < hw) {
             if let Some(epoch) = store.epoch_at(Offset(hw.0 - 1)) {
                 let mut w = store
                     .create_snapshot(hw, epoch, b"", WriterOptions::default())
@@ -301,7 +303,7 @@ impl Sim {
         };
         let leader = &self.r(*l).store;
         let (snapshot_end, extent) = (
-            leader.snapshots().latest().map(|s| s.id.end_offset),
+            leader.extent().latest_snapshot.map(|s| s.end_offset),
             leader.log_extent(),
         );
         let bound = self
@@ -353,7 +355,7 @@ impl Sim {
             &format!("seed {}", self.seed),
         );
         if let Some((l, _, _)) = &self.leader {
-            let end = self.r(*l).store.log().log_end_offset().0;
+            let end = self.r(*l).store.extent().queued_end.0;
             assert!(
                 end >= committed_end,
                 "seed {}: leader {l} misses committed entries ({end} < {committed_end})",
@@ -363,8 +365,9 @@ impl Sim {
     }
 }
 
-/// The retention cap a seed runs with: in entries, in bytes (smaller than
-/// two segments) or in age, so each kind passes laggards.
+/// The retention cap a seed runs with: in entries, in bytes (a group's
+/// batches, about 110 bytes each here: nine of them) or in age, so each
+/// kind passes laggards.
 fn cap_for(seed: u64) -> RetentionCap {
     match seed % 3 {
         0 => RetentionCap {
@@ -372,7 +375,7 @@ fn cap_for(seed: u64) -> RetentionCap {
             ..RetentionCap::default()
         },
         1 => RetentionCap {
-            max_bytes: Some(20 << 10),
+            max_bytes: Some(1 << 10),
             ..RetentionCap::default()
         },
         _ => RetentionCap {
@@ -403,9 +406,9 @@ fn run(seed: u64) -> Counts {
                     let s = &sim.r(n).store;
                     format!(
                         "n{n}:[{},{}) hw {:?} e{}",
-                        s.log().log_start_offset().0,
-                        s.log().log_end_offset().0,
-                        s.log().high_watermark().map(|h| h.0),
+                        s.extent().start.0,
+                        s.extent().queued_end.0,
+                        s.extent().high_watermark.map(|h| h.0),
                         s.election().epoch().0
                     )
                 })

@@ -17,7 +17,7 @@
 mod append;
 pub mod harness;
 pub mod hooked;
-pub mod store_crash;
+pub mod kraft_crash;
 
 pub use append::AppendDurable;
 

@@ -19,7 +19,7 @@
 )]
 
 use quorumlog_testkit::fresh_seed;
-use quorumlog_testkit::harness::{run_exhaustive, run_seed, Backend, Op};
+use quorumlog_testkit::harness::{run_exhaustive, run_seed, Op};
 
 /// Seeds that found bugs, run on every run:
 /// - 0, 3, 23: a strict open refused after a plain crash ("invalid batch
@@ -74,7 +74,6 @@ fn random_crash_cycles() {
          random_crash_cycles)"
     );
     let (mut cycles, mut records, mut corruption, mut installed) = (0, 0, 0, 0);
-    let (mut store_seeds, mut store_installed) = (0u64, 0u64);
     let fresh = (0..seeds).map(|i| base.wrapping_add(i));
     let all: Vec<u64> = PINNED_SEEDS.iter().copied().chain(fresh).collect();
     for &seed in &all {
@@ -83,10 +82,6 @@ fn random_crash_cycles() {
         records += c.records;
         corruption += u64::from(c.corruption_reported);
         installed += c.installed_snapshots;
-        if Backend::of_seed(seed) == Backend::Store {
-            store_seeds += 1;
-            store_installed += c.installed_snapshots;
-        }
     }
     eprintln!(
         "harness: {} seeds, {cycles} crash/reopen cycles, {records} records verified, \
@@ -94,13 +89,9 @@ fn random_crash_cycles() {
         all.len()
     );
     assert!(cycles >= all.len() as u64);
-    eprintln!(
-        "harness: {store_seeds} seeds drove the Raft store, {store_installed} installs through it \
-         verified"
-    );
     assert!(
-        store_seeds > 0 && store_installed > 0,
-        "the harness never drove the store through an install"
+        installed > 0,
+        "the harness never verified an installed snapshot"
     );
     let recycled = quorumlog_testkit::harness::recycled_rolls();
     eprintln!("harness: {recycled} rolls into recycled segment files");

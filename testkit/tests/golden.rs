@@ -1,17 +1,19 @@
-//! Golden data directories: directories written by a released format
-//! version, committed under `testkit/golden/format-<N>/`, must open and
-//! read back with every later version. Invariant: a format change either
-//! keeps them readable or is a deliberate version bump that adds a new
-//! folder (and a migration) while this test keeps reading the old ones.
+//! Golden directories of the previous one-group layout (a store: a log
+//! of its own, small files beside it), written by format version 2 and
+//! committed under `testkit/golden/format-<N>/`. That layout has no
+//! runtime type any more: `Node::import_store` (`quorumlog import`) brings
+//! it into a group of a node. Invariant: every committed directory imports
+//! whole (entries with their epochs and bytes, the high watermark, the
+//! election state, the application metadata, the latest snapshot), the
+//! group reads back the same after the node reopens, and the old
+//! directory's files are left as they were but for its log's own tail
+//! recovery.
 //!
-//! Each folder holds two directories written by the same workload on the
-//! simulated disk and exported byte for byte: `clean` (closed cleanly) and
-//! `crashed` (power cut with unsynced appends in flight, so opening it
-//! runs recovery). The workload: three runs of records in epochs 1 and 2
-//! (a suffix truncation between them), a high watermark, an election
-//! state, app metadata and a snapshot. Regenerate (only when adding a new
-//! format version) with
-//! `cargo test -p quorumlog-testkit --test golden -- --ignored`.
+//! Each folder holds two directories written by the same workload and
+//! exported byte for byte: `clean` (closed cleanly) and `crashed` (power
+//! cut with unsynced appends in flight). The workload: three runs of
+//! records in epochs 1 and 2 (a suffix truncation between them), a high
+//! watermark, an election state, app metadata and a snapshot.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -23,32 +25,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use quorumlog_io::{CrashPlan, RealFs, SimFs};
+use quorumlog_io::RealFs;
 use quorumlog_raft::{
-    ClusterId, DirectoryId, Epoch, Identity, Isolation, LogOptions, Meta, NodeId, Offset,
-    QuorumState, SharedFs, Store, StoreOptions, SyncPolicy, Voter, WriterOptions,
+    ClusterId, DirectoryId, Epoch, Group, Identity, Isolation, Meta, Node, NodeId, NodeOptions,
+    Offset, QuorumState, SharedFs, Voter,
 };
 
-/// The format version the workload below writes today.
-const FORMAT: u32 = 2;
-const DIR: &str = "/golden";
 const APP_METADATA: &[u8] = b"golden app metadata";
 const SNAPSHOT_META: &[u8] = b"golden snapshot metadata";
 
 fn meta() -> Meta {
     Meta::new(ClusterId(9), NodeId(1), DirectoryId(0x0601_de11))
-}
-
-fn options() -> StoreOptions {
-    StoreOptions {
-        log: LogOptions {
-            segment_size_bytes: 64 << 10,
-            max_batch_bytes: 32 << 10,
-            prefill_segments: 0,
-            ..LogOptions::default()
-        },
-        sync: SyncPolicy::GroupCommit,
-    }
 }
 
 /// Record `offset` of `epoch`: its size and bytes follow from both.
@@ -74,129 +61,63 @@ fn voted() -> QuorumState {
     }
 }
 
-fn append(store: &Store, from: u64, to: u64, epoch: u64) {
-    let mut at = from;
-    while at < to {
-        let end = (at + 25).min(to);
-        let records: Vec<Vec<u8>> = (at..end).map(|o| record(o, epoch)).collect();
-        store
-            .append_replicated(Offset(at), Epoch(epoch), &records)
-            .unwrap();
-        at = end;
-    }
-}
-
-/// The workload, on `disk`; `crashed` ends it with a power cut.
-fn write(disk: &SimFs, crashed: bool) -> SimFs {
-    let fs: SharedFs = Arc::new(disk.clone());
-    Store::format(&fs, Path::new(DIR), meta(), None, &options()).unwrap();
-    let (store, _) = Store::open(&fs, Path::new(DIR), &Identity::of(&meta()), &options()).unwrap();
-    append(&store, 0, 300, 1);
-    store.wait_durable(Offset(300)).unwrap();
-    store.set_high_watermark(Offset(250)).unwrap();
-    store.truncate_to(Offset(280)).unwrap();
-    append(&store, 280, 500, 2);
-    store.wait_durable(Offset(500)).unwrap();
-    store.set_high_watermark(Offset(450)).unwrap();
-    store.persist_high_watermark().unwrap();
-    store.persist_quorum_state(&voted()).unwrap();
-    store.write_app_metadata(APP_METADATA).unwrap();
-    let mut w = store
-        .create_snapshot(
-            Offset(200),
-            Epoch(1),
-            SNAPSHOT_META,
-            WriterOptions::default(),
-        )
-        .unwrap();
-    w.write(&snapshot_state()).unwrap();
-    w.freeze().unwrap();
+/// Checks group `g`, imported from a golden directory, against what the
+/// workload wrote.
+fn check(g: &Group, what: &str, crashed: bool) {
+    let x = g.extent();
+    let end = x.end.0;
     if crashed {
-        append(&store, 500, 520, 2);
-        disk.crash_after(0);
-        drop(store);
-        disk.crash_with(CrashPlan::LoseUnsynced)
+        assert!((500..=520).contains(&end), "{what}: log end {end}");
     } else {
-        store.close().unwrap();
-        disk.clone()
+        assert_eq!(end, 500, "{what}");
     }
-}
-
-/// Opens the directory at `dir` and checks everything the workload wrote.
-fn check(dir: &Path, crashed: bool) {
-    let fs: SharedFs = Arc::new(RealFs::new());
-    let (store, _) = Store::open(&fs, dir, &Identity::of(&meta()), &options())
-        .unwrap_or_else(|e| panic!("{} does not open: {e}", dir.display()));
-    let end = store.log_end_offset().0;
-    if crashed {
-        assert!(
-            (500..=520).contains(&end),
-            "{}: log end {end}",
-            dir.display()
-        );
-    } else {
-        assert_eq!(end, 500, "{}", dir.display());
-    }
-    let got = store
+    let got = g
         .read_entries(Offset(0), Offset(end), u64::MAX, Isolation::Uncommitted)
         .unwrap();
-    assert_eq!(got.len() as u64, end);
+    assert_eq!(got.len() as u64, end, "{what}");
     for e in &got {
         let epoch = if e.offset.0 < 280 { 1 } else { 2 };
         assert_eq!(
             e.bytes,
             record(e.offset.0, epoch),
-            "{}: offset {}",
-            dir.display(),
+            "{what}: offset {}",
             e.offset.0
         );
-        assert_eq!(store.epoch_at(e.offset), Some(Epoch(epoch)));
+        assert_eq!(e.epoch, Epoch(epoch), "{what}");
+        assert!(!e.control, "{what}");
     }
-    assert_eq!(store.high_watermark(), Some(Offset(450)));
-    assert_eq!(store.quorum_state(), voted());
-    assert_eq!(store.app_metadata().as_deref(), Some(APP_METADATA));
-    let id = store.latest_snapshot().expect("a snapshot");
-    assert_eq!((id.end_offset, id.epoch), (Offset(200), Epoch(1)));
-    let (metadata, state) = store.read_snapshot(id).unwrap();
-    assert_eq!(metadata, SNAPSHOT_META);
-    assert_eq!(state, snapshot_state());
-    store.close().unwrap();
+    assert_eq!(x.high_watermark, Some(Offset(450)), "{what}");
+    assert_eq!(g.quorum_state(), voted(), "{what}");
+    assert_eq!(g.app_metadata().as_deref(), Some(APP_METADATA), "{what}");
+    let id = x.latest_snapshot.expect("a snapshot");
+    assert_eq!((id.end_offset, id.epoch), (Offset(200), Epoch(1)), "{what}");
+    let (metadata, state) = g.snapshot(id).unwrap().read().unwrap();
+    assert_eq!(metadata, SNAPSHOT_META, "{what}");
+    assert_eq!(state, snapshot_state(), "{what}");
 }
 
 fn golden_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden")
 }
 
-/// Copies every file of the simulated disk's `dir` into `out`, as durable.
-#[test]
-#[ignore = "writes the golden directories of today's format into the source tree"]
-fn write_golden_directories() {
-    let root = golden_root().join(format!("format-{FORMAT}"));
-    for (name, crashed) in [("clean", false), ("crashed", true)] {
-        let out = root.join(name);
-        let _ = std::fs::remove_dir_all(&out);
-        let disk = write(&SimFs::new(2026), crashed);
-        quorumlog_testkit::export_durable(&disk, Path::new(DIR), &out);
+/// Every file of `dir` but the log's (whose open may recover its tail)
+/// and the lock file an open leaves.
+fn small_files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() && p.file_name().is_some_and(|n| n != "lock") {
+            out.push((p.clone(), std::fs::read(&p).unwrap()));
+        }
     }
+    out.sort();
+    out
 }
 
 #[test]
-fn the_workload_reads_back_on_the_simulated_disk() {
-    // The generator's own check, so a change to the workload is caught
-    // here before any golden directory is (re)written.
-    for crashed in [false, true] {
-        let disk = write(&SimFs::new(7), crashed);
-        let tmp = tempfile::tempdir().unwrap();
-        quorumlog_testkit::export_durable(&disk, Path::new(DIR), tmp.path());
-        check(tmp.path(), crashed);
-    }
-}
-
-#[test]
-fn every_committed_golden_directory_opens_and_reads_back() {
+fn every_committed_golden_directory_imports_into_a_group_and_reads_back() {
+    let fs: SharedFs = Arc::new(RealFs::new());
     let mut seen = 0;
-    // One-group directories (`format-<N>`); the node layout's are
-    // `node-<N>` (tests/golden_node.rs).
     let mut versions: Vec<PathBuf> = std::fs::read_dir(golden_root())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -211,11 +132,36 @@ fn every_committed_golden_directory_opens_and_reads_back() {
         for (name, crashed) in [("clean", false), ("crashed", true)] {
             let dir = version.join(name);
             assert!(dir.is_dir(), "{} is missing", dir.display());
-            // Opened from a copy (recovery may repair what it opens), twice.
+            let what = dir.display().to_string();
+            // Imported from a copy (its log's open may repair its tail).
             let tmp = tempfile::tempdir().unwrap();
-            quorumlog_testkit::copy_dir(&dir, tmp.path());
-            check(tmp.path(), crashed);
-            check(tmp.path(), crashed);
+            let old = tmp.path().join("old");
+            quorumlog_testkit::copy_dir(&dir, &old);
+            let before = small_files(&old);
+            let node_dir = tmp.path().join("node");
+            let node_meta = Meta::new(ClusterId(9), NodeId(1), DirectoryId(77));
+            let options = NodeOptions::with_segment_bytes(1 << 20);
+            Node::format(&fs, &node_dir, node_meta, &options).unwrap();
+            let expect = Identity::of(&node_meta);
+            let (node, _) = Node::open(&fs, &node_dir, &expect, &options).unwrap();
+            let report = node
+                .import_store(5, &fs, &old, &Identity::of(&meta()))
+                .unwrap();
+            assert!(report.snapshot, "{what}");
+            check(&node.group(5).unwrap(), &what, crashed);
+            node.close().unwrap();
+            assert_eq!(
+                small_files(&old),
+                before,
+                "{what}: the old directory's files changed"
+            );
+            let (node, _) = Node::open(&fs, &node_dir, &expect, &options).unwrap();
+            check(
+                &node.group(5).unwrap(),
+                &format!("{what}, reopened"),
+                crashed,
+            );
+            node.close().unwrap();
             seen += 1;
         }
     }

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use quorumlog_checkpoint::{NodeId, Offset};
-use quorumlog_log::DurableLog;
 
 /// How much log the leader keeps at most, whatever the replicas' fetch
 /// positions (each `None`: no cap of that kind). Past any cap the log may
@@ -39,12 +38,14 @@ pub struct LogExtent {
 }
 
 impl LogExtent {
-    /// The extent of `log` now.
-    pub fn of(log: &DurableLog) -> LogExtent {
+    /// The extent of `group`'s log now; each of its batches counts as a
+    /// segment (a group's log shares the node's segments with others).
+    pub fn of(group: &crate::Group) -> LogExtent {
+        let x = group.extent();
         LogExtent {
-            start: log.log_start_offset(),
-            end: log.log_end_offset(),
-            segments: log.segment_sizes(),
+            start: x.start,
+            end: x.queued_end,
+            segments: group.batch_sizes(),
         }
     }
 

@@ -1,27 +1,26 @@
-//! The store's voter-set history and reassignment ([`crate::voters`]).
+//! The wing's voter-set history and reassignment ([`crate::voters`]).
 //!
 //! Kept in memory by offset ([`ControlHistory`]) and updated by every log
-//! change: control records appended by the leader or a follower are
-//! noted, a suffix truncation rolls the history back, a prefix cut folds
-//! what it deletes into the state at the new start, and a log restarted at
-//! a snapshot takes the state the snapshot carries (its metadata holds the
-//! state in force at its end, [`snapshot_user_metadata`]).
+//! change the wing makes: control entries appended by the leader or a
+//! follower are noted, a suffix truncation rolls the history back, a
+//! prefix cleaning folds what it deletes into the state at the new start,
+//! and an install restarts it in the state the snapshot carries (its
+//! metadata holds the state in force at its end,
+//! [`snapshot_user_metadata`]).
 //!
-//! Open rebuilds the history without scanning the whole log: the
-//! `voter-history` file holds the records by offset and the offset up to
-//! which they are complete (`scanned_to`); each record is checked against
-//! the log (a record the log no longer holds, truncated or lost in a
-//! crash, drops it and everything after), and only the log past
-//! `scanned_to` is scanned. The file is rewritten whenever a control record
-//! is appended and at close, so a reopen scans at most what was appended
-//! since the last of those.
+//! Open rebuilds it from the group: the state at the log start (the
+//! snapshot ending there, else the base the wing recorded in the group's
+//! application metadata before its last cleaning, else none), then the
+//! control entries of the log, read from their own batches (the node's
+//! index flags them: user batches are not read). There is no cache file
+//! to keep in step with the log.
 
 use std::collections::BTreeMap;
 
 use quorumlog_checkpoint::{Epoch, Offset, Voter};
-use quorumlog_io::codec::{u32_len, Reader};
-use quorumlog_log::{walk_records, AppendInfo, BatchRef, DurableLog, WalkBatches};
-use quorumlog_snapshot::SnapshotStore;
+use quorumlog_io::codec::u32_len;
+use quorumlog_log::AppendInfo;
+use quorumlog_snapshot::SnapshotId;
 
 use super::voters::{
     next_step, plan_cancel, plan_reassignment, status, ControlHistory, ControlRecord, ControlState,
@@ -29,16 +28,15 @@ use super::voters::{
 };
 use super::KraftReplica;
 use crate::error::{Error, Result};
-use crate::store::{envelope, split_envelope, LogListener, Store, ENVELOPE_MAGIC};
+use crate::Group;
 
-/// The voter-history file is rewritten (on a high-watermark update) once
-/// the log grew this many entries past the offset it covers, so a reopen
-/// after a crash scans at most about this much of the log for voter
-/// records.
-pub const VOTER_HISTORY_EVERY: u64 = 65_536;
-const FILE_VERSION: u8 = 1;
-/// The voter-history file's limit: the data directory's small-file limit.
-const MAX_VOTER_HISTORY_BYTES: usize = quorumlog_checkpoint::MAX_SMALL_FILE_BYTES;
+/// The magic of the envelope a snapshot's stored metadata may have: the
+/// magic, a `u32` length, that many bytes of the wing's voter state, then
+/// the caller's metadata.
+const ENVELOPE_MAGIC: &[u8; 4] = b"QLSC";
+/// The magic of the wing's base record in its group's application
+/// metadata: the magic, the offset (`u64`), the voter state there.
+const BASE_MAGIC: &[u8; 4] = b"QLKB";
 
 /// Refuses a control change while an earlier one is uncommitted.
 fn changes_committed(c: &Control, hw: Offset) -> Result<()> {
@@ -48,16 +46,30 @@ fn changes_committed(c: &Control, hw: Offset) -> Result<()> {
     }
 }
 
-/// The history and how far it is known complete.
+/// The history.
 #[derive(Debug, Default)]
 pub(super) struct Control {
     pub(super) history: ControlHistory,
-    /// Every control record below this offset is in `history` (those still
-    /// in the log).
-    pub(super) scanned_to: Offset,
-    /// The history is complete up to the log end (the open's scan got
-    /// there), so saving may advance `scanned_to` to it.
-    pub(super) complete: bool,
+}
+
+impl Control {
+    /// The state in force at `end` (what a snapshot ending there carries).
+    pub(super) fn state_at_end(&self, end: Offset) -> ControlState {
+        match end.0.checked_sub(1) {
+            Some(last) => self.history.state_at(Offset(last)),
+            None => self.history.base_state().clone(),
+        }
+    }
+}
+
+/// The stored metadata `state` and `user` in an envelope.
+fn envelope(state: &[u8], user: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + state.len() + user.len());
+    out.extend_from_slice(ENVELOPE_MAGIC);
+    out.extend_from_slice(&u32_len(state.len()).to_le_bytes());
+    out.extend_from_slice(state);
+    out.extend_from_slice(user);
+    out
 }
 
 /// Splits a snapshot's stored metadata into the control state it carries
@@ -65,176 +77,91 @@ pub(super) struct Control {
 /// [`KraftReplica::create_snapshot`] when there is one) and the caller's own
 /// metadata.
 pub fn snapshot_user_metadata(stored: &[u8]) -> (Option<ControlState>, &[u8]) {
-    match split_envelope(stored) {
-        (Some(state), user) => match ControlState::decode(state) {
+    let parsed = stored
+        .strip_prefix(ENVELOPE_MAGIC.as_slice())
+        .and_then(|rest| {
+            let (len, rest) = rest.split_first_chunk::<4>()?;
+            rest.split_at_checked(usize::try_from(u32::from_le_bytes(*len)).ok()?)
+        });
+    match parsed {
+        Some(([], user)) => (None, user),
+        Some((state, user)) => match ControlState::decode(state) {
             Some(state) => (Some(state), user),
             None => (None, stored),
         },
-        (None, user) => (None, user),
+        None => (None, stored),
     }
 }
 
-/// The metadata stored for a snapshot whose end has `state` in force.
+/// The metadata stored for a snapshot whose end has `state` in force (a
+/// caller's metadata that begins like the envelope is wrapped, so it reads
+/// back as it was given).
 pub(super) fn wrap_snapshot_metadata(state: &ControlState, user: &[u8]) -> Vec<u8> {
-    if *state == ControlState::default() && !user.starts_with(ENVELOPE_MAGIC) {
+    if *state == ControlState::default() {
+        if user.starts_with(ENVELOPE_MAGIC) {
+            return envelope(&[], user);
+        }
         return user.to_vec();
     }
     envelope(&state.encode(), user)
 }
 
-/// The control state a snapshot carries (none if it carries none, or
-/// cannot be read: its own open reports that).
-pub(super) fn snapshot_state(
-    snapshots: &SnapshotStore,
-    id: quorumlog_snapshot::SnapshotId,
-) -> ControlState {
-    snapshots
-        .reader(id)
+/// The control state snapshot `id` carries (none if it carries none or
+/// cannot be read: its reader reports that).
+fn snapshot_state(group: &Group, id: SnapshotId) -> ControlState {
+    group
+        .snapshot(id)
+        .and_then(|s| s.metadata())
         .ok()
-        .and_then(|r| snapshot_user_metadata(&r.header().metadata).0)
+        .and_then(|m| snapshot_user_metadata(&m).0)
         .unwrap_or_default()
 }
 
-/// The control records of a portable batch (none unless it is a control
-/// batch holding records of this module's kinds).
-fn batch_records(b: &BatchRef<'_>) -> Vec<(Offset, ControlRecord)> {
-    if !b.is_control() {
-        return Vec::new();
-    }
-    b.to_vecs()
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| {
-            let rec = ControlRecord::decode(r)?;
-            Some((Offset(b.base_offset().0 + i as u64), rec))
-        })
-        .collect()
+/// Records `state` as the voter state at `offset` (before a cleaning
+/// moves the log start there), durably, in the group's application
+/// metadata.
+pub(super) fn save_base(group: &Group, offset: Offset, state: &ControlState) -> Result<()> {
+    let mut out = BASE_MAGIC.to_vec();
+    out.extend_from_slice(&offset.0.to_le_bytes());
+    out.extend_from_slice(&state.encode());
+    group.write_app_metadata(&out)
 }
 
-fn encode_file(c: &Control) -> Vec<u8> {
-    let mut out = vec![FILE_VERSION];
-    out.extend_from_slice(&c.history.base_offset().0.to_le_bytes());
-    out.extend_from_slice(&c.scanned_to.0.to_le_bytes());
-    let base = c.history.base_state().encode();
-    out.extend_from_slice(&u32_len(base.len()).to_le_bytes());
-    out.extend_from_slice(&base);
-    for (o, rec) in c.history.records() {
-        let bytes = rec.encode();
-        out.extend_from_slice(&o.0.to_le_bytes());
-        out.extend_from_slice(&u32_len(bytes.len()).to_le_bytes());
-        out.extend_from_slice(&bytes);
-    }
-    out
+fn decode_base(bytes: &[u8]) -> Option<(Offset, ControlState)> {
+    let rest = bytes.strip_prefix(BASE_MAGIC.as_slice())?;
+    let (o, state) = rest.split_first_chunk::<8>()?;
+    Some((Offset(u64::from_le_bytes(*o)), ControlState::decode(state)?))
 }
 
-fn decode_file(bytes: &[u8]) -> Option<Control> {
-    let mut r = Reader::new(bytes);
-    if r.u8().ok()? != FILE_VERSION {
-        return None;
-    }
-    let base_offset = Offset(r.u64().ok()?);
-    let scanned_to = Offset(r.u64().ok()?);
-    let len = usize::try_from(r.u32().ok()?).ok()?;
-    let base = ControlState::decode(r.bytes(len).ok()?)?;
-    let mut history = ControlHistory::new(base_offset, base);
-    while r.remaining() > 0 {
-        let o = Offset(r.u64().ok()?);
-        let len = usize::try_from(r.u32().ok()?).ok()?;
-        history.record(o, ControlRecord::decode(r.bytes(len).ok()?)?);
-    }
-    Some(Control {
-        history,
-        scanned_to,
-        complete: false,
-    })
-}
-
-/// Whether the log holds exactly `rec` at `o`.
-fn log_holds(log: &DurableLog, o: Offset, rec: &ControlRecord) -> bool {
-    let Ok(walked) = walk_records(log, o, Offset(o.0 + 1), 1, WalkBatches::Control) else {
-        return false;
+/// Rebuilds the history of `group` (see the module documentation).
+///
+/// # Errors
+/// The reads of the control entries.
+pub(super) fn rebuild(group: &Group) -> Result<Control> {
+    let x = group.extent();
+    let at_start = group
+        .snapshots()
+        .into_iter()
+        .find(|s| s.id.end_offset == x.start)
+        .map(|s| snapshot_state(group, s.id));
+    let saved = group.app_metadata().and_then(|m| decode_base(&m));
+    let (base, state) = match (at_start, saved) {
+        (Some(state), _) => (x.start, state),
+        // A base past the start: the cleaning that recorded it did not
+        // happen (a crash between): the state is known from there.
+        (None, Some((o, state))) if o <= x.queued_end => (o.max(x.start), state),
+        _ => (x.start, ControlState::default()),
     };
-    walked
-        .records
-        .iter()
-        .any(|r| r.offset == o && ControlRecord::decode(&r.bytes).as_ref() == Some(rec))
-}
-
-/// Rebuilds the history at open (see the module documentation); returns
-/// it and the part of the log scanned, if any. Never refuses the open:
-/// damage the scan meets ends it (the log reports it to its readers).
-pub(super) fn rebuild(
-    file: Option<&[u8]>,
-    log: &DurableLog,
-    snapshots: &SnapshotStore,
-) -> (Control, Option<(Offset, Offset)>) {
-    let (start, end) = (log.log_start_offset(), log.log_end_offset());
-    let at_start = snapshots
-        .latest()
-        .filter(|s| s.id.end_offset == start)
-        .map(|s| snapshot_state(snapshots, s.id));
-    let mut c = match file.and_then(decode_file) {
-        Some(mut c) if c.history.base_offset() <= start => {
-            c.history.cut_prefix(start);
-            c.history.truncate_to(end);
-            let first_missing = c
-                .history
-                .records()
-                .find(|(o, r)| !log_holds(log, *o, r))
-                .map(|(o, _)| o);
-            if let Some(o) = first_missing {
-                c.history.truncate_to(o);
-                c.scanned_to = c.scanned_to.min(o);
-            }
-            c.scanned_to = c.scanned_to.clamp(start, end);
-            c
-        }
-        _ => Control {
-            history: ControlHistory::new(start, ControlState::default()),
-            scanned_to: start,
-            complete: false,
-        },
-    };
-    // A snapshot ending at the log start is authoritative there (the log
-    // may have been restarted at it, past whatever the file knew).
-    if let Some(state) = at_start {
-        if c.history.state_at(start) != state || c.history.base_offset() != start {
-            let records: Vec<(Offset, ControlRecord)> =
-                c.history.records().map(|(o, r)| (o, r.clone())).collect();
-            c.history.restart(start, state);
-            for (o, r) in records {
-                c.history.record(o, r);
-            }
+    let mut history = ControlHistory::new(base, state);
+    for e in group.control_entries(base)? {
+        if let Some(rec) = ControlRecord::decode(&e.bytes) {
+            history.record(e.offset, rec);
         }
     }
-    let from = c.scanned_to;
-    let mut at = from;
-    while at < end {
-        // A batch that does not read back (damage the log's lazy recovery
-        // has not met yet) ends the scan: the open is not refused for it
-        // (the log reports it to whoever reads there), and the next open
-        // scans from here again. User batches are skipped undecoded.
-        let Ok(walked) = walk_records(log, at, end, 4 << 20, WalkBatches::Control) else {
-            break;
-        };
-        for r in walked.records {
-            if let Some(rec) = ControlRecord::decode(&r.bytes) {
-                c.history.record(r.offset, rec);
-            }
-        }
-        if walked.next <= at {
-            break;
-        }
-        at = walked.next;
-    }
-    c.scanned_to = at;
-    c.complete = at >= end;
-    (c, (at > from).then_some((from, at)))
+    Ok(Control { history })
 }
 
-/// The history behind its lock, shared by the wing and the store's
-/// listener (through which it follows every log change).
+/// The history behind its lock.
 #[derive(Debug)]
 pub(super) struct Shared(std::sync::Mutex<Control>);
 
@@ -248,54 +175,6 @@ impl Shared {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-
-    /// Rewrites the `voter-history` file from the history (complete up to
-    /// the log end).
-    pub(super) fn save(&self, store: &Store) -> Result<()> {
-        let bytes = {
-            let mut c = self.lock();
-            if c.complete {
-                c.scanned_to = store.log.log_end_offset();
-            }
-            encode_file(&c)
-        };
-        Ok(store.dd.write_voter_history(&bytes)?)
-    }
-}
-
-impl LogListener for Shared {
-    /// Records past the log's end are gone, records below its start fold
-    /// into the state at the start.
-    fn after_extent(&self, store: &Store) {
-        let (start, end) = (store.log.log_start_offset(), store.log.log_end_offset());
-        let mut c = self.lock();
-        c.history.truncate_to(end);
-        c.history.cut_prefix(start);
-        c.scanned_to = c.scanned_to.clamp(start, end);
-    }
-
-    /// The history restarts in the state the snapshot carries.
-    fn after_restart_at(&self, store: &Store, id: quorumlog_snapshot::SnapshotId) {
-        let state = snapshot_state(&store.snapshots, id);
-        let mut c = self.lock();
-        c.history.restart(id.end_offset, state);
-        c.scanned_to = id.end_offset;
-        c.complete = true;
-    }
-
-    /// Rewrites the voter-history file when the high watermark (so the
-    /// log) grew [`VOTER_HISTORY_EVERY`] entries past what it covers: one
-    /// comparison under the history's lock on every other update.
-    fn after_high_watermark(&self, store: &Store, offset: Offset) -> Result<()> {
-        let due = {
-            let c = self.lock();
-            c.complete && offset.0.saturating_sub(c.scanned_to.0) >= VOTER_HISTORY_EVERY
-        };
-        if due {
-            self.save(store)?;
-        }
-        Ok(())
-    }
 }
 
 impl KraftReplica {
@@ -303,40 +182,20 @@ impl KraftReplica {
         self.control.lock()
     }
 
-    /// Rewrites the `voter-history` file from the history.
-    pub(super) fn save_control(&self) -> Result<()> {
-        self.control.save(&self.store)
-    }
-
-    /// Notes the control records of raw batches just appended (verified
-    /// by the append: only their headers are parsed again, and only
-    /// control batches decoded); saves the file if there were any. Nothing
-    /// is allocated for a follower append without control batches.
-    pub(super) fn note_appended(&self, raw_batches: &[&[u8]]) -> Result<()> {
-        let found: Vec<(Offset, ControlRecord)> = raw_batches
-            .iter()
-            .filter_map(|b| BatchRef::from_verified_raw(b).ok())
-            .flat_map(|b| batch_records(&b))
-            .collect();
-        if found.is_empty() {
-            return Ok(());
-        }
-        {
-            let mut c = self.control();
-            for (o, rec) in found {
-                c.history.record(o, rec);
+    /// Notes control records appended at `base` (those of the voter
+    /// kinds enter the history).
+    pub(super) fn note_control<'r>(&self, base: Offset, records: impl Iterator<Item = &'r [u8]>) {
+        let mut c = self.control();
+        for (i, r) in records.enumerate() {
+            if let Some(rec) = ControlRecord::decode(r) {
+                c.history.record(Offset(base.0 + i as u64), rec);
             }
         }
-        self.save_control()
     }
 
-    /// The state to store with a snapshot ending at `end`.
-    pub(super) fn control_state_at_end(&self, end: Offset) -> ControlState {
-        let c = self.control();
-        match end.0.checked_sub(1) {
-            Some(last) => c.history.state_at(Offset(last)),
-            None => c.history.base_state().clone(),
-        }
+    /// The high watermark, or 0.
+    fn hw(&self) -> Offset {
+        self.group.extent().high_watermark.unwrap_or(Offset(0))
     }
 
     /// The latest voter set and reassignment (in force from the moment
@@ -352,7 +211,7 @@ impl KraftReplica {
 
     /// The voter set committed (below the high watermark).
     pub fn committed_voters(&self) -> Option<VoterSet> {
-        let hw = self.store.log.high_watermark().unwrap_or(Offset(0));
+        let hw = self.hw();
         self.control().history.committed(hw).voters
     }
 
@@ -366,40 +225,27 @@ impl KraftReplica {
     /// returns the record to append (or `None`, or a refusal); the record
     /// is appended as the leader of `epoch` and noted before the lock is
     /// released, so two concurrent changes can never both pass a check
-    /// ("one change at a time", docs/design.md §8b). Refused before
-    /// anything is written when the voter-history file (which must hold
-    /// every record still in the log) would outgrow its limit: a directory
-    /// must never reach a state its own open cannot read back. The file is
-    /// rewritten after the lock is released (it is a cache checked against
-    /// the log at open, so an older copy written last loses nothing).
+    /// ("one change at a time", docs/design.md §8b). Lock order: the
+    /// history, then the election.
     pub(super) fn change_control(
         &self,
         epoch: Epoch,
         plan: impl FnOnce(&Control, Offset) -> Result<Option<ControlRecord>>,
     ) -> Result<Option<AppendInfo>> {
-        let (info, file) = {
-            let mut c = self.control();
-            let hw = self.store.log.high_watermark().unwrap_or(Offset(0));
-            let Some(rec) = plan(&c, hw)? else {
-                return Ok(None);
-            };
-            let record = rec.encode();
-            let bytes = encode_file(&c).len() + 8 + 4 + record.len();
-            if bytes > MAX_VOTER_HISTORY_BYTES {
-                return Err(Error::Voters(VoterError::HistoryFull {
-                    bytes,
-                    max: MAX_VOTER_HISTORY_BYTES,
-                }));
-            }
-            let info = self.append_control(epoch, &[record])?;
-            c.history.record(info.base_offset, rec);
-            if c.complete {
-                c.scanned_to = self.store.log.log_end_offset();
-            }
-            (info, encode_file(&c))
+        let mut c = self.control();
+        let Some(rec) = plan(&c, self.hw())? else {
+            return Ok(None);
         };
-        self.store
-            .guarded(|| Ok(self.store.dd.write_voter_history(&file)?))?;
+        let info = {
+            let election = self.election();
+            election.check_leader_append(epoch)?;
+            let base = self.group.extent().queued_end;
+            self.group
+                .append_flagged(base, epoch, &[rec.encode()], true)?
+        };
+        c.history.record(info.base_offset, rec);
+        drop(c);
+        self.group.write_queued()?;
         Ok(Some(info))
     }
 
@@ -494,7 +340,7 @@ impl KraftReplica {
     /// nothing. The candidate need not be in this replica's own set (its
     /// view may be stale: the candidate counts only votes of its set's
     /// voters). The rest is [`super::election::Election::grant_vote`], against this
-    /// store's log (its last epoch, or its snapshot's for an empty log).
+    /// replica's log (its last epoch, or its snapshot's for an empty log).
     ///
     /// # Errors
     /// `Voters(NotAVoter)` (nothing changes, no epoch adopted); as
@@ -509,13 +355,7 @@ impl KraftReplica {
         if addressed_to != self.me() {
             return Err(Error::Voters(VoterError::NotAVoter(addressed_to)));
         }
-        let ours = super::election::LogPosition {
-            last_epoch: self
-                .log
-                .last_epoch()
-                .or_else(|| self.store.snapshots.latest().map(|s| s.id.epoch)),
-            end_offset: self.store.log.log_end_offset(),
-        };
+        let ours = self.log_position();
         self.election().grant_vote(
             epoch,
             (candidate.node_id, Some(candidate.directory_id)),
@@ -524,7 +364,7 @@ impl KraftReplica {
         )
     }
 
-    /// Stands for election: refused unless this replica ([`Store::me`]) is
+    /// Stands for election: refused unless this replica ([`KraftReplica::me`]) is
     /// a voter of the latest set (once one is known); returns the new
     /// epoch.
     ///
@@ -544,7 +384,7 @@ impl KraftReplica {
         progress: &BTreeMap<Voter, Offset>,
         now_ms: u64,
     ) -> Option<ReassignmentStatus> {
-        let hw = self.store.log.high_watermark().unwrap_or(Offset(0));
+        let hw = self.hw();
         status(&self.control_state(), progress, hw, now_ms)
     }
 }

@@ -1,5 +1,7 @@
-//! The election state: typed transitions over the durable `quorum-state`
-//! file, each durable before it returns (docs/design.md invariant 5).
+//! The election state: typed transitions over a durable quorum state (a
+//! group's, [`crate::Group::persist_quorum_state`], or a data directory's
+//! `quorum-state` file), each durable before it returns (docs/design.md
+//! invariant 5).
 //!
 //! Roles, as `KRaft` names them (KIP-595): *unattached* (an epoch, no leader,
 //! no vote), *voted* (a vote cast for another candidate), *candidate* (a
@@ -26,6 +28,47 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{DataDir, DirectoryId, Epoch, NodeId, Offset, QuorumState, Vote};
 
 use crate::error::{Error, Result};
+
+/// Where an [`Election`] keeps its state durably: a node's group (the
+/// `KRaft` wing's) or a data directory's `quorum-state` file. Both check a
+/// transition by the same rules ([`QuorumState::check_transition`]).
+pub trait QuorumStateFile: Send + Sync + std::fmt::Debug {
+    /// The durable state.
+    fn load(&self) -> QuorumState;
+    /// Replaces it, durable on return.
+    ///
+    /// # Errors
+    /// A refused transition (nothing changes); I/O.
+    fn store(&self, next: &QuorumState) -> Result<()>;
+    /// This node and its directory id (its vote for itself names both).
+    fn me(&self) -> (NodeId, DirectoryId);
+}
+
+impl QuorumStateFile for DataDir {
+    fn load(&self) -> QuorumState {
+        self.quorum_state()
+    }
+    fn store(&self, next: &QuorumState) -> Result<()> {
+        Ok(self.persist_quorum_state(next)?)
+    }
+    fn me(&self) -> (NodeId, DirectoryId) {
+        let m = self.meta();
+        (m.node_id, m.directory_id)
+    }
+}
+
+impl QuorumStateFile for crate::Group {
+    fn load(&self) -> QuorumState {
+        self.quorum_state()
+    }
+    fn store(&self, next: &QuorumState) -> Result<()> {
+        self.persist_quorum_state(next)
+    }
+    fn me(&self) -> (NodeId, DirectoryId) {
+        let m = self.meta();
+        (m.node_id, m.directory_id)
+    }
+}
 
 /// Where a log ends, for comparing candidates (Raft §5.4.1): the epoch of
 /// its last record (`None`: empty) and its end offset. Ordered by epoch,
@@ -100,21 +143,21 @@ pub enum VoteDecision {
 /// anyone is the one seen here) and one bit in memory, *resigned*.
 #[derive(Debug)]
 pub struct Election {
-    dd: Arc<DataDir>,
+    dd: Arc<dyn QuorumStateFile>,
     me: NodeId,
     resigned: bool,
 }
 
 impl Election {
-    /// Loads the election state of `dd` (whose identity is this node),
+    /// Loads the election state kept by `dd` (whose identity is this node),
     /// applying the restart rules against `log_last_epoch`, the epoch of
     /// the log's last record; writes the state back when a rule changed it.
     ///
     /// # Errors
     /// `Checkpoint` if the write-back fails.
-    pub fn open(dd: Arc<DataDir>, log_last_epoch: Option<Epoch>) -> Result<Election> {
-        let me = dd.meta().node_id;
-        let state = dd.quorum_state();
+    pub fn open(dd: Arc<dyn QuorumStateFile>, log_last_epoch: Option<Epoch>) -> Result<Election> {
+        let me = dd.me().0;
+        let state = dd.load();
         let mut election = Election {
             resigned: state.leader == Some(me),
             dd,
@@ -136,7 +179,7 @@ impl Election {
 
     /// The durable state (a copy).
     pub fn state(&self) -> QuorumState {
-        self.dd.quorum_state()
+        self.dd.load()
     }
 
     /// This node's role in the current epoch.
@@ -170,7 +213,7 @@ impl Election {
         let mut next = Self::at_epoch(epoch);
         next.voted = Some(Vote {
             node_id: self.me,
-            directory_id: self.dd.meta().directory_id,
+            directory_id: self.dd.me().1,
         });
         self.persist(&next, false)?;
         Ok(epoch)
@@ -322,7 +365,7 @@ impl Election {
 
     /// Persists `next` (checked by the file's rules), then adopts it.
     fn persist(&mut self, next: &QuorumState, resigned: bool) -> Result<()> {
-        self.dd.persist_quorum_state(next)?;
+        self.dd.store(next)?;
         self.resigned = resigned;
         Ok(())
     }

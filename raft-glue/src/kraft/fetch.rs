@@ -21,15 +21,15 @@ pub trait LogView {
     fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)>;
 }
 
-impl LogView for quorumlog_log::DurableLog {
+impl LogView for crate::Group {
     fn log_start_offset(&self) -> Offset {
-        quorumlog_log::DurableLog::log_start_offset(self)
+        self.extent().start
     }
     fn log_end_offset(&self) -> Offset {
-        quorumlog_log::DurableLog::log_end_offset(self)
+        self.extent().queued_end
     }
     fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
-        quorumlog_log::DurableLog::end_offset_for_epoch(self, epoch)
+        crate::Group::end_offset_for_epoch(self, epoch)
     }
 }
 

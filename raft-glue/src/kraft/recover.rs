@@ -17,7 +17,7 @@ use quorumlog_checkpoint::{Epoch, Offset, SharedFs};
 use super::voters::{ControlRecord, VoterError, VoterSet};
 use super::KraftReplica;
 use crate::error::{Error, Result};
-use crate::store::{Identity, StoreOptions};
+use crate::{Identity, NodeOptions};
 
 /// What [`KraftReplica::recover_quorum`] overrode and wrote.
 #[derive(Debug, Clone)]
@@ -40,7 +40,7 @@ pub struct QuorumRecovery {
 }
 
 impl KraftReplica {
-    /// Rewrites the voter set of the store directory `dir` (which must be
+    /// Rewrites the voter set of the `KRaft` node directory `dir` (which must be
     /// `expect`'s) to `voters`, offline: a new epoch led by this replica,
     /// a reassignment in progress ended, then the voter set, all durable.
     /// Holds the directory's lock: a running replica's directory is
@@ -54,7 +54,7 @@ impl KraftReplica {
         fs: &SharedFs,
         dir: &Path,
         expect: &Identity,
-        options: &StoreOptions,
+        options: &NodeOptions,
         voters: VoterSet,
     ) -> Result<QuorumRecovery> {
         let (replica, _) = KraftReplica::open(fs, dir, expect, options)?;
@@ -64,8 +64,8 @@ impl KraftReplica {
         }
         let previous_epoch = replica.election().epoch();
         let previous_voters = replica.voters();
-        let log_end = replica.log.log_end_offset();
-        let high_watermark = replica.log.high_watermark();
+        let x = replica.extent();
+        let (log_end, high_watermark) = (x.queued_end, x.high_watermark);
         let epoch = {
             let mut e = replica.election();
             let epoch = e.become_candidate()?;
@@ -79,7 +79,7 @@ impl KraftReplica {
         let info = replica
             .change_control(epoch, |_, _| Ok(Some(ControlRecord::VoterSet(voters))))?
             .ok_or(Error::Voters(VoterError::Empty))?;
-        replica.log.flush()?;
+        replica.wait_durable(info.next_offset)?;
         tracing::warn!(
             target: "quorumlog::election",
             dir = %dir.display(),

@@ -57,6 +57,7 @@ impl<'a> WriteBatch<'a> {
             group: group.id(),
             offset: base_offset.0,
             epoch: epoch.0,
+            control: false,
         };
         let batch = self.inner.encode(&h, records)?;
         let count = u32::try_from(records.len()).map_err(|_| {
@@ -86,6 +87,7 @@ impl<'a> WriteBatch<'a> {
             group: group.id(),
             offset: offset.0,
             epoch: epoch.0,
+            control: false,
         };
         let batch = self.inner.encode::<&[u8]>(&h, &[])?;
         self.items.push((group, h, batch, 0));

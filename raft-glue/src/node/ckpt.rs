@@ -363,6 +363,7 @@ pub(crate) fn record_sample() -> Vec<u8> {
         group: 7,
         offset: 11,
         epoch: 2,
+        control: false,
     }
     .encode()
     .to_vec()

@@ -138,7 +138,7 @@ pub(crate) fn fold(
                 shared: base + 1,
                 epoch: h.epoch,
                 count,
-                bytes,
+                bytes: Run::bytes_field(u64::from(bytes), h.control),
             })
             .map_err(|_| "entries that do not continue the group's log")?;
         }
@@ -149,7 +149,7 @@ pub(crate) fn fold(
                 shared: base + 1,
                 epoch: h.epoch,
                 count,
-                bytes,
+                bytes: Run::bytes_field(u64::from(bytes), h.control),
             },
         ),
         Kind::Truncate => g.truncate(h.offset),

@@ -26,14 +26,40 @@ pub(crate) struct Run {
     pub(crate) epoch: u64,
     /// How many entries.
     pub(crate) count: u32,
-    /// Its batch's encoded size, for the garbage accounting.
+    /// Its batch's encoded size, for the garbage accounting, and in the
+    /// top bit ([`CONTROL_RUN`]) whether its entries are control records:
+    /// a run stays 32 bytes.
     pub(crate) bytes: u32,
 }
+
+/// The bit of [`Run::bytes`] that marks a run of control records (a batch
+/// is far below 2 GiB: `LogOptions::max_batch_bytes` is a `u32` size).
+pub(crate) const CONTROL_RUN: u32 = 1 << 31;
 
 /// Bytes of memory one run takes.
 pub const RUN_BYTES: usize = std::mem::size_of::<Run>();
 
 impl Run {
+    /// Its batch's encoded size.
+    pub(crate) fn size(&self) -> u64 {
+        u64::from(self.bytes & !CONTROL_RUN)
+    }
+
+    /// Whether its entries are control records.
+    pub(crate) fn control(&self) -> bool {
+        self.bytes & CONTROL_RUN != 0
+    }
+
+    /// The `bytes` field of a run of a `size`-byte batch.
+    pub(crate) fn bytes_field(size: u64, control: bool) -> u32 {
+        let size = u32::try_from(size).unwrap_or(u32::MAX) & !CONTROL_RUN;
+        if control {
+            size | CONTROL_RUN
+        } else {
+            size
+        }
+    }
+
     pub(crate) fn end(&self) -> u64 {
         self.offset + u64::from(self.count)
     }
@@ -200,6 +226,23 @@ impl GroupState {
     }
 
     /// The epoch of the entry at `o`.
+    /// For Raft's log matching: the largest epoch `<= epoch` of the log
+    /// (of an empty log, the purged entry's before it) and where its
+    /// entries end; `None` if every epoch the log knows is newer.
+    pub(crate) fn end_for_epoch(&self, epoch: u64) -> Option<(u64, u64)> {
+        let mut found = self
+            .last_purged
+            .filter(|(o, e)| o.0 == self.start && e.0 <= epoch)
+            .map(|(_, e)| (e.0, self.start));
+        for r in self.runs.iter().filter(|r| r.end() > self.start) {
+            if r.epoch > epoch {
+                break;
+            }
+            found = Some((r.epoch, r.end()));
+        }
+        found
+    }
+
     pub(crate) fn epoch_at(&self, o: u64) -> Option<u64> {
         self.run_index(o)
             .and_then(|i| self.runs.get(i))
@@ -296,7 +339,7 @@ impl GroupState {
 
     /// Live bytes: the sizes of the batches its runs live in.
     pub(crate) fn live_bytes(&self) -> u64 {
-        self.runs.iter().map(|r| u64::from(r.bytes)).sum()
+        self.runs.iter().map(Run::size).sum()
     }
 
     /// Bytes of memory this state takes (its struct, its runs, its

@@ -181,9 +181,9 @@ impl Inner {
                 let first = runs.get(i).copied();
                 let Some(first) = first else { break };
                 while let Some(r) = runs.get(j) {
-                    if r.epoch != first.epoch
+                    if (r.epoch, r.control()) != (first.epoch, first.control())
                         || (j > i && runs.get(j - 1).map(Run::end) != Some(r.offset))
-                        || (j > i && size + u64::from(r.bytes) > limit)
+                        || (j > i && size + r.size() > limit)
                     {
                         break;
                     }
@@ -200,7 +200,7 @@ impl Inner {
                         Err(quorumlog_log::Error::OffsetOutOfRange { .. }) => break,
                         Err(e) => return self.note(Err(e.into())),
                     };
-                    size += u64::from(r.bytes);
+                    size += r.size();
                     entries.extend(walked.records.into_iter().map(|r| r.bytes));
                     j += 1;
                 }
@@ -213,7 +213,7 @@ impl Inner {
                 let count = u32::try_from(entries.len()).unwrap_or(0);
                 let expected: u64 = moved.iter().map(|r| u64::from(r.count)).sum();
                 if u64::from(count) == expected && count > 0 {
-                    self.rewrite(id, offset, first.epoch, &entries, moved)?;
+                    self.rewrite(id, (offset, first.epoch, first.control()), &entries, moved)?;
                 }
                 i = j;
             }
@@ -226,8 +226,7 @@ impl Inner {
     fn rewrite(
         &self,
         id: u64,
-        offset: u64,
-        epoch: u64,
+        (offset, epoch, control): (u64, u64, bool),
         entries: &[Vec<u8>],
         moved: &[Run],
     ) -> Result<()> {
@@ -236,6 +235,7 @@ impl Inner {
             group: id,
             offset,
             epoch,
+            control,
         };
         let batch = self.encode(&h, entries)?;
         let bytes = batch.len() as u64;
@@ -269,7 +269,7 @@ impl Inner {
                     shared: info.base_offset.0 + 1,
                     epoch,
                     count,
-                    bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
+                    bytes: Run::bytes_field(bytes, control),
                 });
             }
         }

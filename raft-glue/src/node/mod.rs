@@ -57,11 +57,10 @@ pub use record::{describe_node_record, NodeRecordInfo};
 pub use repair::NodeRepairReport;
 
 use crate::error::{Error, Result};
-use crate::store::Identity;
+use crate::types::Identity;
 pub(crate) use ckpt::is_node_dir;
 use ckpt::{read_checkpoint, write_checkpoint_file};
 use fold::{check_position, fold, replay};
-pub(crate) use group::check_purge_bound;
 use index::GroupState;
 use record::{Header, Kind, HEADER_BYTES};
 
@@ -236,6 +235,7 @@ impl Node {
             group: id,
             offset: initial_offset.0,
             epoch: 0,
+            control: false,
         };
         self.inner.control(h, None, |st| {
             if st.dropped.contains(&id) {
@@ -262,6 +262,7 @@ impl Node {
             group: id,
             offset: 0,
             epoch: 0,
+            control: false,
         };
         self.inner.control(h, None, |st| match st.groups.get(&id) {
             None if st.dropped.contains(&id) => Err(Error::GroupDropped { group: id }),

@@ -5,7 +5,7 @@
 //! ```text
 //! version   u8   (1)
 //! kind      u8   (see `Kind`)
-//! reserved  u16  (0)
+//! flags     u16  (bit 0: control entries; the other bits 0)
 //! group     u64
 //! offset    u64  the group offset the record is about
 //! epoch     u64  the group epoch it carries (0 when none)
@@ -89,6 +89,9 @@ pub(crate) struct Header {
     pub(crate) group: u64,
     pub(crate) offset: u64,
     pub(crate) epoch: u64,
+    /// Entries (or their rewrite) that are control records of the group's
+    /// protocol (the `KRaft` wing's voter sets), never user records.
+    pub(crate) control: bool,
 }
 
 impl Header {
@@ -97,7 +100,7 @@ impl Header {
         let mut w = quorumlog_io::codec::Writer::with_capacity(HEADER_BYTES);
         w.u8(RECORD_VERSION)
             .u8(self.kind.code())
-            .u16(0)
+            .u16(u16::from(self.control))
             .u64(self.group)
             .u64(self.offset)
             .u64(self.epoch);
@@ -121,8 +124,8 @@ impl Header {
         if version != RECORD_VERSION {
             return Err("unknown node record version");
         }
-        if r0 != 0 || r1 != 0 {
-            return Err("node record reserved bytes not zero");
+        if r0 > 1 || r1 != 0 {
+            return Err("node record flags unknown");
         }
         let kind = Kind::from_code(kind).ok_or("unknown node record kind")?;
         let word = |i: usize| {
@@ -135,6 +138,7 @@ impl Header {
             group: word(0),
             offset: word(1),
             epoch: word(2),
+            control: r0 == 1,
         })
     }
 }
@@ -163,6 +167,7 @@ mod tests {
                 group: 0x0102_0304_0506_0708,
                 offset: 77,
                 epoch: 9,
+                control: kind == Kind::Entries,
             };
             let bytes = h.encode();
             assert_eq!(Header::decode(&bytes), Ok(h));

@@ -13,7 +13,7 @@ use quorumlog_log::{DurableLog, LogOptions, RecoveryMode, RecoveryReport};
 use super::ckpt::{self, read_checkpoint, write_checkpoint_file};
 use super::{Node, NodeOptions};
 use crate::error::{Error, Result};
-use crate::store::Identity;
+use crate::types::Identity;
 
 /// What [`Node::repair_truncate_at_corruption`] did.
 #[derive(Debug, Clone)]

@@ -1,4 +1,4 @@
-//! Helpers shared by the store's scenario tests.
+//! Helpers shared by the engine's scenario tests.
 #![allow(
     dead_code,
     clippy::unwrap_used,
@@ -15,7 +15,7 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::SimFs;
 use quorumlog_log::SyncPolicy;
-use quorumlog_raft::{Election, Identity, KraftReplica, StoreOptions};
+use quorumlog_raft::{Election, Identity, KraftReplica, NodeOptions};
 
 pub(crate) mod replicas;
 use quorumlog_testkit::small_log_options;
@@ -23,10 +23,11 @@ use quorumlog_testkit::small_log_options;
 pub(crate) const DIR: &str = "/data";
 
 /// Small segments, group commit.
-pub(crate) fn options() -> StoreOptions {
-    StoreOptions {
+pub(crate) fn options() -> NodeOptions {
+    NodeOptions {
         log: small_log_options(),
         sync: SyncPolicy::GroupCommit,
+        ..NodeOptions::default()
     }
 }
 
@@ -39,16 +40,30 @@ pub(crate) fn meta(node: u64) -> Meta {
     )
 }
 
-/// A formatted and opened store of node `node` on a fresh simulated disk.
-pub(crate) fn store(node: u64, seed: u64) -> KraftReplica {
-    let fs: SharedFs = Arc::new(SimFs::new(seed));
-    quorumlog_raft::Store::format(&fs, Path::new(DIR), meta(node), None, &options()).unwrap();
+/// A formatted and opened `KRaft` replica of node `node` (a one-group
+/// node) on a fresh simulated disk.
+pub(crate) fn replica(node: u64, seed: u64) -> KraftReplica {
+    replica_on(&SimFs::new(seed), node)
+}
+
+/// The replica of node `node` on `disk`, opened again (a reopen).
+pub(crate) fn reopen_replica(disk: &SimFs, node: u64) -> KraftReplica {
+    let fs: SharedFs = Arc::new(disk.clone());
     KraftReplica::open(&fs, Path::new(DIR), &Identity::of(&meta(node)), &options())
         .unwrap()
         .0
 }
 
-/// Makes the store's node leader of a new epoch; returns the epoch.
+/// A formatted and opened replica of node `node` on `disk`.
+pub(crate) fn replica_on(disk: &SimFs, node: u64) -> KraftReplica {
+    let fs: SharedFs = Arc::new(disk.clone());
+    quorumlog_raft::Node::format(&fs, Path::new(DIR), meta(node), &options()).unwrap();
+    KraftReplica::open(&fs, Path::new(DIR), &Identity::of(&meta(node)), &options())
+        .unwrap()
+        .0
+}
+
+/// Makes the replica's node leader of a new epoch; returns the epoch.
 pub(crate) fn lead(s: &KraftReplica) -> Epoch {
     let mut e = s.election();
     let epoch = e.become_candidate().unwrap();

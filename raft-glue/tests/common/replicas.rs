@@ -10,25 +10,25 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_log::SyncPolicy;
-use quorumlog_raft::{FetchPosition, Identity, Isolation, KraftReplica, LogPosition, StoreOptions};
+use quorumlog_raft::{FetchPosition, Identity, Isolation, KraftReplica, LogPosition, NodeOptions};
 use quorumlog_snapshot::SnapshotId;
 
 /// The simulations' options: no background syncs (the simulation decides
 /// when each replica flushes).
-pub(crate) fn sim_options() -> StoreOptions {
-    StoreOptions {
+pub(crate) fn sim_options() -> NodeOptions {
+    NodeOptions {
         sync: SyncPolicy::Never,
-        ..quorumlog_testkit::store_crash::crash_store_options()
+        ..quorumlog_testkit::kraft_crash::crash_node_options()
     }
 }
 
-/// A fresh store of node `node` with directory id `dir` on a new simulated
+/// A fresh replica of node `node` with directory id `dir` on a new simulated
 /// disk drawn from `disk_seed`: formatted, then opened.
 pub(crate) fn fresh_store(disk_seed: u64, node: u64, dir: u128, at: &str) -> (SimFs, KraftReplica) {
     let disk = SimFs::new(disk_seed);
     let fs: SharedFs = Arc::new(disk.clone());
     let meta = Meta::new(ClusterId(7), NodeId(node), DirectoryId(dir));
-    quorumlog_raft::Store::format(&fs, Path::new(at), meta, None, &sim_options()).unwrap();
+    quorumlog_raft::Node::format(&fs, Path::new(at), meta, &sim_options()).unwrap();
     let store = KraftReplica::open(&fs, Path::new(at), &Identity::of(&meta), &sim_options())
         .unwrap()
         .0;
@@ -49,18 +49,14 @@ pub(crate) fn power_cut(disk: &SimFs, store: KraftReplica, dir: &str) -> (SimFs,
 
 /// The epoch of a replica's last entry (its snapshot's for an empty log).
 pub(crate) fn last_epoch(store: &KraftReplica) -> Epoch {
-    store
-        .log()
-        .last_epoch()
-        .or_else(|| store.snapshots().latest().map(|s| s.id.epoch))
-        .unwrap_or(Epoch(0))
+    store.log_position().last_epoch.unwrap_or(Epoch(0))
 }
 
 /// A replica's log position, for votes.
 pub(crate) fn position(store: &KraftReplica) -> LogPosition {
     LogPosition {
         last_epoch: Some(last_epoch(store)),
-        end_offset: store.log().log_end_offset(),
+        end_offset: store.extent().queued_end,
     }
 }
 
@@ -81,14 +77,15 @@ pub(crate) struct CatchUp {
 pub(crate) fn catch_up(leader: &KraftReplica, follower: &KraftReplica, ctx: &str) -> CatchUp {
     let mut out = CatchUp::default();
     for _ in 0..8 {
-        let (end, last) = (follower.log().log_end_offset(), last_epoch(follower));
+        let (end, last) = (follower.extent().queued_end, last_epoch(follower));
         match leader.validate_offset_and_epoch(end, last).unwrap() {
             FetchPosition::Valid => {
-                if end < leader.log().log_end_offset() {
-                    let batches = leader.read(end, 4 << 10).unwrap();
-                    let raw: Vec<Vec<u8>> = batches.iter().map(|b| b.raw().to_vec()).collect();
-                    let refs: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
-                    follower.append_as_follower(&refs).unwrap();
+                // What the leader has written is what a fetch can read.
+                if end < leader.extent().end {
+                    let entries = leader
+                        .read_entries(end, Offset(u64::MAX), 4 << 10, Isolation::Uncommitted)
+                        .unwrap();
+                    follower.append_as_follower(&entries).unwrap();
                 }
                 out.matched = true;
                 return out;
@@ -108,24 +105,22 @@ pub(crate) fn catch_up(leader: &KraftReplica, follower: &KraftReplica, ctx: &str
     out
 }
 
-/// Installs the leader's snapshot `id` through the store (the finish makes
-/// the log continue it), or, if the follower has it already, makes the log
-/// continue it; the follower's high watermark is at least its end.
+/// Installs the leader's snapshot `id` through the wing (the finish makes
+/// the log continue it) unless the follower has it already; the
+/// follower's high watermark is at least its end.
 pub(crate) fn install(leader: &KraftReplica, follower: &KraftReplica, id: SnapshotId) {
-    if follower.snapshots().get(id).is_none() {
-        let size = leader.snapshots().get(id).unwrap().size_bytes;
+    if follower.snapshot(id).is_err() {
+        let size = leader.snapshot(id).unwrap().info().size_bytes;
         let mut inst = follower.install_snapshot(id, size).unwrap();
-        while inst.position() < size {
-            let at = inst.position();
-            let chunk = leader.read_snapshot_chunk(id, at, 700).unwrap();
-            inst.write_chunk(at, &chunk).unwrap();
+        while inst.install().position() < size {
+            let at = inst.install().position();
+            let chunk = leader.snapshot(id).unwrap().read_chunk(at, 700).unwrap();
+            inst.install().write_chunk(at, &chunk).unwrap();
         }
         inst.finish().unwrap();
-    } else {
-        follower.truncate_to_latest_snapshot().unwrap();
     }
-    let end = follower.log().log_end_offset();
-    if follower.log().high_watermark().unwrap_or(Offset(0)) < end {
+    let end = follower.extent().queued_end;
+    if follower.extent().high_watermark.unwrap_or(Offset(0)) < end {
         follower.set_high_watermark(end).unwrap();
     }
 }
@@ -140,8 +135,8 @@ pub(crate) fn check_committed<'a>(
 ) {
     let committed_end = committed.keys().next_back().map_or(0, |o| o + 1);
     for (n, s) in replicas {
-        let (start, end) = (s.log().log_start_offset().0, s.log().log_end_offset().0);
-        let hw = s.log().high_watermark().map_or(0, |h| h.0);
+        let (start, end) = (s.extent().start.0, s.extent().queued_end.0);
+        let hw = s.extent().high_watermark.map_or(0, |h| h.0);
         let to = end.min(committed_end).min(hw);
         if start >= to {
             continue;

@@ -561,8 +561,8 @@ pub fn fuzz_crash_recovery(data: &[u8]) {
     if let Err(e) = run_seed(seed) {
         panic!("{e}");
     }
-    // The same input drives a crash cycle of the Raft store.
-    if let Err(e) = crate::store_crash::run_store_case(seed) {
+    // The same input drives a crash cycle of the `KRaft` wing.
+    if let Err(e) = crate::kraft_crash::run_kraft_case(seed) {
         panic!("{e}");
     }
 }

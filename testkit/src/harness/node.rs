@@ -1,6 +1,8 @@
 //! The node a harness run drives (`Log` or `DurableLog` beside the quorum
 //! state and the snapshots) and how each operation is applied to it and to
-//! the model.
+//! the model. The engine above the log has crash models of its own: a
+//! node's groups (`quorumlog-raft`'s `tests/node_model.rs`,
+//! `tests/node_crash.rs`) and the `KRaft` wing ([`crate::kraft_crash`]).
 #![expect(
     clippy::indexing_slicing,
     reason = "test machinery: indices into its own model; a panic fails the test that drives it"
@@ -19,7 +21,6 @@ use quorumlog_log::{
     DurableLog, Error as LogError, FollowerBatch, Log, LogOptions, ReadBatches, SyncPolicy,
     TailWrites,
 };
-use quorumlog_raft::{Identity, KraftReplica, LogPosition, Role, StoreOptions};
 use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
 
 use crate::{payload, small_log_options};
@@ -50,13 +51,6 @@ pub enum Backend {
     /// sends flushed group writes straight to the simulated device,
     /// aligned and durable on return).
     DurableBuffered,
-    /// The Raft store ([`KraftReplica`]), under its rules: leader appends only in
-    /// an epoch it durably leads (a candidacy and leadership first, each
-    /// an acknowledged election state), votes through the election state,
-    /// snapshots of committed state only (the high watermark set first),
-    /// truncation never below the high watermark or a snapshot, installs
-    /// whose finish restarts the log at the snapshot.
-    Store,
 }
 
 impl Backend {
@@ -68,19 +62,16 @@ impl Backend {
             Backend::Plain
         } else if (seed >> 6) & 1 == 0 {
             Backend::Durable
-        } else if (seed >> 7) & 1 == 0 {
-            Backend::DurableBuffered
         } else {
-            Backend::Store
+            Backend::DurableBuffered
         }
     }
 }
 
-/// `Log`, `DurableLog` or the `KraftReplica`'s log, driven alike.
+/// `Log` or `DurableLog`, driven alike.
 pub(super) enum AnyLog {
     Plain(Box<Log>),
     Durable(DurableLog),
-    Store(Box<KraftReplica>),
 }
 
 macro_rules! both {
@@ -88,10 +79,6 @@ macro_rules! both {
         match $log {
             AnyLog::Plain($l) => $e,
             AnyLog::Durable($l) => $e,
-            AnyLog::Store(s) => {
-                let $l = s.log();
-                $e
-            }
         }
     };
 }
@@ -105,17 +92,10 @@ impl AnyLog {
     }
     /// The offset a suffix truncation may not go below.
     pub(super) fn truncation_floor(&self) -> u64 {
-        let hw = both!(self, l => l.high_watermark()).map_or(0, |h| h.0);
-        match self {
-            AnyLog::Store(s) => hw.max(s.latest_snapshot().map_or(0, |x| x.end_offset.0)),
-            _ => hw,
-        }
+        both!(self, l => l.high_watermark()).map_or(0, |h| h.0)
     }
     pub(super) fn append_as_leader(&mut self, epoch: Epoch, records: &[Vec<u8>]) -> bool {
-        match self {
-            AnyLog::Store(s) => s.append_as_leader(epoch, records).is_ok(),
-            _ => both!(self, l => l.append_as_leader(epoch, records).is_ok()),
-        }
+        both!(self, l => l.append_as_leader(epoch, records).is_ok())
     }
     fn append_as_follower(&mut self, batches: &[FollowerBatch<'_, Vec<u8>>]) -> bool {
         both!(self, l => l.append_as_follower(batches).is_ok())
@@ -129,16 +109,12 @@ impl AnyLog {
         both!(self, l => l.flush().is_ok())
     }
     fn truncate_to(&mut self, offset: Offset) -> bool {
-        match self {
-            AnyLog::Store(s) => s.truncate_to(offset).is_ok(),
-            _ => both!(self, l => l.truncate_to(offset).is_ok()),
-        }
+        both!(self, l => l.truncate_to(offset).is_ok())
     }
     fn close(self) -> bool {
         match self {
             AnyLog::Plain(l) => l.close().is_ok(),
             AnyLog::Durable(l) => l.close().is_ok(),
-            AnyLog::Store(s) => s.close().is_ok(),
         }
     }
     pub(super) fn read(&self, from: Offset, max_bytes: u64) -> Result<ReadBatches, LogError> {
@@ -148,13 +124,8 @@ impl AnyLog {
 
 impl AnyLog {
     /// Deletes the log prefix below `up_to`, never past the latest durable
-    /// snapshot nor the log end (invariant 7): the store's own
-    /// `clean_log_prefix` for the store backend, the same bound over the
-    /// bare logs for the others.
+    /// snapshot nor the log end (invariant 7).
     fn clean_prefix(&mut self, snapshots: &SnapshotStore, up_to: Offset) -> bool {
-        if let AnyLog::Store(s) = self {
-            return s.clean_log_prefix(up_to).is_ok();
-        }
         let Some(latest) = snapshots.latest() else {
             return true;
         };
@@ -167,7 +138,6 @@ impl AnyLog {
         match self {
             AnyLog::Plain(l) => l.truncate_prefix_to(bound).is_ok(),
             AnyLog::Durable(l) => l.truncate_prefix_to(bound).is_ok(),
-            AnyLog::Store(_) => true,
         }
     }
 }
@@ -181,25 +151,6 @@ pub(super) struct Node {
 
 pub(super) fn open(sim: &SimFs, backend: Backend) -> Result<Node, String> {
     let fs: SharedFs = Arc::new(sim.clone());
-    if backend == Backend::Store {
-        let options = StoreOptions {
-            log: options(),
-            sync: SyncPolicy::Never,
-        };
-        let (s, _) = KraftReplica::open(
-            &fs,
-            Path::new(DIR),
-            &Identity::of(&super::harness_meta()),
-            &options,
-        )
-        .map_err(|e| format!("store: {e}"))?;
-        return Ok(Node {
-            dd: Arc::clone(s.data_dir()),
-            store: s.snapshots().clone(),
-            log: AnyLog::Store(Box::new(s)),
-            backend,
-        });
-    }
     let dd = Arc::new(
         DataDir::open(fs.clone(), Path::new(DIR), &OpenOptions::default())
             .map_err(|e| format!("data dir: {e}"))?,
@@ -211,7 +162,7 @@ pub(super) fn open(sim: &SimFs, backend: Backend) -> Result<Node, String> {
         Backend::Durable => {
             DurableLog::open(Arc::clone(&dd), options(), SyncPolicy::Never).map(AnyLog::Durable)
         }
-        Backend::DurableBuffered | Backend::Store => {
+        Backend::DurableBuffered => {
             let buffered = LogOptions {
                 tail_writes: TailWrites::Buffered,
                 ..options()
@@ -244,14 +195,7 @@ pub(super) fn state_below(m: &Model, end: u64) -> Vec<u8> {
 /// Leader append of `count` records of `size` bytes (in a new epoch if
 /// `bump`).
 fn leader_append(n: &mut Node, m: &mut Model, count: u8, size: u16, bump: bool, gen: u64) -> bool {
-    let epoch = if let AnyLog::Store(s) = &n.log {
-        match lead(s, m, bump) {
-            Some(e) => e,
-            None => return false,
-        }
-    } else {
-        m.epoch + u64::from(bump)
-    };
+    let epoch = m.epoch + u64::from(bump);
     let base = n.log.log_end_offset().0;
     let recs: Vec<Vec<u8>> = (0..u64::from(count))
         .map(|i| payload(base + i, gen, usize::from(size)))
@@ -260,25 +204,6 @@ fn leader_append(n: &mut Node, m: &mut Model, count: u8, size: u16, bump: bool, 
     m.records
         .extend(recs.iter().cloned().map(|r| Some((epoch, r))));
     n.log.append_as_leader(Epoch(epoch), &recs)
-}
-
-/// The store's node leads an epoch durably (a new one if `bump`, or if it
-/// does not lead its current one: after a vote, or back resigned from a
-/// restart); each transition is an acknowledged election state. Returns
-/// the epoch, or `None` if a transition failed.
-fn lead(s: &KraftReplica, m: &mut Model, bump: bool) -> Option<u64> {
-    let mut e = s.election();
-    if bump || e.role() != Role::Leader {
-        let ok = e.become_candidate().is_ok();
-        if ok {
-            m.votes.push(e.state().clone());
-        }
-        if !ok || e.become_leader().is_err() {
-            return None;
-        }
-        m.votes.push(e.state().clone());
-    }
-    Some(e.epoch().0)
 }
 
 /// Follower append: `count` records of `size` bytes arriving as
@@ -338,9 +263,6 @@ pub(super) fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op,
             n.log.truncate_to(Offset(x))
         }
         Op::Vote(candidate) => {
-            if let AnyLog::Store(s) = &n.log {
-                return vote(s, m, candidate);
-            }
             let current = n.dd.quorum_state();
             let next = QuorumState {
                 epoch: Epoch(current.epoch.0 + 1),
@@ -375,49 +297,19 @@ pub(super) fn apply(node: &mut Option<Node>, sim: &SimFs, m: &mut Model, op: Op,
     }
 }
 
-/// A vote for `candidate` in the next epoch through the store's election
-/// state (granted: the candidate's log is as long as any).
-fn vote(s: &KraftReplica, m: &mut Model, candidate: u64) -> bool {
-    let mut e = s.election();
-    let epoch = Epoch(e.epoch().0 + 1);
-    let up_to_date = LogPosition {
-        end_offset: Offset(u64::MAX),
-        last_epoch: Some(Epoch(u64::MAX)),
-    };
-    let ours = LogPosition {
-        end_offset: s.log_end_offset(),
-        last_epoch: s.log().last_epoch(),
-    };
-    let who = (
-        NodeId(candidate),
-        Some(DirectoryId(u128::from(candidate) + 1)),
-    );
-    let granted = e.grant_vote(epoch, who, up_to_date, ours).is_ok();
-    if granted {
-        m.votes.push(e.state().clone());
-    }
-    granted
-}
-
 /// The metadata of a leader's snapshot (how the checks tell an installed
 /// snapshot from a local one).
 pub(super) const LEADER_MARK: &[u8] = b"leader";
 
 /// The leader's snapshot of the model's flushed state, as raw file bytes
 /// (made on a separate simulated disk, deterministic for a given state).
-/// Its epoch is newer than any in the log (the leader's log diverged);
-/// under the store's rules the node then moves to it, so it is kept small
-/// (one past the model's epoch) rather than the other backends' spread.
-pub(super) fn leader_snapshot(m: &Model, store_rules: bool) -> Option<(SnapshotId, Vec<u8>)> {
+/// Its epoch is newer than any in the log (the leader's log diverged).
+pub(super) fn leader_snapshot(m: &Model) -> Option<(SnapshotId, Vec<u8>)> {
     let end = m.flushed;
     if end == 0 {
         return None;
     }
-    let epoch = if store_rules {
-        m.epoch + 1 + m.truncations
-    } else {
-        1000 + m.epoch * 1000 + m.truncations
-    };
+    let epoch = 1000 + m.epoch * 1000 + m.truncations;
     let id = SnapshotId {
         end_offset: Offset(end),
         epoch: Epoch(epoch),
@@ -437,32 +329,6 @@ pub(super) fn leader_snapshot(m: &Model, store_rules: bool) -> Option<(SnapshotI
     w.write(&state_below(m, end)).ok()?;
     w.freeze().ok()?;
     Some((id, store.read_chunk(id, 0, usize::MAX).ok()?))
-}
-
-/// The store's snapshot of its committed state: the high watermark moves
-/// to the flushed end first (only committed state is snapshotted), then
-/// the snapshot, then the store's cleaning up to it.
-fn store_snapshot_and_clean(s: &KraftReplica, m: &mut Model, id: SnapshotId, data: &[u8]) -> bool {
-    let end = id.end_offset;
-    if s.high_watermark().is_none_or(|h| h < end) && s.set_high_watermark(end).is_err() {
-        return false;
-    }
-    m.snapshots.insert(id, data.to_vec());
-    let options = WriterOptions {
-        chunk_bytes: 512,
-        zstd_level: None,
-    };
-    let frozen = s
-        .create_snapshot(end, id.epoch, b"", options)
-        .and_then(|mut w| {
-            w.write(data)?;
-            w.freeze()
-        });
-    if frozen.is_err() {
-        return false;
-    }
-    m.start = m.start.max(end.0.min(m.records.len() as u64));
-    s.clean_log_prefix(end).is_ok()
 }
 
 fn snapshot_and_clean(n: &mut Node, m: &mut Model) -> bool {
@@ -485,9 +351,6 @@ fn snapshot_and_clean(n: &mut Node, m: &mut Model) -> bool {
         return true;
     }
     let data = state_below(m, end);
-    if let AnyLog::Store(s) = &n.log {
-        return store_snapshot_and_clean(s, m, id, &data);
-    }
     m.snapshots.insert(id, data.clone());
     let frozen = (|| {
         let mut w = n.store.create(

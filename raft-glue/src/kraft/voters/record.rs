@@ -17,8 +17,7 @@ pub const MAX_ENDPOINT_BYTES: usize = 1024;
 /// with endpoints). It is chosen so that everything a set reaches holds
 /// it with room to spare: a control record in one log batch, a
 /// [`super::ControlState`] (a set and a reassignment's two) in a snapshot's
-/// metadata, and the voter-history file (1 MiB), which the store checks
-/// again, whole, before each control record is written.
+/// metadata.
 pub const MAX_VOTER_SET_BYTES: usize = 16 * 1024;
 
 /// Why a voter set or a reassignment request is refused.
@@ -36,16 +35,6 @@ pub enum VoterError {
     /// encoded.
     #[error("the voter set is too large")]
     TooLarge,
-    /// The record would not fit in the voter-history file with the
-    /// records already there (nothing was written): take a snapshot and
-    /// clean the log prefix, which folds old records into one state.
-    #[error("the voter history would hold {bytes} bytes, over its {max}-byte limit")]
-    HistoryFull {
-        /// The file's size with the record.
-        bytes: usize,
-        /// The limit.
-        max: usize,
-    },
     /// The target replaces (same node id, new directory id) so many voters
     /// that, once they are removed (which must come first), the voters
     /// left are not a majority of the current set: no sequence of

@@ -12,7 +12,7 @@ use super::Group;
 use crate::error::{Error, Result};
 use crate::node::index::GroupState;
 use crate::node::record::{Header, Kind};
-use crate::store::OnDurable;
+use crate::types::OnDurable;
 
 /// The entries of one [`Group::append`]: a slice (or array, or `Vec`)
 /// of records, or [`Encode`]: records a caller encodes straight into the
@@ -132,14 +132,40 @@ impl Group {
         &self,
         base_offset: Offset,
         epoch: Epoch,
+        records: impl Records,
+    ) -> Result<AppendInfo> {
+        self.append_flagged(base_offset, epoch, records, false)
+    }
+
+    /// Writes every queued append of the node now (buffered, no sync), so
+    /// it is readable: the `KRaft` wing's appends, which a leader serves to
+    /// fetching followers before its own sync.
+    ///
+    /// # Errors
+    /// I/O (which poisons); `Poisoned`.
+    pub(crate) fn write_queued(&self) -> Result<()> {
+        self.inner
+            .note(self.inner.log.write_queued_now().map_err(Error::from))
+    }
+
+    /// [`Group::append`] of user records (`control` false) or of control
+    /// records (the `KRaft` wing's), which reads return flagged.
+    pub(crate) fn append_flagged(
+        &self,
+        base_offset: Offset,
+        epoch: Epoch,
         mut records: impl Records,
+        control: bool,
     ) -> Result<AppendInfo> {
         self.inner.check_poisoned()?;
         let count = records.count();
         if count == 0 {
             return Err(Error::Log(quorumlog_log::Error::EmptyBatch));
         }
-        let h = self.header(Kind::Entries, base_offset.0, epoch.0);
+        let h = Header {
+            control,
+            ..self.header(Kind::Entries, base_offset.0, epoch.0)
+        };
         let head = h.encode();
         let batch = self.inner.log.encode_with(
             crate::node::NODE_EPOCH,

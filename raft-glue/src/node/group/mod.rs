@@ -33,7 +33,7 @@ use super::index::GroupState;
 use super::record::{Header, Kind};
 use super::Inner;
 use crate::error::{Error, Result};
-use crate::store::Identity;
+use crate::types::Identity;
 
 /// Where group `id`'s snapshots live: `snapshots/<id>/`.
 pub(crate) fn snapshot_dir(dd: &DataDir, id: u64) -> PathBuf {
@@ -141,6 +141,7 @@ impl Group {
             group: self.id,
             offset,
             epoch,
+            control: false,
         }
     }
 
@@ -152,6 +153,11 @@ impl Group {
     /// The node's identity.
     pub fn identity(&self) -> Identity {
         Identity::of(&self.inner.dd.meta())
+    }
+
+    /// The node's identity as formatted.
+    pub(crate) fn meta(&self) -> quorumlog_checkpoint::Meta {
+        self.inner.dd.meta()
     }
 
     /// The failure that poisoned the node, if one did.

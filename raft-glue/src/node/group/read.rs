@@ -9,7 +9,7 @@ use quorumlog_snapshot::SnapshotId;
 use super::Group;
 use crate::error::{Error, Result};
 use crate::node::index::{GroupState, Run};
-use crate::store::{Entry, Isolation};
+use crate::types::{Entry, Isolation};
 
 /// How many runs one read takes from the index at a time.
 const READ_RUNS: usize = 1024;
@@ -163,7 +163,7 @@ impl Group {
                 entries.push(Entry {
                     offset: Offset(r.offset + (rec.offset.0 - r.shared)),
                     epoch: Epoch(r.epoch),
-                    control: false,
+                    control: r.control(),
                     bytes: rec.bytes,
                 });
             }
@@ -186,6 +186,65 @@ impl Group {
                 source,
             },
         }
+    }
+
+    /// For Raft's log matching (the `KRaft` wing's fetch validation): the
+    /// largest epoch `<= epoch` in the log and the offset where it ends.
+    pub(crate) fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
+        self.with(|g| g.end_for_epoch(epoch.0))
+            .ok()
+            .flatten()
+            .map(|(e, o)| (Epoch(e), Offset(o)))
+    }
+
+    /// The epoch of the log's last entry; of an empty log, the entry's
+    /// before it (purged, or the last of the snapshot it starts at).
+    pub(crate) fn last_epoch(&self) -> Option<Epoch> {
+        let latest = self.latest();
+        self.with(|g| {
+            g.last_epoch().or_else(|| {
+                latest
+                    .filter(|l| g.start == g.end && l.end_offset.0 == g.start)
+                    .map(|l| l.epoch.0)
+            })
+        })
+        .ok()
+        .flatten()
+        .map(Epoch)
+    }
+
+    /// Every control entry of the log at or past `from` (read from the
+    /// control runs alone: user entries are not read).
+    ///
+    /// # Errors
+    /// As [`Group::read_entries`].
+    pub(crate) fn control_entries(&self, from: Offset) -> Result<Vec<Entry>> {
+        let runs: Vec<(u64, u64)> = self.with(|g| {
+            g.runs
+                .iter()
+                .filter(|r| r.control() && r.end() > from.0.max(g.start))
+                .map(|r| (r.offset.max(from.0).max(g.start), r.end()))
+                .collect()
+        })?;
+        let mut out = Vec::new();
+        for (a, b) in runs {
+            let part = self.read_entries(Offset(a), Offset(b), u64::MAX, Isolation::Uncommitted)?;
+            out.extend(part.into_iter().filter(|e| e.control));
+        }
+        Ok(out)
+    }
+
+    /// Each batch of the log: its first offset and size, oldest first
+    /// (what retention by bytes measures).
+    pub(crate) fn batch_sizes(&self) -> Vec<(Offset, u64)> {
+        self.with(|g| {
+            g.runs
+                .iter()
+                .filter(|r| r.end() > g.start)
+                .map(|r| (Offset(r.offset.max(g.start)), r.size()))
+                .collect()
+        })
+        .unwrap_or_default()
     }
 
     /// The epoch of the entry at `offset`, if the group's log holds it.
@@ -269,7 +328,7 @@ fn read_plan(
         clipped.offset = a;
         clipped.count = u32::try_from(b - a).unwrap_or(0);
         out.push(clipped);
-        budget += u64::from(r.bytes);
+        budget += r.size();
         if budget >= max_bytes {
             break;
         }

@@ -1,4 +1,4 @@
-//! Snapshot installs in the harness: chunks sent from the model leader, through the snapshot store or the Raft store.
+//! Snapshot installs in the harness: chunks sent from the model leader, through the snapshot store.
 
 #[allow(
     clippy::wildcard_imports,
@@ -29,15 +29,11 @@ fn send_chunks(
 }
 
 pub(super) fn install(n: &mut Node, m: &mut Model, chunks: u8, finish: bool) -> bool {
-    let store_rules = matches!(n.log, AnyLog::Store(_));
-    let Some((id, bytes)) = leader_snapshot(m, store_rules) else {
+    let Some((id, bytes)) = leader_snapshot(m) else {
         return true;
     };
     if n.store.latest().is_some_and(|l| l.id >= id) {
         return true;
-    }
-    if let AnyLog::Store(s) = &n.log {
-        return store_install(s, m, id, &bytes, chunks, finish);
     }
     let Ok(mut install) = n.store.begin_install(id, bytes.len() as u64) else {
         return false;
@@ -50,51 +46,6 @@ pub(super) fn install(n: &mut Node, m: &mut Model, chunks: u8, finish: bool) -> 
     };
     if finish && pos == bytes.len() {
         m.snapshots.insert(id, state_below(m, id.end_offset.0));
-        return install.finish().is_ok();
-    }
-    true
-}
-
-/// The install through the store: its finish publishes and restarts the
-/// log at the snapshot's end (the log's epochs there are not the
-/// snapshot's), dropping what was not flushed.
-fn store_install(
-    s: &KraftReplica,
-    m: &mut Model,
-    id: SnapshotId,
-    bytes: &[u8],
-    chunks: u8,
-    finish: bool,
-) -> bool {
-    // The snapshot comes from the leader of an epoch at least its own: the
-    // election state follows first (a follower learns the epoch before it
-    // fetches), and later appends continue in it.
-    {
-        let mut e = s.election();
-        if e.epoch() < id.epoch {
-            if e.become_unattached(id.epoch).is_err() {
-                return false;
-            }
-            m.votes.push(e.state().clone());
-        }
-    }
-    m.epoch = m.epoch.max(id.epoch.0);
-    let Ok(mut install) = s.install_snapshot(id, bytes.len() as u64) else {
-        return false;
-    };
-    let start = install.position();
-    let Some(pos) = send_chunks(start, bytes, chunks, |at, c| {
-        install.write_chunk(at, c).is_ok()
-    }) else {
-        return false;
-    };
-    if finish && pos == bytes.len() {
-        let end = id.end_offset.0;
-        m.snapshots.insert(id, state_below(m, end));
-        m.records
-            .truncate(usize::try_from(end).unwrap_or(usize::MAX));
-        m.start = end;
-        m.flushed = end;
         return install.finish().is_ok();
     }
     true

@@ -1,9 +1,10 @@
-//! Random crash cycles of the Raft store ([`quorumlog_raft::KraftReplica`]): a
-//! seed draws a sequence of store operations on one replica (votes,
+//! Random crash cycles of the `KRaft` wing ([`quorumlog_raft::KraftReplica`]
+//! over a one-group node): a seed draws a sequence of its operations on one
+//! replica (votes,
 //! following, fetches from a leader — valid, diverging or snapshot needed —,
 //! flushes, high watermarks, prefix cleaning, candidacy and leader appends),
 //! cuts the power at a random call with a random crash plan, and checks the
-//! reopened store:
+//! reopened replica:
 //! - it opens (a plain crash never makes it refuse);
 //! - no epoch regression and no second vote in an epoch;
 //! - everything acknowledged durable is still there (in the log or under
@@ -11,8 +12,8 @@
 //!   truncation in flight was removing;
 //! - no entry below the log start lacks a snapshot (invariant 7).
 //!
-//! The leader it fetches from is a second store, never crashed. Used by the
-//! `crash_recovery` fuzz target and by `tests/store_crash_cycles.rs`.
+//! The leader it fetches from is a second replica, never crashed. Used by
+//! the `crash_recovery` fuzz target and by `tests/kraft_crash_cycles.rs`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,16 +24,16 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
-use quorumlog_raft::{FetchPosition, Identity, Isolation, KraftReplica, LogPosition, StoreOptions};
+use quorumlog_raft::{FetchPosition, Identity, Isolation, KraftReplica, LogPosition, NodeOptions};
 use quorumlog_snapshot::WriterOptions;
 
 const DIR: &str = "/data";
 
-/// Store options for crash tests: 16 KiB segments (rolls happen),
-/// deterministic I/O order (inline preparation), no prefilled pool, group
-/// commit.
-pub fn crash_store_options() -> StoreOptions {
-    StoreOptions {
+/// Node options for crash tests: 16 KiB segments (rolls happen),
+/// deterministic I/O order (inline preparation, no background thread), no
+/// prefilled pool, group commit.
+pub fn crash_node_options() -> NodeOptions {
+    NodeOptions {
         log: LogOptions {
             segment_size_bytes: 16 << 10,
             max_batch_bytes: 8 << 10,
@@ -41,6 +42,8 @@ pub fn crash_store_options() -> StoreOptions {
             ..LogOptions::default()
         },
         sync: SyncPolicy::GroupCommit,
+        background: false,
+        ..NodeOptions::default()
     }
 }
 
@@ -51,13 +54,13 @@ fn store(disk: &SimFs, node: u64) -> Result<KraftReplica, String> {
         NodeId(node),
         DirectoryId(u128::from(node) + 1),
     );
-    quorumlog_raft::Store::format(&fs, Path::new(DIR), meta, None, &crash_store_options())
+    quorumlog_raft::Node::format(&fs, Path::new(DIR), meta, &crash_node_options())
         .map_err(|e| e.to_string())?;
     Ok(KraftReplica::open(
         &fs,
         Path::new(DIR),
         &Identity::of(&meta),
-        &crash_store_options(),
+        &crash_node_options(),
     )
     .map_err(|e| e.to_string())?
     .0)
@@ -155,13 +158,14 @@ impl Run<'_> {
             }
             Op::Fetch(max) => self.fetch(max)?,
             Op::Flush => {
-                let f = self.s.log().flush().map_err(|e| e.to_string())?;
+                let end = self.s.extent().queued_end;
+                let f = self.s.wait_durable(end).map_err(|e| e.to_string())?;
                 self.acked.durable = self.acked.durable.max(f.0);
             }
             Op::HighWatermark => {
-                let end = self.s.log().log_end_offset().min(Offset(40));
-                let hw = self.s.log().high_watermark().unwrap_or(Offset(0));
-                if end > hw && self.s.log().epoch_at(Offset(end.0 - 1)) == Some(Epoch(2)) {
+                let end = self.s.extent().queued_end.min(Offset(40));
+                let hw = self.s.extent().high_watermark.unwrap_or(Offset(0));
+                if end > hw && self.s.epoch_at(Offset(end.0 - 1)) == Some(Epoch(2)) {
                     self.s.set_high_watermark(end).map_err(err)?;
                 }
             }
@@ -177,7 +181,7 @@ impl Run<'_> {
             Op::LeaderAppend => {
                 let epoch = self.s.election().epoch();
                 if self.s.election().check_leader_append(epoch).is_ok() {
-                    let at = self.s.log().log_end_offset().0;
+                    let at = self.s.extent().queued_end.0;
                     let rec = format!("own {at} epoch {}", epoch.0).into_bytes();
                     self.acked.bytes.insert(at, rec.clone());
                     let info = self.s.append_durable(epoch, &[rec]).map_err(err)?;
@@ -189,10 +193,7 @@ impl Run<'_> {
     }
 
     fn position(&self) -> LogPosition {
-        LogPosition {
-            last_epoch: self.s.log().last_epoch(),
-            end_offset: self.s.log().log_end_offset(),
-        }
+        self.s.log_position()
     }
 
     fn note_election(&mut self) {
@@ -202,32 +203,22 @@ impl Run<'_> {
     fn fetch(&mut self, max: u64) -> Result<(), String> {
         let err = |e: quorumlog_raft::Error| e.to_string();
         for _ in 0..4 {
-            let end = self.s.log().log_end_offset();
-            let last = self
-                .s
-                .log()
-                .last_epoch()
-                .or_else(|| self.s.latest_snapshot().map(|x| x.epoch))
-                .unwrap_or(Epoch(0));
+            let end = self.s.extent().queued_end;
+            let last = self.s.log_position().last_epoch.unwrap_or(Epoch(0));
             match self.l.validate_offset_and_epoch(end, last).map_err(err)? {
                 FetchPosition::Valid => {
                     let to = (end.0 + max).min(40);
                     if end.0 >= to {
                         return Ok(());
                     }
-                    let batches = self.l.read(end, 1 << 20).map_err(err)?;
-                    let raw: Vec<Vec<u8>> = batches
-                        .iter()
-                        .filter(|b| b.base_offset() < Offset(to))
-                        .map(|b| b.raw().to_vec())
-                        .collect();
-                    for b in batches.iter().filter(|b| b.base_offset() < Offset(to)) {
-                        for (i, r) in b.to_vecs().unwrap_or_default().into_iter().enumerate() {
-                            self.acked.bytes.insert(b.base_offset().0 + i as u64, r);
-                        }
+                    let entries = self
+                        .l
+                        .read_entries(end, Offset(to), 1 << 20, Isolation::Uncommitted)
+                        .map_err(err)?;
+                    for e in &entries {
+                        self.acked.bytes.insert(e.offset.0, e.bytes.clone());
                     }
-                    let refs: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
-                    self.s.append_as_follower(&refs).map_err(err)?;
+                    self.s.append_as_follower(&entries).map_err(err)?;
                     return Ok(());
                 }
                 FetchPosition::Diverging { end_offset, epoch } => {
@@ -236,7 +227,7 @@ impl Run<'_> {
                     let local = self
                         .s
                         .end_offset_for_epoch(epoch)
-                        .map_or(self.s.log().log_start_offset(), |(_, o)| o);
+                        .map_or(self.s.extent().start, |(_, o)| o);
                     self.acked.floor = Some(local.min(end_offset).0.min(self.acked.durable));
                     let to = self
                         .s
@@ -257,27 +248,29 @@ impl Run<'_> {
         let err = |e: quorumlog_raft::Error| e.to_string();
         let size = self
             .l
-            .snapshots()
-            .get(id)
-            .ok_or("the leader lost its snapshot")?
+            .snapshot(id)
+            .map_err(|_| "the leader lost its snapshot")?
+            .info()
             .size_bytes;
         // The floor drops while the log is restarted (before the finish
         // returns, the log may already be cut to the snapshot).
         self.acked.floor = Some(0);
-        if self.s.snapshots().get(id).is_none() {
-            // Through the store: the finish publishes, then makes the log
+        if self.s.snapshot(id).is_err() {
+            // Through the wing: the finish publishes, then makes the log
             // continue the snapshot.
             let mut inst = self.s.install_snapshot(id, size).map_err(err)?;
-            while inst.position() < size {
-                let at = inst.position();
-                let chunk = self.l.read_snapshot_chunk(id, at, 64).map_err(err)?;
-                inst.write_chunk(at, &chunk).map_err(err)?;
+            while inst.install().position() < size {
+                let at = inst.install().position();
+                let chunk = self
+                    .l
+                    .snapshot(id)
+                    .and_then(|r| r.read_chunk(at, 64))
+                    .map_err(err)?;
+                inst.install().write_chunk(at, &chunk).map_err(err)?;
             }
             inst.finish().map_err(err)?;
-        } else {
-            self.s.truncate_to_latest_snapshot().map_err(err)?;
         }
-        let start = self.s.log().log_start_offset().0;
+        let start = self.s.extent().start.0;
         self.acked.bytes.retain(|&o, _| o >= start);
         self.acked.durable = self.acked.durable.max(id.end_offset.0);
         self.acked.floor = None;
@@ -285,11 +278,11 @@ impl Run<'_> {
     }
 }
 
-/// Checks the reopened store against what was acknowledged.
+/// Checks the reopened replica against what was acknowledged.
 fn check(disk: &SimFs, expect: &Identity, acked: &Acked) -> Result<u64, String> {
     let fs: SharedFs = Arc::new(disk.clone());
-    let (s, _) = KraftReplica::open(&fs, Path::new(DIR), expect, &crash_store_options())
-        .map_err(|e| format!("the store does not open after a crash: {e}"))?;
+    let (s, _) = KraftReplica::open(&fs, Path::new(DIR), expect, &crash_node_options())
+        .map_err(|e| format!("the replica does not open after a crash: {e}"))?;
     let st = s.election().state().clone();
     if let Some(last) = acked.election.last() {
         if st.epoch < last.epoch {
@@ -302,23 +295,20 @@ fn check(disk: &SimFs, expect: &Identity, acked: &Acked) -> Result<u64, String> 
             ));
         }
     }
-    let log = s.log();
-    let snapshot_end = s.latest_snapshot().map_or(0, |x| x.end_offset.0);
+    let x = s.extent();
+    let snapshot_end = x.latest_snapshot.map_or(0, |l| l.end_offset.0);
     let floor = acked.floor.map_or(acked.durable, |f| f.min(acked.durable));
-    let reach = log.log_end_offset().0.max(snapshot_end);
+    let reach = x.queued_end.0.max(snapshot_end);
     if reach < floor {
         return Err(format!(
             "acknowledged durable {floor} lost: the log reaches {reach}"
         ));
     }
-    if log.log_start_offset().0 > snapshot_end {
+    if x.start.0 > snapshot_end {
         return Err("entries below the log start without a snapshot".into());
     }
     check_last_purged(&s)?;
-    let (start, end) = (
-        log.log_start_offset(),
-        log.log_end_offset().min(Offset(floor)),
-    );
+    let (start, end) = (x.start, x.queued_end.min(Offset(floor)));
     if start < end {
         let entries = s
             .read_entries(start, end, u64::MAX, Isolation::Uncommitted)
@@ -331,7 +321,7 @@ fn check(disk: &SimFs, expect: &Identity, acked: &Acked) -> Result<u64, String> 
             }
         }
     }
-    Ok(log.log_end_offset().0)
+    Ok(x.queued_end.0)
 }
 
 /// The log start keeps the id of the entry below it, after any crash: known
@@ -341,20 +331,15 @@ fn check(disk: &SimFs, expect: &Identity, acked: &Acked) -> Result<u64, String> 
 /// # Errors
 /// What is wrong.
 pub fn check_last_purged(s: &KraftReplica) -> Result<(), String> {
-    let start = s.log_start_offset();
-    match s.log().last_purged() {
+    let start = s.extent().start;
+    match s.extent().last_purged {
         None if start > Offset(0) => Err(format!(
             "the log starts at {start} but the last purged entry is unknown"
         )),
         Some((o, _)) if o.0 + 1 != start.0 => Err(format!(
             "the last purged entry {o} is not just below the start {start}"
         )),
-        Some((o, e)) => match s
-            .snapshots()
-            .list()
-            .iter()
-            .find(|x| x.id.end_offset == start)
-        {
+        Some((o, e)) => match s.snapshots().iter().find(|x| x.id.end_offset == start) {
             Some(x) if x.id.epoch != e => Err(format!(
                 "the last purged entry {o} has epoch {e}, the snapshot ending there {}",
                 x.id.epoch
@@ -370,7 +355,7 @@ pub fn check_last_purged(s: &KraftReplica) -> Result<(), String> {
 ///
 /// # Errors
 /// The violated invariant, with the seed.
-pub fn run_store_case(seed: u64) -> Result<u64, String> {
+pub fn run_kraft_case(seed: u64) -> Result<u64, String> {
     let l = leader()?;
     let mut rng = SimRng::new(seed);
     let ops: Vec<Op> = (0..24).map(|_| draw(&mut rng)).collect();
@@ -410,16 +395,16 @@ pub fn run_store_case(seed: u64) -> Result<u64, String> {
         l: &l,
         acked: Acked::default(),
     };
-    let trace = std::env::var_os("QUORUMLOG_STORE_TRACE").is_some();
+    let trace = std::env::var_os("QUORUMLOG_KRAFT_TRACE").is_some();
     for op in &ops {
         let r = run.apply(*op);
         if trace {
             eprintln!(
                 "{op:?}: {r:?}; calls {}; log [{}, {}) flushed {}; acked durable {} floor {:?}; epoch {}",
                 disk.calls(),
-                s.log().log_start_offset().0,
-                s.log().log_end_offset().0,
-                s.log().flushed_offset().0,
+                s.extent().start.0,
+                s.extent().queued_end.0,
+                s.extent().flushed.0,
                 run.acked.durable,
                 run.acked.floor,
                 s.election().epoch().0
@@ -435,8 +420,8 @@ pub fn run_store_case(seed: u64) -> Result<u64, String> {
     let rebooted = disk.crash_with(plan);
     check(&rebooted, &expect, &acked).map_err(|e| {
         format!(
-            "store seed {seed}: crash after {point}/{total} calls, {plan:?}, ops {ops:?}: {e} \\
-             (replay: QUORUMLOG_STORE_SEED={seed} cargo test -p quorumlog-testkit --test store_crash_cycles)"
+            "kraft seed {seed}: crash after {point}/{total} calls, {plan:?}, ops {ops:?}: {e} \\
+             (replay: QUORUMLOG_KRAFT_SEED={seed} cargo test -p quorumlog-testkit --test kraft_crash_cycles)"
         )
     })?;
     Ok(point)

@@ -1,5 +1,5 @@
-//! The store's voter-set history and reassignment (issue 14). Invariants
-//! protected:
+//! The `KRaft` wing's voter-set history and reassignment (issue 14), on a
+//! group of a node. Invariants protected:
 //! - a voter set is in force from the moment it is appended (latest), and
 //!   committed once below the high watermark; a second change is refused
 //!   while one is uncommitted, and a reassignment request on a non-leader
@@ -7,10 +7,11 @@
 //! - a follower's history follows the leader's control batches, and a
 //!   suffix truncation rolls it back;
 //! - a prefix cut and a snapshot install keep the state in force at the
-//!   log start (the snapshot carries it);
-//! - reopen rebuilds the same history from the voter-history file and the
-//!   log, whether the file is there or not, and drops a record the log
-//!   lost in a crash;
+//!   log start (the snapshot carries it; a cut short of the snapshot's end
+//!   records it first), across a reopen;
+//! - reopen rebuilds the same history from the log's control entries, and
+//!   a record the log lost in a crash is gone from it, whatever user
+//!   entries fill its offset later;
 //! - a crash at every I/O call of a reassignment (bootstrap, start, each
 //!   promotion, the end, a shrink removing the leader) leaves, after
 //!   recovery, the state after some prefix of the appended records, never
@@ -31,7 +32,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use quorumlog_checkpoint::{DirectoryId, Epoch, NodeId, Offset, SharedFs, Voter};
-use quorumlog_io::{FileSystem, SimFs};
+use quorumlog_io::SimFs;
 use quorumlog_raft::voters::{ControlState, Step, VoterEntry, VoterError, VoterSet};
 use quorumlog_raft::{Error, KraftReplica};
 use quorumlog_snapshot::WriterOptions;
@@ -64,8 +65,8 @@ fn nodes(s: Option<VoterSet>) -> Vec<u64> {
 
 /// No background syncs: a test decides what is durable (a flusher racing
 /// the test made an "unsynced" change survive on a loaded machine).
-fn options() -> quorumlog_raft::StoreOptions {
-    quorumlog_raft::StoreOptions {
+fn options() -> quorumlog_raft::NodeOptions {
+    quorumlog_raft::NodeOptions {
         sync: quorumlog_log::SyncPolicy::Never,
         ..common::options()
     }
@@ -74,14 +75,7 @@ fn options() -> quorumlog_raft::StoreOptions {
 fn new_store(seed: u64) -> (SimFs, KraftReplica) {
     let disk = SimFs::new(seed);
     let fs: SharedFs = Arc::new(disk.clone());
-    quorumlog_raft::Store::format(
-        &fs,
-        Path::new(common::DIR),
-        common::meta(1),
-        None,
-        &options(),
-    )
-    .unwrap();
+    quorumlog_raft::Node::format(&fs, Path::new(common::DIR), common::meta(1), &options()).unwrap();
     let s = KraftReplica::open(
         &fs,
         Path::new(common::DIR),
@@ -101,7 +95,7 @@ fn reuse_freed_offsets(disk: &SimFs, s: KraftReplica) -> (SimFs, KraftReplica) {
     for i in 0..4u8 {
         s.append_as_leader(epoch, &[[b'u', i]]).unwrap();
     }
-    s.log().flush().unwrap();
+    s.wait_durable(s.extent().queued_end).unwrap();
     drop(s);
     let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
     let s = reopen(&disk);
@@ -123,7 +117,7 @@ fn reopen(disk: &SimFs) -> KraftReplica {
 /// Commits everything appended so far (a one-voter quorum: the leader's
 /// own flush).
 fn commit(s: &KraftReplica) {
-    let end = s.log().flush().unwrap();
+    let end = s.wait_durable(s.extent().queued_end).unwrap();
     s.set_high_watermark(end).unwrap();
 }
 
@@ -164,20 +158,23 @@ fn a_follower_follows_control_batches_and_truncation_rolls_them_back() {
     l.append_as_leader(epoch, &[b"b"]).unwrap();
     l.append_voter_set(epoch, set(&[1, 2, 3, 4])).unwrap();
     let (fdisk, f) = new_store(4);
-    let mut at = Offset(0);
-    while at < l.log_end_offset() {
-        let batches = l.read(at, 1 << 20).unwrap();
-        let raw: Vec<&[u8]> = batches.iter().map(|b| b.raw()).collect();
-        f.append_as_follower(&raw).unwrap();
-        at = batches.next_offset().unwrap();
-    }
+    let end = l.wait_durable(l.extent().queued_end).unwrap();
+    let entries = l
+        .read_entries(
+            Offset(0),
+            end,
+            u64::MAX,
+            quorumlog_raft::Isolation::Uncommitted,
+        )
+        .unwrap();
+    f.append_as_follower(&entries).unwrap();
     assert_eq!(nodes(f.voters()), vec![1, 2, 3, 4]);
     f.set_high_watermark(Offset(2)).unwrap();
     assert_eq!(nodes(f.committed_voters()), vec![1, 2, 3]);
     // The uncommitted change is truncated away (a new leader diverged).
     f.truncate_to(Offset(3)).unwrap();
     assert_eq!(nodes(f.voters()), vec![1, 2, 3]);
-    f.log().flush().unwrap();
+    f.wait_durable(f.extent().queued_end).unwrap();
     drop(f);
     let f = reopen(&fdisk);
     assert_eq!(nodes(f.voters()), vec![1, 2, 3], "reopen agrees");
@@ -185,7 +182,7 @@ fn a_follower_follows_control_batches_and_truncation_rolls_them_back() {
 
 #[test]
 fn prefix_cuts_and_snapshot_installs_keep_the_set_at_the_start() {
-    let (_dl, l) = new_store(5);
+    let (ldisk, l) = new_store(5);
     let epoch = common::lead(&l);
     l.append_voter_set(epoch, set(&[1, 2, 3])).unwrap();
     for i in 0..6u8 {
@@ -198,31 +195,44 @@ fn prefix_cuts_and_snapshot_installs_keep_the_set_at_the_start() {
     w.write(b"state").unwrap();
     let info = w.freeze().unwrap();
     // The snapshot carries the set; the user's metadata is intact.
-    let r = l.snapshots().reader(info.id).unwrap();
-    let (state, user) = quorumlog_raft::kraft::snapshot_user_metadata(&r.header().metadata);
+    let stored = l.snapshot(info.id).unwrap().metadata().unwrap();
+    let (state, user) = quorumlog_raft::kraft::snapshot_user_metadata(&stored);
     assert_eq!(user, b"user");
     assert_eq!(nodes(state.unwrap().voters), vec![1, 2, 3]);
+    // A cut short of the snapshot's end: no snapshot ends at the new start,
+    // so the state there is recorded first (a reopen cannot read it from
+    // the deleted entries).
+    l.clean_log_prefix(Offset(3)).unwrap();
+    assert_eq!(l.extent().start, Offset(3));
+    assert_eq!(nodes(l.voters()), vec![1, 2, 3], "kept past the cut");
+    l.close().unwrap();
+    let l = reopen(&ldisk);
+    assert_eq!(
+        nodes(l.voters()),
+        vec![1, 2, 3],
+        "kept past the cut and a reopen"
+    );
     l.clean_log_prefix(Offset(5)).unwrap();
-    assert_eq!(l.log_start_offset(), Offset(5));
+    assert_eq!(l.extent().start, Offset(5));
     assert_eq!(nodes(l.voters()), vec![1, 2, 3], "kept past the cut");
     // A fresh follower installs the snapshot: the log restarts at 5 with
     // the set the snapshot carries.
     let (fdisk, f) = new_store(6);
     let mut inst = f.install_snapshot(info.id, info.size_bytes).unwrap();
-    while inst.position() < info.size_bytes {
-        let at = inst.position();
-        let chunk = l.read_snapshot_chunk(info.id, at, 64).unwrap();
-        inst.write_chunk(at, &chunk).unwrap();
+    while inst.install().position() < info.size_bytes {
+        let at = inst.install().position();
+        let chunk = l.snapshot(info.id).unwrap().read_chunk(at, 64).unwrap();
+        inst.install().write_chunk(at, &chunk).unwrap();
     }
     inst.finish().unwrap();
-    assert_eq!(f.log_start_offset(), Offset(5));
+    assert_eq!(f.extent().start, Offset(5));
     assert_eq!(nodes(f.voters()), vec![1, 2, 3]);
     drop(f);
     assert_eq!(nodes(reopen(&fdisk).voters()), vec![1, 2, 3]);
 }
 
 #[test]
-fn reopen_rebuilds_the_history_with_or_without_the_file() {
+fn reopen_rebuilds_the_history_from_the_log() {
     let (disk, s) = new_store(7);
     let epoch = common::lead(&s);
     for (i, n) in [vec![1], vec![1, 2], vec![1, 2, 3]].iter().enumerate() {
@@ -241,13 +251,7 @@ fn reopen_rebuilds_the_history_with_or_without_the_file() {
     };
     let s = reopen(&disk);
     check(&s, "after a clean close");
-    drop(s);
-    disk.remove_file(&Path::new(common::DIR).join("voter-history"))
-        .unwrap();
-    let s = reopen(&disk);
-    check(&s, "without the file (whole-log scan)");
-    // An unflushed change is lost in a crash though the file (written
-    // durably) names it: the file's record is dropped.
+    // An unflushed change is lost in a crash: it is gone from the history.
     let epoch = common::lead(&s);
     assert!(epoch > Epoch(1));
     s.append_voter_set(epoch, set(&[1, 2, 3, 4])).unwrap();
@@ -257,16 +261,14 @@ fn reopen_rebuilds_the_history_with_or_without_the_file() {
     let s = reopen(&disk);
     check(&s, "after losing an unsynced change");
     assert_eq!(nodes(s.voters()), vec![1, 2, 3]);
-    // The file still names the lost record; user entries now fill its
-    // offset, durably, and the power goes again before any rewrite: the
-    // file's record must be checked against the log, not believed.
+    // User entries now fill its offset, durably, and the power goes again.
     let (_disk, s) = reuse_freed_offsets(&disk, s);
     check(&s, "after the lost record's offset was reused");
     assert_eq!(nodes(s.voters()), vec![1, 2, 3]);
 }
 
 #[test]
-fn a_reassignment_through_the_store_resumes_after_a_reopen() {
+fn a_reassignment_through_the_wing_resumes_after_a_reopen() {
     let (disk, s) = new_store(8);
     let epoch = common::lead(&s);
     s.append_voter_set(epoch, set(&[1, 2, 3])).unwrap();
@@ -285,14 +287,14 @@ fn a_reassignment_through_the_store_resumes_after_a_reopen() {
         s.drive_reassignment(epoch, v(1), &progress, 0).unwrap(),
         Step::CatchingUp(v(4))
     );
-    s.log().flush().unwrap();
+    s.wait_durable(s.extent().queued_end).unwrap();
     drop(s);
     let s = reopen(&disk);
     // The restarted leader (resigned by the reopen) leads a new epoch and
     // continues the reassignment from the log.
     let epoch = common::lead(&s);
     commit(&s); // a new leader's first commit covers its predecessor's entries
-    progress.insert(v(4), s.high_watermark().unwrap());
+    progress.insert(v(4), s.extent().high_watermark.unwrap());
     assert!(matches!(
         s.drive_reassignment(epoch, v(1), &progress, 0).unwrap(),
         Step::Append(_)
@@ -327,7 +329,9 @@ fn sequence(
     let epoch = s.election().become_candidate().map_err(|e| e.to_string())?;
     e(s.election().become_leader())?;
     let flush = |s: &KraftReplica, states: &Vec<ControlState>, acked: &mut usize| {
-        let end = s.log().flush().map_err(|e| e.to_string())?;
+        let end = s
+            .wait_durable(s.extent().queued_end)
+            .map_err(|e| e.to_string())?;
         *acked = states.len();
         s.set_high_watermark(end).map_err(|e| e.to_string())
     };
@@ -337,7 +341,7 @@ fn sequence(
     e(s.alter_voters(epoch, Some(set(&[1, 2, 3])), 10).map(|_| ()))?;
     states.push(s.control_state());
     flush(s, states, acked)?;
-    let progress: BTreeMap<Voter, Offset> = [v(2), v(3)].map(|x| (x, s.log_end_offset())).into();
+    let progress: BTreeMap<Voter, Offset> = [v(2), v(3)].map(|x| (x, s.extent().queued_end)).into();
     for round in 0..12 {
         let step = s
             .drive_reassignment(epoch, v(1), &progress, 64)
@@ -443,8 +447,7 @@ fn votes_go_only_to_the_voter_addressed_by_its_directory() {
 
 /// After a crash: the recovered state is one the full run passed through,
 /// not before the last one acknowledged durable; it survives user entries
-/// filling the freed offsets and another power cut; a whole-log scan
-/// (without the voter-history file) finds the same.
+/// filling the freed offsets and another power cut.
 fn check_recovered(
     disk: &SimFs,
     full: &[ControlState],
@@ -459,7 +462,7 @@ fn check_recovered(
         &quorumlog_raft::Identity::of(&common::meta(1)),
         &options(),
     )
-    .unwrap_or_else(|e| panic!("{what}: the store does not open: {e}"))
+    .unwrap_or_else(|e| panic!("{what}: the replica does not open: {e}"))
     .0;
     let got = s.control_state();
     let at = if got == ControlState::default() {
@@ -473,69 +476,12 @@ fn check_recovered(
         "{what}: state {at} of {} appended (one more in flight), {acked} acknowledged",
         states.len()
     );
-    // User entries fill whatever offsets the crash freed (the file
-    // may name a record lost there), then another power cut: the
-    // state is unchanged.
-    let (disk, s) = reuse_freed_offsets(disk, s);
+    // User entries fill whatever offsets the crash freed, then another
+    // power cut: the state is unchanged.
+    let (_disk, s) = reuse_freed_offsets(disk, s);
     assert_eq!(
         s.control_state(),
         got,
         "{what}: changed by user entries after a crash"
     );
-    // The history without the file (a whole-log scan) agrees.
-    drop(s);
-    let _ = disk.remove_file(&Path::new(common::DIR).join("voter-history"));
-    let fs: SharedFs = Arc::new(disk.clone());
-    let s = KraftReplica::open(
-        &fs,
-        Path::new(common::DIR),
-        &quorumlog_raft::Identity::of(&common::meta(1)),
-        &options(),
-    )
-    .unwrap_or_else(|e| panic!("{what}: no open without the file: {e}"))
-    .0;
-    assert_eq!(
-        s.control_state(),
-        got,
-        "{what}: the file and the log disagree"
-    );
-}
-
-/// Reopen after a crash scans only what the log grew since the
-/// voter-history file last advanced: it advances on a high-watermark
-/// update once the log grew `VOTER_HISTORY_EVERY` entries past it (without
-/// that, a long-running store that crashed rescanned everything since its
-/// last open).
-#[test]
-fn a_reopen_after_a_crash_scans_only_the_recent_log() {
-    let (disk, s) = new_store(10);
-    let epoch = common::lead(&s);
-    s.append_voter_set(epoch, set(&[1])).unwrap();
-    commit(&s);
-    let batch: Vec<[u8; 1]> = vec![[7]; 200];
-    for _ in 0..=quorumlog_raft::kraft::VOTER_HISTORY_EVERY / 200 {
-        s.append_as_leader(epoch, &batch).unwrap();
-    }
-    commit(&s); // past the threshold: the file covers the whole log now
-    for _ in 0..5 {
-        s.append_as_leader(epoch, &batch[..100]).unwrap();
-    }
-    s.log().flush().unwrap();
-    let end = s.log_end_offset();
-    drop(s);
-    let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
-    let fs: SharedFs = Arc::new(disk.clone());
-    let (s, report) = KraftReplica::open(
-        &fs,
-        Path::new(common::DIR),
-        &quorumlog_raft::Identity::of(&common::meta(1)),
-        &options(),
-    )
-    .unwrap();
-    assert_eq!(
-        report.voter_scan,
-        Some((Offset(end.0 - 500), end)),
-        "only the 500 entries appended after the file advanced are scanned"
-    );
-    assert_eq!(nodes(s.voters()), vec![1]);
 }

@@ -1,13 +1,11 @@
-//! The store's value types: what a read returns, what open expects and
-//! reports, how a store is opened.
+//! The engine's value types: what a read returns, which entries it may
+//! return, what an open expects, a durability completion.
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, OpenOptions};
-use quorumlog_log::{LogOptions, RecoveryReport, SyncPolicy};
-use quorumlog_snapshot::SnapshotId;
 
 use crate::error::Result;
 
-/// A durability completion ([`crate::Store::on_durable`]): called once with the
+/// A durability completion ([`crate::Group::on_durable`]): called once with the
 /// flushed offset, or with the failure that means it can no longer be.
 pub type OnDurable = Box<dyn FnOnce(Result<Offset>) + Send>;
 
@@ -35,7 +33,7 @@ pub struct Entry {
 }
 
 /// The identity a caller expects of the directory it opens
-/// ([`crate::Store::open`]): a mismatch is refused before anything on disk
+/// ([`crate::Node::open`]): a mismatch is refused before anything on disk
 /// changes, with both values in the error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Identity {
@@ -74,35 +72,4 @@ impl Identity {
             expected_directory_id: self.directory_id,
         }
     }
-}
-
-/// How a store is opened.
-#[derive(Debug, Clone, Default)]
-pub struct StoreOptions {
-    /// The log's options.
-    pub log: LogOptions,
-    /// When the log syncs.
-    pub sync: SyncPolicy,
-}
-
-/// What opening a store found and did.
-#[derive(Debug, Clone)]
-pub struct OpenReport {
-    /// The log's recovery report.
-    pub log: RecoveryReport,
-    /// The log ended before this snapshot (or diverged from it) and was
-    /// restarted at its end.
-    pub restarted_at_snapshot: Option<SnapshotId>,
-    /// Snapshot downloads found unfinished and newer than the latest
-    /// snapshot, with their total sizes: resume with
-    /// [`crate::Store::install_snapshot`], or [`crate::Store::discard_install`].
-    pub installs_in_progress: Vec<(SnapshotId, u64)>,
-    /// What opening the snapshots found and did: unfinished downloads not
-    /// newer than the latest snapshot discarded (they can never finish),
-    /// partial local snapshots removed, damaged ones not listed.
-    pub snapshots: quorumlog_snapshot::StoreReport,
-    /// The part of the log scanned for voter records (`[from, to)`) by
-    /// [`crate::KraftReplica::open`]: what the voter-history file did not
-    /// cover; `None` when nothing was, and always for a plain store.
-    pub voter_scan: Option<(Offset, Offset)>,
 }

@@ -1,0 +1,396 @@
+//! The wing's log: leader and follower appends, truncations, reads, fetch
+//! validation, durability, snapshots, installs and cleaning, each through
+//! the election check or the voter history where it changes the log.
+
+use std::sync::Arc;
+
+use quorumlog_checkpoint::{Epoch, Offset};
+use quorumlog_log::AppendInfo;
+use quorumlog_snapshot::{SnapshotId, SnapshotInfo, WriterOptions};
+
+use super::compaction::LogExtent;
+use super::fetch::{validate_offset_and_epoch, FetchPosition};
+use super::{control, KraftReplica};
+use crate::error::{Error, Result};
+use crate::{Entry, Extent, GroupInstall, GroupSnapshot, GroupWriter, Isolation, Purge};
+
+impl KraftReplica {
+    /// Appends `records` at `base` (`None`: the log's end) in `epoch`,
+    /// flagged as control records or not, unless this node does not
+    /// durably lead `epoch`; the election lock is held throughout.
+    fn as_leader<R: AsRef<[u8]>>(
+        &self,
+        base: Option<Offset>,
+        epoch: Epoch,
+        records: &[R],
+        control: bool,
+    ) -> Result<AppendInfo> {
+        let election = self.election();
+        election.check_leader_append(epoch)?;
+        let base = base.unwrap_or_else(|| self.group.extent().queued_end);
+        let info = self.group.append_flagged(base, epoch, records, control)?;
+        drop(election);
+        self.group.write_queued()?;
+        if control {
+            self.note_control(info.base_offset, records.iter().map(AsRef::as_ref));
+        }
+        Ok(info)
+    }
+
+    /// Appends `records` at the log's end as the leader of `epoch`;
+    /// refused unless this node durably leads `epoch` (and has not
+    /// resigned). Queued for the next round: durable with
+    /// [`KraftReplica::wait_durable`].
+    ///
+    /// # Errors
+    /// `WrongRole`; the group's refusals and failures.
+    pub fn append_as_leader<R: AsRef<[u8]>>(
+        &self,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.as_leader(None, epoch, records, false)
+    }
+
+    /// As [`KraftReplica::append_as_leader`], returning once the records
+    /// are durable (group commit).
+    ///
+    /// # Errors
+    /// As [`KraftReplica::append_as_leader`]; `Poisoned` after a failed
+    /// sync.
+    pub fn append_durable<R: AsRef<[u8]>>(
+        &self,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        let info = self.as_leader(None, epoch, records, false)?;
+        self.group.wait_durable(info.next_offset)?;
+        Ok(info)
+    }
+
+    /// Appends control records (leader change, voter set, snapshot
+    /// markers) as the leader of `epoch`, flagged so they can never be
+    /// confused with user records; voter records among them enter the
+    /// history.
+    ///
+    /// # Errors
+    /// As [`KraftReplica::append_as_leader`].
+    pub fn append_control<R: AsRef<[u8]>>(
+        &self,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.as_leader(None, epoch, records, true)
+    }
+
+    /// Appends `records` in `epoch` at `base_offset` (the log end), for
+    /// Raft libraries that assign offsets themselves. The epoch must be
+    /// one this node leads durably.
+    ///
+    /// # Errors
+    /// `WrongRole`; `Log(NonContiguous)` unless `base_offset` is the end;
+    /// the group's refusals and failures.
+    pub fn append_at<R: AsRef<[u8]>>(
+        &self,
+        base_offset: Offset,
+        epoch: Epoch,
+        records: &[R],
+    ) -> Result<AppendInfo> {
+        self.as_leader(Some(base_offset), epoch, records, false)
+    }
+
+    /// Appends entries exactly as the leader's
+    /// [`KraftReplica::read_entries`] returned them (offsets, epochs,
+    /// control flags). Entries below this log's end must be there in the
+    /// same epoch (they are skipped); the rest continue it. Each run of one
+    /// epoch and kind becomes one batch (or more, within the batch limit).
+    ///
+    /// # Errors
+    /// `Log(RawOverlapDiverges)` where an entry below the end has another
+    /// epoch here; `Log(NonContiguous)` for entries that do not follow
+    /// each other or leave a gap after the end; `Log(EpochRegression)`;
+    /// nothing is written on any of these.
+    pub fn append_as_follower(&self, entries: &[Entry]) -> Result<AppendInfo> {
+        let end = self.group.extent().queued_end;
+        let Some(first) = entries.first() else {
+            return Err(Error::Log(quorumlog_log::Error::EmptyBatch));
+        };
+        check_follower_batch(entries)?;
+        if first.offset > end {
+            return Err(Error::Log(quorumlog_log::Error::NonContiguous {
+                expected: end,
+                found: first.offset,
+            }));
+        }
+        for e in entries.iter().take_while(|e| e.offset < end) {
+            let log = self.group.epoch_at(e.offset);
+            if log != Some(e.epoch) {
+                return Err(Error::Log(quorumlog_log::Error::RawOverlapDiverges {
+                    offset: e.offset,
+                    log,
+                    batch: e.epoch,
+                }));
+            }
+        }
+        let new: &[Entry] = entries
+            .iter()
+            .position(|e| e.offset >= end)
+            .and_then(|i| entries.get(i..))
+            .unwrap_or_default();
+        let mut info = AppendInfo {
+            base_offset: end,
+            next_offset: end,
+        };
+        let max = self.group.max_batch_bytes();
+        let mut rest = new;
+        while let Some(head) = rest.first() {
+            // One batch: entries of one epoch and kind, within the batch
+            // limit (at least one: a larger one is refused by the append).
+            let mut bytes = 0u64;
+            let n = rest
+                .iter()
+                .take_while(|e| {
+                    bytes += e.bytes.len() as u64 + 16;
+                    e.epoch == head.epoch && e.control == head.control && bytes <= max
+                })
+                .count()
+                .max(1);
+            let (run, tail) = rest.split_at(n);
+            let bytes: Vec<&[u8]> = run.iter().map(|e| e.bytes.as_slice()).collect();
+            let appended =
+                self.group
+                    .append_flagged(head.offset, head.epoch, &bytes, head.control)?;
+            info.next_offset = appended.next_offset;
+            if head.control {
+                self.note_control(head.offset, bytes.iter().copied());
+            }
+            rest = tail;
+        }
+        self.group.write_queued()?;
+        Ok(info)
+    }
+
+    /// A follower told its log diverges (`FetchPosition::Diverging {
+    /// end_offset, epoch }`): truncates to where its own log and the
+    /// leader's agree, as `KRaft` does: the end of this log's largest epoch
+    /// not newer than `epoch`, and never past the leader's `end_offset`
+    /// nor this log's end. Returns the new log end.
+    ///
+    /// # Errors
+    /// As [`KraftReplica::truncate_to`].
+    pub fn truncate_to_diverging(&self, end_offset: Offset, epoch: Epoch) -> Result<Offset> {
+        let x = self.group.extent();
+        let local = self
+            .group
+            .end_offset_for_epoch(epoch)
+            .map_or(x.start, |(_, o)| o);
+        let to = local.min(end_offset).min(x.queued_end);
+        if to < x.queued_end {
+            self.truncate_to(to)?;
+        }
+        Ok(self.group.extent().queued_end)
+    }
+
+    /// Suffix truncation ([`crate::Group::truncate_to`]); the voter
+    /// history forgets the records removed.
+    ///
+    /// # Errors
+    /// `BelowHighWatermark`; `Poisoned`; I/O.
+    pub fn truncate_to(&self, offset: Offset) -> Result<()> {
+        self.group.truncate_to(offset)?;
+        self.control.lock().history.truncate_to(offset);
+        Ok(())
+    }
+
+    /// Where the log stands ([`crate::Group::extent`]).
+    pub fn extent(&self) -> Extent {
+        self.group.extent()
+    }
+
+    /// The entries in `[from, to)` ([`crate::Group::read_entries`]),
+    /// control entries flagged: what a follower's fetch is answered with.
+    ///
+    /// # Errors
+    /// As [`crate::Group::read_entries`].
+    pub fn read_entries(
+        &self,
+        from: Offset,
+        to: Offset,
+        max_bytes: u64,
+        isolation: Isolation,
+    ) -> Result<Vec<Entry>> {
+        self.group.read_entries(from, to, max_bytes, isolation)
+    }
+
+    /// The epoch of the entry at `offset`, if the log holds it.
+    pub fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
+        self.group.epoch_at(offset)
+    }
+
+    /// For Raft's log matching: the largest epoch `<= epoch` in the log and
+    /// the offset where it ends; `None` if every epoch in the log is newer.
+    pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
+        self.group.end_offset_for_epoch(epoch)
+    }
+
+    /// Validates a follower's fetch position against this log and its
+    /// snapshots ([`validate_offset_and_epoch`]).
+    ///
+    /// # Errors
+    /// `OffsetOutOfRange` below the log start with no snapshot.
+    pub fn validate_offset_and_epoch(&self, offset: Offset, epoch: Epoch) -> Result<FetchPosition> {
+        let x = self.group.extent();
+        let ids = (
+            self.group
+                .snapshots()
+                .into_iter()
+                .map(|s| s.id)
+                .find(|id| id.end_offset == x.start),
+            x.latest_snapshot,
+        );
+        validate_offset_and_epoch(&*self.group, ids, offset, epoch)
+    }
+
+    /// Where a leader's fetch handling and compaction see its log
+    /// ([`super::compaction::LeaderCompaction::safe_log_start`]).
+    pub fn log_extent(&self) -> LogExtent {
+        LogExtent::of(&self.group)
+    }
+
+    /// Raises the high watermark ([`crate::Group::set_high_watermark`]).
+    ///
+    /// # Errors
+    /// As [`crate::Group::set_high_watermark`].
+    pub fn set_high_watermark(&self, offset: Offset) -> Result<()> {
+        self.group.set_high_watermark(offset)
+    }
+
+    /// Waits until every entry below `offset` is durable
+    /// ([`crate::Group::wait_durable`]).
+    ///
+    /// # Errors
+    /// As [`crate::Group::wait_durable`].
+    pub fn wait_durable(&self, offset: Offset) -> Result<Offset> {
+        self.group.wait_durable(offset)
+    }
+
+    /// Starts a local snapshot ([`crate::Group::create_snapshot`]),
+    /// storing with it the voter set and reassignment in force at its end
+    /// (an install elsewhere restarts its history from them).
+    ///
+    /// # Errors
+    /// As [`crate::Group::create_snapshot`].
+    pub fn create_snapshot(
+        &self,
+        end_offset: Offset,
+        epoch: Epoch,
+        metadata: &[u8],
+        options: WriterOptions,
+    ) -> Result<GroupWriter<'_>> {
+        let state = self.control.lock().state_at_end(end_offset);
+        let stored = control::wrap_snapshot_metadata(&state, metadata);
+        self.group
+            .create_snapshot(end_offset, epoch, &stored, options)
+    }
+
+    /// The snapshots, oldest first.
+    pub fn snapshots(&self) -> Vec<SnapshotInfo> {
+        self.group.snapshots()
+    }
+
+    /// A reader of snapshot `id` ([`crate::Group::snapshot`]); its stored
+    /// metadata splits with [`super::snapshot_user_metadata`].
+    ///
+    /// # Errors
+    /// `Snapshot(NotFound)`.
+    pub fn snapshot(&self, id: SnapshotId) -> Result<GroupSnapshot<'_>> {
+        self.group.snapshot(id)
+    }
+
+    /// Starts or resumes the install of the leader's snapshot `id`
+    /// ([`crate::Group::install_snapshot`]); its finish restarts the voter
+    /// history in the state the snapshot carries.
+    ///
+    /// # Errors
+    /// As [`crate::Group::install_snapshot`].
+    pub fn install_snapshot(&self, id: SnapshotId, total_size: u64) -> Result<KraftInstall<'_>> {
+        Ok(KraftInstall {
+            replica: self,
+            install: self.group.install_snapshot(id, total_size)?,
+        })
+    }
+
+    /// Deletes the log below `up_to` that the latest snapshot covers
+    /// (`Purge::Covered`); the voter state at the new start is recorded
+    /// first, so a reopen knows it without the deleted entries. Returns
+    /// the log start.
+    ///
+    /// # Errors
+    /// As [`crate::Group::purge`].
+    pub fn clean_log_prefix(&self, up_to: Offset) -> Result<Offset> {
+        let x = self.group.extent();
+        let to = x
+            .latest_snapshot
+            .map_or(x.start, |l| up_to.min(l.end_offset));
+        if to <= x.start {
+            return Ok(x.start);
+        }
+        let base = self.control.lock().state_at_end(to);
+        control::save_base(&self.group, to, &base)?;
+        let start = self.group.purge(Purge::Covered { up_to: to })?;
+        self.control.lock().history.cut_prefix(start);
+        Ok(start)
+    }
+}
+
+/// Refuses a follower batch whose entries do not follow each other or
+/// whose epochs go back.
+fn check_follower_batch(entries: &[Entry]) -> Result<()> {
+    for w in entries.windows(2) {
+        let (Some(a), Some(b)) = (w.first(), w.get(1)) else {
+            continue;
+        };
+        if b.offset.0 != a.offset.0 + 1 {
+            return Err(Error::Log(quorumlog_log::Error::NonContiguous {
+                expected: Offset(a.offset.0 + 1),
+                found: b.offset,
+            }));
+        }
+        if b.epoch < a.epoch {
+            return Err(Error::Log(quorumlog_log::Error::EpochRegression {
+                current: a.epoch,
+                proposed: b.epoch,
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// An install of a leader's snapshot through the wing
+/// ([`KraftReplica::install_snapshot`]).
+#[derive(Debug)]
+pub struct KraftInstall<'a> {
+    replica: &'a KraftReplica,
+    install: GroupInstall,
+}
+
+impl KraftInstall<'_> {
+    /// The install itself: its id, position, chunks and verification.
+    pub fn install(&mut self) -> &mut GroupInstall {
+        &mut self.install
+    }
+
+    /// Publishes the snapshot ([`GroupInstall::finish`]) and restarts the
+    /// voter history where the log now starts, in the state the snapshot
+    /// carries.
+    ///
+    /// # Errors
+    /// As [`GroupInstall::finish`].
+    pub fn finish(self) -> Result<SnapshotInfo> {
+        let info = self.install.finish()?;
+        let group = Arc::clone(&self.replica.group);
+        let rebuilt = control::rebuild(&group)?;
+        *self.replica.control.lock() = rebuilt;
+        Ok(info)
+    }
+}
