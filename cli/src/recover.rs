@@ -235,7 +235,9 @@ pub(crate) fn run(
               with `quorumlog import STORE NODE --group G` first (G = 1 for a KRaft replica's)",
         ));
     }
-    if voters.contains('=') {
+    // Openraft voters (`ID=ADDR`), or a group other than the wing's: the
+    // openraft path (which says what is wrong with the voters).
+    if voters.contains('=') || group.is_some_and(|g| g != KRAFT_GROUP) {
         let g = group.ok_or_else(|| {
             at(&"a node's directory holds many groups: name one with --group G (`quorumlog info` lists them)")
         })?;
@@ -253,11 +255,6 @@ pub(crate) fn run(
         drop(door);
         node.close().map_err(|e| at(&e))?;
         return r;
-    }
-    if let Some(g) = group.filter(|g| *g != KRAFT_GROUP) {
-        return Err(at(&format!(
-            "--group {g}: the KRaft wing's group is {KRAFT_GROUP}; leave --group out"
-        )));
     }
     kraft(fs, dir, &expect, voters, yes)
 }

@@ -150,12 +150,6 @@ pub enum Error {
         /// What was asked for.
         expected: &'static str,
     },
-    /// A store cannot be imported into a group as it is.
-    #[error("import refused: {what}")]
-    ImportRefused {
-        /// Why.
-        what: &'static str,
-    },
     /// The node's checkpoint or a node record does not hold what the
     /// format requires: `group` and `offset` name where (the group's own
     /// offset, or the shared log's offset of the record when `group` is

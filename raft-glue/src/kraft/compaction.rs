@@ -1,7 +1,8 @@
 //! Leader-coordinated cleaning: where the leader may let the log start,
 //! from the replicas' fetch positions within a window and the retention
-//! caps. The cleaning itself is the store's (`Store::clean_log_prefix`,
-//! never past the latest durable snapshot: docs/design.md invariant 7).
+//! caps. The cleaning itself is the wing's
+//! (`KraftReplica::clean_log_prefix`, never past the latest durable
+//! snapshot: docs/design.md invariant 7).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -72,7 +73,7 @@ impl LogExtent {
 /// snapshot's end and the fetch offsets of every replica (voter or
 /// observer) seen within the window — and each replica deletes only up to
 /// the lower of that bound and its own latest durable snapshot
-/// ([`crate::Store::clean_log_prefix`]). A [`RetentionCap`] lets the leader
+/// ([`crate::KraftReplica::clean_log_prefix`]). A [`RetentionCap`] lets the leader
 /// move the bound past a replica that lags too far; that replica is then
 /// answered `SnapshotNeeded`. Times are the caller's clock (`Instant`).
 #[derive(Debug, Clone)]

@@ -138,8 +138,8 @@ pub enum VoteDecision {
     LeaderKnown,
 }
 
-/// The election state of one node: its durable file (read from the data
-/// directory on every call, so a state persisted through the store by
+/// The election state of one node: its durable state (read from its
+/// keeper on every call, so a state persisted through the group by
 /// anyone is the one seen here) and one bit in memory, *resigned*.
 #[derive(Debug)]
 pub struct Election {
