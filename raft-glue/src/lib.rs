@@ -61,6 +61,7 @@ mod error;
 pub mod fuzzing;
 pub mod kraft;
 mod node;
+mod recent;
 mod types;
 
 pub use error::{Error, Result};
@@ -74,6 +75,7 @@ pub use node::{
     NodeRepairReport, NodeStats, NodeSummary, Purge, Records, SpaceUse, WatermarkDurability,
     WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
 };
+pub use recent::RecentEntries;
 pub use types::{Entry, Identity, Isolation, OnDurable};
 
 // What an embedder names, from one crate: the identities and positions,

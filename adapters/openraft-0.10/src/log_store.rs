@@ -7,12 +7,12 @@
 //! | `save_vote` | waits until every append before it is durable, then writes the vote durably: a vote saved after an append is never durable before it (on a node's group the vote is a record of the same shared log, behind the appends anyway) |
 //! | `truncate_after`, `purge` | durable on return; a purge writes openraft's last purged id first, then cuts the log |
 //! | `save_committed` | sets the group's high watermark (clamped to the written log, never back; queued as one small record for the shared log's next round); a task forces that round at most every [`COMMIT_PERSIST_EVERY`] (100 ms, on the runtime's blocking pool) while the log is idle; `read_committed` reads the group's watermark back (after a restart, the durable one) |
-//! | reads | the tail first (entries not yet written, and the last [`READ_CACHE_ENTRIES`] durable ones), then the store |
+//! | reads | the tail first (the engine's [`RecentEntries`]: entries not yet durable, and of the durable ones the last up to [`READ_CACHE_ENTRIES`] in all), then the store |
 //!
 //! These calls block the calling task for a sync at most (`save_vote`,
 //! `truncate_after`, `purge`); `append` never does.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::io;
 use std::marker::PhantomData;
@@ -26,7 +26,7 @@ use openraft10::impls::Vote;
 use openraft10::storage::{IOFlushed, LogState, RaftLogStorage};
 use openraft10::type_config::alias::{CommittedLeaderIdOf, LogIdOf};
 use openraft10::{OptionalSend, RaftLogReader, RaftTypeConfig};
-use quorumlog_raft::{Encode, Epoch, Group, Isolation, Offset, Purge};
+use quorumlog_raft::{Encode, Epoch, Group, Isolation, Offset, Purge, RecentEntries};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::mapping::{self, AppMeta, EpochLeaderId};
@@ -45,9 +45,7 @@ pub struct LogStore<C: RaftTypeConfig> {
     /// readable from the store until its round writes it), and the last
     /// [`LogStore::read_cache_entries`] durable ones (what openraft reads
     /// next, to replicate and apply, served from memory), by index.
-    tail: Arc<Mutex<BTreeMap<u64, C::Entry>>>,
-    /// Durable entries the tail keeps.
-    keep: u64,
+    tail: Arc<Mutex<RecentEntries<C::Entry>>>,
     /// Each append's `IOFlushed` with the end it waits for, in submission
     /// order: completed strictly in that order (a truncation completes
     /// those before it at once, as its own sync made what survives
@@ -197,8 +195,7 @@ impl<C: RaftTypeConfig> Default for Flushes<C> {
 /// appended since, not yet durable).
 fn complete<C: RaftTypeConfig>(
     pending: &Mutex<Flushes<C>>,
-    tail: &Mutex<BTreeMap<u64, C::Entry>>,
-    keep: u64,
+    tail: &Mutex<RecentEntries<C::Entry>>,
     r: &quorumlog_raft::Result<Offset>,
     through: u64,
     cuts: u64,
@@ -210,10 +207,10 @@ fn complete<C: RaftTypeConfig>(
         Ok(durable) => {
             if q.cuts == cuts {
                 // Everything below the flushed offset is written: the
-                // store serves it from now on, but for the last `keep`.
-                let mut t = tail.lock().unwrap_or_else(PoisonError::into_inner);
-                let rest = t.split_off(&durable.0.saturating_sub(keep));
-                *t = rest;
+                // store serves it from now on, but for the cache's last.
+                tail.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .trim(durable.0);
             }
             while q.queue.front().is_some_and(|(seq, _)| *seq <= through) {
                 if let Some((_, f)) = q.queue.pop_front() {
@@ -238,7 +235,6 @@ impl<C: RaftTypeConfig> Clone for LogStore<C> {
             flushes: Arc::clone(&self.flushes),
             persist_every: self.persist_every,
             commit: Arc::clone(&self.commit),
-            keep: self.keep,
             _config: PhantomData,
         }
     }
@@ -277,11 +273,13 @@ where
         LogStore {
             store,
             me,
-            tail: Arc::new(Mutex::new(BTreeMap::new())),
+            tail: Arc::new(Mutex::new(RecentEntries::new(
+                usize::try_from(READ_CACHE_ENTRIES).unwrap_or(usize::MAX),
+                usize::MAX,
+            ))),
             flushes: Arc::new(Mutex::new(Flushes::default())),
             persist_every: Some(COMMIT_PERSIST_EVERY),
             commit: Arc::new(Commit::default()),
-            keep: READ_CACHE_ENTRIES,
             _config: PhantomData,
         }
     }
@@ -290,7 +288,10 @@ where
     /// every read of a durable entry goes to the store).
     #[must_use]
     pub fn read_cache_entries(mut self, entries: u64) -> Self {
-        self.keep = entries;
+        self.tail = Arc::new(Mutex::new(RecentEntries::new(
+            usize::try_from(entries).unwrap_or(usize::MAX),
+            usize::MAX,
+        )));
         self
     }
 
@@ -319,7 +320,7 @@ where
         &self.store
     }
 
-    fn tail(&self) -> MutexGuard<'_, BTreeMap<u64, C::Entry>> {
+    fn tail(&self) -> MutexGuard<'_, RecentEntries<C::Entry>> {
         self.tail.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -353,14 +354,7 @@ where
         if lo >= hi {
             return Ok(out);
         }
-        let (tail_start, tail_part): (u64, Vec<C::Entry>) = {
-            let tail = self.tail();
-            let start = tail.range(lo..).next().map_or(hi, |(i, _)| *i).min(hi);
-            (
-                start,
-                tail.range(start..hi).map(|(_, e)| e.clone()).collect(),
-            )
-        };
+        let (tail_start, tail_part) = self.tail().suffix(lo, hi);
         let x = self.store.extent();
         let from = lo.max(x.start.0);
         let to = tail_start.min(x.end.0);
@@ -378,7 +372,7 @@ where
     }
 
     fn last_log_id(&self) -> io::Result<Option<LogIdOf<C>>> {
-        if let Some((_, e)) = self.tail().iter().next_back() {
+        if let Some(e) = self.tail().last() {
             return Ok(Some(e.log_id()));
         }
         let x = self.store.extent();
@@ -521,7 +515,7 @@ where
             // below).
             let mut tail = self.tail();
             for e in es {
-                tail.insert(e.index(), e);
+                tail.push(e.index(), e, 0);
             }
         }
         // The group's end after these entries (openraft appends one call at
@@ -534,7 +528,7 @@ where
             q.queue.push_back((seq, callback));
             (seq, q.cuts)
         };
-        let (flushes, tail, keep) = (Arc::clone(&self.flushes), Arc::clone(&self.tail), self.keep);
+        let (flushes, tail) = (Arc::clone(&self.flushes), Arc::clone(&self.tail));
         let (store, commit, every) = (
             Arc::downgrade(&self.store),
             Arc::clone(&self.commit),
@@ -554,7 +548,7 @@ where
                         }
                     }
                 }
-                complete(&flushes, &tail, keep, &r, seq, cuts);
+                complete(&flushes, &tail, &r, seq, cuts);
             }),
         );
         Ok(())
@@ -562,7 +556,7 @@ where
 
     async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {
         let keep = last_log_id.map_or(0, |l| l.index + 1);
-        self.tail().split_off(&keep);
+        self.tail().truncate(keep);
         if keep < self.store.extent().queued_end.0 {
             self.store.truncate_to(Offset(keep)).map_err(io_err)?;
             // Durable now, what survives of every append before: their
@@ -572,14 +566,7 @@ where
                 q.cuts += 1;
                 q.cuts
             };
-            complete(
-                &self.flushes,
-                &self.tail,
-                self.keep,
-                &Ok(Offset(keep)),
-                u64::MAX,
-                cuts,
-            );
+            complete(&self.flushes, &self.tail, &Ok(Offset(keep)), u64::MAX, cuts);
         }
         Ok(())
     }
@@ -594,9 +581,7 @@ where
         let bytes = meta.encode().map_err(io_err)?;
         self.store.write_app_metadata(&bytes).map_err(io_err)?;
         {
-            let mut tail = self.tail();
-            let keep = tail.split_off(&(index + 1));
-            *tail = keep;
+            self.tail().purge(index + 1);
         }
         // The purged entries must be durable before the log is cut below
         // them (a cut of queued entries would leave a hole).

@@ -12,12 +12,22 @@
 
 mod ahead;
 mod cut;
-mod tail;
 
 use ahead::Ahead;
 pub use ahead::{READ_AHEAD_BYTES, READ_AHEAD_ENTRIES, READ_AHEAD_MIN};
-use tail::Tail;
-pub use tail::{TAIL_BYTES, TAIL_ENTRIES};
+use quorumlog_raft::RecentEntries;
+
+/// Entries kept in the tail cache at most.
+pub const TAIL_ENTRIES: usize = 16_384;
+/// Record bytes kept in the tail cache at most.
+pub const TAIL_BYTES: usize = 16 << 20;
+
+/// The most recent entries, decoded (the engine's cache,
+/// [`RecentEntries`]): what a leader's replication reads right after the
+/// append, before or after its sync round (which writes to the device
+/// directly, so reading them back from the log would be a device read each
+/// time). Bounded by [`TAIL_ENTRIES`] and [`TAIL_BYTES`].
+type Tail<C> = RecentEntries<Entry<C>>;
 
 pub(crate) use cut::physical_cut;
 
@@ -150,10 +160,10 @@ where
         let s = LogStore {
             store,
             me,
-            tail: Arc::new(std::sync::Mutex::new(Tail {
-                entries: std::collections::VecDeque::new(),
-                bytes: 0,
-            })),
+            tail: Arc::new(std::sync::Mutex::new(RecentEntries::new(
+                TAIL_ENTRIES,
+                TAIL_BYTES,
+            ))),
             ahead: Arc::new(std::sync::Mutex::new(Ahead::empty())),
             purged_next: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             purge,
@@ -572,7 +582,7 @@ where
         if meta.last_purged.is_some_and(|p| p >= log_id) {
             return Ok(());
         }
-        self.tail().purge(log_id.index);
+        self.tail().purge(log_id.index + 1);
         self.purged_next
             .fetch_max(log_id.index + 1, std::sync::atomic::Ordering::Relaxed);
         let purge = self.purge;
@@ -658,9 +668,16 @@ where
             )
             .map_err(|e| logs_write(&e))?;
         let mut tail = self.tail();
-        for (e, size) in entries.drain(..).zip(sizes.drain(..)) {
-            tail.push(e, usize::try_from(size).unwrap_or(usize::MAX));
+        for (i, (e, size)) in entries.drain(..).zip(sizes.drain(..)).enumerate() {
+            tail.push(
+                index + i as u64,
+                e,
+                usize::try_from(size).unwrap_or(usize::MAX),
+            );
         }
+        // Within its bounds, the oldest first (openraft's replication keeps
+        // far fewer entries than the bounds in flight).
+        tail.trim(u64::MAX);
         Ok(())
     }
 }

@@ -17,15 +17,14 @@
 //!   the application's bytes; `Snapshot::data` carries the whole snapshot
 //!   file, checked chunk by chunk by the receiver's install.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use protobuf::Message as _;
 use quorumlog_raft::{
-    DirectoryId, Encode, Epoch, Group, Isolation, NodeId, Offset, Purge, QuorumState, SnapshotId,
-    Vote, WriterOptions,
+    DirectoryId, Encode, Epoch, Group, Isolation, NodeId, Offset, Purge, QuorumState,
+    RecentEntries, SnapshotId, Vote, WriterOptions,
 };
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};
@@ -67,10 +66,11 @@ struct Inner {
     last: AtomicU64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
-    /// Contiguous entries ending at the last index.
-    tail: VecDeque<Entry>,
+    /// Contiguous entries ending at the last index (the engine's cache,
+    /// `cache_entries` of them once durable).
+    tail: RecentEntries<Entry>,
     hard: HardState,
     conf: ConfState,
     /// An asynchronous fetch's result: the entries from its first index.
@@ -215,9 +215,11 @@ impl RegionStorage {
                 region,
                 cache_entries,
                 state: Mutex::new(State {
+                    tail: RecentEntries::new(cache_entries, usize::MAX),
                     hard,
                     conf,
-                    ..State::default()
+                    fetched: None,
+                    fetching: false,
                 }),
                 fetcher: Mutex::new(None),
                 first: AtomicU64::new(first),
@@ -320,12 +322,7 @@ impl RegionStorage {
             let cut = store.truncate_to(Offset(head.index));
             self.refresh();
             cut?;
-            while st.tail.back().is_some_and(|e| e.index >= head.index) {
-                st.tail.pop_back();
-            }
-        }
-        if st.tail.back().is_some_and(|e| e.index + 1 != head.index) {
-            st.tail.clear();
+            st.tail.truncate(head.index);
         }
         let limit = store.max_batch_bytes().saturating_sub(4096).max(1);
         let mut rest = entries;
@@ -364,7 +361,10 @@ impl RegionStorage {
             }
             rest = after;
         }
-        st.tail.extend(entries.iter().cloned());
+        for e in entries {
+            // A first index that does not continue the tail clears it.
+            st.tail.push(e.index, e.clone(), 0);
+        }
         self.trim(&mut st);
         Ok(())
     }
@@ -375,12 +375,7 @@ impl RegionStorage {
         if st.tail.len() <= self.inner.cache_entries {
             return;
         }
-        let flushed = self.inner.store.extent().flushed.0;
-        while st.tail.len() > self.inner.cache_entries
-            && st.tail.front().is_some_and(|e| e.index < flushed)
-        {
-            st.tail.pop_front();
-        }
+        st.tail.trim(self.inner.store.extent().flushed.0);
     }
 
     /// Applies a Ready's hard state: a new term or vote is durable on
@@ -493,9 +488,7 @@ impl RegionStorage {
         self.refresh();
         purged?;
         let mut st = lock(&self.inner.state);
-        while st.tail.front().is_some_and(|e| e.index < index) {
-            st.tail.pop_front();
-        }
+        st.tail.purge(index);
         Ok(())
     }
 
@@ -539,12 +532,8 @@ impl RegionStorage {
     fn term_of(&self, idx: u64) -> Result<u64> {
         {
             let st = lock(&self.inner.state);
-            if let Some(t) = st.tail.front().map(|e| e.index) {
-                if idx >= t {
-                    if let Some(e) = st.tail.get(usize::try_from(idx - t).unwrap_or(usize::MAX)) {
-                        return Ok(e.term);
-                    }
-                }
+            if let Some(e) = st.tail.at(idx) {
+                return Ok(e.term);
             }
         }
         let (first, last) = (self.first(), self.last());
@@ -579,7 +568,7 @@ impl RegionStorage {
 
     /// Entries `[low, high)` from the store, then the tail, within `max`.
     fn read(&self, low: u64, high: u64, max: u64) -> Result<Vec<Entry>> {
-        let tail_start = lock(&self.inner.state).tail.front().map(|e| e.index);
+        let tail_start = lock(&self.inner.state).tail.first();
         let upto = tail_start.map_or(high, |t| t.min(high));
         let mut out = Vec::new();
         let mut size = 0u64;
@@ -606,7 +595,7 @@ impl RegionStorage {
         let from = out.last().map_or(low, |e| e.index + 1);
         if from < high {
             let st = lock(&self.inner.state);
-            let Some(t) = st.tail.front().map(|e| e.index).filter(|&t| t <= from) else {
+            if st.tail.first().is_none_or(|t| t > from) {
                 // The tail moved (a truncation or snapshot): read again.
                 drop(st);
                 return if out.is_empty() {
@@ -617,17 +606,15 @@ impl RegionStorage {
                 } else {
                     Ok(out)
                 };
-            };
-            let skip = usize::try_from(from - t).unwrap_or(usize::MAX);
+            }
             let n = usize::try_from(high - from).unwrap_or(usize::MAX);
             let left = max.saturating_sub(size);
             let more = if out.is_empty() {
-                take_within(st.tail.iter().skip(skip).take(n), max)
+                take_within(st.tail.iter_from(from).take(n), max)
             } else {
                 let mut s = 0u64;
                 st.tail
-                    .iter()
-                    .skip(skip)
+                    .iter_from(from)
                     .take(n)
                     .take_while(|e| {
                         s += u64::from(e.compute_size());
@@ -698,7 +685,7 @@ impl raft::Storage for RegionStorage {
         }
         if context.can_async() && lock(&self.inner.fetcher).is_some() {
             let mut st = lock(&self.inner.state);
-            let in_tail = st.tail.front().is_some_and(|e| e.index <= low);
+            let in_tail = st.tail.first().is_some_and(|t| t <= low);
             if !in_tail {
                 if let Some(f) = st.fetched.take() {
                     if f.first().is_some_and(|e| e.index == low) {
