@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 mod append;
+pub mod engine_model;
 pub mod harness;
 pub mod hooked;
 pub mod kraft_crash;

@@ -561,8 +561,10 @@ pub fn fuzz_crash_recovery(data: &[u8]) {
     if let Err(e) = run_seed(seed) {
         panic!("{e}");
     }
-    // The same input drives a crash cycle of the `KRaft` wing.
+    // The same input drives a crash cycle of the `KRaft` wing and a run
+    // of the engine's model (a node of one group or many).
     if let Err(e) = crate::kraft_crash::run_kraft_case(seed) {
         panic!("{e}");
     }
+    crate::engine_model::run_engine_case(seed, 120);
 }
