@@ -23,7 +23,7 @@
 use openraft10::impls::{leader_id_adv, leader_id_std, Vote};
 use openraft10::vote::RaftLeaderId;
 use openraft10::{LogId, RaftTypeConfig};
-use quorumlog_raft::{DirectoryId, Epoch, NodeId, QuorumState};
+use quorumlog_raft::{Epoch, NodeId, QuorumState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// A leader id openraft uses that the store's epochs cannot hold.
@@ -215,23 +215,12 @@ pub fn vote_to_state<L: EpochLeaderId>(
             });
         }
     }
-    let node = NodeId(*vote.leader_id.node_id());
-    let cast = quorumlog_raft::Vote {
-        node_id: node,
-        directory_id: DirectoryId(u128::from(node.0) + 1),
-    };
-    let same_epoch = prev.epoch == epoch;
-    let (voted, leader) = if vote.committed {
-        // The leader of the epoch: the vote cast in it (if any) stays.
-        (prev.voted.filter(|_| same_epoch), Some(node))
-    } else {
-        (Some(cast), prev.leader.filter(|_| same_epoch))
-    };
-    Ok(QuorumState {
+    Ok(quorumlog_raft::library_vote(
+        prev,
         epoch,
-        leader,
-        voted,
-    })
+        Some(NodeId(*vote.leader_id.node_id())),
+        vote.committed,
+    ))
 }
 
 /// The vote the quorum state records (`None` when nothing was ever saved).

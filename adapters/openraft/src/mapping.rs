@@ -23,7 +23,7 @@
 //!   log does not keep below its start): the application-metadata file.
 
 use openraft::{CommittedLeaderId, Entry, LeaderId, LogId, RaftTypeConfig, Vote};
-use quorumlog_raft::{DirectoryId, Epoch, NodeId, QuorumState};
+use quorumlog_raft::{Epoch, NodeId, QuorumState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// The record bytes of `entry`.
@@ -164,23 +164,12 @@ pub fn vote_to_state(prev: &QuorumState, vote: &Vote<u64>) -> Result<QuorumState
             });
         }
     }
-    let node = NodeId(vote.leader_id.node_id);
-    let cast = quorumlog_raft::Vote {
-        node_id: node,
-        directory_id: DirectoryId(u128::from(node.0) + 1),
-    };
-    let same_term = prev.epoch == epoch;
-    let (voted, leader) = if vote.committed {
-        // The leader of the term: the vote cast in it (if any) stays.
-        (prev.voted.filter(|_| same_term), Some(node))
-    } else {
-        (Some(cast), prev.leader.filter(|_| same_term))
-    };
-    Ok(QuorumState {
+    Ok(quorumlog_raft::library_vote(
+        prev,
         epoch,
-        leader,
-        voted,
-    })
+        Some(NodeId(vote.leader_id.node_id)),
+        vote.committed,
+    ))
 }
 
 /// The vote the quorum state records (`None` when nothing was ever saved).

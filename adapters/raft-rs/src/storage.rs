@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use protobuf::Message as _;
 use quorumlog_raft::{
-    DirectoryId, Encode, Epoch, Group, Isolation, NodeId, Offset, Purge, QuorumState,
-    RecentEntries, SnapshotId, Vote, WriterOptions,
+    Encode, Epoch, Group, Isolation, NodeId, Offset, Purge, QuorumState, RecentEntries, SnapshotId,
+    WriterOptions,
 };
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};
@@ -102,14 +102,14 @@ fn encode<M: protobuf::Message>(what: &'static str, m: &M) -> Result<Vec<u8>> {
         .map_err(|source| Error::Decode { what, source })
 }
 
+/// The quorum state of raft-rs's hard state: its term and vote (the
+/// voter every adapter records for a library's node,
+/// [`quorumlog_raft::library_voter`]); raft-rs keeps no leader in it.
 fn vote_of(hs: &HardState) -> QuorumState {
     QuorumState {
         epoch: Epoch(hs.term),
         leader: None,
-        voted: (hs.vote != 0).then_some(Vote {
-            node_id: NodeId(hs.vote),
-            directory_id: DirectoryId(u128::from(hs.vote) + 1),
-        }),
+        voted: (hs.vote != 0).then(|| quorumlog_raft::library_voter(NodeId(hs.vote))),
     }
 }
 
