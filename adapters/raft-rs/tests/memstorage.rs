@@ -1,5 +1,7 @@
 //! raft-rs's own `MemStorage` tests (raft 0.7, `src/storage.rs`), every
-//! case, on a region of a node's shared log: the same inputs, the same
+//! case, on a region of a node's shared log, twice: on a one-group node,
+//! and on a group of a many-group node whose other regions' batches sit
+//! before and after its own in the shared log: the same inputs, the same
 //! expected results, checked again after the node is closed and
 //! reopened. Where `MemStorage` panics (a gap, compacted entries
 //! overwritten), the adapter returns a typed error and changes nothing;
@@ -33,6 +35,33 @@ use raft::{Error as RaftError, GetEntriesContext, Storage, StorageError};
 
 const DIR: &str = "/n1";
 
+thread_local! {
+    /// Whether this test's fixture node holds other regions too.
+    static MANY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `case` on a one-group node, then on a group of a many-group node.
+fn on_one_group_and_many(case: fn()) {
+    for many in [false, true] {
+        MANY.with(|m| m.set(many));
+        case();
+    }
+}
+
+/// On a many-group fixture: regions 7 and 9 append `n` entries each (their
+/// batches interleave with region 1's in the shared log).
+fn neighbours(node: &Node, n: u64) {
+    if !MANY.with(std::cell::Cell::get) {
+        return;
+    }
+    for id in [7, 9] {
+        let r = common::region(node, id, 1);
+        let next = r.last_index().unwrap() + 1;
+        let ents: Vec<Entry> = (next..next + n).map(|i| new_entry(i, 1)).collect();
+        r.append(&ents).unwrap();
+    }
+}
+
 /// A node with region 1 holding `ents` (created at the first's index).
 struct Fixture {
     fs: SharedFs,
@@ -45,9 +74,11 @@ impl Fixture {
         let fs: SharedFs = Arc::new(SimFs::new(7));
         common::format(&fs, Path::new(DIR), 1);
         let node = common::open(&fs, Path::new(DIR), 1);
+        neighbours(&node, 3);
         let first = ents.first().map_or(1, |e| e.index);
         let storage = common::region(&node, 1, first);
         storage.append(ents).unwrap();
+        neighbours(&node, 2);
         Fixture {
             fs,
             node: Some(node),
@@ -88,6 +119,10 @@ fn all(s: &RegionStorage) -> Vec<Entry> {
 
 #[test]
 fn test_storage_term() {
+    on_one_group_and_many(test_storage_term_case);
+}
+
+fn test_storage_term_case() {
     let ents = vec![new_entry(3, 3), new_entry(4, 4), new_entry(5, 5)];
     let tests = vec![
         (2, Err(RaftError::Store(StorageError::Compacted))),
@@ -104,6 +139,10 @@ fn test_storage_term() {
 
 #[test]
 fn test_storage_entries() {
+    on_one_group_and_many(test_storage_entries_case);
+}
+
+fn test_storage_entries_case() {
     let ents = vec![
         new_entry(3, 3),
         new_entry(4, 4),
@@ -160,6 +199,10 @@ fn test_storage_entries() {
 
 #[test]
 fn test_storage_last_index() {
+    on_one_group_and_many(test_storage_last_index_case);
+}
+
+fn test_storage_last_index_case() {
     let ents = vec![new_entry(3, 3), new_entry(4, 4), new_entry(5, 5)];
     let mut f = Fixture::new(&ents);
     f.twice(|s, when| assert_eq!(s.last_index(), Ok(5), "{when}"));
@@ -169,6 +212,10 @@ fn test_storage_last_index() {
 
 #[test]
 fn test_storage_first_index() {
+    on_one_group_and_many(test_storage_first_index_case);
+}
+
+fn test_storage_first_index_case() {
     let ents = vec![new_entry(3, 3), new_entry(4, 4), new_entry(5, 5)];
     let mut f = Fixture::new(&ents);
     f.twice(|s, when| assert_eq!(s.first_index(), Ok(3), "{when}"));
@@ -182,6 +229,10 @@ fn test_storage_first_index() {
 
 #[test]
 fn test_storage_compact() {
+    on_one_group_and_many(test_storage_compact_case);
+}
+
+fn test_storage_compact_case() {
     let ents = vec![new_entry(3, 3), new_entry(4, 4), new_entry(5, 5)];
     let tests = vec![(2, 3, 3, 3), (3, 3, 3, 3), (4, 4, 4, 2), (5, 5, 5, 1)];
     for (i, (idx, windex, wterm, wlen)) in tests.into_iter().enumerate() {
@@ -224,6 +275,10 @@ fn hard(term: u64, vote: u64, commit: u64) -> HardState {
 /// writes it there (`create_snapshot`), then `snapshot(windex)` answers.
 #[test]
 fn test_storage_create_snapshot() {
+    on_one_group_and_many(test_storage_create_snapshot_case);
+}
+
+fn test_storage_create_snapshot_case() {
     let ents = vec![new_entry(3, 3), new_entry(4, 4), new_entry(5, 5)];
     let nodes = [1, 2, 3];
     let unavailable = Err(RaftError::Store(
@@ -267,6 +322,10 @@ fn installed_state(snap: &Snapshot) -> Vec<u8> {
 
 #[test]
 fn test_storage_append() {
+    on_one_group_and_many(test_storage_append_case);
+}
+
+fn test_storage_append_case() {
     let ents = vec![new_entry(3, 3), new_entry(4, 4), new_entry(5, 5)];
     let tests = vec![
         (
@@ -331,6 +390,10 @@ fn test_storage_append() {
 
 #[test]
 fn test_storage_apply_snapshot() {
+    on_one_group_and_many(test_storage_apply_snapshot_case);
+}
+
+fn test_storage_apply_snapshot_case() {
     let nodes = [1, 2, 3];
     // A leader's snapshots at 3 and 4, as files its store wrote.
     let leader = Fixture::new(&[
@@ -374,6 +437,10 @@ fn test_storage_apply_snapshot() {
 
 #[test]
 fn a_corrupt_snapshot_is_refused_and_nothing_is_published() {
+    on_one_group_and_many(a_corrupt_snapshot_is_refused_and_nothing_is_published_case);
+}
+
+fn a_corrupt_snapshot_is_refused_and_nothing_is_published_case() {
     let leader = Fixture::new(&[new_entry(1, 1), new_entry(2, 1)]);
     leader.s().set_hard_state(&hard(1, 0, 2)).unwrap();
     leader
@@ -396,6 +463,10 @@ fn a_corrupt_snapshot_is_refused_and_nothing_is_published() {
 
 #[test]
 fn the_callers_mistakes_are_refused_and_change_nothing() {
+    on_one_group_and_many(the_callers_mistakes_are_refused_and_change_nothing_case);
+}
+
+fn the_callers_mistakes_are_refused_and_change_nothing_case() {
     let ents = vec![new_entry(1, 1), new_entry(2, 1), new_entry(3, 2)];
     let mut f = Fixture::new(&ents);
     f.s().set_hard_state(&hard(2, 1, 2)).unwrap();
