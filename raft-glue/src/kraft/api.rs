@@ -137,37 +137,23 @@ impl KraftReplica {
             .position(|e| e.offset >= end)
             .and_then(|i| entries.get(i..))
             .unwrap_or_default();
-        let mut info = AppendInfo {
-            base_offset: end,
-            next_offset: end,
+        let runs: Vec<(Offset, Epoch, bool, &[u8])> = new
+            .iter()
+            .map(|e| (e.offset, e.epoch, e.control, e.bytes.as_slice()))
+            .collect();
+        let next_offset = if runs.is_empty() {
+            end
+        } else {
+            self.group.append_runs(&runs)?
         };
-        let max = self.group.max_batch_bytes();
-        let mut rest = new;
-        while let Some(head) = rest.first() {
-            // One batch: entries of one epoch and kind, within the batch
-            // limit (at least one: a larger one is refused by the append).
-            let mut bytes = 0u64;
-            let n = rest
-                .iter()
-                .take_while(|e| {
-                    bytes += e.bytes.len() as u64 + 16;
-                    e.epoch == head.epoch && e.control == head.control && bytes <= max
-                })
-                .count()
-                .max(1);
-            let (run, tail) = rest.split_at(n);
-            let bytes: Vec<&[u8]> = run.iter().map(|e| e.bytes.as_slice()).collect();
-            let appended =
-                self.group
-                    .append_flagged(head.offset, head.epoch, &bytes, head.control)?;
-            info.next_offset = appended.next_offset;
-            if head.control {
-                self.note_control(head.offset, bytes.iter().copied());
-            }
-            rest = tail;
+        for e in new.iter().filter(|e| e.control) {
+            self.note_control(e.offset, std::iter::once(e.bytes.as_slice()));
         }
         self.group.write_queued()?;
-        Ok(info)
+        Ok(AppendInfo {
+            base_offset: end,
+            next_offset,
+        })
     }
 
     /// A follower told its log diverges (`FetchPosition::Diverging {

@@ -63,24 +63,21 @@ impl Previous {
         })
     }
 
-    /// Copies the log's entries into `group`: one append per run of one
-    /// epoch and kind. Returns how many.
+    /// Copies the log's entries into `group` (`Group::append_runs`: a
+    /// batch per run of one epoch and kind, within the batch limit).
+    /// Returns how many.
     fn copy_entries(&self, group: &Group) -> Result<u64> {
         let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
         let mut at = start;
         while at < end {
             let walked = walk_records(&self.log, at, end, 4 << 20, WalkBatches::All)?;
-            let mut rest = walked.records.as_slice();
-            while let Some(head) = rest.first() {
-                let n = rest
-                    .iter()
-                    .take_while(|r| r.epoch == head.epoch && r.control == head.control)
-                    .take(1024)
-                    .count();
-                let (run, tail) = rest.split_at(n);
-                let bytes: Vec<&[u8]> = run.iter().map(|r| r.bytes.as_slice()).collect();
-                group.append_flagged(head.offset, head.epoch, &bytes, head.control)?;
-                rest = tail;
+            let runs: Vec<(Offset, Epoch, bool, &[u8])> = walked
+                .records
+                .iter()
+                .map(|r| (r.offset, r.epoch, r.control, r.bytes.as_slice()))
+                .collect();
+            if !runs.is_empty() {
+                group.append_runs(&runs)?;
             }
             if walked.next <= at {
                 break;

@@ -148,6 +148,40 @@ impl Group {
             .note(self.inner.log.write_queued_now().map_err(Error::from))
     }
 
+    /// Appends `entries` (offset, epoch, control flag, bytes; contiguous,
+    /// from the group's end) as batches: one per run of one epoch and
+    /// kind, within the batch limit (an entry larger than it alone, and
+    /// refused). Returns the group's end after them. The `KRaft` wing's
+    /// follower appends and the import of the previous layout copy
+    /// entries through it.
+    ///
+    /// # Errors
+    /// As [`Group::append`]; the batches before a refused one stay queued.
+    pub(crate) fn append_runs(&self, entries: &[(Offset, Epoch, bool, &[u8])]) -> Result<Offset> {
+        let max = self.max_batch_bytes();
+        let mut end = self.extent().queued_end;
+        let mut rest = entries;
+        while let Some(&(offset, epoch, control, _)) = rest.first() {
+            // Each record's bytes and its framing (a length and a CRC).
+            let mut bytes = 0u64;
+            let n = rest
+                .iter()
+                .take_while(|e| {
+                    bytes += e.3.len() as u64 + 16;
+                    (e.1, e.2) == (epoch, control) && bytes <= max
+                })
+                .count()
+                .max(1);
+            let (run, tail) = rest.split_at(n.min(rest.len()));
+            let records: Vec<&[u8]> = run.iter().map(|e| e.3).collect();
+            end = self
+                .append_flagged(offset, epoch, &records, control)?
+                .next_offset;
+            rest = tail;
+        }
+        Ok(end)
+    }
+
     /// [`Group::append`] of user records (`control` false) or of control
     /// records (the `KRaft` wing's), which reads return flagged.
     pub(crate) fn append_flagged(
