@@ -75,6 +75,7 @@ pub mod demo;
 pub mod error;
 pub mod history;
 pub mod machine;
+pub mod net;
 pub mod network;
 pub mod node;
 pub mod parts;

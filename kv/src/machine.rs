@@ -420,6 +420,11 @@ impl KvMachine {
         self.lock().control.clone()
     }
 
+    /// `f` of the controller state, without a copy of it.
+    pub fn with_controller<R>(&self, f: impl FnOnce(&Controller) -> R) -> R {
+        f(&self.lock().control)
+    }
+
     /// How many client sessions the machine keeps.
     pub fn sessions(&self) -> usize {
         self.lock().sessions.by_client.len()

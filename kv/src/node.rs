@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -120,6 +121,9 @@ pub struct Running {
     pub started: (u64, u64),
     /// The snapshot being received from the leader, between its chunks.
     pub incoming: Arc<tokio::sync::Mutex<Option<Incoming>>>,
+    /// When a quorum last acknowledged this node as leader (a write
+    /// committed or a read confirmed), in ms of [`clock_ms`].
+    pub confirmed: Arc<std::sync::atomic::AtomicU64>,
     /// The partition it is (the partitioned service): an adding replica's
     /// node is asked to host it before it joins as a learner.
     pub partition: Option<u32>,
@@ -144,6 +148,7 @@ impl Clone for Running {
             directory: self.directory,
             started: self.started,
             incoming: Arc::clone(&self.incoming),
+            confirmed: Arc::clone(&self.confirmed),
             partition: self.partition,
             directories: self.directories.clone(),
             node: self.node.clone(),
@@ -239,6 +244,7 @@ where
         directory,
         started,
         incoming: Arc::new(tokio::sync::Mutex::new(None)),
+        confirmed: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         partition: None,
         directories: None,
         node: None,
@@ -342,14 +348,65 @@ pub async fn write(node: &Running, command: Command) -> Result<u64, Refusal> {
 /// # Errors
 /// As [`write()`].
 pub async fn write_reply(node: &Running, command: Command) -> Result<(u64, Reply), Refusal> {
+    ensure_lease(node).await?;
     match node.raft.client_write(command).await {
-        Ok(r) => Ok((r.log_id.index, r.data)),
-        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(Refusal::NotLeader {
-            leader: leader_of(&f),
-        }),
+        Ok(r) => {
+            node.confirmed.store(clock_ms(), Ordering::Relaxed);
+            Ok((r.log_id.index, r.data))
+        }
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+            // A leader whose lease lapsed after all (the next call
+            // confirms first).
+            node.confirmed.store(0, Ordering::Relaxed);
+            Err(Refusal::NotLeader {
+                leader: leader_of(&f),
+            })
+        }
         Err(e) => Err(Refusal::Failed {
             reason: e.to_string(),
         }),
+    }
+}
+
+/// Milliseconds on this process's monotonic clock.
+pub fn clock_ms() -> u64 {
+    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let base = BASE.get_or_init(Instant::now);
+    u64::try_from(base.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// How long after a quorum's last acknowledgement a leader writes without
+/// confirming first: half openraft's leader lease (its election timeout),
+/// within which the lease certainly holds.
+pub const LEASE_TRUSTED: Duration = Duration::from_millis(500);
+
+/// Makes sure a leader's lease holds before it writes. openraft refuses a
+/// write (and a membership change) from a leader that no quorum
+/// acknowledged within its lease. A partition that wrote nothing for a
+/// while sends no heartbeats (quiet partitions, `parts::liveness`), so
+/// its leader first confirms with a heartbeat round to a quorum (the
+/// same as a linearizable read does), which renews the lease. A busy
+/// leader skips it. A node that does not lead is left to the write's own
+/// refusal.
+///
+/// # Errors
+/// `NotLeader`; `NoQuorum` (no quorum within [`CONFIRM_WAIT`]).
+pub async fn ensure_lease(node: &Running) -> Result<(), Refusal> {
+    let last = node.confirmed.load(Ordering::Relaxed);
+    let trusted = u64::try_from(LEASE_TRUSTED.as_millis()).unwrap_or(0);
+    if clock_ms().saturating_sub(last) < trusted
+        || node.raft.metrics().borrow_watched().state != ServerState::Leader
+    {
+        return Ok(());
+    }
+    let confirmed = node.raft.ensure_linearizable(ReadPolicy::ReadIndex);
+    match tokio::time::timeout(CONFIRM_WAIT, confirmed).await {
+        Ok(Ok(_)) => {
+            node.confirmed.store(clock_ms(), Ordering::Relaxed);
+            Ok(())
+        }
+        Ok(Err(e)) => Err(not_confirmed(&e)),
+        Err(_) => Err(Refusal::NoQuorum),
     }
 }
 
@@ -393,6 +450,7 @@ pub async fn confirm_leadership(node: &Running) -> Result<(), Refusal> {
             .ensure_linearizable(ReadPolicy::ReadIndex)
             .await
             .map_err(|e| not_confirmed(&e))?;
+        node.confirmed.store(clock_ms(), Ordering::Relaxed);
         if let Some(floor) = read_floor(node) {
             node.raft
                 .wait(None)
@@ -507,7 +565,8 @@ pub async fn answer(node: &Running, req: Request) -> Response {
         | Request::Record { .. }
         | Request::Partitions
         | Request::Metrics
-        | Request::Throttle { .. } => Response::Done(Err(Refusal::Refused {
+        | Request::Throttle { .. }
+        | Request::Beat { .. } => Response::Done(Err(Refusal::Refused {
             reason: "a request of the partitioned service, to one group".into(),
         })),
     }

@@ -256,6 +256,15 @@ pub enum Request {
         /// Bytes per second of catch-up traffic to adding replicas.
         bytes_per_sec: u64,
     },
+    /// Partitioned service, node to node: node `from` is alive and leads
+    /// these partitions, in these terms (answered with the same of the
+    /// node asked). One per pair of nodes every beat, for all partitions.
+    Beat {
+        /// The node sending it.
+        from: u64,
+        /// The partitions it leads and their terms.
+        leads: Vec<(u32, u64)>,
+    },
 }
 
 /// Why a node did not do what it was asked. `NotLeader` and `NoQuorum`
@@ -376,10 +385,13 @@ pub enum Response {
     Partitions(crate::parts::admin::NodeView),
     /// To [`Request::Metrics`].
     Metrics(crate::parts::admin::Metrics),
+    /// To [`Request::Beat`]: the partitions the node asked leads, and
+    /// their terms.
+    Beat(Vec<(u32, u64)>),
 }
 
 /// Largest frame accepted (a snapshot chunk or a batch of entries).
-const MAX_FRAME: u32 = 256 << 20;
+pub const MAX_FRAME: u32 = 256 << 20;
 
 /// Writes `msg` as one frame.
 ///

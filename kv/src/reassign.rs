@@ -275,6 +275,7 @@ pub async fn drive(node: &Running) -> Result<Step, Refusal> {
     if node.machine.reassignment().is_none() || !is_leader(node) {
         return Ok(Step::Idle);
     }
+    crate::node::ensure_lease(node).await?;
     let v = view(node).await?;
     let Some(latest) = v.state.voters.clone() else {
         return Ok(Step::Idle);
@@ -324,10 +325,9 @@ async fn ensure_learner(node: &Running, v: &View, e: &VoterEntry) -> Result<(), 
     if v.addrs.contains_key(&id) {
         return Ok(());
     }
+    // A partition's adding replica: its node was asked to host it
+    // before this step (`parts::reconcile::step`).
     let addr = e.endpoint.clone().unwrap_or_default();
-    if let Some(p) = node.partition {
-        crate::parts::host_on(&addr, p, std::time::Duration::from_secs(5)).await?;
-    }
     node.raft
         .add_learner(id, BasicNode { addr }, false)
         .await

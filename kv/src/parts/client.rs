@@ -9,37 +9,62 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{Client, Tcp, Transport};
+use std::sync::Arc;
+
+use crate::client::{CallError, Client, Tcp, Transport};
 use crate::error::{Error, Result};
 use crate::parts::admin::{Listing, Metrics, NodeView};
 use crate::parts::control::{AlterError, Control};
 use crate::parts::partition_of;
 use crate::proto::{Read, Refusal, Request, Response};
 
-/// A client of every partition (one call at a time per partition).
+/// A client of every partition: one session per partition (its own
+/// leader, its own request ids), one transport for all of them (a TCP
+/// connection per node, not per partition and node). One call at a
+/// time.
 #[derive(Debug)]
 pub struct PartitionedClient<T: Transport = Tcp> {
-    clients: Vec<Client<T>>,
+    clients: Vec<Client<Shared<T>>>,
+}
+
+/// One transport shared by a [`PartitionedClient`]'s sessions (they take
+/// turns: the client makes one call at a time).
+#[derive(Debug)]
+pub struct Shared<T>(Arc<tokio::sync::Mutex<T>>);
+
+impl<T: Transport> Transport for Shared<T> {
+    async fn call(
+        &mut self,
+        addr: &str,
+        req: &Request,
+        deadline: Instant,
+    ) -> std::result::Result<Response, CallError> {
+        self.0.lock().await.call(addr, req, deadline).await
+    }
 }
 
 impl PartitionedClient<Tcp> {
     /// A TCP client of the `partitions` partitions at `nodes`.
     pub fn new(nodes: &[String], partitions: u32) -> Self {
-        PartitionedClient::with_transport(nodes, partitions, Tcp::default)
+        PartitionedClient::with_transport(nodes, partitions, Tcp::default())
     }
 }
 
 impl<T: Transport> PartitionedClient<T> {
-    /// A client over transports `transport` makes (one per partition).
-    pub fn with_transport(nodes: &[String], partitions: u32, transport: impl Fn() -> T) -> Self {
+    /// A client over `transport`, shared by its partitions' sessions.
+    pub fn with_transport(nodes: &[String], partitions: u32, transport: T) -> Self {
+        let shared = Arc::new(tokio::sync::Mutex::new(transport));
         PartitionedClient {
             clients: (0..partitions.max(1))
-                .map(|p| Client::with_transport(nodes.to_vec(), transport()).of_partition(p))
+                .map(|p| {
+                    let t = Shared(Arc::clone(&shared));
+                    Client::with_transport(nodes.to_vec(), t).of_partition(p)
+                })
                 .collect(),
         }
     }
 
-    fn of(&mut self, key: &str) -> Result<&mut Client<T>> {
+    fn of(&mut self, key: &str) -> Result<&mut Client<Shared<T>>> {
         let n = u32::try_from(self.clients.len()).unwrap_or(1);
         let p = partition_of(key, n) as usize;
         self.clients.get_mut(p).ok_or(Error::Failed {

@@ -26,12 +26,12 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::error::{Error, Result};
 use crate::machine::KvMachine;
-use crate::network::PartitionNetwork;
+use crate::net::{read_any, write_answers, Answer, Frame, PartitionNetwork, Router};
 use crate::node::{self, Running};
 use crate::parts::control::{AlterError, Control};
 use crate::parts::throttle::Throttle;
 use crate::parts::{group_id, partition_of_group, placement, CONTROLLER, CONTROLLER_GROUP};
-use crate::proto::{read_frame, write_frame, Command, Read, Refusal, Reply, Request, Response};
+use crate::proto::{Command, Read, Refusal, Reply, Request, Response};
 
 /// How a node of the partitioned service runs.
 #[derive(Debug, Clone)]
@@ -101,6 +101,11 @@ pub struct Host {
     partitions: RwLock<BTreeMap<u32, Hosted>>,
     /// Its reassignment throttle.
     pub throttle: Arc<Throttle>,
+    /// Its connections to the other nodes.
+    pub router: Router,
+    /// What it heard from the other nodes; its partitions' election
+    /// timers.
+    pub liveness: crate::parts::liveness::Liveness,
     config: Arc<openraft10::Config>,
     /// How long opening the directory took, ms.
     pub open_ms: u64,
@@ -118,15 +123,16 @@ impl std::fmt::Debug for Host {
     }
 }
 
-/// The openraft configuration of a partition: the service's, with
-/// heartbeats every 200 ms (a node runs a heartbeat per partition it
-/// leads) and elections after 1–2 s.
+/// The openraft configuration of a partition: the service's without a
+/// ticker (quiet partitions: no heartbeats, no election timer; elections
+/// are `parts::liveness`'s), elections given 1–2 s.
 ///
 /// # Panics
 /// Never: the values are valid.
 pub fn partition_config(snapshot_every: u64) -> Arc<openraft10::Config> {
     let base = crate::raft_config(snapshot_every);
     let config = openraft10::Config {
+        enable_tick: false,
         heartbeat_interval: 200,
         election_timeout_min: 1000,
         election_timeout_max: 2000,
@@ -164,6 +170,10 @@ impl Host {
             }
         }
         let throttle = Arc::new(Throttle::new(args.throttle));
+        let router = Router::new(Arc::clone(&throttle));
+        for (id, addr) in &args.peers {
+            router.learn(*id, addr);
+        }
         let config = partition_config(args.snapshot_every);
         let open_ms = ms_since(t0);
         let controller = start_group(
@@ -171,7 +181,7 @@ impl Host {
             args.id,
             CONTROLLER_GROUP,
             CONTROLLER,
-            &throttle,
+            &router,
             &config,
             open_ms,
             directory,
@@ -186,6 +196,8 @@ impl Host {
             controller_gate: Arc::new(tokio::sync::RwLock::new(true)),
             partitions: RwLock::new(BTreeMap::new()),
             throttle,
+            router,
+            liveness: crate::parts::liveness::Liveness::default(),
             config,
             open_ms,
             started: Instant::now(),
@@ -202,6 +214,7 @@ impl Host {
             // controller learns its directory.
             tokio::spawn(register(Arc::clone(&host)));
         }
+        tokio::spawn(crate::parts::liveness::run(Arc::clone(&host)));
         Ok(host)
     }
 
@@ -219,6 +232,7 @@ impl Host {
         let min = args.peers.iter().map(|(id, _)| *id).min();
         if min == Some(self.id) {
             node::initialize(&self.controller.raft, &args.peers).await?;
+            let _ = self.controller.raft.trigger().elect(false).await;
         }
         for (p, set) in placed.iter().enumerate() {
             if set.first() == Some(&self.id) {
@@ -226,6 +240,7 @@ impl Host {
                     set.iter().map(|id| (*id, addr_of(*id))).collect();
                 if let Some(part) = self.partition(u32::try_from(p).unwrap_or(0)) {
                     node::initialize(&part.raft, &members).await?;
+                    let _ = part.raft.trigger().elect(false).await;
                 }
             }
         }
@@ -296,7 +311,7 @@ impl Host {
             self.id,
             group,
             p,
-            &self.throttle,
+            &self.router,
             &self.config,
             self.open_ms,
             self.directory,
@@ -305,11 +320,7 @@ impl Host {
         let mut part = part;
         let controller = self.controller.machine.clone();
         part.directories = Some(Arc::new(move |id| {
-            controller
-                .controller()
-                .nodes
-                .get(&id)
-                .map(|n| DirectoryId(n.directory))
+            controller.with_controller(|c| c.nodes.get(&id).map(|n| DirectoryId(n.directory)))
         }));
         let hosted = Hosted {
             part: part.clone(),
@@ -405,8 +416,10 @@ impl Host {
                 None => Err(stopped()),
             },
             Some((_, addr)) => {
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-                match crate::client::request(&addr, &Request::Record { partition: p }, deadline)
+                let req = Request::Record { partition: p };
+                match self
+                    .router
+                    .call_addr(&addr, req, Duration::from_secs(2))
                     .await
                 {
                     Ok(Response::Record(r)) => r,
@@ -498,7 +511,8 @@ impl Host {
                 Some((l, _)) if l == self.id => self.control_here(c.clone()).await,
                 Some((_, addr)) => {
                     let req = Request::Control(c.clone());
-                    match crate::client::request(&addr, &req, deadline).await {
+                    let ttl = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    match self.router.call_addr(&addr, req, ttl).await {
                         Ok(Response::Control(r)) => r,
                         Ok(_) => Err(Refusal::Failed {
                             reason: format!("{addr}: unexpected answer"),
@@ -577,14 +591,18 @@ impl Host {
                     if matches!(*request, Request::Append(_) | Request::Snapshot(_)) {
                         self.heard_leader(partition);
                     }
-                    node::answer(&part, *request).await
+                    let answer = node::answer(&part, *request).await;
+                    self.redirect(partition, answer)
                 }
                 None => match *request {
-                    // A client's request: try another node.
-                    Request::Put(_) => Response::Put(Err(Refusal::NotLeader { leader: None })),
-                    Request::Get { .. } => {
-                        Response::Get(Err::<Read, _>(Refusal::NotLeader { leader: None }))
-                    }
+                    // A client's request: to the node that leads it, if
+                    // known, or any other.
+                    Request::Put(_) => Response::Put(Err(Refusal::NotLeader {
+                        leader: self.leader_hint(partition),
+                    })),
+                    Request::Get { .. } => Response::Get(Err::<Read, _>(Refusal::NotLeader {
+                        leader: self.leader_hint(partition),
+                    })),
                     _ => Response::NotHosted(partition),
                 },
             },
@@ -606,6 +624,10 @@ impl Host {
             },
             Request::Partitions => Response::Partitions(crate::parts::admin::node_view(self)),
             Request::Metrics => Response::Metrics(crate::parts::admin::metrics(self)),
+            Request::Beat { from, leads } => {
+                self.liveness.heard(from, &leads);
+                Response::Beat(crate::parts::liveness::leading(self))
+            }
             Request::Throttle { bytes_per_sec } => {
                 self.throttle.set_rate(bytes_per_sec);
                 Response::Done(Ok(()))
@@ -620,6 +642,34 @@ impl Host {
             | Request::PreVote(_)
             | Request::Snapshot(_)
             | Request::TransferLeader(_) => Response::NotHosted(CONTROLLER),
+        }
+    }
+
+    /// The node other than this one whose beats claim partition `p`, and
+    /// its address.
+    fn leader_hint(&self, p: u32) -> Option<(u64, String)> {
+        let id = self.liveness.leader_of(p).filter(|l| *l != self.id)?;
+        Some((id, self.router.addr(id)?))
+    }
+
+    /// A client's refusal without a leader (or without a quorum for a
+    /// read) names the node whose beats claim the partition, if any: a
+    /// replica that lost track of its leader, or was removed and not yet
+    /// retired, sends the client on at once.
+    fn redirect(&self, p: u32, answer: Response) -> Response {
+        let hinted = || {
+            self.leader_hint(p).map(|leader| Refusal::NotLeader {
+                leader: Some(leader),
+            })
+        };
+        match answer {
+            Response::Put(Err(Refusal::NotLeader { leader: None })) => {
+                Response::Put(Err(hinted().unwrap_or(Refusal::NotLeader { leader: None })))
+            }
+            Response::Get(Err(r @ (Refusal::NotLeader { leader: None } | Refusal::NoQuorum))) => {
+                Response::Get(Err(hinted().unwrap_or(r)))
+            }
+            other => other,
         }
     }
 
@@ -656,14 +706,37 @@ fn unpartitioned() -> Refusal {
     }
 }
 
-async fn serve_conn(mut conn: TcpStream, host: &Arc<Host>) -> std::io::Result<()> {
+/// Serves one connection: a client's plain requests one at a time, in
+/// order; a peer's batched ones each at once, answered as they finish.
+/// A stopped host answers nothing more.
+async fn serve_conn(conn: TcpStream, host: &Arc<Host>) -> std::io::Result<()> {
+    let (mut rd, wr) = conn.into_split();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(write_answers(wr, rx));
     loop {
-        let req: Request = read_frame(&mut conn).await?;
+        let frame = read_any::<_, Request>(&mut rd).await?;
         if host.stopped() {
             return Ok(());
         }
-        let resp = host.answer(req).await;
-        write_frame(&mut conn, &resp).await?;
+        match frame {
+            Frame::Plain(req) => {
+                let resp = host.answer(req).await;
+                if host.stopped() || tx.send(Answer::Plain(resp)).is_err() {
+                    return Ok(());
+                }
+            }
+            Frame::Batch(items) => {
+                for (id, req) in items {
+                    let (host, tx) = (Arc::clone(host), tx.clone());
+                    tokio::spawn(async move {
+                        let resp = host.answer(req).await;
+                        if !host.stopped() {
+                            let _ = tx.send(Answer::Tagged(id, resp));
+                        }
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -768,7 +841,7 @@ async fn start_group(
     id: u64,
     gid: u64,
     p: u32,
-    throttle: &Arc<Throttle>,
+    router: &Router,
     config: &Arc<openraft10::Config>,
     open_ms: u64,
     directory: DirectoryId,
@@ -779,7 +852,7 @@ async fn start_group(
     let machine = KvMachine::open(group)?;
     let network = PartitionNetwork {
         partition: p,
-        throttle: Arc::clone(throttle),
+        router: router.clone(),
     };
     let mut part = node::start_with(
         id,
@@ -805,9 +878,11 @@ async fn create_cluster(host: Arc<Host>, peers: Vec<(u64, String)>, placement: V
             host.directory.0
         } else {
             loop {
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-                match crate::client::status(addr, deadline).await {
-                    Ok(s) if s.id == *id => break s.directory,
+                let status = host
+                    .router
+                    .call_addr(addr, Request::Status, Duration::from_secs(2));
+                match status.await {
+                    Ok(Response::Status(s)) if s.id == *id => break s.directory,
                     _ => tokio::time::sleep(Duration::from_millis(100)).await,
                 }
             }

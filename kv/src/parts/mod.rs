@@ -26,10 +26,9 @@ pub mod cli;
 pub mod client;
 pub mod control;
 pub mod host;
+pub mod liveness;
 pub mod reconcile;
 pub mod throttle;
-
-use tokio::time::Instant;
 
 use crate::proto::{Refusal, Request, Response};
 
@@ -97,9 +96,16 @@ pub fn placement(partitions: u32, nodes: u64, replication: usize) -> Vec<Vec<u64
 ///
 /// # Errors
 /// The node cannot be reached or refuses.
-pub async fn host_on(addr: &str, partition: u32, wait: std::time::Duration) -> Result<(), Refusal> {
-    let deadline = Instant::now() + wait;
-    match crate::client::request(addr, &Request::Host { partition }, deadline).await {
+pub async fn host_on(
+    router: &crate::net::Router,
+    addr: &str,
+    partition: u32,
+    wait: std::time::Duration,
+) -> Result<(), Refusal> {
+    match router
+        .call_addr(addr, Request::Host { partition }, wait)
+        .await
+    {
         Ok(Response::Done(r)) => r,
         Ok(_) => Err(Refusal::Failed {
             reason: format!("{addr}: unexpected answer to host"),

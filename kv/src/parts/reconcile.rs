@@ -27,13 +27,15 @@ use std::time::Duration;
 
 use openraft10::async_runtime::WatchReceiver;
 
-use crate::parts::control::{Control, Controller, Pending, Replica};
+use crate::parts::control::{Control, Controller, NodeInfo, Pending, Replica};
 use crate::parts::host::{Host, Partition};
 use crate::proto::Refusal;
 
 /// How often the controller's state is looked at without a change of the
 /// partition's own.
 pub const POLL: Duration = Duration::from_millis(300);
+
+type Nodes = std::collections::BTreeMap<u64, NodeInfo>;
 
 /// What [`step`] answers for a replica its node's controller replica no
 /// longer names (the caller may retire it).
@@ -45,14 +47,25 @@ fn is_leader(part: &Partition) -> bool {
 
 /// Drives partition `part`'s reassignments on this node for as long as
 /// its Raft runs (see the module documentation).
+///
+/// A step runs when something it looks at may have changed: the
+/// partition's leader, state or membership, or the controller's state
+/// (anything its replica on this node applies). While a reassignment of
+/// the partition is under way it also runs on every change of the
+/// partition's replication progress (a learner catching up) and every
+/// [`POLL`]; an idle partition's step never runs on its own writes.
 pub async fn run(host: Arc<Host>, part: Partition) {
-    let mut metrics = part.raft.metrics();
+    let Some(p) = part.partition else {
+        return;
+    };
+    let mut server = part.raft.server_metrics();
+    let mut data = part.raft.data_metrics();
+    let mut control = host.controller.raft.data_metrics();
     loop {
-        metrics.borrow_and_update();
+        server.borrow_and_update();
+        data.borrow_and_update();
+        control.borrow_and_update();
         // The step holds the partition's gate: a host stopping waits for it.
-        let Some(p) = part.partition else {
-            return;
-        };
         let Some((_, open)) = host.enter(p).await else {
             return; // Retired, or the host stopped.
         };
@@ -66,46 +79,78 @@ pub async fn run(host: Arc<Host>, part: Partition) {
                     return;
                 }
             }
-            Err(e) => tracing::debug!("partition {:?}: {e}", part.partition),
+            Err(e) => tracing::debug!("partition {p}: {e}"),
         }
-        if let Ok(Err(_)) = tokio::time::timeout(POLL, metrics.changed()).await {
+        let busy = part.machine.reassignment().is_some()
+            || host
+                .controller
+                .machine
+                .with_controller(|c| c.partitions.get(&p).is_some_and(|r| r.pending.is_some()));
+        let changed = async {
+            if busy {
+                tokio::select! {
+                    r = server.changed() => r.is_ok(),
+                    r = data.changed() => r.is_ok(),
+                    r = control.changed() => r.is_ok(),
+                    () = tokio::time::sleep(POLL) => true,
+                }
+            } else {
+                tokio::select! {
+                    r = server.changed() => r.is_ok(),
+                    r = control.changed() => r.is_ok(),
+                    () = tokio::time::sleep(IDLE_POLL) => true,
+                }
+            }
+        };
+        if !changed.await || part.raft.metrics().borrow_watched().running_state.is_err() {
             return; // Raft stopped.
         }
-        if part.raft.metrics().borrow_watched().running_state.is_err() {
-            return;
-        }
     }
+}
+
+/// How often an idle partition's step runs without a change (a step that
+/// failed, a removed replica's retirement waiting for quiet).
+pub const IDLE_POLL: Duration = Duration::from_secs(2);
+
+/// Whether this node is a replica of `p` by its controller replica's
+/// record (or the record names no settled set yet).
+fn listed(ctl: &Controller, p: u32, node: u64) -> bool {
+    ctl.partitions
+        .get(&p)
+        .is_none_or(|r| r.pending.is_some() || r.replicas.iter().any(|x| x.node == node))
 }
 
 /// One step (see the module documentation).
 ///
 /// # Errors
 /// A step that failed (a node that did not answer, a write that did not
-/// commit); the next step tries again.
+/// commit); the next step tries again. `REMOVED` for a replica the
+/// controller no longer names, whatever it thinks it is (the caller may
+/// retire it).
 pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
     let Some(p) = part.partition else {
         return Ok(());
     };
-    let ctl = host.controller.machine.controller();
+    let (listed, pending, nodes) = host.controller.machine.with_controller(|c| {
+        (
+            listed(c, p, host.id),
+            c.partitions.get(&p).and_then(|r| r.pending.clone()),
+            c.nodes.clone(),
+        )
+    });
+    if !listed {
+        host.throttle.set_adding(p, []);
+        return Err(Refusal::Refused {
+            reason: REMOVED.into(),
+        });
+    }
     if !is_leader(part) {
         host.throttle.set_adding(p, []);
-        // Not a replica by this node's controller replica: ask the
-        // controller's leader, and retire it if so.
-        let removed = ctl
-            .partitions
-            .get(&p)
-            .is_some_and(|r| r.pending.is_none() && !r.replicas.iter().any(|x| x.node == host.id));
-        if removed {
-            return Err(Refusal::Refused {
-                reason: REMOVED.into(),
-            });
-        }
         return Ok(());
     }
-    let pending = ctl.partitions.get(&p).and_then(|r| r.pending.clone());
     if let Some(pending) = &pending {
         if pending.generation > part.machine.generation() {
-            start(&ctl, part, pending).await?;
+            start(&nodes, part, pending).await?;
         }
     }
     let (voters, _) = crate::reassign::voters(part);
@@ -125,8 +170,9 @@ pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
     // A node that does not answer is not waited for: the others' steps go
     // on (it is the stuck replica a new target may drop).
     for n in &adding {
-        if let Some(addr) = ctl.nodes.get(n).map(|i| i.addr.clone()) {
-            if let Err(e) = crate::parts::host_on(&addr, p, Duration::from_millis(500)).await {
+        if let Some(addr) = nodes.get(n).map(|i| i.addr.clone()) {
+            let hosted = crate::parts::host_on(&host.router, &addr, p, Duration::from_millis(500));
+            if let Err(e) = hosted.await {
                 tracing::debug!("partition {p}: node {n} cannot host it yet: {e}");
             }
         }
@@ -134,18 +180,18 @@ pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
     host.throttle.set_adding(p, adding);
     crate::reassign::drive(part).await?;
     match pending {
-        Some(pending) => report_if_done(host, &ctl, part, p, &pending).await,
+        Some(pending) => report_if_done(host, &nodes, part, p, &pending).await,
         None => Ok(()),
     }
 }
 
 /// Starts the reassignment of `pending`'s generation.
-async fn start(ctl: &Controller, part: &Partition, pending: &Pending) -> Result<(), Refusal> {
+async fn start(nodes: &Nodes, part: &Partition, pending: &Pending) -> Result<(), Refusal> {
     let target: Vec<(u64, String)> = pending
         .target
         .iter()
         .map(|n| {
-            let addr = ctl.nodes.get(n).map(|i| i.addr.clone()).unwrap_or_default();
+            let addr = nodes.get(n).map(|i| i.addr.clone()).unwrap_or_default();
             (*n, addr)
         })
         .collect();
@@ -161,7 +207,7 @@ async fn start(ctl: &Controller, part: &Partition, pending: &Pending) -> Result<
 /// and nothing is left to do.
 async fn report_if_done(
     host: &Arc<Host>,
-    ctl: &Controller,
+    nodes: &Nodes,
     part: &Partition,
     p: u32,
     pending: &Pending,
@@ -177,7 +223,7 @@ async fn report_if_done(
             .iter()
             .map(|n| Replica {
                 node: *n,
-                directory: ctl.nodes.get(n).map_or(0, |i| i.directory),
+                directory: nodes.get(n).map_or(0, |i| i.directory),
             })
             .collect();
         host.to_controller(
