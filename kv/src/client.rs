@@ -23,7 +23,10 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::proto::Status;
-use crate::proto::{read_frame, write_frame, Put, Read, Refusal, Request, RequestId, Response};
+use crate::proto::{
+    read_frame, write_frame, GroupRequest, NodeRequest, Put, Read, Refusal, Request, RequestId,
+    Response,
+};
 
 /// A failed call: `sent` if the request may have reached the node (an
 /// answer lost after sending), not if it certainly did not (no connection).
@@ -128,61 +131,26 @@ pub async fn request(addr: &str, req: &Request, deadline: Instant) -> Result<Res
 /// # Errors
 /// As [`request`]; `Protocol`.
 pub async fn status(addr: &str, deadline: Instant) -> Result<Status> {
-    match request(addr, &Request::Status, deadline).await? {
+    match request(addr, &Request::Node(NodeRequest::Status), deadline).await? {
         Response::Status(s) => Ok(s),
         _ => Err(Error::Protocol { addr: addr.into() }),
     }
 }
 
-/// Every key and value a node applied, by `deadline`.
+/// Every key and value partition `partition`'s replica on node `addr`
+/// applied, by `deadline`.
 ///
 /// # Errors
-/// As [`request`]; `Protocol`.
-pub async fn dump(addr: &str, deadline: Instant) -> Result<BTreeMap<String, String>> {
-    match request(addr, &Request::Dump, deadline).await? {
+/// As [`request`]; `Protocol` (also for a node that does not host it).
+pub async fn dump_partition(
+    addr: &str,
+    partition: u32,
+    deadline: Instant,
+) -> Result<BTreeMap<String, String>> {
+    let req = Request::group(partition, GroupRequest::Dump);
+    match request(addr, &req, deadline).await? {
         Response::Dump(d) => Ok(d),
         _ => Err(Error::Protocol { addr: addr.into() }),
-    }
-}
-
-/// Sends an admin request to the leader by `deadline`: asks `addr` for the
-/// leader and its address, then sends `req` there, retrying while an
-/// election runs or a membership change settles.
-///
-/// # Errors
-/// `Timeout` without an answer from a leader; the leader's refusal.
-pub async fn to_leader(addr: &str, req: &Request, deadline: Instant) -> Result<Response> {
-    let mut last = String::from("no leader known");
-    loop {
-        if Instant::now() >= deadline {
-            return Err(Error::Timeout { last });
-        }
-        match status(addr, deadline).await {
-            Ok(s) => {
-                let leader = s.leader.and_then(|l| {
-                    s.nodes
-                        .iter()
-                        .find(|(i, _)| *i == l)
-                        .map(|(_, a)| a.clone())
-                });
-                if let Some(l) = leader {
-                    match request(&l, req, deadline).await {
-                        Ok(
-                            Response::Reassign(Err(
-                                r @ (Refusal::NotLeader { .. } | Refusal::NoQuorum),
-                            ))
-                            | Response::Reassignments(Err(
-                                r @ (Refusal::NotLeader { .. } | Refusal::NoQuorum),
-                            )),
-                        ) => last = r.to_string(),
-                        Ok(r) => return Ok(r),
-                        Err(e) => last = e.to_string(),
-                    }
-                }
-            }
-            Err(e) => last = e.to_string(),
-        }
-        pause(deadline).await;
     }
 }
 
@@ -215,7 +183,7 @@ pub struct Client<T: Transport = Tcp> {
     next: usize,
     id: u64,
     seq: u64,
-    partition: Option<u32>,
+    partition: u32,
 }
 
 impl Client<Tcp> {
@@ -235,7 +203,7 @@ impl<T: Transport> Client<T> {
             next: 0,
             id: random_id(),
             seq: 0,
-            partition: None,
+            partition: 0,
         }
     }
 
@@ -243,18 +211,12 @@ impl<T: Transport> Client<T> {
     /// (its requests tagged with it).
     #[must_use]
     pub fn of_partition(mut self, partition: u32) -> Self {
-        self.partition = Some(partition);
+        self.partition = partition;
         self
     }
 
-    fn wrap(&self, req: Request) -> Request {
-        match self.partition {
-            None => req,
-            Some(partition) => Request::Partition {
-                partition,
-                request: Box::new(req),
-            },
-        }
+    fn wrap(&self, body: GroupRequest) -> Request {
+        Request::group(self.partition, body)
     }
 
     /// This client's id (in its requests' ids).
@@ -285,7 +247,7 @@ impl<T: Transport> Client<T> {
     /// have applied it and none was answered by the deadline.
     pub async fn put(&mut self, key: &str, value: &str, deadline: Instant) -> Result<u64> {
         self.seq += 1;
-        let req = self.wrap(Request::Put(Put {
+        let req = self.wrap(GroupRequest::Put(Put {
             key: key.to_string(),
             value: value.to_string(),
             request: Some(RequestId {
@@ -347,7 +309,7 @@ impl<T: Transport> Client<T> {
     /// # Errors
     /// `Timeout` without such an answer by the deadline.
     pub async fn get(&mut self, key: &str, deadline: Instant) -> Result<Read> {
-        let req = self.wrap(Request::Get {
+        let req = self.wrap(GroupRequest::Get {
             key: key.to_string(),
             stale: false,
         });
@@ -391,7 +353,7 @@ impl<T: Transport> Client<T> {
     /// # Errors
     /// `Timeout`, `Io`, or the node's refusal.
     pub async fn get_stale(&mut self, addr: &str, key: &str, deadline: Instant) -> Result<Read> {
-        let req = self.wrap(Request::Get {
+        let req = self.wrap(GroupRequest::Get {
             key: key.to_string(),
             stale: true,
         });

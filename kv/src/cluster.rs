@@ -30,9 +30,9 @@ use tokio::time::Instant;
 use crate::client::{CallError, Transport};
 use crate::error::{Error, Result};
 use crate::machine::{KvMachine, KvSnapshot};
-use crate::network::{send_snapshot, Call};
+use crate::net::{send_snapshot, Call};
 use crate::node::{self, KvRaft, Running};
-use crate::proto::{Put, Refusal, Request, Response, TypeConfig};
+use crate::proto::{GroupRequest, NodeRequest, Put, Refusal, Request, Response, TypeConfig};
 
 /// A running node's door: calls into its Raft hold it shared; stopping the
 /// node takes it whole (waiting for the calls in flight) and shuts it, so
@@ -173,14 +173,14 @@ impl RouterPeer {
 impl Call for RouterPeer {
     /// The target's answer, as the TCP server gives it (a snapshot chunk
     /// goes through [`node::answer`]); lost if the link is cut meanwhile.
-    async fn call(&mut self, req: Request, _option: &RPCOption) -> std::io::Result<Response> {
+    async fn call(&mut self, req: GroupRequest, _option: &RPCOption) -> std::io::Result<Response> {
         let (node, open) = self
             .router
             .peer(self.me, self.target)
             .await
             .ok_or_else(down)?;
         let bytes = bincode::serialize(&req).map_err(std::io::Error::other)?;
-        let req: Request = bincode::deserialize(&bytes).map_err(std::io::Error::other)?;
+        let req: GroupRequest = bincode::deserialize(&bytes).map_err(std::io::Error::other)?;
         let r = node::answer(&node, req).await;
         drop(open);
         if self.router.reaches(self.me, self.target) {
@@ -293,7 +293,17 @@ impl Transport for LocalTransport {
             sent: false,
             error: std::io::Error::other(e),
         })?;
-        tokio::time::timeout_at(deadline, node::answer(&node, req))
+        // One group per node here: the partition is not looked at.
+        let answer = async {
+            match req {
+                Request::Group { body, .. } => node::answer(&node, body).await,
+                Request::Node(NodeRequest::Status) => {
+                    node::answer(&node, GroupRequest::Status).await
+                }
+                Request::Node(_) => Response::NotHosted(0),
+            }
+        };
+        tokio::time::timeout_at(deadline, answer)
             .await
             .map_err(|_| CallError {
                 sent: true,
@@ -500,4 +510,49 @@ impl LocalCluster {
             self.stop(id).await;
         }
     }
+}
+
+/// The group a node of the in-process cluster keeps its Raft log in.
+pub const GROUP: u64 = 1;
+
+/// Opens node `node`'s data directory of cluster `cluster` in `dir`, a
+/// node with one group ([`GROUP`], openraft's first index 0), formatting
+/// it when `open` finds no data directory there (with a new directory
+/// id). Returns the node (keep it: it runs the checkpoints), the group,
+/// whether it was formatted now, and how long opening took (ms).
+///
+/// # Errors
+/// `Store`: another node's or cluster's directory (refused before
+/// anything in it changes), a damaged one, an I/O failure.
+pub fn open_store(
+    fs: &quorumlog_raft::SharedFs,
+    dir: &std::path::Path,
+    cluster: u128,
+    node: u64,
+) -> Result<(
+    Arc<quorumlog_raft::Node>,
+    Arc<quorumlog_raft::Group>,
+    bool,
+    u64,
+)> {
+    use quorumlog_raft::{ClusterId, Identity, Meta, Node, NodeId, NodeOptions, Offset};
+    let t0 = std::time::Instant::now();
+    let expect = Identity::node(ClusterId(cluster), NodeId(node));
+    let options = NodeOptions::default();
+    let (n, fresh) = match Node::open(fs, dir, &expect, &options) {
+        Ok((n, _)) => (n, false),
+        Err(e) if e.is_not_formatted() => {
+            fs.create_dir_all(dir)
+                .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+            let meta = Meta::new(ClusterId(cluster), NodeId(node), DirectoryId::random());
+            Node::format(fs, dir, meta, &options)?;
+            let (n, _) = Node::open(fs, dir, &expect, &options)?;
+            n.create_group(GROUP, Offset(0))?;
+            (n, true)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let group = Arc::new(n.group(GROUP)?);
+    let ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok((Arc::new(n), group, fresh, ms))
 }

@@ -1,10 +1,13 @@
 //! `quorumlog-kv demo`: three node processes on loopback, each with its
-//! own data directory; many clients write through the leader; the leader
-//! is killed (SIGKILL) mid-stream, a new one is elected, writing goes on,
-//! the killed node restarts and catches up; readers meanwhile read
-//! acknowledged keys back through the leader (linearizable reads: each must
-//! return the acknowledged value); at the end every acknowledged write must
-//! read back from every node.
+//! own data directory, `P` partitions of three replicas; many clients
+//! write through each partition's leader while readers read acknowledged
+//! keys back (linearizable reads: each must return the acknowledged
+//! value). Mid-stream the controller's leader is killed (SIGKILL; it also
+//! leads about a third of the partitions), new leaders are elected,
+//! partition 0 is moved off the dead node while it is down, the node
+//! restarts and catches up, and partition 0 moves back onto it. At the end
+//! every acknowledged write must read back from every replica of its
+//! partition.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,11 +15,19 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::client::{dump, status, Client};
+use crate::client::{dump_partition, status};
 use crate::error::{Error, Result};
+use crate::parts::client::{alter, list, views, PartitionedClient};
+use crate::parts::partition_of;
 
 /// Deadline of one status or dump call the demo makes.
 const CALL: Duration = Duration::from_secs(2);
+
+/// The demo's partitions by default: more than the nodes, so that each
+/// node leads some and one kill moves about a third of them, and few
+/// enough that each still batches several of the 64 clients' writes per
+/// Raft round.
+pub const PARTITIONS: u32 = 8;
 
 fn soon() -> tokio::time::Instant {
     tokio::time::Instant::now() + CALL
@@ -35,6 +46,8 @@ pub(crate) fn pick(state: &mut u64, n: usize) -> usize {
 pub struct DemoArgs {
     /// Total seconds of writing (split around the kill and the restart).
     pub seconds: u64,
+    /// Partitions.
+    pub partitions: u32,
     /// Concurrent clients.
     pub clients: usize,
     /// Readers of acknowledged keys beside them.
@@ -48,6 +61,8 @@ pub struct DemoArgs {
 /// What the demo measured.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
+    /// Partitions.
+    pub partitions: u32,
     /// Writes acknowledged.
     pub acked: usize,
     /// Writes per second over the whole run.
@@ -63,6 +78,11 @@ pub struct Report {
     pub restart_open_ms: u64,
     /// See `restart_open_ms`.
     pub restart_caught_up_ms: u64,
+    /// Partition 0 moved off the killed node, and back onto it once it
+    /// restarted: how long each took (ms; `None`: not done in 30 s).
+    pub moved_away_ms: Option<u64>,
+    /// See `moved_away_ms`.
+    pub moved_back_ms: Option<u64>,
     /// Acknowledged writes missing or wrong, per node.
     pub missing: BTreeMap<u64, usize>,
     /// Linearizable reads of acknowledged keys during the run.
@@ -78,7 +98,11 @@ pub struct Report {
 impl Report {
     /// Every acknowledged write read back from every node.
     pub fn passed(&self) -> bool {
-        self.acked > 0 && self.missing.values().all(|m| *m == 0) && self.reads_wrong == 0
+        self.acked > 0
+            && self.missing.values().all(|m| *m == 0)
+            && self.reads_wrong == 0
+            && self.moved_away_ms.is_some()
+            && self.moved_back_ms.is_some()
     }
 
     /// Prints the figures and the verdict; returns [`Report::passed`].
@@ -90,10 +114,17 @@ impl Report {
             "commit latency p50/p99  {:.2} / {:.2} ms",
             self.p50_ms, self.p99_ms
         );
-        println!("time to a new leader    {} ms", self.new_leader_ms);
+        println!("partitions              {}", self.partitions);
+        println!("time to new leaders     {} ms", self.new_leader_ms);
         println!(
             "restarted node          store opened in {} ms, caught up in {} ms",
             self.restart_open_ms, self.restart_caught_up_ms
+        );
+        let ms = |v: Option<u64>| v.map_or_else(|| "not done".to_string(), |v| format!("{v} ms"));
+        println!(
+            "partition 0 moved       off the dead node in {}, back in {}",
+            ms(self.moved_away_ms),
+            ms(self.moved_back_ms)
         );
         println!("missing per node        {:?}", self.missing);
         println!(
@@ -160,7 +191,7 @@ impl Processes {
             children: BTreeMap::new(),
             extra: Vec::new(),
             subcommand: vec!["node".into()],
-            init_every: false,
+            init_every: true,
         })
     }
 
@@ -251,7 +282,43 @@ impl Processes {
         }
     }
 
-    /// The leader all reachable nodes agree on (`exclude` ignored).
+    /// Whether every partition below `partitions` has a leader other than
+    /// `exclude`, by the views of the nodes other than `exclude`.
+    pub async fn partitions_led(&self, exclude: Option<u64>, partitions: u32) -> bool {
+        let nodes: Vec<String> = self
+            .peers
+            .iter()
+            .filter(|(id, _)| Some(*id) != exclude)
+            .map(|(_, a)| a.clone())
+            .collect();
+        let mut led = std::collections::BTreeSet::new();
+        for v in views(&nodes, soon()).await.into_values().flatten() {
+            for p in v.partitions.iter().filter(|p| p.leading) {
+                led.insert(p.partition);
+            }
+        }
+        (0..partitions).all(|p| led.contains(&p))
+    }
+
+    /// Waits until [`Processes::partitions_led`], within `limit`.
+    pub async fn wait_partitions(
+        &self,
+        exclude: Option<u64>,
+        partitions: u32,
+        limit: Duration,
+    ) -> bool {
+        let t0 = Instant::now();
+        while t0.elapsed() < limit {
+            if self.partitions_led(exclude, partitions).await {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    /// The controller's leader all reachable nodes agree on (`exclude`
+    /// ignored).
     async fn leader(&self, exclude: Option<u64>) -> Option<u64> {
         let mut seen = Vec::new();
         for (id, addr) in &self.peers {
@@ -264,7 +331,8 @@ impl Processes {
         (seen.iter().all(|l| *l == Some(first)) && Some(first) != exclude).then_some(first)
     }
 
-    /// The leader every reachable node agrees on, within `limit`.
+    /// The controller's leader every reachable node agrees on, within
+    /// `limit`.
     pub async fn wait_leader(&self, exclude: Option<u64>, limit: Duration) -> Option<u64> {
         let t0 = Instant::now();
         while t0.elapsed() < limit {
@@ -298,6 +366,7 @@ struct Acks {
 }
 
 fn spawn_writers(
+    partitions: u32,
     clients: usize,
     nodes: &[String],
     stop: &Arc<std::sync::atomic::AtomicBool>,
@@ -305,7 +374,7 @@ fn spawn_writers(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     (0..clients)
         .map(|c| {
-            let mut w = Client::new(nodes.to_vec());
+            let mut w = PartitionedClient::new(nodes, partitions);
             let (stop, acks) = (Arc::clone(stop), Arc::clone(acks));
             tokio::spawn(async move {
                 let mut n = 0u64;
@@ -332,6 +401,7 @@ fn spawn_writers(
 /// leader (linearizable) and compares it with the acknowledged value (keys
 /// are written once). Returns (reads, wrong) per reader.
 fn spawn_readers(
+    partitions: u32,
     readers: usize,
     nodes: &[String],
     stop: &Arc<std::sync::atomic::AtomicBool>,
@@ -339,7 +409,7 @@ fn spawn_readers(
 ) -> Vec<tokio::task::JoinHandle<(usize, usize)>> {
     (0..readers)
         .map(|r| {
-            let mut c = Client::new(nodes.to_vec());
+            let mut c = PartitionedClient::new(nodes, partitions);
             let (stop, acks) = (Arc::clone(stop), Arc::clone(acks));
             tokio::spawn(async move {
                 let (mut reads, mut wrong) = (0, 0);
@@ -395,43 +465,187 @@ fn say(t0: Instant, what: &str) {
     println!("[{:5.1}s] {what}", t0.elapsed().as_secs_f64());
 }
 
-/// Runs the demo; `exe` is this program (started as `node` three times).
+/// Moves partition `p` to `target` and waits until the controller lists
+/// no reassignment of it; the time it took (ms), `None` past `limit`.
+async fn move_partition(
+    nodes: &[String],
+    p: u32,
+    target: Vec<u64>,
+    limit: Duration,
+) -> Option<u64> {
+    let t0 = Instant::now();
+    let deadline = tokio::time::Instant::now() + limit;
+    match alter(nodes, vec![(p, target)], deadline).await {
+        Ok(Ok(_)) => {}
+        _ => return None,
+    }
+    while t0.elapsed() < limit {
+        if let Ok(l) = list(nodes, vec![p], soon()).await {
+            if l.is_empty() {
+                return u64::try_from(t0.elapsed().as_millis()).ok();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// Per partition: its leader's applied index and its voters, by the
+/// views of the nodes that answer.
+async fn partition_states(nodes: &[String]) -> BTreeMap<u32, (u64, Vec<u64>)> {
+    let mut out = BTreeMap::new();
+    for v in views(nodes, soon()).await.into_values().flatten() {
+        for p in v.partitions.into_iter().filter(|p| p.leading) {
+            out.insert(p.partition, (p.applied.unwrap_or(0), p.voters));
+        }
+    }
+    out
+}
+
+/// Every node's applied index per partition it hosts.
+async fn applied_by_node(cluster: &Processes) -> BTreeMap<(u64, u32), u64> {
+    let mut out = BTreeMap::new();
+    for (id, addr) in &cluster.peers {
+        let v = views(std::slice::from_ref(addr), soon()).await;
+        for view in v.into_values().flatten() {
+            for p in view.partitions {
+                out.insert((*id, p.partition), p.applied.unwrap_or(0));
+            }
+        }
+    }
+    out
+}
+
+/// Checks every acknowledged write on every replica of its partition,
+/// each replica first given time to apply what its leader applied.
+async fn check_replicas(
+    cluster: &Processes,
+    partitions: u32,
+    values: &BTreeMap<String, String>,
+) -> BTreeMap<u64, usize> {
+    let nodes = cluster.addrs();
+    let states = partition_states(&nodes).await;
+    let mut missing: BTreeMap<u64, usize> = cluster.peers.iter().map(|(id, _)| (*id, 0)).collect();
+    for (p, (goal, voters)) in &states {
+        for id in voters {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(20) {
+                let applied = applied_by_node(cluster).await;
+                if applied.get(&(*id, *p)).copied().unwrap_or(0) >= *goal {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let data = dump_partition(&cluster.addr(*id), *p, soon())
+                .await
+                .unwrap_or_default();
+            let bad = values
+                .iter()
+                .filter(|(k, _)| partition_of(k, partitions) == *p)
+                .filter(|(k, v)| data.get(*k) != Some(*v))
+                .count();
+            *missing.entry(*id).or_default() += bad;
+        }
+    }
+    for p in 0..partitions {
+        if !states.contains_key(&p) {
+            // No leader at the end: count its writes missing everywhere.
+            let lost = values
+                .keys()
+                .filter(|k| partition_of(k, partitions) == p)
+                .count();
+            for m in missing.values_mut() {
+                *m += lost;
+            }
+        }
+    }
+    missing
+}
+
+fn ms(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Restarts node `id` and waits until each of its partitions applied what
+/// its leader had applied at the restart: (store open ms, caught up ms).
+async fn restart(cluster: &mut Processes, id: u64) -> Result<(u64, u64)> {
+    let goals = partition_states(&cluster.addrs()).await;
+    let restarted_at = Instant::now();
+    cluster
+        .spawn(id)
+        .map_err(|e| Error::io(format!("restart node {id}"), e))?;
+    let addr = cluster.addr(id);
+    let (mut open_ms, mut caught_up_ms) = (0, 0);
+    while restarted_at.elapsed() < Duration::from_secs(30) {
+        if let Ok(s) = status(&addr, soon()).await {
+            open_ms = s.open_ms;
+            let applied = applied_by_node(cluster).await;
+            let behind = goals.iter().any(|(p, (goal, voters))| {
+                voters.contains(&id) && applied.get(&(id, *p)).copied().unwrap_or(0) < *goal
+            });
+            if !behind {
+                caught_up_ms = ms(restarted_at);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok((open_ms, caught_up_ms))
+}
+
+/// Runs the demo (see the module documentation).
 ///
 /// # Errors
-/// The cluster could not be started or did not elect a leader.
+/// The cluster could not be started or did not elect leaders.
 #[expect(
     clippy::too_many_lines,
-    reason = "one story told in order: start, write, kill, restart, check"
+    reason = "one story told in order: start, write, kill, move, restart, move back, check"
 )]
 pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
     let t0 = Instant::now();
+    let p_count = args.partitions.max(1);
     let base = args
         .dir
         .join(format!("quorumlog-kv-demo-{}", std::process::id()));
     std::fs::create_dir_all(&base).map_err(|e| Error::io(base.display().to_string(), e))?;
     let mut cluster = Processes::new(exe, &base, 3).map_err(|e| Error::io("ports", e))?;
-    cluster.extra.clone_from(&args.node_args);
+    cluster.extra = vec!["--partitions".into(), p_count.to_string()];
+    cluster.extra.extend(args.node_args.iter().cloned());
     for id in 1..=3 {
         cluster
             .spawn(id)
             .map_err(|e| Error::io(format!("start node {id}"), e))?;
     }
-    say(t0, &format!("3 nodes started, data in {}", base.display()));
-    let leader = cluster
-        .wait_leader(None, Duration::from_secs(20))
-        .await
-        .ok_or_else(|| Error::Timeout {
-            last: "no leader elected".into(),
-        })?;
     say(
         t0,
-        &format!("node {leader} leads; {} clients writing", args.clients),
+        &format!(
+            "3 nodes started, {p_count} partitions of 3 replicas, data in {}",
+            base.display()
+        ),
     );
-    let nodes: Vec<String> = cluster.peers.iter().map(|(_, a)| a.clone()).collect();
+    let no_leader = |what: &str| Error::Timeout { last: what.into() };
+    let victim = cluster
+        .wait_leader(None, Duration::from_secs(30))
+        .await
+        .ok_or_else(|| no_leader("no controller leader elected"))?;
+    if !cluster
+        .wait_partitions(None, p_count, Duration::from_secs(30))
+        .await
+    {
+        return Err(no_leader("a partition without a leader"));
+    }
+    say(
+        t0,
+        &format!(
+            "every partition has a leader; {} clients writing",
+            args.clients
+        ),
+    );
+    let nodes = cluster.addrs();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let acks = Arc::new(Mutex::new(Acks::default()));
-    let writers = spawn_writers(args.clients, &nodes, &stop, &acks);
-    let readers = spawn_readers(args.readers, &nodes, &stop, &acks);
+    let writers = spawn_writers(p_count, args.clients, &nodes, &stop, &acks);
+    let readers = spawn_readers(p_count, args.readers, &nodes, &stop, &acks);
     let written = |acks: &Arc<Mutex<Acks>>| {
         acks.lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -444,56 +658,43 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
     say(
         t0,
         &format!(
-            "{} writes acknowledged; SIGKILL the leader, node {leader}",
+            "{} writes acknowledged; SIGKILL node {victim} (the controller's leader)",
             written(&acks)
         ),
     );
     let killed_at = Instant::now();
-    cluster.kill(leader);
-    let new_leader = cluster
-        .wait_leader(Some(leader), Duration::from_secs(20))
+    cluster.kill(victim);
+    if !cluster
+        .wait_partitions(Some(victim), p_count, Duration::from_secs(30))
         .await
-        .ok_or_else(|| Error::Timeout {
-            last: "no new leader elected".into(),
-        })?;
-    let new_leader_ms = u64::try_from(killed_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+    {
+        return Err(no_leader("no new leaders after the kill"));
+    }
+    let new_leader_ms = ms(killed_at);
+    say(t0, &format!("every partition led again after {new_leader_ms} ms; partition 0 moves off node {victim}"));
+    let others: Vec<u64> = (1..=3).filter(|i| *i != victim).collect();
+    let live: Vec<String> = others.iter().map(|i| cluster.addr(*i)).collect();
+    let moved_away_ms = move_partition(&live, 0, others.clone(), Duration::from_secs(30)).await;
     say(
         t0,
-        &format!("node {new_leader} leads after {new_leader_ms} ms; writing on"),
+        &format!("partition 0 on {others:?} after {moved_away_ms:?} ms; writing on"),
     );
-    tokio::time::sleep(phase).await;
-    let target = status(&cluster.addr(new_leader), soon())
-        .await
-        .ok()
-        .and_then(|s| s.applied)
-        .unwrap_or(0);
+    tokio::time::sleep(phase / 2).await;
     say(
         t0,
         &format!(
-            "{} writes acknowledged; restarting node {leader}",
+            "{} writes acknowledged; restarting node {victim}",
             written(&acks)
         ),
     );
-    let restarted_at = Instant::now();
-    cluster
-        .spawn(leader)
-        .map_err(|e| Error::io(format!("restart node {leader}"), e))?;
-    let addr = cluster.addr(leader);
-    let mut restart_open_ms = 0;
-    let mut restart_caught_up_ms = 0;
-    while restarted_at.elapsed() < Duration::from_secs(30) {
-        if let Ok(s) = status(&addr, soon()).await {
-            restart_open_ms = s.open_ms;
-            if s.applied.unwrap_or(0) >= target {
-                restart_caught_up_ms =
-                    u64::try_from(restarted_at.elapsed().as_millis()).unwrap_or(u64::MAX);
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    say(t0, &format!("node {leader} back: store opened in {restart_open_ms} ms, caught up in {restart_caught_up_ms} ms"));
-    tokio::time::sleep(phase).await;
+    let (restart_open_ms, restart_caught_up_ms) = restart(&mut cluster, victim).await?;
+    say(t0, &format!("node {victim} back: store opened in {restart_open_ms} ms, caught up in {restart_caught_up_ms} ms; partition 0 moves back"));
+    let moved_back_ms = move_partition(&nodes, 0, vec![1, 2, 3], Duration::from_secs(30)).await;
+    say(
+        t0,
+        &format!("partition 0 on [1, 2, 3] after {moved_back_ms:?} ms"),
+    );
+    tokio::time::sleep(phase / 2).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for w in writers {
         let _ = w.await;
@@ -506,60 +707,35 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
         }
     }
     let elapsed = write_start.elapsed();
-    let (values, mut lat, last_index) = {
+    let (values, mut lat) = {
         let a = acks.lock().unwrap_or_else(PoisonError::into_inner);
-        (a.values.clone(), a.latencies_us.clone(), a.last_index)
+        (a.values.clone(), a.latencies_us.clone())
     };
     say(
         t0,
-        &format!("{} writes acknowledged; checking every node", values.len()),
+        &format!(
+            "{} writes acknowledged; checking every replica",
+            values.len()
+        ),
     );
-    // Every node applies everything committed (bounded wait), then every
-    // acknowledged write must be there.
-    let final_leader = cluster
-        .wait_leader(None, Duration::from_secs(20))
+    if !cluster
+        .wait_partitions(None, p_count, Duration::from_secs(30))
         .await
-        .ok_or_else(|| Error::Timeout {
-            last: "no leader at the end".into(),
-        })?;
-    // At least every acknowledged write's own index (a node's reported
-    // applied index may lag its state machine, never lead it).
-    let goal = status(&cluster.addr(final_leader), soon())
-        .await
-        .ok()
-        .and_then(|s| s.applied)
-        .unwrap_or(0)
-        .max(last_index);
-    let mut missing = BTreeMap::new();
+    {
+        return Err(no_leader("a partition without a leader at the end"));
+    }
+    let missing = check_replicas(&cluster, p_count, &values).await;
     let mut syncs = BTreeMap::new();
     for (id, addr) in &cluster.peers {
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(20) {
-            if status(addr, soon())
-                .await
-                .ok()
-                .and_then(|s| s.applied)
-                .unwrap_or(0)
-                >= goal
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
         if let Ok(st) = status(addr, soon()).await {
             syncs.insert(*id, (st.syncs, st.sync_p50_ms, st.sync_p99_ms));
         }
-        let data = dump(addr, soon()).await.unwrap_or_default();
-        let bad = values
-            .iter()
-            .filter(|(k, v)| data.get(*k) != Some(*v))
-            .count();
-        missing.insert(*id, bad);
     }
     lat.sort_unstable();
     #[expect(clippy::cast_precision_loss, reason = "a rate for display")]
     let writes_per_sec = values.len() as f64 / elapsed.as_secs_f64();
     let report = Report {
+        partitions: p_count,
         acked: values.len(),
         writes_per_sec,
         p50_ms: percentile(&lat, 0.50),
@@ -567,6 +743,8 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
         new_leader_ms,
         restart_open_ms,
         restart_caught_up_ms,
+        moved_away_ms,
+        moved_back_ms,
         missing,
         reads,
         reads_wrong,

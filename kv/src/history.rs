@@ -9,6 +9,8 @@ use tokio::time::Instant;
 
 use crate::client::{Client, Transport};
 use crate::error::Error;
+use crate::parts::client::PartitionedClient;
+use crate::proto::Read;
 
 /// What an operation did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,10 +96,54 @@ impl Recorder {
     }
 }
 
+/// What a recorded client does: a client of one group, or of every
+/// partition.
+pub trait Calls: Send {
+    /// The client's id in the history.
+    fn id(&self) -> u64;
+    /// Writes `key = value` by `deadline`.
+    fn put(
+        &mut self,
+        key: &str,
+        value: &str,
+        deadline: Instant,
+    ) -> impl std::future::Future<Output = Result<u64, Error>> + Send;
+    /// Reads `key` linearizably by `deadline`.
+    fn get(
+        &mut self,
+        key: &str,
+        deadline: Instant,
+    ) -> impl std::future::Future<Output = Result<Read, Error>> + Send;
+}
+
+impl<T: Transport> Calls for Client<T> {
+    fn id(&self) -> u64 {
+        Client::id(self)
+    }
+    async fn put(&mut self, key: &str, value: &str, deadline: Instant) -> Result<u64, Error> {
+        Client::put(self, key, value, deadline).await
+    }
+    async fn get(&mut self, key: &str, deadline: Instant) -> Result<Read, Error> {
+        Client::get(self, key, deadline).await
+    }
+}
+
+impl<T: Transport> Calls for PartitionedClient<T> {
+    fn id(&self) -> u64 {
+        PartitionedClient::id(self)
+    }
+    async fn put(&mut self, key: &str, value: &str, deadline: Instant) -> Result<u64, Error> {
+        PartitionedClient::put(self, key, value, deadline).await
+    }
+    async fn get(&mut self, key: &str, deadline: Instant) -> Result<Read, Error> {
+        PartitionedClient::get(self, key, deadline).await
+    }
+}
+
 /// Puts `key = value` through `client` by `deadline`, and records it:
 /// `Ok`, `Failed` (certainly not applied) or `Unknown`.
-pub async fn record_put<T: Transport>(
-    client: &mut Client<T>,
+pub async fn record_put<C: Calls>(
+    client: &mut C,
     history: &Recorder,
     key: String,
     value: String,
@@ -121,8 +167,8 @@ pub async fn record_put<T: Transport>(
 
 /// Reads `key` linearizably through `client` by `deadline`, and records
 /// it (a read that returned nothing is `Failed`: it had no effect).
-pub async fn record_get<T: Transport>(
-    client: &mut Client<T>,
+pub async fn record_get<C: Calls>(
+    client: &mut C,
     history: &Recorder,
     key: String,
     deadline: Instant,

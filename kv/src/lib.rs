@@ -1,38 +1,31 @@
 //! A replicated key-value service: openraft 0.10 over quorumlog
-//! (`quorumlog-openraft10`), each node its own process with its own data
-//! directory, Raft RPCs and client requests in one small framed protocol
-//! over TCP.
+//! (`quorumlog-openraft10`). Keys map to `P ≥ 1` partitions, each its
+//! own Raft group; each node is one process whose one data directory
+//! holds all its partitions as groups of one shared log, and a controller
+//! group places the replicas (KIP-455's alter, list and cancel). Nodes
+//! talk over one connection per pair; an idle partition sends nothing.
 //!
-//! What a client can rely on (docs/design.md §8b):
-//! - **Linearizable reads** by default: the leader answers a `get` only
-//!   after a quorum confirmed that it still leads and its state machine
-//!   applied everything committed when the read arrived (openraft's
-//!   `ensure_linearizable`); `--stale` reads any node's own state.
+//! What a client can rely on (docs/design.md §8.4):
+//! - **Linearizable reads** by default: a partition's leader answers a
+//!   `get` only after a quorum confirmed that it still leads and its state
+//!   machine applied everything committed when the read arrived (a read
+//!   index); `--stale` reads any replica's own state.
 //! - **Exactly-once writes**: a write carries a request id; the state
 //!   machine applies it once and answers its retries with the first
 //!   result (bounded client sessions, kept in snapshots).
 //! - **Deadlines**: every client call has one deadline covering connect,
 //!   send and receive; a write ends `Failed` (certainly not applied) or
 //!   `Unknown` (maybe applied).
-//! - **Fast restarts**: the adapter persists the commit point every
-//!   100 ms, so a restarted node re-applies from where it was.
 //!
-//! `quorumlog-kv demo` runs a three-process cluster through a leader kill
-//! and a restart and checks every acknowledged write and reads;
-//! `quorumlog-kv soak` runs real processes under SIGKILL and SIGSTOP and
-//! checks the whole history for linearizability ([`check`]). The
-//! in-process cluster (feature `cluster`) runs the same nodes over an
-//! in-memory network with faults (the end-to-end benchmark, the fault and
-//! power-loss tests).
-//!
-//! A one-node cluster in a fresh directory, written to and read from
-//! over TCP as a client would:
+//! A one-node cluster of two partitions in a fresh directory, written to
+//! and read from over TCP as a client would:
 //!
 //! ```
+//! use std::sync::Arc;
 //! use std::time::Duration;
 //!
-//! use quorumlog_kv::client::Client;
-//! use quorumlog_kv::node::{self, NodeArgs};
+//! use quorumlog_kv::parts::client::PartitionedClient;
+//! use quorumlog_kv::parts::host::{Host, HostArgs};
 //! use tokio::time::Instant;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -41,18 +34,23 @@
 //!     let dir = tempfile::tempdir()?;
 //!     // A free port: the node listens where the peers list says.
 //!     let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.to_string();
-//!     tokio::spawn(node::run(NodeArgs {
+//!     let fs: quorumlog_raft::SharedFs = Arc::new(quorumlog_raft::RealFs::new());
+//!     let host = Host::start(&fs, &HostArgs {
 //!         id: 1,
 //!         cluster: 7,
 //!         dir: dir.path().join("n1"),
 //!         listen: addr.clone(),
 //!         peers: vec![(1, addr.clone())],
+//!         partitions: 2,
+//!         replication: 1,
 //!         init: true,
+//!         throttle: 0,
 //!         snapshot_every: quorumlog_kv::SNAPSHOT_EVERY,
-//!         commit_persist: Some(Duration::from_millis(100)),
-//!         metrics_addr: None,
-//!     }));
-//!     let mut client = Client::new(vec![addr]);
+//!         segment_bytes: 0,
+//!     })
+//!     .await?;
+//!     tokio::spawn(host.serve());
+//!     let mut client = PartitionedClient::new(&[addr], 2);
 //!     let deadline = Instant::now() + Duration::from_secs(30);
 //!     // Acknowledged once committed and applied: durable on a quorum.
 //!     client.put("x", "1", deadline).await?;
@@ -76,7 +74,6 @@ pub mod error;
 pub mod history;
 pub mod machine;
 pub mod net;
-pub mod network;
 pub mod node;
 pub mod parts;
 pub mod prom;

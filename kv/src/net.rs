@@ -42,7 +42,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::machine::KvSnapshot;
 use crate::parts::throttle::Throttle;
-use crate::proto::{Request, Response, SnapshotChunk, SnapshotStep, TypeConfig, MAX_FRAME};
+use crate::proto::{
+    GroupRequest, Request, Response, SnapshotChunk, SnapshotStep, TypeConfig, MAX_FRAME,
+};
 
 /// Bytes of a snapshot per request.
 pub const SNAPSHOT_CHUNK: usize = 1 << 20;
@@ -224,9 +226,14 @@ async fn write_requests(
 /// A cheap size estimate of a request (its entries and snapshot bytes).
 fn approximate_size(req: &Request) -> usize {
     match req {
-        Request::Partition { request, .. } => approximate_size(request),
-        Request::Append(a) => 64 + a.entries.len() * 128,
-        Request::Snapshot(c) => 64 + c.bytes.len(),
+        Request::Group {
+            body: GroupRequest::Append(a),
+            ..
+        } => 64 + a.entries.len() * 128,
+        Request::Group {
+            body: GroupRequest::Snapshot(c),
+            ..
+        } => 64 + c.bytes.len(),
         _ => 64,
     }
 }
@@ -389,7 +396,7 @@ impl Router {
         &self,
         target: u64,
         partition: u32,
-        req: Request,
+        req: GroupRequest,
         option: &RPCOption,
     ) -> std::io::Result<Response> {
         let throttle = &self.inner.throttle;
@@ -397,9 +404,9 @@ impl Router {
             let bytes = bincode::serialized_size(&req).unwrap_or(0);
             throttle.take(bytes).await;
         }
-        let req = Request::Partition {
+        let req = Request::Group {
             partition,
-            request: Box::new(req),
+            body: req,
         };
         match self.call(target, req, option.hard_ttl()).await? {
             Response::NotHosted(p) => Err(std::io::Error::other(format!(
@@ -433,7 +440,7 @@ impl GroupRouter<TypeConfig, u32> for Router {
         option: RPCOption,
     ) -> Rpc<AppendEntriesResponse<TypeConfig>> {
         match self
-            .partition_call(target, partition, Request::Append(rpc), &option)
+            .partition_call(target, partition, GroupRequest::Append(rpc), &option)
             .await
         {
             Ok(Response::Append(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
@@ -450,7 +457,7 @@ impl GroupRouter<TypeConfig, u32> for Router {
         option: RPCOption,
     ) -> Rpc<VoteResponse<TypeConfig>> {
         match self
-            .partition_call(target, partition, Request::Vote(rpc), &option)
+            .partition_call(target, partition, GroupRequest::Vote(rpc), &option)
             .await
         {
             Ok(Response::Vote(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
@@ -467,7 +474,7 @@ impl GroupRouter<TypeConfig, u32> for Router {
         option: RPCOption,
     ) -> Rpc<VoteResponse<TypeConfig>> {
         match self
-            .partition_call(target, partition, Request::PreVote(rpc), &option)
+            .partition_call(target, partition, GroupRequest::PreVote(rpc), &option)
             .await
         {
             Ok(Response::Vote(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
@@ -501,7 +508,12 @@ impl GroupRouter<TypeConfig, u32> for Router {
         option: RPCOption,
     ) -> Rpc<TransferLeaderResponse<TypeConfig>> {
         match self
-            .partition_call(target, partition, Request::TransferLeader(req), &option)
+            .partition_call(
+                target,
+                partition,
+                GroupRequest::TransferLeader(req),
+                &option,
+            )
             .await
         {
             Ok(Response::TransferLeader(r)) => {
@@ -520,7 +532,7 @@ struct PartitionPeer<'a> {
 }
 
 impl Call for PartitionPeer<'_> {
-    async fn call(&mut self, req: Request, option: &RPCOption) -> std::io::Result<Response> {
+    async fn call(&mut self, req: GroupRequest, option: &RPCOption) -> std::io::Result<Response> {
         self.router
             .partition_call(self.target, self.partition, req, option)
             .await
@@ -551,7 +563,7 @@ pub trait Call {
     /// Sends `req`, returns the answer.
     fn call(
         &mut self,
-        req: Request,
+        req: GroupRequest,
         option: &RPCOption,
     ) -> impl Future<Output = std::io::Result<Response>> + Send;
 }
@@ -577,7 +589,7 @@ pub async fn send_snapshot<P: Call>(
         StreamingError::Network(NetworkError::new(&std::io::Error::other(e.to_string())))
     };
     loop {
-        let req = Request::Snapshot(SnapshotChunk {
+        let req = GroupRequest::Snapshot(SnapshotChunk {
             vote,
             meta: snapshot.meta.clone(),
             size,
@@ -664,6 +676,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::NodeRequest;
 
     /// A peer that answers each batch in reverse order (and the first
     /// request of each frame after the rest), echoing the number each
@@ -681,7 +694,7 @@ mod tests {
                             .into_iter()
                             .rev()
                             .map(|(id, req)| match req {
-                                Request::Throttle { bytes_per_sec } => {
+                                Request::Node(NodeRequest::Throttle { bytes_per_sec }) => {
                                     (id, Response::Beat(vec![(0, bytes_per_sec)]))
                                 }
                                 _ => (id, Response::NotHosted(0)),
@@ -706,7 +719,7 @@ mod tests {
             .map(|n| {
                 let (router, addr) = (router.clone(), addr.clone());
                 tokio::spawn(async move {
-                    let req = Request::Throttle { bytes_per_sec: n };
+                    let req = Request::Node(NodeRequest::Throttle { bytes_per_sec: n });
                     let r = router.call_addr(&addr, req, Duration::from_secs(10)).await;
                     (n, r.unwrap())
                 })
@@ -727,7 +740,10 @@ mod tests {
     /// and a plain frame stays plain.
     #[tokio::test]
     async fn batch_frames_round_trip() {
-        let reqs = [Request::Status, Request::Throttle { bytes_per_sec: 9 }];
+        let reqs = [
+            Request::Node(NodeRequest::Status),
+            Request::Node(NodeRequest::Throttle { bytes_per_sec: 9 }),
+        ];
         let mut buf = Vec::new();
         encode_batch(
             &mut buf,
@@ -740,18 +756,21 @@ mod tests {
                 assert_eq!(items[0].0, 5);
                 assert!(matches!(
                     items[1],
-                    (6, Request::Throttle { bytes_per_sec: 9 })
+                    (6, Request::Node(NodeRequest::Throttle { bytes_per_sec: 9 }))
                 ));
             }
             Frame::Plain(_) => panic!("a batch read as plain"),
         }
         let mut plain = Vec::new();
-        crate::proto::write_frame(&mut plain, &Request::Dump)
+        crate::proto::write_frame(&mut plain, &Request::group(0, GroupRequest::Dump))
             .await
             .unwrap();
         assert!(matches!(
             read_any::<_, Request>(&mut &plain[..]).await.unwrap(),
-            Frame::Plain(Request::Dump)
+            Frame::Plain(Request::Group {
+                body: GroupRequest::Dump,
+                ..
+            })
         ));
     }
 
@@ -765,14 +784,18 @@ mod tests {
             l.local_addr().unwrap().to_string()
         };
         let r = router
-            .call_addr(&addr, Request::Status, Duration::from_secs(30))
+            .call_addr(
+                &addr,
+                Request::Node(NodeRequest::Status),
+                Duration::from_secs(30),
+            )
             .await;
         assert!(r.is_err());
         let peer = reversing_peer().await;
         let r = router
             .call_addr(
                 &peer,
-                Request::Throttle { bytes_per_sec: 1 },
+                Request::Node(NodeRequest::Throttle { bytes_per_sec: 1 }),
                 Duration::from_secs(10),
             )
             .await;

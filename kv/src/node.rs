@@ -3,7 +3,6 @@
 //! client requests.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,96 +12,21 @@ use openraft10::error::{ClientWriteError, LinearizableReadError, RaftError};
 use openraft10::storage::{RaftLogReader, RaftLogStorage, Snapshot};
 use openraft10::{BasicNode, Raft, ReadPolicy, ServerState};
 use quorumlog_openraft10::LogStore;
-use quorumlog_raft::{
-    ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, RealFs,
-    SharedFs,
-};
-use tokio::net::{TcpListener, TcpStream};
+use quorumlog_raft::{DirectoryId, Group, Node};
 
 use crate::error::{Error, Result};
 use crate::machine::{Incoming, KvMachine};
-use crate::network::TcpNetwork;
 use crate::proto::{
-    read_frame, write_frame, Command, Put, Read, Refusal, Reply, Request, Response, SnapshotChunk,
-    SnapshotStep, Status, TypeConfig,
+    Command, GroupRequest, Put, Read, Refusal, Reply, Response, SnapshotChunk, SnapshotStep,
+    Status, TypeConfig,
 };
 
 /// A node's Raft (of a one-group store, or of a partition's group).
 pub type KvRaft = Raft<TypeConfig, KvMachine>;
 
-/// How a node runs.
-#[derive(Debug, Clone)]
-pub struct NodeArgs {
-    /// Its id.
-    pub id: u64,
-    /// The cluster's id (checked against the data directory's).
-    pub cluster: u128,
-    /// Its data directory (formatted if blank or absent).
-    pub dir: PathBuf,
-    /// Where it listens.
-    pub listen: String,
-    /// Every member: id and address (itself included).
-    pub peers: Vec<(u64, String)>,
-    /// Initialize the cluster with `peers` on the first start.
-    pub init: bool,
-    /// Entries between snapshots.
-    pub snapshot_every: u64,
-    /// How often the commit point is made durable (`None`: only at the
-    /// log's segment rolls and clean close).
-    pub commit_persist: Option<std::time::Duration>,
-    /// Serve Prometheus metrics on this address (the storage's, and
-    /// openraft's copied every second).
-    pub metrics_addr: Option<String>,
-}
-
-/// The node options the service uses (group commit, 128 MiB segments).
-pub fn node_options() -> NodeOptions {
-    NodeOptions::default()
-}
-
-/// The group the single-group service keeps its Raft log in.
-pub const GROUP: u64 = 1;
-
 /// How long a node waits to confirm its leadership for a read, or for a
 /// status, before answering `NoQuorum`.
 pub const CONFIRM_WAIT: Duration = Duration::from_secs(2);
-
-/// Opens node `node`'s data directory of cluster `cluster` in `dir`, a
-/// node with one group ([`GROUP`], openraft's first index 0),
-/// formatting it when `open` finds no data directory there (with a new
-/// directory id: a node back with an empty disk is not the voter it
-/// was). Returns the node (keep it: it runs the checkpoints), the group,
-/// whether it was formatted now, and how long opening took (ms).
-///
-/// # Errors
-/// `Store`: another node's or cluster's directory (refused before
-/// anything in it changes), a damaged one, an I/O failure.
-pub fn open_store(
-    fs: &SharedFs,
-    dir: &Path,
-    cluster: u128,
-    node: u64,
-) -> Result<(Arc<Node>, Arc<Group>, bool, u64)> {
-    let t0 = Instant::now();
-    let expect = Identity::node(ClusterId(cluster), NodeId(node));
-    let options = node_options();
-    let (n, fresh) = match Node::open(fs, dir, &expect, &options) {
-        Ok((n, _)) => (n, false),
-        Err(e) if e.is_not_formatted() => {
-            fs.create_dir_all(dir)
-                .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
-            let meta = Meta::new(ClusterId(cluster), NodeId(node), DirectoryId::random());
-            Node::format(fs, dir, meta, &options)?;
-            let (n, _) = Node::open(fs, dir, &expect, &options)?;
-            n.create_group(GROUP, Offset(0))?;
-            (n, true)
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let group = Arc::new(n.group(GROUP)?);
-    let ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
-    Ok((Arc::new(n), group, fresh, ms))
-}
 
 /// A running node's parts (of the single-group service, or one
 /// partition's on a node of the partitioned service).
@@ -263,63 +187,6 @@ pub async fn initialize(raft: &KvRaft, peers: &[(u64, String)]) -> Result<()> {
     match raft.initialize(members).await {
         Ok(()) | Err(RaftError::APIError(_)) => Ok(()),
         Err(e) => Err(Error::raft(e)),
-    }
-}
-
-/// Runs a node until the process is killed.
-///
-/// # Errors
-/// Opening the store, starting Raft, binding the address.
-pub async fn run(args: NodeArgs) -> Result<()> {
-    // Before the store opens: it registers its metrics at open.
-    let registry = match &args.metrics_addr {
-        Some(_) => Some(
-            crate::prom::install()
-                .map_err(|e| Error::io("metrics recorder", std::io::Error::other(e)))?,
-        ),
-        None => None,
-    };
-    let fs: SharedFs = Arc::new(RealFs::new());
-    let (storage, store, fresh, open_ms) = open_store(&fs, &args.dir, args.cluster, args.id)?;
-    let config = crate::raft_config(args.snapshot_every);
-    let mut node = start_persisting(
-        args.id,
-        store,
-        TcpNetwork,
-        open_ms,
-        config,
-        args.commit_persist,
-    )
-    .await?;
-    node.node = Some(storage);
-    if args.init && fresh {
-        initialize(&node.raft, &args.peers).await?;
-    }
-    tokio::spawn(crate::reassign::driver(node.clone()));
-    if let (Some(r), Some(addr)) = (registry, &args.metrics_addr) {
-        crate::prom::serve(r, addr).map_err(|e| Error::io(format!("metrics on {addr}"), e))?;
-        crate::prom::watch_openraft(&node);
-    }
-    let listener = TcpListener::bind(&args.listen)
-        .await
-        .map_err(|e| Error::io(format!("listen on {}", args.listen), e))?;
-    loop {
-        let Ok((conn, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = conn.set_nodelay(true);
-        let node = node.clone();
-        tokio::spawn(async move {
-            let _ = serve(conn, &node).await;
-        });
-    }
-}
-
-async fn serve(mut conn: TcpStream, node: &Running) -> std::io::Result<()> {
-    loop {
-        let req: Request = read_frame(&mut conn).await?;
-        let resp = answer(node, req).await;
-        write_frame(&mut conn, &resp).await?;
     }
 }
 
@@ -534,41 +401,23 @@ pub async fn status(node: &Running) -> Status {
     }
 }
 
-/// The node's answer to `req`.
-pub async fn answer(node: &Running, req: Request) -> Response {
+/// The replica's answer to `req`.
+pub async fn answer(node: &Running, req: GroupRequest) -> Response {
     match req {
-        Request::Append(rpc) => Response::Append(node.raft.append_entries(rpc).await),
-        Request::Vote(rpc) => Response::Vote(node.raft.vote(rpc).await),
-        Request::PreVote(rpc) => Response::Vote(node.raft.pre_vote(rpc).await),
-        Request::Snapshot(chunk) => Response::Snapshot(receive_snapshot(node, chunk).await),
-        Request::TransferLeader(req) => Response::TransferLeader(
+        GroupRequest::Append(rpc) => Response::Append(node.raft.append_entries(rpc).await),
+        GroupRequest::Vote(rpc) => Response::Vote(node.raft.vote(rpc).await),
+        GroupRequest::PreVote(rpc) => Response::Vote(node.raft.pre_vote(rpc).await),
+        GroupRequest::Snapshot(chunk) => Response::Snapshot(receive_snapshot(node, chunk).await),
+        GroupRequest::TransferLeader(req) => Response::TransferLeader(
             node.raft
                 .handle_transfer_leader(req)
                 .await
                 .map_err(|e| e.to_string()),
         ),
-        Request::Put(put) => Response::Put(write(node, Command::Put(put)).await),
-        Request::Get { key, stale } => Response::Get(read(node, &key, stale).await),
-        Request::Dump => Response::Dump(node.machine.dump()),
-        Request::Reassign(target) => Response::Reassign(reassign_request(node, target).await),
-        Request::Reassignments => Response::Reassignments(
-            crate::reassign::list(node, now_ms())
-                .await
-                .map(|s| crate::reassign::describe(s.as_ref())),
-        ),
-        Request::Status => Response::Status(status(node).await),
-        // The partitioned service's requests, to one group's node.
-        Request::Partition { .. }
-        | Request::Host { .. }
-        | Request::Control(_)
-        | Request::List { .. }
-        | Request::Record { .. }
-        | Request::Partitions
-        | Request::Metrics
-        | Request::Throttle { .. }
-        | Request::Beat { .. } => Response::Done(Err(Refusal::Refused {
-            reason: "a request of the partitioned service, to one group".into(),
-        })),
+        GroupRequest::Put(put) => Response::Put(write(node, Command::Put(put)).await),
+        GroupRequest::Get { key, stale } => Response::Get(read(node, &key, stale).await),
+        GroupRequest::Dump => Response::Dump(node.machine.dump()),
+        GroupRequest::Status => Response::Status(status(node).await),
     }
 }
 
@@ -617,38 +466,6 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// A reassignment request: addresses of members come from the membership.
-async fn reassign_request(
-    node: &Running,
-    target: Option<Vec<(u64, Option<String>)>>,
-) -> Result<(), Refusal> {
-    let target = match target {
-        None => None,
-        Some(t) => {
-            let known: BTreeMap<u64, String> = node
-                .raft
-                .metrics()
-                .borrow_watched()
-                .membership_config
-                .membership()
-                .nodes()
-                .map(|(id, n)| (*id, n.addr.clone()))
-                .collect();
-            let mut out = Vec::new();
-            for (id, addr) in t {
-                let addr =
-                    addr.or_else(|| known.get(&id).cloned())
-                        .ok_or_else(|| Refusal::Refused {
-                            reason: format!("node {id}: no address (pass --peers {id}=ADDR)"),
-                        })?;
-                out.push((id, addr));
-            }
-            Some(out)
-        }
-    };
-    crate::reassign::request(node, target, now_ms()).await
 }
 
 /// A write of `key = value` without a request id (tests, benchmarks).

@@ -177,9 +177,33 @@ pub enum Reply {
     Control(Result<u64, Vec<(u32, crate::parts::control::AlterError)>>),
 }
 
-/// What a node is asked.
+/// What a node is asked: one envelope, addressed to one of its groups
+/// or to the node itself.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
+    /// To partition `partition`'s Raft group on the node asked (the
+    /// controller's: [`crate::parts::CONTROLLER`]).
+    Group {
+        /// The partition.
+        partition: u32,
+        /// What its group is asked.
+        body: GroupRequest,
+    },
+    /// To the node itself.
+    Node(NodeRequest),
+}
+
+impl Request {
+    /// `body` for partition `partition`'s group.
+    pub fn group(partition: u32, body: GroupRequest) -> Request {
+        Request::Group { partition, body }
+    }
+}
+
+/// What one Raft group on a node is asked: Raft's messages from its
+/// leader or candidates, and a client's calls.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum GroupRequest {
     /// Raft: append entries (and heartbeats).
     Append(AppendEntriesRequest<TypeConfig>),
     /// Raft: a vote request.
@@ -195,70 +219,62 @@ pub enum Request {
     /// Client: a key's value. Linearizable unless `stale`: answered by the
     /// leader once it has confirmed with a quorum that it still leads and
     /// has applied everything committed when it was asked. `stale`: any
-    /// node's own state machine, at the index it has applied.
+    /// replica's own state machine, at the index it has applied.
     Get {
         /// The key.
         key: String,
-        /// Any node's own value, possibly behind.
+        /// Any replica's own value, possibly behind.
         stale: bool,
     },
-    /// Client: every key and value this node has applied.
+    /// Client: every key and value this replica has applied.
     Dump,
-    /// Client: this node's Raft state.
+    /// Client: this replica's Raft state.
     Status,
-    /// Admin: reassign the voters to these nodes (ids, with an address for
-    /// any node not a member yet), replacing a pending reassignment;
-    /// `None` cancels the pending one. Leader only.
-    Reassign(Option<Vec<(u64, Option<String>)>>),
-    /// Admin: the reassignment in progress. Leader only.
-    Reassignments,
-    /// Partitioned service: `request` for partition `partition`'s Raft
-    /// group on this node (its Raft RPCs, a client's put or get, its
-    /// status), answered as the single-group service answers it.
-    Partition {
-        /// The partition (or [`crate::parts::CONTROLLER`]).
-        partition: u32,
-        /// What it is asked.
-        request: Box<Request>,
-    },
-    /// Partitioned service, node to node: create partition `partition`'s
-    /// group here (an adding replica), empty, to receive its log.
+}
+
+/// What a node itself is asked: by the other nodes (hosting a replica,
+/// beats, the controller's changes), by an operator or a client.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum NodeRequest {
+    /// The node's status (its controller replica's Raft state, its log's
+    /// syncs).
+    Status,
+    /// Node to node: create partition `partition`'s group here (an adding
+    /// replica), empty, to receive its log.
     Host {
         /// The partition.
         partition: u32,
     },
-    /// Partitioned service, controller leader: change the controller state
-    /// (alter reassignments, cancel them all, a finished reassignment).
+    /// To the controller's leader: change the controller state (alter
+    /// reassignments, cancel them all, a finished reassignment).
     Control(crate::parts::control::Control),
-    /// Partitioned service, controller leader: partition `partition`'s
-    /// record, read linearizably.
+    /// To the controller's leader: partition `partition`'s record, read
+    /// linearizably.
     Record {
         /// The partition.
         partition: u32,
     },
-    /// Partitioned service, controller leader: the reassignments in
-    /// progress (those of `partitions`, or all if empty), with each adding
-    /// replica's progress from its partition's leader.
+    /// To the controller's leader: the reassignments in progress (those
+    /// of `partitions`, or all if empty), with each adding replica's
+    /// progress from its partition's leader.
     List {
         /// The partitions asked about (all if empty).
         partitions: Vec<u32>,
     },
-    /// Partitioned service: every partition this node hosts, as it sees
-    /// it (leader, voters, learners, commit point; lag per replica where
-    /// it leads).
+    /// Every partition this node hosts, as it sees it (leader, voters,
+    /// learners, commit point; lag per replica where it leads).
     Partitions,
-    /// Partitioned service: this node's metrics (for the partitions it
-    /// leads, and its reassignment traffic).
+    /// This node's metrics (for the partitions it leads, and its
+    /// reassignment traffic).
     Metrics,
-    /// Partitioned service: this node's reassignment throttle in bytes/s
-    /// (0: none).
+    /// This node's reassignment throttle in bytes/s (0: none).
     Throttle {
         /// Bytes per second of catch-up traffic to adding replicas.
         bytes_per_sec: u64,
     },
-    /// Partitioned service, node to node: node `from` is alive and leads
-    /// these partitions, in these terms (answered with the same of the
-    /// node asked). One per pair of nodes every beat, for all partitions.
+    /// Node to node: node `from` is alive and leads these partitions, in
+    /// these terms (answered with the same of the node asked). One per
+    /// pair of nodes every beat, for all partitions.
     Beat {
         /// The node sending it.
         from: u64,
@@ -349,43 +365,39 @@ pub struct Status {
 /// A node's answer.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Response {
-    /// To [`Request::Append`].
+    /// To [`GroupRequest::Append`].
     Append(Result<AppendEntriesResponse<TypeConfig>, RaftError<TypeConfig>>),
-    /// To [`Request::Vote`] and [`Request::PreVote`].
+    /// To [`GroupRequest::Vote`] and [`GroupRequest::PreVote`].
     Vote(Result<VoteResponse<TypeConfig>, RaftError<TypeConfig>>),
-    /// To [`Request::Snapshot`]: the next step, or why the transfer failed
+    /// To [`GroupRequest::Snapshot`]: the next step, or why the transfer failed
     /// (the leader starts it again).
     Snapshot(Result<SnapshotStep, String>),
-    /// To [`Request::TransferLeader`].
+    /// To [`GroupRequest::TransferLeader`].
     TransferLeader(Result<TransferLeaderResponse<TypeConfig>, String>),
-    /// To [`Request::Put`]: the index of the entry that applied it.
+    /// To [`GroupRequest::Put`]: the index of the entry that applied it.
     Put(Result<u64, Refusal>),
-    /// To [`Request::Get`].
+    /// To [`GroupRequest::Get`].
     Get(Result<Read, Refusal>),
-    /// To [`Request::Dump`].
+    /// To [`GroupRequest::Dump`].
     Dump(BTreeMap<String, String>),
-    /// To [`Request::Status`].
+    /// To [`GroupRequest::Status`] and [`NodeRequest::Status`].
     Status(Status),
-    /// To [`Request::Reassign`]: accepted (committed), or why not.
-    Reassign(Result<(), Refusal>),
-    /// To [`Request::Reassignments`]: the listing as text, or why not.
-    Reassignments(Result<String, Refusal>),
-    /// To a [`Request::Partition`] for a partition this node does not
+    /// To a [`Request::Group`] for a partition this node does not
     /// host.
     NotHosted(u32),
-    /// To [`Request::Host`], [`Request::Throttle`]: done, or why not.
+    /// To [`NodeRequest::Host`], [`NodeRequest::Throttle`]: done, or why not.
     Done(Result<(), Refusal>),
-    /// To [`Request::Control`]: the reply of the change as applied.
+    /// To [`NodeRequest::Control`]: the reply of the change as applied.
     Control(Result<Result<u64, Vec<(u32, crate::parts::control::AlterError)>>, Refusal>),
-    /// To [`Request::Record`].
+    /// To [`NodeRequest::Record`].
     Record(Result<Option<crate::parts::control::PartitionRecord>, Refusal>),
-    /// To [`Request::List`].
+    /// To [`NodeRequest::List`].
     List(Result<Vec<crate::parts::admin::Listing>, Refusal>),
-    /// To [`Request::Partitions`].
+    /// To [`NodeRequest::Partitions`].
     Partitions(crate::parts::admin::NodeView),
-    /// To [`Request::Metrics`].
+    /// To [`NodeRequest::Metrics`].
     Metrics(crate::parts::admin::Metrics),
-    /// To [`Request::Beat`]: the partitions the node asked leads, and
+    /// To [`NodeRequest::Beat`]: the partitions the node asked leads, and
     /// their terms.
     Beat(Vec<(u32, u64)>),
 }

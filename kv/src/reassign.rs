@@ -25,8 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use openraft10::async_runtime::WatchReceiver;
 use openraft10::BasicNode;
 use quorumlog_raft::voters::{
-    next_step, plan_cancel, plan_reassignment, status, ControlState, Reassignment,
-    ReassignmentStatus, Step, StepInput, VoterEntry, VoterSet,
+    next_step, plan_reassignment, ControlState, Reassignment, Step, StepInput, VoterEntry, VoterSet,
 };
 use quorumlog_raft::{DirectoryId, NodeId, Offset, Voter};
 
@@ -62,21 +61,14 @@ struct View {
 
 /// The directory id of node `id` at `addr` (this node's own from its
 /// store).
-async fn directory(node: &Running, id: u64, addr: &str) -> Result<DirectoryId, Refusal> {
+fn directory(node: &Running, id: u64, addr: &str) -> Result<DirectoryId, Refusal> {
     if id == node.id {
         return Ok(node.directory);
     }
-    if let Some(known) = node.directories.as_ref().and_then(|d| d(id)) {
-        return Ok(known);
-    }
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-    let s = crate::client::status(addr, deadline)
-        .await
-        .map_err(|e| failed(format!("node {id} at {addr}: {e}")))?;
-    if s.id != id {
-        return Err(refused(format!("{addr} is node {}, not {id}", s.id)));
-    }
-    Ok(DirectoryId(s.directory))
+    node.directories
+        .as_ref()
+        .and_then(|d| d(id))
+        .ok_or_else(|| failed(format!("node {id} at {addr}: directory not known yet")))
 }
 
 /// The leader's view: the reassignment record from the state machine, the
@@ -104,7 +96,7 @@ async fn view(node: &Running) -> Result<View, Refusal> {
     let mut dirs = BTreeMap::new();
     for id in membership.voter_ids() {
         let addr = addrs.get(&id).cloned().unwrap_or_default();
-        let dir = directory(node, id, &addr).await?;
+        let dir = directory(node, id, &addr)?;
         dirs.insert(id, dir);
         entries.push(VoterEntry {
             voter: Voter {
@@ -122,7 +114,7 @@ async fn view(node: &Running) -> Result<View, Refusal> {
             *d
         } else {
             let addr = addrs.get(&id).cloned().unwrap_or_default();
-            match directory(node, id, &addr).await {
+            match directory(node, id, &addr) {
                 Ok(d) => d,
                 Err(_) => continue,
             }
@@ -156,33 +148,9 @@ fn is_leader(node: &Running) -> bool {
     node.raft.metrics().borrow_watched().current_leader == Some(node.id)
 }
 
-/// Starts a reassignment to `target` (node ids with addresses), replacing
-/// a pending one, or cancels the pending one (`None`): the request is
-/// checked (typed refusals, as the store's) and written through Raft.
-///
-/// # Errors
-/// Not the leader; a membership change in flight; a refused plan; a node
-/// that cannot be asked its directory; the write.
-pub async fn request(
-    node: &Running,
-    target: Option<Vec<(u64, String)>>,
-    now_ms: u64,
-) -> Result<(), Refusal> {
-    crate::node::confirm_leadership(node).await?;
-    let v = view(node).await?;
-    if !v.settled {
-        return Err(Refusal::MembershipInFlight);
-    }
-    let r = match target {
-        Some(t) => plan_to(node, &v, t, now_ms).await?,
-        None => plan_cancel(&v.state, now_ms).map_err(refused)?,
-    };
-    write_state(node, Some(r)).await
-}
-
 /// The reassignment from the current voters to `target` (ids with
 /// addresses), each target node asked its directory.
-async fn plan_to(
+fn plan_to(
     node: &Running,
     v: &View,
     target: Vec<(u64, String)>,
@@ -190,7 +158,7 @@ async fn plan_to(
 ) -> Result<Reassignment, Refusal> {
     let mut entries = Vec::new();
     for (id, addr) in target {
-        let dir = directory(node, id, &addr).await?;
+        let dir = directory(node, id, &addr)?;
         entries.push(VoterEntry {
             voter: Voter {
                 node_id: NodeId(id),
@@ -223,7 +191,7 @@ pub async fn request_generation(
     if !v.settled {
         return Err(Refusal::MembershipInFlight);
     }
-    let r = plan_to(node, &v, target, now_ms).await?;
+    let r = plan_to(node, &v, target, now_ms)?;
     crate::node::write(
         node,
         Command::Reassign {
@@ -254,16 +222,6 @@ async fn write_state(node: &Running, r: Option<Reassignment>) -> Result<(), Refu
     crate::node::write(node, Command::Reassignment(ReassignmentState(r)))
         .await
         .map(|_| ())
-}
-
-/// The reassignment in progress, as the leader sees it.
-///
-/// # Errors
-/// Not the leader; a node that cannot be asked its directory.
-pub async fn list(node: &Running, now_ms: u64) -> Result<Option<ReassignmentStatus>, Refusal> {
-    crate::node::confirm_leadership(node).await?;
-    let v = view(node).await?;
-    Ok(status(&v.state, &v.progress, v.committed_end, now_ms))
 }
 
 /// Runs the next step on the leader (nothing elsewhere); returns it.
@@ -333,72 +291,4 @@ async fn ensure_learner(node: &Running, v: &View, e: &VoterEntry) -> Result<(), 
         .await
         .map(|_| ())
         .map_err(failed)
-}
-
-/// Drives reassignments on this node for as long as its Raft runs: a step
-/// whenever its metrics change (see the module documentation).
-pub async fn driver(node: Running) {
-    let mut metrics = node.raft.metrics();
-    loop {
-        metrics.borrow_and_update();
-        let failed = match drive(&node).await {
-            Ok(_) => false,
-            Err(e) => {
-                tracing::warn!("reassignment step: {e}");
-                true
-            }
-        };
-        if failed {
-            // Retry after a failure even if nothing changes meanwhile.
-            let _ =
-                tokio::time::timeout(std::time::Duration::from_secs(1), metrics.changed()).await;
-        } else if metrics.changed().await.is_err() {
-            return; // Raft stopped.
-        }
-        if node.raft.metrics().borrow_watched().running_state.is_err() {
-            return;
-        }
-    }
-}
-
-/// A listing as text, one line per replica.
-pub fn describe(s: Option<&ReassignmentStatus>) -> String {
-    let Some(s) = s else {
-        return "no reassignment in progress".into();
-    };
-    let mut out = vec![format!(
-        "{} for {} ms; voters {:?}",
-        if s.rollback {
-            "rolling back"
-        } else {
-            "reassigning"
-        },
-        s.elapsed_ms,
-        s.voters.voters().map(|v| v.node_id.0).collect::<Vec<_>>()
-    )];
-    for a in &s.adding {
-        out.push(format!(
-            "  adding   {} ({}): {}, lag {}",
-            a.entry.voter.node_id.0,
-            a.entry.endpoint.as_deref().unwrap_or("?"),
-            if a.promoted {
-                "promoted"
-            } else {
-                "catching up"
-            },
-            a.lag.map_or("unknown".into(), |l| l.to_string())
-        ));
-    }
-    for r in &s.removing {
-        out.push(format!(
-            "  removing {}: {}",
-            r.node_id.0,
-            if s.voters.contains(*r) {
-                "still a voter"
-            } else {
-                "removed"
-            }
-        ));
-    }
-    out.join("\n")
 }

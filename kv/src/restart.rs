@@ -1,5 +1,5 @@
 //! `quorumlog-kv restart-time`: how long restarts take with many entries
-//! since the last snapshot. Three node processes (snapshots only every
+//! since the last snapshot. Three node processes of one partition (snapshots only every
 //! million entries) take `entries` writes from 64 clients; all three are
 //! killed (`SIGKILL`); then node 1 restarts alone (measured: until it
 //! answers a status call, and how far it re-applied), is killed again, and
@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::{status, Client};
+use crate::client::status;
 use crate::demo::Processes;
 use crate::error::{Error, Result};
+use crate::parts::client::{views, PartitionedClient};
 
 /// What a restart-time run measured.
 #[derive(Debug, Clone, Default)]
@@ -60,7 +61,7 @@ async fn fill(p: &Processes, entries: u64) {
     let tasks: Vec<_> = (0..64)
         .map(|c| {
             let count = Arc::clone(&count);
-            let mut w = Client::new(p.addrs());
+            let mut w = PartitionedClient::new(&p.addrs(), 1);
             tokio::spawn(async move {
                 let mut i = 0;
                 while count.load(Ordering::Relaxed) < entries {
@@ -81,6 +82,18 @@ async fn fill(p: &Processes, entries: u64) {
     }
 }
 
+/// Partition 0's applied index on the node at `addr`.
+async fn applied_of(addr: &str) -> u64 {
+    views(&[addr.to_string()], Instant::now() + Duration::from_secs(2))
+        .await
+        .into_values()
+        .flatten()
+        .flat_map(|v| v.partitions)
+        .find(|v| v.partition == 0)
+        .and_then(|v| v.applied)
+        .unwrap_or(0)
+}
+
 /// Runs the measurement; `exe` is this program.
 ///
 /// # Errors
@@ -89,7 +102,10 @@ pub async fn run(exe: &Path, dir: &Path, entries: u64) -> Result<RestartReport> 
     let base: PathBuf = dir.join(format!("quorumlog-kv-restart-{}", std::process::id()));
     std::fs::create_dir_all(&base).map_err(|e| Error::io(base.display().to_string(), e))?;
     let mut p = Processes::new(exe, &base, 3).map_err(|e| Error::io("ports", e))?;
-    p.extra = vec!["--snapshot-every".into(), "1000000".into()];
+    // One partition: the whole log in one group, as a single Raft group's.
+    p.extra = ["--partitions", "1", "--snapshot-every", "1000000"]
+        .map(String::from)
+        .to_vec();
     for id in 1..=3 {
         p.spawn(id)
             .map_err(|e| Error::io(format!("start node {id}"), e))?;
@@ -128,13 +144,14 @@ pub async fn run(exe: &Path, dir: &Path, entries: u64) -> Result<RestartReport> 
         tokio::time::sleep(Duration::from_millis(2)).await;
     };
     let alone_ms = ms(t.elapsed());
+    let applied = applied_of(&p.addr(1)).await;
     p.kill(1);
     let t = Instant::now();
     for id in 1..=3 {
         p.spawn(id)
             .map_err(|e| Error::io(format!("restart node {id}"), e))?;
     }
-    Client::new(p.addrs())
+    PartitionedClient::new(&p.addrs(), 1)
         .put("after", "1", Instant::now() + Duration::from_secs(60))
         .await?;
     let writes_again_ms = ms(t.elapsed());
@@ -149,7 +166,7 @@ pub async fn run(exe: &Path, dir: &Path, entries: u64) -> Result<RestartReport> 
         listening_ms,
         alone_ms,
         open_ms: s.open_ms,
-        applied: s.applied.unwrap_or(0),
+        applied,
         writes_again_ms,
     })
 }

@@ -15,16 +15,19 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::check::{self, Report};
-use crate::client::{status, Client};
+use crate::client::status;
 use crate::demo::{pick, Processes};
 use crate::error::{Error, Result};
 use crate::history::{record_get, record_put, Action, Op, Outcome, Recorder};
+use crate::parts::client::PartitionedClient;
 
 /// How a soak runs.
 #[derive(Debug, Clone)]
 pub struct SoakArgs {
     /// Seconds of load and faults.
     pub seconds: u64,
+    /// Partitions.
+    pub partitions: u32,
     /// Concurrent clients.
     pub clients: usize,
     /// Keys they share.
@@ -86,11 +89,12 @@ const OP_DEADLINE: Duration = Duration::from_secs(5);
 async fn client_loop(
     c: usize,
     nodes: Vec<String>,
+    partitions: u32,
     keys: usize,
     stop: Arc<AtomicBool>,
     history: Recorder,
 ) {
-    let mut client = Client::new(nodes);
+    let mut client = PartitionedClient::new(&nodes, partitions);
     let mut seed = 0x2545_f491_4f6c_dd1d_u64 ^ ((c as u64 + 1) << 17);
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -105,7 +109,7 @@ async fn client_loop(
     }
 }
 
-/// The node every reachable node names as leader and that confirms it.
+/// The controller's leader (it confirms it with a quorum).
 async fn leader(p: &Processes, ids: &[u64]) -> Option<u64> {
     for id in ids {
         if !p.running(*id) {
@@ -178,8 +182,8 @@ async fn nemesis(
 
 /// One last linearizable read of every key, recorded: a lost acknowledged
 /// write shows here.
-async fn read_every_key(p: &Processes, keys: usize, history: &Recorder) {
-    let mut last = Client::new(p.addrs());
+async fn read_every_key(p: &Processes, partitions: u32, keys: usize, history: &Recorder) {
+    let mut last = PartitionedClient::new(&p.addrs(), partitions);
     for k in 0..keys {
         let deadline = Instant::now() + Duration::from_secs(20);
         record_get(&mut last, history, format!("k{k}"), deadline).await;
@@ -212,6 +216,7 @@ pub async fn run(exe: &Path, args: &SoakArgs) -> Result<SoakReport> {
         .join(format!("quorumlog-kv-soak-{}", std::process::id()));
     std::fs::create_dir_all(&base).map_err(|e| Error::io(base.display().to_string(), e))?;
     let mut p = Processes::new(exe, &base, 3).map_err(|e| Error::io("ports", e))?;
+    p.extra = vec!["--partitions".into(), args.partitions.max(1).to_string()];
     let ids = [1u64, 2, 3];
     for id in ids {
         p.spawn(id)
@@ -227,7 +232,8 @@ pub async fn run(exe: &Path, args: &SoakArgs) -> Result<SoakReport> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     println!(
-        "soak: 3 nodes, {} clients on {} keys, {} s, seed {}, data in {}",
+        "soak: 3 nodes, {} partitions, {} clients on {} keys, {} s, seed {}, data in {}",
+        args.partitions.max(1),
         args.clients,
         args.keys,
         args.seconds,
@@ -241,6 +247,7 @@ pub async fn run(exe: &Path, args: &SoakArgs) -> Result<SoakReport> {
             tokio::spawn(client_loop(
                 c,
                 p.addrs(),
+                args.partitions.max(1),
                 args.keys.max(1),
                 Arc::clone(&stop),
                 history.clone(),
@@ -255,7 +262,7 @@ pub async fn run(exe: &Path, args: &SoakArgs) -> Result<SoakReport> {
     for c in clients {
         let _ = c.await;
     }
-    read_every_key(&p, args.keys.max(1), &history).await;
+    read_every_key(&p, args.partitions.max(1), args.keys.max(1), &history).await;
     drop(p);
     let ops = history.ops();
     let counts = count(&ops);

@@ -26,7 +26,7 @@ use quorumlog_io::CrashPlan;
 use quorumlog_kv::client::{CallError, Client, Transport};
 use quorumlog_kv::cluster::{addr, LocalTransport};
 use quorumlog_kv::machine::MAX_SESSIONS;
-use quorumlog_kv::proto::{Command, Put, Reply, Request, RequestId, Response};
+use quorumlog_kv::proto::{Command, GroupRequest, Put, Reply, Request, RequestId, Response};
 use quorumlog_kv::{Error, KvMachine, TypeConfig};
 use tokio::time::Instant;
 
@@ -58,7 +58,15 @@ impl Transport for LoseFirstAnswer {
     ) -> Result<Response, CallError> {
         let r = self.inner.call(addr, req, deadline).await?;
         let mut lost = self.lost.lock().unwrap();
-        if matches!(req, Request::Put(_)) && matches!(r, Response::Put(Ok(_))) && lost.is_none() {
+        if matches!(
+            req,
+            Request::Group {
+                body: GroupRequest::Put(_),
+                ..
+            }
+        ) && matches!(r, Response::Put(Ok(_)))
+            && lost.is_none()
+        {
             *lost = Some(r);
             return Err(CallError {
                 sent: true,
@@ -118,11 +126,14 @@ fn a_retried_put_after_a_lost_answer_applies_once() {
         // The protocol alone: the put applies, a newer write follows, and
         // the retry neither applies again nor brings the old value back.
         let id = RequestId { client: 42, seq: 1 };
-        let old = Request::Put(Put {
-            key: "k".into(),
-            value: "old".into(),
-            request: Some(id),
-        });
+        let old = Request::group(
+            0,
+            GroupRequest::Put(Put {
+                key: "k".into(),
+                value: "old".into(),
+                request: Some(id),
+            }),
+        );
         let applied = to_leader(&sim, &old).await;
         let mut other = sim.client();
         other.put("k", "new", soon()).await.unwrap();

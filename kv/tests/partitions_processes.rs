@@ -34,7 +34,7 @@ use quorumlog_kv::demo::Processes;
 use quorumlog_kv::parts::admin::{leaders, AddingState, Listing, NodeView};
 use quorumlog_kv::parts::client::{self as pclient, PartitionedClient};
 use quorumlog_kv::parts::{partition_of, PARTITIONS};
-use quorumlog_kv::proto::{Request, Response};
+use quorumlog_kv::proto::{GroupRequest, Request, Response};
 
 const EXE: &str = env!("CARGO_BIN_EXE_quorumlog-kv");
 
@@ -218,7 +218,6 @@ fn plan_file(dir: &std::path::Path, name: &str, moves: &[(u32, Vec<u64>)]) -> St
 async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
     let dir = tempfile::tempdir().unwrap();
     let mut ps = Processes::new(EXE.as_ref(), dir.path(), 5).unwrap();
-    ps.subcommand = vec!["part".into(), "node".into()];
     ps.init_every = true;
     // 4 MiB segments: five nodes do not write 384 MiB of segments each
     // before they serve.
@@ -260,8 +259,8 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
 
     // A bad alter is refused whole, with a reason per partition.
     let (ok, out) = cli(&[
-        "part", "alter", "--nodes", &joined, "--target", "1=1,2,3", "--target", "2=1,1,2",
-        "--target", "3=1,9,2", "--target", "99=1,2,3",
+        "alter", "--nodes", &joined, "--target", "1=1,2,3", "--target", "2=1,1,2", "--target",
+        "3=1,9,2", "--target", "99=1,2,3",
     ]);
     assert!(!ok, "{out}");
     for want in [
@@ -279,8 +278,8 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
     // 16 partitions on {1, 2, 3}: the 13 placed there, and 1, 2, 3 moved
     // there first (one request).
     let (ok, out) = cli(&[
-        "part", "alter", "--nodes", &joined, "--target", "1=1,2,3", "--target", "2=1,2,3",
-        "--target", "3=1,2,3",
+        "alter", "--nodes", &joined, "--target", "1=1,2,3", "--target", "2=1,2,3", "--target",
+        "3=1,2,3",
     ]);
     assert!(ok, "{out}");
     let mut want = placed.clone();
@@ -324,7 +323,6 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
     let moves: Vec<(u32, Vec<u64>)> = on_123.iter().map(|p| (*p, vec![3, 4, 5])).collect();
     let plan = plan_file(dir.path(), "plan.json", &moves);
     let (ok, out) = cli(&[
-        "part",
         "reassign",
         "--nodes",
         &joined,
@@ -334,9 +332,7 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
         "10000",
     ]);
     assert!(ok, "{out}");
-    let (ok, out) = cli(&[
-        "part", "reassign", "--nodes", &joined, "--plan", &plan, "--verify",
-    ]);
+    let (ok, out) = cli(&["reassign", "--nodes", &joined, "--plan", &plan, "--verify"]);
     assert!(!ok && out.contains("in progress"), "{out}");
 
     // Node 4 (adding replicas) killed mid-way: shown down; then back.
@@ -364,7 +360,7 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
 
     // Cancel half the moves.
     let cancelled: Vec<u32> = on_123.iter().copied().step_by(2).collect();
-    let mut args: Vec<String> = ["part", "cancel", "--nodes", &joined]
+    let mut args: Vec<String> = ["cancel", "--nodes", &joined]
         .iter()
         .map(|s| s.to_string())
         .collect();
@@ -380,7 +376,7 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
         };
         want.insert(*p, set.into());
     }
-    let (ok, out) = cli(&["part", "throttle", "--nodes", &joined, "0"]);
+    let (ok, out) = cli(&["throttle", "--nodes", &joined, "0"]);
     assert!(ok, "{out}");
     wait_done(&nodes, &want, Duration::from_secs(120)).await;
     let kept: Vec<(u32, Vec<u64>)> = moves
@@ -390,7 +386,7 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
         .collect();
     let kept_plan = plan_file(dir.path(), "kept.json", &kept);
     let (ok, out) = cli(&[
-        "part", "reassign", "--nodes", &joined, "--plan", &kept_plan, "--verify",
+        "reassign", "--nodes", &joined, "--plan", &kept_plan, "--verify",
     ]);
     assert!(ok && out.contains("all complete"), "{out}");
 
@@ -399,7 +395,6 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
     down.lock().unwrap().insert(5);
     ps.pause(5, true);
     let (ok, out) = cli(&[
-        "part",
         "alter",
         "--nodes",
         &joined,
@@ -428,7 +423,6 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
         "stuck: it cannot finish"
     );
     let (ok, out) = cli(&[
-        "part",
         "alter",
         "--nodes",
         &joined,
@@ -476,10 +470,7 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
             let addr = ps.addr(*n);
             let t3 = Instant::now();
             loop {
-                let req = Request::Partition {
-                    partition: *p,
-                    request: Box::new(Request::Dump),
-                };
+                let req = Request::group(*p, GroupRequest::Dump);
                 let data = match quorumlog_kv::client::request(&addr, &req, soon()).await {
                     Ok(Response::Dump(d)) => d,
                     other => panic!("node {n} partition {p}: {other:?}"),

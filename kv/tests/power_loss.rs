@@ -47,9 +47,9 @@ fn open(disk: &SimFs, id: u64, fresh: bool) -> Result<Arc<Group>, String> {
     Node::open(&fs, Path::new(DIR), &expect, &options())
         .and_then(|(n, _)| {
             if fresh {
-                n.create_group(quorumlog_kv::node::GROUP, Offset(0))?;
+                n.create_group(quorumlog_kv::cluster::GROUP, Offset(0))?;
             }
-            n.group(quorumlog_kv::node::GROUP).map(Arc::new)
+            n.group(quorumlog_kv::cluster::GROUP).map(Arc::new)
         })
         .map_err(|e| {
             let listing = |d: &str| {

@@ -22,7 +22,7 @@ fn the_endpoint_serves_the_logs_own_counts() {
     let tmp = tempfile::tempdir().unwrap();
     let fs: SharedFs = Arc::new(RealFs::new());
     let dir = tmp.path().join("n1");
-    let (node, store, fresh, _) = quorumlog_kv::node::open_store(&fs, &dir, 9, 1).unwrap();
+    let (node, store, fresh, _) = quorumlog_kv::cluster::open_store(&fs, &dir, 9, 1).unwrap();
     assert!(fresh);
     let first = store.extent().end.0;
     for i in 0..20u64 {

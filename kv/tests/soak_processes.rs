@@ -65,12 +65,15 @@ fn a_put_to_a_stopped_leader_returns_at_its_deadline() {
             .wait_leader(None, Duration::from_secs(20))
             .await
             .expect("a leader");
+        // The client knows only the stopped node (the controller's
+        // leader): whichever partition the key is in, the put reaches it
+        // and gets no answer.
         ps.pause(leader, true);
         let t0 = Instant::now();
         let mut child = Command::new(EXE)
             .args([
                 "put",
-                "--addr",
+                "--nodes",
                 &ps.addr(leader),
                 "--timeout",
                 "2",

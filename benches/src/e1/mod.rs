@@ -102,7 +102,7 @@ fn quorumlog_parts(dir: &Path) -> Result<Parts, BenchError> {
         let d = dir.join(format!("node-{id}"));
         std::fs::create_dir_all(&d)?;
         // A one-group node; the group keeps it maintained.
-        let (_node, store, _, _) = quorumlog_kv::node::open_store(&fs, &d, 1, id)
+        let (_node, store, _, _) = quorumlog_kv::cluster::open_store(&fs, &d, 1, id)
             .map_err(|e| BenchError::from(e.to_string()))?;
         let log =
             LogStore::new(Arc::clone(&store), id).map_err(|e| BenchError::from(e.to_string()))?;

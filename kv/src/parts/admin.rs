@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::parts::host::Host;
-use crate::proto::{Refusal, Request, Response};
+use crate::proto::{NodeRequest, Refusal, Request, Response};
 
 /// How far behind its leader's last entry a voter may be and still count
 /// as in sync (for under-replication; the reassignment's promotion uses
@@ -234,7 +234,13 @@ async fn views(host: &Host) -> BTreeMap<u64, Option<NodeView>> {
             Some(node_view(host))
         } else {
             let deadline = Instant::now() + Duration::from_secs(2);
-            match crate::client::request(&info.addr, &Request::Partitions, deadline).await {
+            match crate::client::request(
+                &info.addr,
+                &Request::Node(NodeRequest::Partitions),
+                deadline,
+            )
+            .await
+            {
                 Ok(Response::Partitions(v)) => Some(v),
                 _ => None,
             }

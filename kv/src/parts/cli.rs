@@ -67,6 +67,9 @@ pub enum PartCmd {
         /// Partitions.
         #[arg(long, default_value_t = crate::parts::PARTITIONS)]
         partitions: u32,
+        /// Seconds before the put gives up (its outcome then unknown).
+        #[arg(long, default_value_t = 10)]
+        timeout: u64,
         /// The key.
         key: String,
         /// The value.
@@ -377,11 +380,12 @@ async fn run_client(cmd: PartCmd) -> Result<bool> {
         PartCmd::Put {
             nodes,
             partitions,
+            timeout,
             key,
             value,
         } => {
             let index = PartitionedClient::new(&nodes_of(&nodes), partitions)
-                .put(&key, &value, deadline(10))
+                .put(&key, &value, deadline(timeout))
                 .await?;
             println!(
                 "partition {}: applied at index {index}",

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::parts::admin::{Listing, Metrics, NodeView};
 use crate::parts::control::{AlterError, Control};
 use crate::parts::partition_of;
-use crate::proto::{Read, Refusal, Request, Response};
+use crate::proto::{NodeRequest, Read, Refusal, Request, Response};
 
 /// A client of every partition: one session per partition (its own
 /// leader, its own request ids), one transport for all of them (a TCP
@@ -62,6 +62,11 @@ impl<T: Transport> PartitionedClient<T> {
                 })
                 .collect(),
         }
+    }
+
+    /// This client's id in a history: its first partition's session's.
+    pub fn id(&self) -> u64 {
+        self.clients.first().map_or(0, Client::id)
     }
 
     fn of(&mut self, key: &str) -> Result<&mut Client<Shared<T>>> {
@@ -163,7 +168,7 @@ pub async fn control(
     c: Control,
     deadline: Instant,
 ) -> Result<Result<u64, Vec<(u32, AlterError)>>> {
-    match to_controller(nodes, &Request::Control(c), deadline).await? {
+    match to_controller(nodes, &Request::Node(NodeRequest::Control(c)), deadline).await? {
         Response::Control(Ok(r)) => Ok(r),
         _ => Err(Error::Protocol {
             addr: "the controller".into(),
@@ -180,7 +185,13 @@ pub async fn list(
     partitions: Vec<u32>,
     deadline: Instant,
 ) -> Result<Vec<Listing>> {
-    match to_controller(nodes, &Request::List { partitions }, deadline).await? {
+    match to_controller(
+        nodes,
+        &Request::Node(NodeRequest::List { partitions }),
+        deadline,
+    )
+    .await?
+    {
         Response::List(Ok(l)) => Ok(l),
         _ => Err(Error::Protocol {
             addr: "the controller".into(),
@@ -192,10 +203,13 @@ pub async fn list(
 pub async fn views(nodes: &[String], deadline: Instant) -> BTreeMap<String, Option<NodeView>> {
     let mut out = BTreeMap::new();
     for addr in nodes {
-        let v = match crate::client::request(addr, &Request::Partitions, deadline).await {
-            Ok(Response::Partitions(v)) => Some(v),
-            _ => None,
-        };
+        let v =
+            match crate::client::request(addr, &Request::Node(NodeRequest::Partitions), deadline)
+                .await
+            {
+                Ok(Response::Partitions(v)) => Some(v),
+                _ => None,
+            };
         out.insert(addr.clone(), v);
     }
     out
@@ -206,7 +220,7 @@ pub async fn metrics(nodes: &[String], deadline: Instant) -> Vec<Metrics> {
     let mut out = Vec::new();
     for addr in nodes {
         if let Ok(Response::Metrics(m)) =
-            crate::client::request(addr, &Request::Metrics, deadline).await
+            crate::client::request(addr, &Request::Node(NodeRequest::Metrics), deadline).await
         {
             out.push(m);
         }
@@ -222,8 +236,12 @@ pub async fn throttle(nodes: &[String], bytes_per_sec: u64, deadline: Instant) -
     for addr in nodes {
         // A node starting up answers within the deadline.
         loop {
-            let r =
-                crate::client::request(addr, &Request::Throttle { bytes_per_sec }, deadline).await;
+            let r = crate::client::request(
+                addr,
+                &Request::Node(NodeRequest::Throttle { bytes_per_sec }),
+                deadline,
+            )
+            .await;
             match r {
                 Ok(_) => break,
                 Err(e) if Instant::now() >= deadline => return Err(e),

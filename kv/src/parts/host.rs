@@ -31,7 +31,7 @@ use crate::node::{self, Running};
 use crate::parts::control::{AlterError, Control};
 use crate::parts::throttle::Throttle;
 use crate::parts::{group_id, partition_of_group, placement, CONTROLLER, CONTROLLER_GROUP};
-use crate::proto::{Command, Read, Refusal, Reply, Request, Response};
+use crate::proto::{Command, GroupRequest, NodeRequest, Read, Refusal, Reply, Request, Response};
 
 /// How a node of the partitioned service runs.
 #[derive(Debug, Clone)]
@@ -416,7 +416,7 @@ impl Host {
                 None => Err(stopped()),
             },
             Some((_, addr)) => {
-                let req = Request::Record { partition: p };
+                let req = Request::Node(NodeRequest::Record { partition: p });
                 match self
                     .router
                     .call_addr(&addr, req, Duration::from_secs(2))
@@ -510,7 +510,7 @@ impl Host {
             let r = match self.controller_leader() {
                 Some((l, _)) if l == self.id => self.control_here(c.clone()).await,
                 Some((_, addr)) => {
-                    let req = Request::Control(c.clone());
+                    let req = Request::Node(NodeRequest::Control(c.clone()));
                     let ttl = deadline.saturating_duration_since(tokio::time::Instant::now());
                     match self.router.call_addr(&addr, req, ttl).await {
                         Ok(Response::Control(r)) => r,
@@ -585,63 +585,65 @@ impl Host {
     /// This node's answer to `req`.
     pub async fn answer(self: &Arc<Self>, req: Request) -> Response {
         match req {
-            Request::Partition { partition, request } => match self.enter(partition).await {
-                Some((part, _open)) => {
-                    // Counted before it is answered (see `retire_if_removed`).
-                    if matches!(*request, Request::Append(_) | Request::Snapshot(_)) {
-                        self.heard_leader(partition);
-                    }
-                    let answer = node::answer(&part, *request).await;
-                    self.redirect(partition, answer)
+            Request::Group { partition, body } => self.answer_group(partition, body).await,
+            Request::Node(req) => self.answer_node(req).await,
+        }
+    }
+
+    /// Partition `partition`'s group's answer to `body`.
+    async fn answer_group(self: &Arc<Self>, partition: u32, body: GroupRequest) -> Response {
+        match self.enter(partition).await {
+            Some((part, _open)) => {
+                // Counted before it is answered (see `retire_if_removed`).
+                if matches!(body, GroupRequest::Append(_) | GroupRequest::Snapshot(_)) {
+                    self.heard_leader(partition);
                 }
-                None => match *request {
-                    // A client's request: to the node that leads it, if
-                    // known, or any other.
-                    Request::Put(_) => Response::Put(Err(Refusal::NotLeader {
-                        leader: self.leader_hint(partition),
-                    })),
-                    Request::Get { .. } => Response::Get(Err::<Read, _>(Refusal::NotLeader {
-                        leader: self.leader_hint(partition),
-                    })),
-                    _ => Response::NotHosted(partition),
-                },
+                let answer = node::answer(&part, body).await;
+                self.redirect(partition, answer)
+            }
+            None => match body {
+                // A client's request: to the node that leads it, if
+                // known, or any other.
+                GroupRequest::Put(_) => Response::Put(Err(Refusal::NotLeader {
+                    leader: self.leader_hint(partition),
+                })),
+                GroupRequest::Get { .. } => Response::Get(Err::<Read, _>(Refusal::NotLeader {
+                    leader: self.leader_hint(partition),
+                })),
+                _ => Response::NotHosted(partition),
             },
-            Request::Host { partition } => Response::Done(self.host(partition).await),
-            Request::Status => match self.enter(CONTROLLER).await {
+        }
+    }
+
+    /// The node's own answer to `req`.
+    async fn answer_node(self: &Arc<Self>, req: NodeRequest) -> Response {
+        match req {
+            NodeRequest::Host { partition } => Response::Done(self.host(partition).await),
+            NodeRequest::Status => match self.enter(CONTROLLER).await {
                 Some((c, _open)) => Response::Status(node::status(&c).await),
                 None => Response::NotHosted(CONTROLLER),
             },
-            Request::Control(c) => Response::Control(self.control_here(c).await),
-            Request::Record { partition } => match self.enter(CONTROLLER).await {
+            NodeRequest::Control(c) => Response::Control(self.control_here(c).await),
+            NodeRequest::Record { partition } => match self.enter(CONTROLLER).await {
                 Some((c, _open)) => Response::Record(record(&c, partition).await),
                 None => Response::Record(Err(stopped())),
             },
-            Request::List { partitions } => match self.enter(CONTROLLER).await {
+            NodeRequest::List { partitions } => match self.enter(CONTROLLER).await {
                 Some((_, _open)) => {
                     Response::List(crate::parts::admin::list(self, &partitions).await)
                 }
                 None => Response::List(Err(stopped())),
             },
-            Request::Partitions => Response::Partitions(crate::parts::admin::node_view(self)),
-            Request::Metrics => Response::Metrics(crate::parts::admin::metrics(self)),
-            Request::Beat { from, leads } => {
+            NodeRequest::Partitions => Response::Partitions(crate::parts::admin::node_view(self)),
+            NodeRequest::Metrics => Response::Metrics(crate::parts::admin::metrics(self)),
+            NodeRequest::Beat { from, leads } => {
                 self.liveness.heard(from, &leads);
                 Response::Beat(crate::parts::liveness::leading(self))
             }
-            Request::Throttle { bytes_per_sec } => {
+            NodeRequest::Throttle { bytes_per_sec } => {
                 self.throttle.set_rate(bytes_per_sec);
                 Response::Done(Ok(()))
             }
-            Request::Put(_) => Response::Put(Err(unpartitioned())),
-            Request::Get { .. } => Response::Get(Err(unpartitioned())),
-            Request::Reassign(_) => Response::Reassign(Err(unpartitioned())),
-            Request::Reassignments => Response::Reassignments(Err(unpartitioned())),
-            Request::Dump => Response::Dump(BTreeMap::new()),
-            Request::Append(_)
-            | Request::Vote(_)
-            | Request::PreVote(_)
-            | Request::Snapshot(_)
-            | Request::TransferLeader(_) => Response::NotHosted(CONTROLLER),
         }
     }
 
@@ -697,12 +699,6 @@ impl Host {
 fn stopped() -> Refusal {
     Refusal::Failed {
         reason: "the node is stopping".into(),
-    }
-}
-
-fn unpartitioned() -> Refusal {
-    Refusal::Refused {
-        reason: "a partitioned node: name the partition (Request::Partition)".into(),
     }
 }
 
@@ -878,9 +874,11 @@ async fn create_cluster(host: Arc<Host>, peers: Vec<(u64, String)>, placement: V
             host.directory.0
         } else {
             loop {
-                let status = host
-                    .router
-                    .call_addr(addr, Request::Status, Duration::from_secs(2));
+                let status = host.router.call_addr(
+                    addr,
+                    Request::Node(NodeRequest::Status),
+                    Duration::from_secs(2),
+                );
                 match status.await {
                     Ok(Response::Status(s)) if s.id == *id => break s.directory,
                     _ => tokio::time::sleep(Duration::from_millis(100)).await,

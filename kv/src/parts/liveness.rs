@@ -35,7 +35,7 @@ use openraft10::ServerState;
 
 use crate::parts::host::{Host, Partition};
 use crate::parts::CONTROLLER;
-use crate::proto::{Request, Response};
+use crate::proto::{NodeRequest, Request, Response};
 
 /// How often a node beats to each other node.
 pub const BEAT: Duration = Duration::from_millis(250);
@@ -189,10 +189,10 @@ pub async fn run(host: Arc<Host>) {
 }
 
 async fn beat(host: Arc<Host>, peer: u64, leads: Vec<(u32, u64)>) {
-    let req = Request::Beat {
+    let req = Request::Node(NodeRequest::Beat {
         from: host.id,
         leads,
-    };
+    });
     if let Ok(Response::Beat(theirs)) = host.router.call(peer, req, BEAT * 2).await {
         host.liveness.heard(peer, &theirs);
     }

@@ -30,7 +30,7 @@ pub mod liveness;
 pub mod reconcile;
 pub mod throttle;
 
-use crate::proto::{Refusal, Request, Response};
+use crate::proto::{NodeRequest, Refusal, Request, Response};
 
 /// The controller group's partition number (its group id on the shared
 /// log is [`CONTROLLER_GROUP`]).
@@ -103,7 +103,7 @@ pub async fn host_on(
     wait: std::time::Duration,
 ) -> Result<(), Refusal> {
     match router
-        .call_addr(addr, Request::Host { partition }, wait)
+        .call_addr(addr, Request::Node(NodeRequest::Host { partition }), wait)
         .await
     {
         Ok(Response::Done(r)) => r,

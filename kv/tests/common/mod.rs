@@ -76,10 +76,10 @@ pub fn open(disk: &SimFs, id: u64, fresh: bool) -> Arc<Group> {
     let (node, _) = Node::open(&fs, Path::new(DIR), &expect, &options())
         .unwrap_or_else(|e| panic!("node {id} does not reopen: {e}"));
     if fresh {
-        node.create_group(quorumlog_kv::node::GROUP, Offset(0))
+        node.create_group(quorumlog_kv::cluster::GROUP, Offset(0))
             .unwrap();
     }
-    Arc::new(node.group(quorumlog_kv::node::GROUP).unwrap())
+    Arc::new(node.group(quorumlog_kv::cluster::GROUP).unwrap())
 }
 
 /// Node `id`'s log store and state machine on `disk`.
