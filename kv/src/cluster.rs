@@ -2,7 +2,7 @@
 //! the end-to-end benchmark (E1: the same cluster persisted by different
 //! log stores), the whole-cluster power-loss test and the fault tests.
 //! Each node still has its own log store; only the network is a function
-//! call. Client requests take the service's own path ([`node::answer`]),
+//! call. Client requests take the service's own path ([`replica::answer`]),
 //! through [`LocalTransport`] and the same [`crate::client::Client`].
 //!
 //! Faults: a node stopped (its Raft shut down, unreachable) and started
@@ -31,8 +31,8 @@ use crate::client::{CallError, Transport};
 use crate::error::{Error, Result};
 use crate::machine::{KvMachine, KvSnapshot};
 use crate::net::{send_snapshot, Call};
-use crate::node::{self, KvRaft, Running};
-use crate::proto::{GroupRequest, NodeRequest, Put, Refusal, Request, Response, TypeConfig};
+use crate::replica::{self, KvRaft, Running};
+use crate::wire::{GroupRequest, NodeRequest, Put, Refusal, Request, Response, TypeConfig};
 
 /// A running node's door: calls into its Raft hold it shared; stopping the
 /// node takes it whole (waiting for the calls in flight) and shuts it, so
@@ -172,7 +172,7 @@ impl RouterPeer {
 
 impl Call for RouterPeer {
     /// The target's answer, as the TCP server gives it (a snapshot chunk
-    /// goes through [`node::answer`]); lost if the link is cut meanwhile.
+    /// goes through [`replica::answer`]); lost if the link is cut meanwhile.
     async fn call(&mut self, req: GroupRequest, _option: &RPCOption) -> std::io::Result<Response> {
         let (node, open) = self
             .router
@@ -181,7 +181,7 @@ impl Call for RouterPeer {
             .ok_or_else(down)?;
         let bytes = bincode::serialize(&req).map_err(std::io::Error::other)?;
         let req: GroupRequest = bincode::deserialize(&bytes).map_err(std::io::Error::other)?;
-        let r = node::answer(&node, req).await;
+        let r = replica::answer(&node, req).await;
         drop(open);
         if self.router.reaches(self.me, self.target) {
             Ok(r)
@@ -260,7 +260,7 @@ fn id_of(addr: &str) -> Option<u64> {
     addr.strip_prefix("local-")?.parse().ok()
 }
 
-/// The clients' transport: requests go to [`node::answer`] of the node
+/// The clients' transport: requests go to [`replica::answer`] of the node
 /// named by the address (`local-<id>`), if it runs.
 #[derive(Clone)]
 pub struct LocalTransport {
@@ -296,9 +296,9 @@ impl Transport for LocalTransport {
         // One group per node here: the partition is not looked at.
         let answer = async {
             match req {
-                Request::Group { body, .. } => node::answer(&node, body).await,
+                Request::Group { body, .. } => replica::answer(&node, body).await,
                 Request::Node(NodeRequest::Status) => {
-                    node::answer(&node, GroupRequest::Status).await
+                    replica::answer(&node, GroupRequest::Status).await
                 }
                 Request::Node(_) => Response::NotHosted(0),
             }
@@ -370,7 +370,7 @@ impl LocalCluster {
             me: id,
             router: self.router.clone(),
         };
-        let running = node::start_with(
+        let running = replica::start_with(
             id,
             log,
             machine,
@@ -483,7 +483,7 @@ impl LocalCluster {
         let Some((node, _open)) = self.router.enter(via).await else {
             return Err(Refusal::NotLeader { leader: None });
         };
-        node::write(&node, crate::proto::Command::Put(put)).await
+        replica::write(&node, crate::wire::Command::Put(put)).await
     }
 
     /// Waits until every node applied at least `index` (up to `limit`);

@@ -1,7 +1,7 @@
 //! The service's errors: what a node or a client call can fail with, typed
 //! so a caller can tell "certainly not applied" from "maybe applied".
 
-use crate::proto::Refusal;
+use crate::wire::Refusal;
 
 /// A node's or a client's failure.
 #[derive(Debug, thiserror::Error)]

@@ -24,8 +24,8 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
-//! use quorumlog_kv::parts::client::PartitionedClient;
-//! use quorumlog_kv::parts::host::{Host, HostArgs};
+//! use quorumlog_kv::client::partitioned::PartitionedClient;
+//! use quorumlog_kv::server::host::{Host, HostArgs};
 //! use tokio::time::Instant;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -47,6 +47,7 @@
 //!         throttle: 0,
 //!         snapshot_every: quorumlog_kv::SNAPSHOT_EVERY,
 //!         segment_bytes: 0,
+//!         metrics_addr: None,
 //!     })
 //!     .await?;
 //!     tokio::spawn(host.serve());
@@ -65,60 +66,17 @@
     reason = "openraft's traits return its large error types"
 )]
 
-pub mod check;
 pub mod client;
 #[cfg(feature = "cluster")]
 pub mod cluster;
-pub mod demo;
 pub mod error;
-pub mod history;
 pub mod machine;
 pub mod net;
-pub mod node;
-pub mod parts;
-pub mod prom;
-pub mod proto;
-pub mod reassign;
-pub mod restart;
-pub mod soak;
+pub mod replica;
+pub mod server;
+pub mod wire;
 
 pub use error::{Error, Result};
 pub use machine::KvMachine;
-pub use proto::{Command, Put, Reply, TypeConfig};
-
-/// Entries between snapshots by default.
-pub const SNAPSHOT_EVERY: u64 = 20_000;
-
-/// The openraft configuration every node runs with: heartbeats every
-/// 100 ms, elections after 300–600 ms of silence, a snapshot every
-/// `snapshot_every` entries keeping 1,000 behind it, and no leader
-/// restored in its old term after a restart.
-///
-/// # Panics
-/// Never: the values are valid.
-pub fn raft_config(snapshot_every: u64) -> std::sync::Arc<openraft10::Config> {
-    let config = openraft10::Config {
-        cluster_name: "quorumlog-kv".into(),
-        heartbeat_interval: 100,
-        election_timeout_min: 300,
-        election_timeout_max: 600,
-        snapshot_policy: openraft10::SnapshotPolicy::LogsSinceLast(snapshot_every.max(1)),
-        max_in_snapshot_log_to_keep: 1_000,
-        max_payload_entries: 1_000,
-        // A restarted leader runs an election (standard Raft) instead of
-        // taking its old term back: openraft 0.10 replicates entries the
-        // leader has not yet made durable, so a power cut can take from the
-        // leader's log entries its followers hold, and a leader restored in
-        // its old term then writes different entries under the same log
-        // ids (the in-process fault test lost acknowledged writes so;
-        // docs/decisions.md).
-        enable_leader_restore: Some(false),
-        // Replicate an entry as soon as `append` returns, while the
-        // leader's own round syncs it: a write then waits for one sync,
-        // not the leader's and then a follower's.
-        broadcast_submitted_on_append: Some(true),
-        ..Default::default()
-    };
-    #[expect(clippy::expect_used, reason = "a fixed, valid configuration")]
-    std::sync::Arc::new(config.validate().expect("a valid configuration"))
-}
+pub use replica::{raft_config, SNAPSHOT_EVERY};
+pub use wire::{Command, Put, Reply, TypeConfig};

@@ -1,4 +1,4 @@
-//! The linearizability checker (`quorumlog_kv::check`) against histories
+//! The linearizability checker (`quorumlog_kv_harness::check`) against histories
 //! whose answer is known. Invariants: every planted anomaly (a stale read,
 //! a lost acknowledged write, a read of a value never written, a read
 //! going back in time, a write that failed yet was read) is rejected and
@@ -18,8 +18,8 @@
 )]
 
 use quorumlog_io::SimRng;
-use quorumlog_kv::check::check;
-use quorumlog_kv::history::{Action, Op, Outcome};
+use quorumlog_kv_harness::check;
+use quorumlog_kv_harness::history::{Action, Op, Outcome};
 
 fn put(key: &str, v: &str, call: u64, ret: u64, outcome: Outcome) -> Op {
     Op {

@@ -26,7 +26,7 @@ use quorumlog_io::CrashPlan;
 use quorumlog_kv::client::{CallError, Client, Transport};
 use quorumlog_kv::cluster::{addr, LocalTransport};
 use quorumlog_kv::machine::MAX_SESSIONS;
-use quorumlog_kv::proto::{Command, GroupRequest, Put, Reply, Request, RequestId, Response};
+use quorumlog_kv::wire::{Command, GroupRequest, Put, Reply, Request, RequestId, Response};
 use quorumlog_kv::{Error, KvMachine, TypeConfig};
 use tokio::time::Instant;
 

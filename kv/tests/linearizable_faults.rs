@@ -1,6 +1,6 @@
 //! The service's whole history under faults, checked for linearizability.
 //! Three nodes in one process on simulated disks; clients put unique
-//! values and read through the service's own path (`node::answer`, the
+//! values and read through the service's own path (`replica::answer`, the
 //! real client with its deadlines and retries) on a few keys, every
 //! operation recorded with its invocation, completion and outcome; a
 //! nemesis meanwhile crashes the leader and restarts it from its disk,
@@ -8,7 +8,7 @@
 //! of the whole cluster (restarting together, or the leader first and the
 //! others after it), and slows every disk's syncs. At the end every
 //! fault is healed, each key is read once more, and each key's history
-//! must be linearizable (`quorumlog_kv::check`). Also, alone: a leader cut
+//! must be linearizable (`quorumlog_kv_harness::check`). Also, alone: a leader cut
 //! off never answers a read after its successor acknowledged a newer
 //! write; a node restarted alone after the whole cluster lost power does
 //! not serve reads, nor call itself leading.
@@ -35,11 +35,11 @@ use std::time::Duration;
 use common::{read_every_key, record_ops, SimCluster};
 use openraft10::async_runtime::WatchReceiver;
 use quorumlog_io::{CrashPlan, SimRng, Tear};
-use quorumlog_kv::check::check;
 use quorumlog_kv::client::Client;
 use quorumlog_kv::cluster::addr;
-use quorumlog_kv::history::Recorder;
 use quorumlog_kv::Put;
+use quorumlog_kv_harness::check;
+use quorumlog_kv_harness::history::Recorder;
 use tokio::time::Instant;
 
 const KEYS: u64 = 3;

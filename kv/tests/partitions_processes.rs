@@ -30,11 +30,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use quorumlog_kv::demo::Processes;
-use quorumlog_kv::parts::admin::{leaders, AddingState, Listing, NodeView};
-use quorumlog_kv::parts::client::{self as pclient, PartitionedClient};
-use quorumlog_kv::parts::{partition_of, PARTITIONS};
-use quorumlog_kv::proto::{GroupRequest, Request, Response};
+use quorumlog_kv::client::partitioned::{self as pclient, PartitionedClient};
+use quorumlog_kv::server::{partition_of, PARTITIONS};
+use quorumlog_kv::wire::admin::{leaders, AddingState, Listing, NodeView};
+use quorumlog_kv::wire::{GroupRequest, Request, Response};
+use quorumlog_kv_harness::processes::Processes;
 
 const EXE: &str = env!("CARGO_BIN_EXE_quorumlog-kv");
 
@@ -235,7 +235,7 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
             && pclient::list(&nodes, Vec::new(), soon()).await.is_ok()
             && !matches!(
                 pclient::alter(&nodes, vec![(0, vec![1, 2, 3])], soon()).await,
-                Ok(Err(ref e)) if e.iter().any(|(_, e)| matches!(e, quorumlog_kv::parts::control::AlterError::UnknownPartition))
+                Ok(Err(ref e)) if e.iter().any(|(_, e)| matches!(e, quorumlog_kv::wire::admin::AlterError::UnknownPartition))
             );
         if ready {
             break;
@@ -497,7 +497,7 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
     )
     .await;
     assert_eq!(m.len(), 5);
-    let sum = |f: fn(&quorumlog_kv::parts::admin::Metrics) -> u64| m.iter().map(f).sum::<u64>();
+    let sum = |f: fn(&quorumlog_kv::wire::admin::Metrics) -> u64| m.iter().map(f).sum::<u64>();
     assert_eq!(sum(|m| m.reassigning), 0);
     assert_eq!(sum(|m| m.pending_additions), 0);
     assert_eq!(sum(|m| m.under_replicated), 0, "{m:?}");

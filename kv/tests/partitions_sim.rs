@@ -40,13 +40,13 @@ use std::time::{Duration, Instant};
 
 use quorumlog_checkpoint::SharedFs;
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
-use quorumlog_kv::check::check;
-use quorumlog_kv::history::{Action, Op, Outcome, Recorder};
-use quorumlog_kv::parts::admin::Listing;
-use quorumlog_kv::parts::client::{self as pclient, PartitionedClient};
-use quorumlog_kv::parts::control::{AlterError, Control};
-use quorumlog_kv::parts::host::{Host, HostArgs};
-use quorumlog_kv::parts::partition_of;
+use quorumlog_kv::client::partitioned::{self as pclient, PartitionedClient};
+use quorumlog_kv::server::host::{Host, HostArgs};
+use quorumlog_kv::server::partition_of;
+use quorumlog_kv::wire::admin::Listing;
+use quorumlog_kv::wire::admin::{AlterError, Control};
+use quorumlog_kv_harness::check;
+use quorumlog_kv_harness::history::{Action, Op, Outcome, Recorder};
 
 const PARTITIONS: u32 = 8;
 const NODES: u64 = 5;
@@ -292,6 +292,7 @@ async fn run(seed: u64, power: bool) -> String {
                 // Small segments: rolls, recycling and rewrites happen
                 // within the run, and no 128 MiB segment is kept in memory.
                 segment_bytes: 1 << 20,
+                metrics_addr: None,
             },
             disk: SimFs::new(seed.wrapping_mul(7).wrapping_add(*id)),
             host: None,
@@ -304,14 +305,14 @@ async fn run(seed: u64, power: bool) -> String {
     // Ready: the controller knows the cluster, every partition has a
     // leader.
     let t0 = Instant::now();
-    let placed = quorumlog_kv::parts::placement(PARTITIONS, NODES, 3);
+    let placed = quorumlog_kv::server::placement(PARTITIONS, NODES, 3);
     loop {
         let created = matches!(
             pclient::control(&addrs, Control::CancelAll, deadline(2)).await,
             Ok(Ok(_))
         ) && pclient::list(&addrs, Vec::new(), deadline(2)).await.is_ok();
         let views = pclient::views(&addrs, deadline(2)).await;
-        let led = quorumlog_kv::parts::admin::leaders(views.values().flatten()).len();
+        let led = quorumlog_kv::wire::admin::leaders(views.values().flatten()).len();
         if created && led == PARTITIONS as usize {
             let ctl = nodes[0]
                 .host
@@ -506,7 +507,7 @@ async fn run(seed: u64, power: bool) -> String {
     let t2 = Instant::now();
     let finals = loop {
         let views = pclient::views(&addrs, deadline(5)).await;
-        let leaders = quorumlog_kv::parts::admin::leaders(views.values().flatten());
+        let leaders = quorumlog_kv::wire::admin::leaders(views.values().flatten());
         let finals: BTreeMap<u32, BTreeSet<u64>> =
             leaders.iter().map(|(p, v)| (*p, set(&v.voters))).collect();
         let right = finals.len() == models.len()

@@ -28,7 +28,7 @@ use openraft10::RaftLogReader;
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
 use quorumlog_kv::cluster::LocalCluster;
-use quorumlog_kv::proto::{Command, Refusal};
+use quorumlog_kv::wire::{Command, Refusal};
 use quorumlog_kv::{KvMachine, Put, TypeConfig};
 use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{Group, Identity, Node, Offset};

@@ -18,7 +18,7 @@ use quorumlog_testkit::AppendDurable;
 
 #[test]
 fn the_endpoint_serves_the_logs_own_counts() {
-    let registry = quorumlog_kv::prom::install().unwrap();
+    let registry = quorumlog_kv::server::prom::install().unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let fs: SharedFs = Arc::new(RealFs::new());
     let dir = tmp.path().join("n1");
@@ -35,7 +35,7 @@ fn the_endpoint_serves_the_logs_own_counts() {
             .unwrap_or_else(|e| panic!("append {i}: {e}"));
         store.wait_durable(info.next_offset).unwrap();
     }
-    let addr = quorumlog_kv::prom::serve(registry, "127.0.0.1:0").unwrap();
+    let addr = quorumlog_kv::server::prom::serve(registry, "127.0.0.1:0").unwrap();
     let get = || {
         let mut conn = std::net::TcpStream::connect(addr).unwrap();
         conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();

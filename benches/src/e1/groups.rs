@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use quorumlog_io::RealFs;
 use quorumlog_kv::cluster::LocalCluster;
-use quorumlog_kv::proto::Refusal;
+use quorumlog_kv::wire::Refusal;
 use quorumlog_kv::{KvMachine, Put};
 use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{

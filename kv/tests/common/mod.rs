@@ -21,8 +21,8 @@ use quorumlog_checkpoint::{ClusterId, DirectoryId, Meta, NodeId, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_kv::client::Client;
 use quorumlog_kv::cluster::{LocalCluster, LocalTransport};
-use quorumlog_kv::history::{record_get, record_put, Recorder};
 use quorumlog_kv::KvMachine;
+use quorumlog_kv_harness::history::{record_get, record_put, Calls, Outcome, Recorder};
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
 use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{Group, Identity, Node, NodeOptions, Offset};
@@ -193,18 +193,43 @@ impl SimCluster {
     }
 }
 
+/// A client of the in-process cluster whose calls a history records.
+pub struct Recorded(pub Client<LocalTransport>);
+
+impl Calls for Recorded {
+    fn id(&self) -> u64 {
+        self.0.id()
+    }
+
+    async fn put(&mut self, key: &str, value: &str, deadline: Instant) -> Outcome {
+        match self.0.put(key, value, deadline).await {
+            Ok(_) => Outcome::Ok(None),
+            Err(quorumlog_kv::Error::Failed { .. }) => Outcome::Failed,
+            Err(_) => Outcome::Unknown,
+        }
+    }
+
+    async fn get(&mut self, key: &str, deadline: Instant) -> Outcome {
+        match self.0.get(key, deadline).await {
+            Ok(read) => Outcome::Ok(read.value),
+            Err(_) => Outcome::Failed,
+        }
+    }
+}
+
 /// Deadline of one recorded operation.
 pub const OP_DEADLINE: Duration = Duration::from_secs(2);
 
 /// A client loop on `keys` keys until `stop`: puts of unique values and
 /// linearizable gets, every one recorded.
 pub async fn record_ops(
-    mut client: Client<LocalTransport>,
+    client: Client<LocalTransport>,
     c: u64,
     keys: u64,
     stop: Arc<AtomicBool>,
     history: Recorder,
 ) {
+    let mut client = Recorded(client);
     let mut rng = quorumlog_io::SimRng::new(c.wrapping_mul(7919).wrapping_add(1));
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -222,7 +247,7 @@ pub async fn record_ops(
 /// One linearizable read of each key, recorded (a lost acknowledged write
 /// shows here).
 pub async fn read_every_key(sim: &SimCluster, keys: u64, history: &Recorder) {
-    let mut client = sim.client();
+    let mut client = Recorded(sim.client());
     for k in 0..keys {
         let deadline = Instant::now() + Duration::from_secs(10);
         record_get(&mut client, history, format!("k{k}"), deadline).await;

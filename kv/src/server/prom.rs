@@ -2,7 +2,8 @@
 //! recorder for the `metrics` facade, installed by the binary before it
 //! opens its store (the storage crates register their handles at open),
 //! the text exposition format over plain HTTP on `GET /metrics` (any
-//! path), and openraft's own metrics copied into gauges every second.
+//! path). The partitions' own state is the `metrics` command's
+//! (`NodeRequest::Metrics`).
 //!
 //! Latency histograms (`*_seconds`) use the log's buckets (etcd's from
 //! 1 ms, and four below); other histograms powers of two to 65,536.
@@ -16,9 +17,6 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
-use openraft10::async_runtime::WatchReceiver as _;
-
-use crate::node::Running;
 
 /// One histogram's buckets.
 #[derive(Debug)]
@@ -210,32 +208,4 @@ pub fn serve(registry: &'static Registry, addr: &str) -> std::io::Result<std::ne
             }
         })?;
     Ok(bound)
-}
-
-/// Copies openraft's metrics of `node` into gauges, every second.
-pub fn watch_openraft(node: &Running) {
-    let raft = node.raft.clone();
-    tokio::spawn(async move {
-        loop {
-            let m = raft.metrics().borrow_watched().clone();
-            #[expect(clippy::cast_precision_loss, reason = "gauges")]
-            {
-                metrics::gauge!("openraft_current_term").set(m.current_term as f64);
-                metrics::gauge!("openraft_last_log_index")
-                    .set(m.last_log_index.unwrap_or(0) as f64);
-                metrics::gauge!("openraft_last_applied")
-                    .set(m.last_applied.map_or(0, |l| l.index) as f64);
-                metrics::gauge!("openraft_current_leader")
-                    .set(m.current_leader.unwrap_or(0) as f64);
-                metrics::gauge!("openraft_is_leader").set(
-                    if m.state == openraft10::ServerState::Leader {
-                        1.0
-                    } else {
-                        0.0
-                    },
-                );
-            }
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        }
-    });
 }

@@ -26,12 +26,12 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::error::{Error, Result};
 use crate::machine::KvMachine;
+use crate::net::throttle::Throttle;
 use crate::net::{read_any, write_answers, Answer, Frame, PartitionNetwork, Router};
-use crate::node::{self, Running};
-use crate::parts::control::{AlterError, Control};
-use crate::parts::throttle::Throttle;
-use crate::parts::{group_id, partition_of_group, placement, CONTROLLER, CONTROLLER_GROUP};
-use crate::proto::{Command, GroupRequest, NodeRequest, Read, Refusal, Reply, Request, Response};
+use crate::replica::{self, Running};
+use crate::server::{group_id, partition_of_group, placement, CONTROLLER, CONTROLLER_GROUP};
+use crate::wire::admin::{AlterError, Control};
+use crate::wire::{Command, GroupRequest, NodeRequest, Read, Refusal, Reply, Request, Response};
 
 /// How a node of the partitioned service runs.
 #[derive(Debug, Clone)]
@@ -60,6 +60,8 @@ pub struct HostArgs {
     /// (128 MiB, two prepared ahead). A smaller one prepares none ahead
     /// and caps a batch at a quarter of it (tests on simulated disks).
     pub segment_bytes: u64,
+    /// Serve the storage's metrics for Prometheus on this address.
+    pub metrics_addr: Option<String>,
 }
 
 /// A partition's Raft on this node.
@@ -105,7 +107,7 @@ pub struct Host {
     pub router: Router,
     /// What it heard from the other nodes; its partitions' election
     /// timers.
-    pub liveness: crate::parts::liveness::Liveness,
+    pub liveness: crate::server::liveness::Liveness,
     config: Arc<openraft10::Config>,
     /// How long opening the directory took, ms.
     pub open_ms: u64,
@@ -197,7 +199,7 @@ impl Host {
             partitions: RwLock::new(BTreeMap::new()),
             throttle,
             router,
-            liveness: crate::parts::liveness::Liveness::default(),
+            liveness: crate::server::liveness::Liveness::default(),
             config,
             open_ms,
             started: Instant::now(),
@@ -214,7 +216,7 @@ impl Host {
             // controller learns its directory.
             tokio::spawn(register(Arc::clone(&host)));
         }
-        tokio::spawn(crate::parts::liveness::run(Arc::clone(&host)));
+        tokio::spawn(crate::server::liveness::run(Arc::clone(&host)));
         Ok(host)
     }
 
@@ -231,7 +233,7 @@ impl Host {
         };
         let min = args.peers.iter().map(|(id, _)| *id).min();
         if min == Some(self.id) {
-            node::initialize(&self.controller.raft, &args.peers).await?;
+            replica::initialize(&self.controller.raft, &args.peers).await?;
             let _ = self.controller.raft.trigger().elect(false).await;
         }
         for (p, set) in placed.iter().enumerate() {
@@ -239,7 +241,7 @@ impl Host {
                 let members: Vec<(u64, String)> =
                     set.iter().map(|id| (*id, addr_of(*id))).collect();
                 if let Some(part) = self.partition(u32::try_from(p).unwrap_or(0)) {
-                    node::initialize(&part.raft, &members).await?;
+                    replica::initialize(&part.raft, &members).await?;
                     let _ = part.raft.trigger().elect(false).await;
                 }
             }
@@ -332,7 +334,7 @@ impl Host {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(p, hosted);
-        tokio::spawn(crate::parts::reconcile::run(Arc::clone(self), part));
+        tokio::spawn(crate::server::reconcile::run(Arc::clone(self), part));
         Ok(())
     }
 
@@ -357,7 +359,7 @@ impl Host {
         if !quiet(self) {
             return false;
         }
-        let removed = |r: &crate::parts::control::PartitionRecord| {
+        let removed = |r: &crate::wire::admin::PartitionRecord| {
             r.pending.is_none() && !r.replicas.iter().any(|x| x.node == self.id)
         };
         match self.controller_record(p).await {
@@ -409,7 +411,7 @@ impl Host {
     pub async fn controller_record(
         &self,
         p: u32,
-    ) -> Result<Option<crate::parts::control::PartitionRecord>, Refusal> {
+    ) -> Result<Option<crate::wire::admin::PartitionRecord>, Refusal> {
         match self.controller_leader() {
             Some((l, _)) if l == self.id => match self.enter(CONTROLLER).await {
                 Some((c, _open)) => record(&c, p).await,
@@ -598,7 +600,7 @@ impl Host {
                 if matches!(body, GroupRequest::Append(_) | GroupRequest::Snapshot(_)) {
                     self.heard_leader(partition);
                 }
-                let answer = node::answer(&part, body).await;
+                let answer = replica::answer(&part, body).await;
                 self.redirect(partition, answer)
             }
             None => match body {
@@ -620,7 +622,7 @@ impl Host {
         match req {
             NodeRequest::Host { partition } => Response::Done(self.host(partition).await),
             NodeRequest::Status => match self.enter(CONTROLLER).await {
-                Some((c, _open)) => Response::Status(node::status(&c).await),
+                Some((c, _open)) => Response::Status(replica::status(&c).await),
                 None => Response::NotHosted(CONTROLLER),
             },
             NodeRequest::Control(c) => Response::Control(self.control_here(c).await),
@@ -630,15 +632,15 @@ impl Host {
             },
             NodeRequest::List { partitions } => match self.enter(CONTROLLER).await {
                 Some((_, _open)) => {
-                    Response::List(crate::parts::admin::list(self, &partitions).await)
+                    Response::List(crate::server::admin::list(self, &partitions).await)
                 }
                 None => Response::List(Err(stopped())),
             },
-            NodeRequest::Partitions => Response::Partitions(crate::parts::admin::node_view(self)),
-            NodeRequest::Metrics => Response::Metrics(crate::parts::admin::metrics(self)),
+            NodeRequest::Partitions => Response::Partitions(crate::server::admin::node_view(self)),
+            NodeRequest::Metrics => Response::Metrics(crate::server::admin::metrics(self)),
             NodeRequest::Beat { from, leads } => {
                 self.liveness.heard(from, &leads);
-                Response::Beat(crate::parts::liveness::leading(self))
+                Response::Beat(crate::server::liveness::leading(self))
             }
             NodeRequest::Throttle { bytes_per_sec } => {
                 self.throttle.set_rate(bytes_per_sec);
@@ -654,10 +656,10 @@ impl Host {
         Some((id, self.router.addr(id)?))
     }
 
-    /// A client's refusal without a leader (or without a quorum for a
-    /// read) names the node whose beats claim the partition, if any: a
-    /// replica that lost track of its leader, or was removed and not yet
-    /// retired, sends the client on at once.
+    /// A client's refusal (not the leader, or no quorum for a read) names
+    /// the node whose beats claim the partition, if any, over what the
+    /// replica itself believes: a replica that lost track of its leader,
+    /// or was removed and not yet retired, sends the client on at once.
     fn redirect(&self, p: u32, answer: Response) -> Response {
         let hinted = || {
             self.leader_hint(p).map(|leader| Refusal::NotLeader {
@@ -665,10 +667,10 @@ impl Host {
             })
         };
         match answer {
-            Response::Put(Err(Refusal::NotLeader { leader: None })) => {
-                Response::Put(Err(hinted().unwrap_or(Refusal::NotLeader { leader: None })))
+            Response::Put(Err(r @ Refusal::NotLeader { .. })) => {
+                Response::Put(Err(hinted().unwrap_or(r)))
             }
-            Response::Get(Err(r @ (Refusal::NotLeader { leader: None } | Refusal::NoQuorum))) => {
+            Response::Get(Err(r @ (Refusal::NotLeader { .. } | Refusal::NoQuorum))) => {
                 Response::Get(Err(hinted().unwrap_or(r)))
             }
             other => other,
@@ -746,11 +748,11 @@ async fn control(
     let c = match c {
         Control::Alter { targets, now_ms: 0 } => Control::Alter {
             targets,
-            now_ms: node::now_ms(),
+            now_ms: replica::now_ms(),
         },
         c => c,
     };
-    match node::write_reply(controller, Command::Control(c)).await? {
+    match replica::write_reply(controller, Command::Control(c)).await? {
         (_, Reply::Control(r)) => Ok(r),
         (_, other) => Err(Refusal::Failed {
             reason: format!("unexpected reply {other:?}"),
@@ -824,8 +826,8 @@ fn latest_incarnations(node: &Node) -> BTreeMap<u32, u64> {
 async fn record(
     controller: &Partition,
     p: u32,
-) -> Result<Option<crate::parts::control::PartitionRecord>, Refusal> {
-    node::confirm_leadership(controller).await?;
+) -> Result<Option<crate::wire::admin::PartitionRecord>, Refusal> {
+    replica::confirm_leadership(controller).await?;
     Ok(controller.machine.controller().partitions.get(&p).cloned())
 }
 
@@ -850,7 +852,7 @@ async fn start_group(
         partition: p,
         router: router.clone(),
     };
-    let mut part = node::start_with(
+    let mut part = replica::start_with(
         id,
         log,
         machine,
@@ -916,7 +918,19 @@ async fn register(host: Arc<Host>) {
 /// # Errors
 /// Opening the directory, starting Raft, binding the address.
 pub async fn run(args: HostArgs) -> Result<()> {
+    // Before the directory opens: the log registers its metrics at open.
+    let registry = match &args.metrics_addr {
+        Some(_) => Some(
+            crate::server::prom::install()
+                .map_err(|e| Error::io("metrics recorder", std::io::Error::other(e)))?,
+        ),
+        None => None,
+    };
     let fs: SharedFs = Arc::new(RealFs::new());
     let host = Host::start(&fs, &args).await?;
+    if let (Some(r), Some(addr)) = (registry, &args.metrics_addr) {
+        crate::server::prom::serve(r, addr)
+            .map_err(|e| Error::io(format!("metrics on {addr}"), e))?;
+    }
     host.serve().await
 }

@@ -13,6 +13,8 @@
 //! forgotten (the same one on every replica: eviction follows the log),
 //! and a retry of that client's request could apply again.
 
+pub mod control;
+
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -27,8 +29,8 @@ use quorumlog_openraft10::{Receiver, SnapshotData, SnapshotFiles};
 use quorumlog_raft::Group;
 use serde::{Deserialize, Serialize};
 
-use crate::parts::control::Controller;
-use crate::proto::{Command, Put, ReassignmentState, Reply, RequestId, TypeConfig};
+use crate::wire::{Command, Put, ReassignmentState, Reply, RequestId, TypeConfig};
+use control::Controller;
 use quorumlog_raft::voters::Reassignment;
 
 /// Client sessions kept at most (see the module documentation).

@@ -1,10 +1,19 @@
-//! The wire protocol and the replicated commands.
+//! The wire protocol and the replicated commands; it names nothing else
+//! of the crate.
 //!
-//! One frame per message (a `u32` length, little endian, then the message
-//! in `bincode`), a request and its response on one connection, in order.
-//! The log's entries are [`Command`]s: a client's [`Put`], or the state of
-//! a voter reassignment. Nothing of the service's own lives in the user's
-//! keyspace.
+//! - **One envelope**: a [`Request`] goes to one partition's group
+//!   ([`GroupRequest`]: Raft's messages, a client's calls) or to the node
+//!   ([`NodeRequest`]: hosting a replica, beats, the controller's changes
+//!   and listings, [`admin`]'s data).
+//! - **Frames**: a `u32` length, little endian, then the message in
+//!   `bincode`. A client sends one request at a time and reads its answer;
+//!   nodes send batch frames of many requests with ids (`net`).
+//! - The log's entries are [`Command`]s: a client's [`Put`], a
+//!   reassignment's state, the controller's changes. Nothing of the
+//!   service's own lives in the user's keyspace.
+//! - Keys map to partitions by [`partition_of`], fixed forever.
+
+pub mod admin;
 
 use std::collections::BTreeMap;
 
@@ -129,7 +138,7 @@ pub enum Command {
     Reassignment(ReassignmentState),
     /// A partition's reassignment started (or replaced, or cancelled back)
     /// for the controller's `generation` of its target (the partitioned
-    /// service, [`crate::parts`]).
+    /// service's controller).
     Reassign {
         /// The partition's reassignment state.
         state: ReassignmentState,
@@ -138,7 +147,7 @@ pub enum Command {
     },
     /// A change of the partitioned service's controller state (only in
     /// the controller group).
-    Control(crate::parts::control::Control),
+    Control(crate::wire::admin::Control),
 }
 
 impl std::fmt::Display for Command {
@@ -174,7 +183,7 @@ pub enum Reply {
     Done,
     /// A controller change: accepted (the generation it took), or refused
     /// whole with a reason per refused partition (nothing changed).
-    Control(Result<u64, Vec<(u32, crate::parts::control::AlterError)>>),
+    Control(Result<u64, Vec<(u32, crate::wire::admin::AlterError)>>),
 }
 
 /// What a node is asked: one envelope, addressed to one of its groups
@@ -182,7 +191,7 @@ pub enum Reply {
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
     /// To partition `partition`'s Raft group on the node asked (the
-    /// controller's: [`crate::parts::CONTROLLER`]).
+    /// controller's: [`CONTROLLER`]).
     Group {
         /// The partition.
         partition: u32,
@@ -247,7 +256,7 @@ pub enum NodeRequest {
     },
     /// To the controller's leader: change the controller state (alter
     /// reassignments, cancel them all, a finished reassignment).
-    Control(crate::parts::control::Control),
+    Control(crate::wire::admin::Control),
     /// To the controller's leader: partition `partition`'s record, read
     /// linearizably.
     Record {
@@ -388,15 +397,15 @@ pub enum Response {
     /// To [`NodeRequest::Host`], [`NodeRequest::Throttle`]: done, or why not.
     Done(Result<(), Refusal>),
     /// To [`NodeRequest::Control`]: the reply of the change as applied.
-    Control(Result<Result<u64, Vec<(u32, crate::parts::control::AlterError)>>, Refusal>),
+    Control(Result<Result<u64, Vec<(u32, crate::wire::admin::AlterError)>>, Refusal>),
     /// To [`NodeRequest::Record`].
-    Record(Result<Option<crate::parts::control::PartitionRecord>, Refusal>),
+    Record(Result<Option<crate::wire::admin::PartitionRecord>, Refusal>),
     /// To [`NodeRequest::List`].
-    List(Result<Vec<crate::parts::admin::Listing>, Refusal>),
+    List(Result<Vec<crate::wire::admin::Listing>, Refusal>),
     /// To [`NodeRequest::Partitions`].
-    Partitions(crate::parts::admin::NodeView),
+    Partitions(crate::wire::admin::NodeView),
     /// To [`NodeRequest::Metrics`].
-    Metrics(crate::parts::admin::Metrics),
+    Metrics(crate::wire::admin::Metrics),
     /// To [`NodeRequest::Beat`]: the partitions the node asked leads, and
     /// their terms.
     Beat(Vec<(u32, u64)>),
@@ -443,4 +452,43 @@ where
     let mut buf = vec![0u8; len as usize];
     r.read_exact(&mut buf).await?;
     bincode::deserialize(&buf).map_err(std::io::Error::other)
+}
+
+/// The controller group's partition number (its group id on the shared
+/// log is `CONTROLLER_GROUP` (`server`)).
+pub const CONTROLLER: u32 = u32::MAX;
+
+/// The partition of `key` among `partitions`: FNV-1a (64-bit) of its
+/// bytes, modulo the count. Stable across processes, versions and
+/// platforms: the same key always lives in the same partition.
+pub fn partition_of(key: &str, partitions: u32) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    u32::try_from(h % u64::from(partitions.max(1))).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Invariant: the key-to-partition map never changes (golden values)
+    /// and spreads keys over every partition.
+    #[test]
+    fn the_partition_of_a_key_is_stable_and_spread() {
+        assert_eq!(partition_of("", 64), (0xcbf2_9ce4_8422_2325u64 % 64) as u32);
+        let golden: Vec<u32> = ["a", "key-1", "user/42"]
+            .iter()
+            .map(|k| partition_of(k, 64))
+            .collect();
+        // FNV-1a("a") = 0xaf63dc4c8601ec8c, the published test vector.
+        assert_eq!(golden, vec![12, 38, 33]);
+        let mut seen = [0u32; 64];
+        for i in 0..64_000 {
+            seen[partition_of(&format!("k{i}"), 64) as usize] += 1;
+        }
+        assert!(seen.iter().all(|n| (700..1300).contains(n)), "{seen:?}");
+    }
 }

@@ -14,6 +14,8 @@
 //! The transport is a parameter ([`Transport`]): TCP ([`Tcp`]) for real
 //! nodes, the in-process cluster's router in tests.
 
+pub mod partitioned;
+
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::time::Duration;
@@ -22,8 +24,8 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::proto::Status;
-use crate::proto::{
+use crate::wire::Status;
+use crate::wire::{
     read_frame, write_frame, GroupRequest, NodeRequest, Put, Read, Refusal, Request, RequestId,
     Response,
 };

@@ -11,14 +11,15 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::client::{dump_partition, status};
-use crate::error::{Error, Result};
-use crate::parts::client::{alter, list, views, PartitionedClient};
-use crate::parts::partition_of;
+use quorumlog_kv::client::partitioned::{alter, list, views, PartitionedClient};
+use quorumlog_kv::client::{dump_partition, status};
+use quorumlog_kv::error::{Error, Result};
+use quorumlog_kv::server::partition_of;
+use quorumlog_kv_harness::history::{Calls, Outcome};
+use quorumlog_kv_harness::processes::Processes;
 
 /// Deadline of one status or dump call the demo makes.
 const CALL: Duration = Duration::from_secs(2);
@@ -27,7 +28,7 @@ const CALL: Duration = Duration::from_secs(2);
 /// node leads some and one kill moves about a third of them, and few
 /// enough that each still batches several of the 64 clients' writes per
 /// Raft round.
-pub const PARTITIONS: u32 = 8;
+pub(crate) const PARTITIONS: u32 = 8;
 
 fn soon() -> tokio::time::Instant {
     tokio::time::Instant::now() + CALL
@@ -43,61 +44,61 @@ pub(crate) fn pick(state: &mut u64, n: usize) -> usize {
 
 /// How the demo runs.
 #[derive(Debug, Clone)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Total seconds of writing (split around the kill and the restart).
-    pub seconds: u64,
+    pub(crate) seconds: u64,
     /// Partitions.
-    pub partitions: u32,
+    pub(crate) partitions: u32,
     /// Concurrent clients.
-    pub clients: usize,
+    pub(crate) clients: usize,
     /// Readers of acknowledged keys beside them.
-    pub readers: usize,
+    pub(crate) readers: usize,
     /// Where the three data directories go (a fresh one is made inside).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Arguments passed to every node (an A/B run's knob).
-    pub node_args: Vec<String>,
+    pub(crate) node_args: Vec<String>,
 }
 
 /// What the demo measured.
 #[derive(Debug, Clone, Default)]
-pub struct Report {
+pub(crate) struct Report {
     /// Partitions.
-    pub partitions: u32,
+    pub(crate) partitions: u32,
     /// Writes acknowledged.
-    pub acked: usize,
+    pub(crate) acked: usize,
     /// Writes per second over the whole run.
-    pub writes_per_sec: f64,
+    pub(crate) writes_per_sec: f64,
     /// Median commit latency (ms).
     pub p50_ms: f64,
     /// 99th percentile commit latency (ms).
     pub p99_ms: f64,
     /// From the kill until a new leader was known (ms).
-    pub new_leader_ms: u64,
+    pub(crate) new_leader_ms: u64,
     /// The restarted node: opening its store (ms), and until it had
     /// applied everything committed when it started (ms).
-    pub restart_open_ms: u64,
+    pub(crate) restart_open_ms: u64,
     /// See `restart_open_ms`.
-    pub restart_caught_up_ms: u64,
+    pub(crate) restart_caught_up_ms: u64,
     /// Partition 0 moved off the killed node, and back onto it once it
     /// restarted: how long each took (ms; `None`: not done in 30 s).
-    pub moved_away_ms: Option<u64>,
+    pub(crate) moved_away_ms: Option<u64>,
     /// See `moved_away_ms`.
-    pub moved_back_ms: Option<u64>,
+    pub(crate) moved_back_ms: Option<u64>,
     /// Acknowledged writes missing or wrong, per node.
-    pub missing: BTreeMap<u64, usize>,
+    pub(crate) missing: BTreeMap<u64, usize>,
     /// Linearizable reads of acknowledged keys during the run.
-    pub reads: usize,
+    pub(crate) reads: usize,
     /// Of those, reads that did not return the acknowledged value.
-    pub reads_wrong: usize,
+    pub(crate) reads_wrong: usize,
     /// Per node at the end: its log's sync rounds since it (re)started,
     /// and their p50/p99 latency (ms, the upper bounds of the histogram
     /// buckets holding them; `LogStats::sync_latency`).
-    pub syncs: BTreeMap<u64, (u64, Option<f64>, Option<f64>)>,
+    pub(crate) syncs: BTreeMap<u64, (u64, Option<f64>, Option<f64>)>,
 }
 
 impl Report {
     /// Every acknowledged write read back from every node.
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.acked > 0
             && self.missing.values().all(|m| *m == 0)
             && self.reads_wrong == 0
@@ -106,7 +107,7 @@ impl Report {
     }
 
     /// Prints the figures and the verdict; returns [`Report::passed`].
-    pub fn print(&self) -> bool {
+    pub(crate) fn print(&self) -> bool {
         println!();
         println!("writes acknowledged     {}", self.acked);
         println!("writes/s                {:.0}", self.writes_per_sec);
@@ -148,213 +149,72 @@ impl Report {
     }
 }
 
-/// Node processes on loopback, each with its own data directory under a
-/// base directory; killed (SIGKILL) when dropped.
-pub struct Processes {
-    exe: PathBuf,
-    base: PathBuf,
-    peers: Vec<(u64, String)>,
-    /// Nodes `1..=initial` form the cluster (node 1 initializes it).
-    initial: u64,
-    children: BTreeMap<u64, Child>,
-    /// Arguments every node gets besides its own.
-    pub extra: Vec<String>,
-    /// The subcommand that runs a node (`node`; `part node` for the
-    /// partitioned service).
-    pub subcommand: Vec<String>,
-    /// Every initial node gets `--init` on its first start (the
-    /// partitioned service), not only node 1.
-    pub init_every: bool,
+/// Whether every partition below `partitions` has a leader other than
+/// `exclude`, by the views of the nodes other than `exclude`.
+pub(crate) async fn partitions_led(p: &Processes, exclude: Option<u64>, partitions: u32) -> bool {
+    let nodes: Vec<String> = p
+        .peers()
+        .iter()
+        .filter(|(id, _)| Some(*id) != exclude)
+        .map(|(_, a)| a.clone())
+        .collect();
+    let mut led = std::collections::BTreeSet::new();
+    for v in views(&nodes, soon()).await.into_values().flatten() {
+        for p in v.partitions.iter().filter(|p| p.leading) {
+            led.insert(p.partition);
+        }
+    }
+    (0..partitions).all(|p| led.contains(&p))
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+/// Waits until [`partitions_led`], within `limit`.
+pub(crate) async fn wait_partitions(
+    p: &Processes,
+    exclude: Option<u64>,
+    partitions: u32,
+    limit: Duration,
+) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if partitions_led(p, exclude, partitions).await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
 }
 
-impl Processes {
-    /// Nodes `1..=members` of a new cluster (not started), on free ports.
-    ///
-    /// # Errors
-    /// No free port.
-    pub fn new(exe: &Path, base: &Path, members: u64) -> std::io::Result<Processes> {
-        let mut peers = Vec::new();
-        for id in 1..=members {
-            peers.push((id, format!("127.0.0.1:{}", free_port()?)));
+/// The controller's leader all reachable nodes agree on (`exclude`
+/// ignored).
+async fn leader(p: &Processes, exclude: Option<u64>) -> Option<u64> {
+    let mut seen = Vec::new();
+    for (id, addr) in p.peers() {
+        if Some(*id) == exclude {
+            continue;
         }
-        Ok(Processes {
-            exe: exe.to_path_buf(),
-            base: base.to_path_buf(),
-            peers,
-            initial: members,
-            children: BTreeMap::new(),
-            extra: Vec::new(),
-            subcommand: vec!["node".into()],
-            init_every: true,
-        })
+        seen.push(status(addr, soon()).await.ok().and_then(|s| s.leader));
     }
-
-    /// A node outside the initial cluster (not started); returns its
-    /// address.
-    ///
-    /// # Errors
-    /// No free port.
-    pub fn add(&mut self, id: u64) -> std::io::Result<String> {
-        let addr = format!("127.0.0.1:{}", free_port()?);
-        self.peers.push((id, addr.clone()));
-        Ok(addr)
-    }
-
-    /// Node `id`'s address.
-    pub fn addr(&self, id: u64) -> String {
-        self.peers
-            .iter()
-            .find(|(i, _)| *i == id)
-            .map(|(_, a)| a.clone())
-            .unwrap_or_default()
-    }
-
-    /// Starts node `id`'s process (its standard error is appended to
-    /// `node-<id>.log`).
-    ///
-    /// # Errors
-    /// The process cannot start.
-    pub fn spawn(&mut self, id: u64) -> std::io::Result<()> {
-        let peers: Vec<String> = self
-            .peers
-            .iter()
-            .filter(|(i, _)| *i <= self.initial)
-            .map(|(i, a)| format!("{i}={a}"))
-            .collect();
-        // Appended: a restarted node's log follows its earlier runs'.
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.base.join(format!("node-{id}.log")))?;
-        let mut cmd = Command::new(&self.exe);
-        cmd.args(&self.subcommand)
-            .args(["--id", &id.to_string()])
-            .arg("--dir")
-            .arg(self.base.join(format!("node-{id}")))
-            .args(["--listen", &self.addr(id)])
-            .args(["--peers", &peers.join(",")])
-            .args(["--cluster", "7"])
-            .args(&self.extra)
-            .stdout(Stdio::null())
-            .stderr(log);
-        if id == 1 || (self.init_every && id <= self.initial) {
-            cmd.arg("--init");
-        }
-        self.children.insert(id, cmd.spawn()?);
-        Ok(())
-    }
-
-    /// Kills node `id`'s process (SIGKILL).
-    pub fn kill(&mut self, id: u64) {
-        if let Some(mut c) = self.children.remove(&id) {
-            let _ = c.kill(); // SIGKILL
-            let _ = c.wait();
-        }
-    }
-
-    /// Whether node `id`'s process runs (started and not killed).
-    pub fn running(&self, id: u64) -> bool {
-        self.children.contains_key(&id)
-    }
-
-    /// Every node's address.
-    pub fn addrs(&self) -> Vec<String> {
-        self.peers.iter().map(|(_, a)| a.clone()).collect()
-    }
-
-    /// Stops (`SIGSTOP`) or continues (`SIGCONT`) node `id`'s process.
-    pub fn pause(&self, id: u64, stop: bool) {
-        if let Some(c) = self.children.get(&id) {
-            if let Ok(pid) = libc::pid_t::try_from(c.id()) {
-                let signal = if stop { libc::SIGSTOP } else { libc::SIGCONT };
-                // SAFETY: `kill` takes a pid and a signal number and touches
-                // no memory of ours; the pid is our own child's, not reaped.
-                unsafe {
-                    libc::kill(pid, signal);
-                }
-            }
-        }
-    }
-
-    /// Whether every partition below `partitions` has a leader other than
-    /// `exclude`, by the views of the nodes other than `exclude`.
-    pub async fn partitions_led(&self, exclude: Option<u64>, partitions: u32) -> bool {
-        let nodes: Vec<String> = self
-            .peers
-            .iter()
-            .filter(|(id, _)| Some(*id) != exclude)
-            .map(|(_, a)| a.clone())
-            .collect();
-        let mut led = std::collections::BTreeSet::new();
-        for v in views(&nodes, soon()).await.into_values().flatten() {
-            for p in v.partitions.iter().filter(|p| p.leading) {
-                led.insert(p.partition);
-            }
-        }
-        (0..partitions).all(|p| led.contains(&p))
-    }
-
-    /// Waits until [`Processes::partitions_led`], within `limit`.
-    pub async fn wait_partitions(
-        &self,
-        exclude: Option<u64>,
-        partitions: u32,
-        limit: Duration,
-    ) -> bool {
-        let t0 = Instant::now();
-        while t0.elapsed() < limit {
-            if self.partitions_led(exclude, partitions).await {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        false
-    }
-
-    /// The controller's leader all reachable nodes agree on (`exclude`
-    /// ignored).
-    async fn leader(&self, exclude: Option<u64>) -> Option<u64> {
-        let mut seen = Vec::new();
-        for (id, addr) in &self.peers {
-            if Some(*id) == exclude {
-                continue;
-            }
-            seen.push(status(addr, soon()).await.ok().and_then(|s| s.leader));
-        }
-        let first = seen.first().copied().flatten()?;
-        (seen.iter().all(|l| *l == Some(first)) && Some(first) != exclude).then_some(first)
-    }
-
-    /// The controller's leader every reachable node agrees on, within
-    /// `limit`.
-    pub async fn wait_leader(&self, exclude: Option<u64>, limit: Duration) -> Option<u64> {
-        let t0 = Instant::now();
-        while t0.elapsed() < limit {
-            if let Some(l) = self.leader(exclude).await {
-                return Some(l);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        None
-    }
+    let first = seen.first().copied().flatten()?;
+    (seen.iter().all(|l| *l == Some(first)) && Some(first) != exclude).then_some(first)
 }
 
-impl Drop for Processes {
-    fn drop(&mut self) {
-        let ids: Vec<u64> = self.children.keys().copied().collect();
-        for id in ids {
-            self.kill(id);
+/// The controller's leader every reachable node agrees on, within
+/// `limit`.
+pub(crate) async fn wait_leader(
+    p: &Processes,
+    exclude: Option<u64>,
+    limit: Duration,
+) -> Option<u64> {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if let Some(l) = leader(p, exclude).await {
+            return Some(l);
         }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    None
 }
 
-/// Writers' shared record: acknowledged writes and their latencies.
 #[derive(Default)]
 struct Acks {
     values: BTreeMap<String, String>,
@@ -461,6 +321,30 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
     ms
 }
 
+/// A client of every partition whose calls a history records.
+pub(crate) struct Recorded(pub PartitionedClient);
+
+impl Calls for Recorded {
+    fn id(&self) -> u64 {
+        self.0.id()
+    }
+
+    async fn put(&mut self, key: &str, value: &str, deadline: tokio::time::Instant) -> Outcome {
+        match self.0.put(key, value, deadline).await {
+            Ok(_) => Outcome::Ok(None),
+            Err(Error::Failed { .. }) => Outcome::Failed,
+            Err(_) => Outcome::Unknown,
+        }
+    }
+
+    async fn get(&mut self, key: &str, deadline: tokio::time::Instant) -> Outcome {
+        match self.0.get(key, deadline).await {
+            Ok(read) => Outcome::Ok(read.value),
+            Err(_) => Outcome::Failed,
+        }
+    }
+}
+
 fn say(t0: Instant, what: &str) {
     println!("[{:5.1}s] {what}", t0.elapsed().as_secs_f64());
 }
@@ -505,7 +389,7 @@ async fn partition_states(nodes: &[String]) -> BTreeMap<u32, (u64, Vec<u64>)> {
 /// Every node's applied index per partition it hosts.
 async fn applied_by_node(cluster: &Processes) -> BTreeMap<(u64, u32), u64> {
     let mut out = BTreeMap::new();
-    for (id, addr) in &cluster.peers {
+    for (id, addr) in cluster.peers() {
         let v = views(std::slice::from_ref(addr), soon()).await;
         for view in v.into_values().flatten() {
             for p in view.partitions {
@@ -525,7 +409,8 @@ async fn check_replicas(
 ) -> BTreeMap<u64, usize> {
     let nodes = cluster.addrs();
     let states = partition_states(&nodes).await;
-    let mut missing: BTreeMap<u64, usize> = cluster.peers.iter().map(|(id, _)| (*id, 0)).collect();
+    let mut missing: BTreeMap<u64, usize> =
+        cluster.peers().iter().map(|(id, _)| (*id, 0)).collect();
     for (p, (goal, voters)) in &states {
         for id in voters {
             let t = Instant::now();
@@ -601,7 +486,7 @@ async fn restart(cluster: &mut Processes, id: u64) -> Result<(u64, u64)> {
     clippy::too_many_lines,
     reason = "one story told in order: start, write, kill, move, restart, move back, check"
 )]
-pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
+pub(crate) async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
     let t0 = Instant::now();
     let p_count = args.partitions.max(1);
     let base = args
@@ -624,14 +509,10 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
         ),
     );
     let no_leader = |what: &str| Error::Timeout { last: what.into() };
-    let victim = cluster
-        .wait_leader(None, Duration::from_secs(30))
+    let victim = wait_leader(&cluster, None, Duration::from_secs(30))
         .await
         .ok_or_else(|| no_leader("no controller leader elected"))?;
-    if !cluster
-        .wait_partitions(None, p_count, Duration::from_secs(30))
-        .await
-    {
+    if !wait_partitions(&cluster, None, p_count, Duration::from_secs(30)).await {
         return Err(no_leader("a partition without a leader"));
     }
     say(
@@ -664,10 +545,7 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
     );
     let killed_at = Instant::now();
     cluster.kill(victim);
-    if !cluster
-        .wait_partitions(Some(victim), p_count, Duration::from_secs(30))
-        .await
-    {
+    if !wait_partitions(&cluster, Some(victim), p_count, Duration::from_secs(30)).await {
         return Err(no_leader("no new leaders after the kill"));
     }
     let new_leader_ms = ms(killed_at);
@@ -718,15 +596,12 @@ pub async fn run(exe: &Path, args: &DemoArgs) -> Result<Report> {
             values.len()
         ),
     );
-    if !cluster
-        .wait_partitions(None, p_count, Duration::from_secs(30))
-        .await
-    {
+    if !wait_partitions(&cluster, None, p_count, Duration::from_secs(30)).await {
         return Err(no_leader("a partition without a leader at the end"));
     }
     let missing = check_replicas(&cluster, p_count, &values).await;
     let mut syncs = BTreeMap::new();
-    for (id, addr) in &cluster.peers {
+    for (id, addr) in cluster.peers() {
         if let Ok(st) = status(addr, soon()).await {
             syncs.insert(*id, (st.syncs, st.sync_p50_ms, st.sync_p99_ms));
         }

@@ -20,6 +20,8 @@
 //! [`GroupRouter`] for `(target, partition)`, and each partition's Raft
 //! gets a [`GroupNetworkAdapter`] per target from [`PartitionNetwork`].
 
+pub mod throttle;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,10 +43,10 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::machine::KvSnapshot;
-use crate::parts::throttle::Throttle;
-use crate::proto::{
+use crate::wire::{
     GroupRequest, Request, Response, SnapshotChunk, SnapshotStep, TypeConfig, MAX_FRAME,
 };
+use throttle::Throttle;
 
 /// Bytes of a snapshot per request.
 pub const SNAPSHOT_CHUNK: usize = 1 << 20;
@@ -646,7 +648,7 @@ where
             match answer {
                 Answer::Plain(r) => {
                     flush_tagged(&mut wr, &mut tagged, &mut buf).await?;
-                    crate::proto::write_frame(&mut wr, &r).await?;
+                    crate::wire::write_frame(&mut wr, &r).await?;
                 }
                 Answer::Tagged(id, r) => tagged.push((id, r)),
             }
@@ -676,7 +678,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::NodeRequest;
+    use crate::wire::NodeRequest;
 
     /// A peer that answers each batch in reverse order (and the first
     /// request of each frame after the rest), echoing the number each
@@ -762,7 +764,7 @@ mod tests {
             Frame::Plain(_) => panic!("a batch read as plain"),
         }
         let mut plain = Vec::new();
-        crate::proto::write_frame(&mut plain, &Request::group(0, GroupRequest::Dump))
+        crate::wire::write_frame(&mut plain, &Request::group(0, GroupRequest::Dump))
             .await
             .unwrap();
         assert!(matches!(

@@ -4,7 +4,7 @@
 //! leader, a follower, a random node or all three and restarts them, and
 //! stops (`SIGSTOP`) a node or the leader for 1–5 s. At the end every
 //! fault is healed, each key is read once more, and the whole history is
-//! checked for linearizability per key ([`crate::check`]).
+//! checked for linearizability per key ((`quorumlog_kv_harness::check`)).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,44 +14,46 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::check::{self, Report};
-use crate::client::status;
-use crate::demo::{pick, Processes};
-use crate::error::{Error, Result};
-use crate::history::{record_get, record_put, Action, Op, Outcome, Recorder};
-use crate::parts::client::PartitionedClient;
+use quorumlog_kv::client::status;
+use quorumlog_kv_harness::check::{self, Report};
+use quorumlog_kv_harness::processes::Processes;
+
+use crate::demo::{pick, Recorded};
+use quorumlog_kv::client::partitioned::PartitionedClient;
+use quorumlog_kv::error::{Error, Result};
+use quorumlog_kv_harness::history::{record_get, record_put, Action, Op, Outcome, Recorder};
 
 /// How a soak runs.
 #[derive(Debug, Clone)]
-pub struct SoakArgs {
+pub(crate) struct SoakArgs {
     /// Seconds of load and faults.
-    pub seconds: u64,
+    pub(crate) seconds: u64,
     /// Partitions.
-    pub partitions: u32,
+    pub(crate) partitions: u32,
     /// Concurrent clients.
-    pub clients: usize,
+    pub(crate) clients: usize,
     /// Keys they share.
-    pub keys: usize,
+    pub(crate) keys: usize,
     /// Where the data directories go (a fresh one is made inside).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The nemesis's seed.
-    pub seed: u64,
+    pub(crate) seed: u64,
 }
 
 /// What a soak did and found.
 #[derive(Debug, Clone, Default)]
-pub struct SoakReport {
+pub(crate) struct SoakReport {
     /// Operations by kind and outcome ("put ok", "get failed", …).
-    pub ops: BTreeMap<&'static str, usize>,
+    pub(crate) ops: BTreeMap<&'static str, usize>,
     /// Faults by kind.
-    pub faults: BTreeMap<&'static str, usize>,
+    pub(crate) faults: BTreeMap<&'static str, usize>,
     /// The checker's verdict.
-    pub check: Report,
+    pub(crate) check: Report,
 }
 
 impl SoakReport {
     /// Prints the counts and the verdict; returns whether it passed.
-    pub fn print(&self) -> bool {
+    pub(crate) fn print(&self) -> bool {
         println!();
         for (k, n) in &self.ops {
             println!("{k:<24}{n}");
@@ -94,7 +96,7 @@ async fn client_loop(
     stop: Arc<AtomicBool>,
     history: Recorder,
 ) {
-    let mut client = PartitionedClient::new(&nodes, partitions);
+    let mut client = Recorded(PartitionedClient::new(&nodes, partitions));
     let mut seed = 0x2545_f491_4f6c_dd1d_u64 ^ ((c as u64 + 1) << 17);
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -183,7 +185,7 @@ async fn nemesis(
 /// One last linearizable read of every key, recorded: a lost acknowledged
 /// write shows here.
 async fn read_every_key(p: &Processes, partitions: u32, keys: usize, history: &Recorder) {
-    let mut last = PartitionedClient::new(&p.addrs(), partitions);
+    let mut last = Recorded(PartitionedClient::new(&p.addrs(), partitions));
     for k in 0..keys {
         let deadline = Instant::now() + Duration::from_secs(20);
         record_get(&mut last, history, format!("k{k}"), deadline).await;
@@ -210,7 +212,7 @@ fn count(ops: &[Op]) -> BTreeMap<&'static str, usize> {
 ///
 /// # Errors
 /// The cluster could not be started or elected no leader.
-pub async fn run(exe: &Path, args: &SoakArgs) -> Result<SoakReport> {
+pub(crate) async fn run(exe: &Path, args: &SoakArgs) -> Result<SoakReport> {
     let base = args
         .dir
         .join(format!("quorumlog-kv-soak-{}", std::process::id()));

@@ -12,7 +12,7 @@
 //!   from where it ended). A controller replica that lags only ever shows
 //!   an older generation, which is ignored: a target never moves back.
 //! - the partition's reassignment is driven one voter change at a time
-//!   ([`crate::reassign::drive`]): an adding replica's node hosts the
+//!   ([`crate::replica::reassign::drive`]): an adding replica's node hosts the
 //!   partition, joins as a learner, is promoted once caught up; removals
 //!   come last, the leader's own last.
 //! - once the voters are the target and nothing is pending, the leader
@@ -27,9 +27,10 @@ use std::time::Duration;
 
 use openraft10::async_runtime::WatchReceiver;
 
-use crate::parts::control::{Control, Controller, NodeInfo, Pending, Replica};
-use crate::parts::host::{Host, Partition};
-use crate::proto::Refusal;
+use crate::machine::control::Controller;
+use crate::server::host::{Host, Partition};
+use crate::wire::admin::{Control, NodeInfo, Pending, Replica};
+use crate::wire::Refusal;
 
 /// How often the controller's state is looked at without a change of the
 /// partition's own.
@@ -153,7 +154,7 @@ pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
             start(&nodes, part, pending).await?;
         }
     }
-    let (voters, _) = crate::reassign::voters(part);
+    let (voters, _) = crate::replica::reassign::voters(part);
     let adding: Vec<u64> = part
         .machine
         .reassignment()
@@ -171,14 +172,14 @@ pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
     // on (it is the stuck replica a new target may drop).
     for n in &adding {
         if let Some(addr) = nodes.get(n).map(|i| i.addr.clone()) {
-            let hosted = crate::parts::host_on(&host.router, &addr, p, Duration::from_millis(500));
+            let hosted = crate::server::host_on(&host.router, &addr, p, Duration::from_millis(500));
             if let Err(e) = hosted.await {
                 tracing::debug!("partition {p}: node {n} cannot host it yet: {e}");
             }
         }
     }
     host.throttle.set_adding(p, adding);
-    crate::reassign::drive(part).await?;
+    crate::replica::reassign::drive(part).await?;
     match pending {
         Some(pending) => report_if_done(host, &nodes, part, p, &pending).await,
         None => Ok(()),
@@ -195,8 +196,9 @@ async fn start(nodes: &Nodes, part: &Partition, pending: &Pending) -> Result<(),
             (*n, addr)
         })
         .collect();
-    let now = crate::node::now_ms();
-    match crate::reassign::request_generation(part, target, pending.generation, now).await {
+    let now = crate::replica::now_ms();
+    match crate::replica::reassign::request_generation(part, target, pending.generation, now).await
+    {
         // Removals begun: it finishes first.
         Err(Refusal::Refused { reason }) if reason.contains("completing") => Ok(()),
         r => r,
@@ -212,7 +214,7 @@ async fn report_if_done(
     p: u32,
     pending: &Pending,
 ) -> Result<(), Refusal> {
-    let (voters, settled) = crate::reassign::voters(part);
+    let (voters, settled) = crate::replica::reassign::voters(part);
     let target: BTreeSet<u64> = pending.target.iter().copied().collect();
     let done = settled
         && voters == target

@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 use openraft10::async_runtime::WatchReceiver;
 use openraft10::ServerState;
 
-use crate::parts::host::{Host, Partition};
-use crate::parts::CONTROLLER;
-use crate::proto::{NodeRequest, Request, Response};
+use crate::server::host::{Host, Partition};
+use crate::server::CONTROLLER;
+use crate::wire::{NodeRequest, Request, Response};
 
 /// How often a node beats to each other node.
 pub const BEAT: Duration = Duration::from_millis(250);

@@ -1,5 +1,5 @@
 //! The partitioned service's client: each key goes to its partition
-//! ([`super::partition_of`]), through a [`Client`] per partition that
+//! ([`crate::wire::partition_of`]), through a [`Client`] per partition that
 //! finds and follows that partition's leader (redirects, retries with the
 //! same request id, one deadline per call), and the admin calls that go
 //! to the controller's leader.
@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use crate::client::{CallError, Client, Tcp, Transport};
 use crate::error::{Error, Result};
-use crate::parts::admin::{Listing, Metrics, NodeView};
-use crate::parts::control::{AlterError, Control};
-use crate::parts::partition_of;
-use crate::proto::{NodeRequest, Read, Refusal, Request, Response};
+use crate::wire::admin::{AlterError, Control};
+use crate::wire::admin::{Listing, Metrics, NodeView};
+use crate::wire::partition_of;
+use crate::wire::{NodeRequest, Read, Refusal, Request, Response};
 
 /// A client of every partition: one session per partition (its own
 /// leader, its own request ids), one transport for all of them (a TCP

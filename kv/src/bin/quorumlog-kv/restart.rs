@@ -12,32 +12,34 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::status;
-use crate::demo::Processes;
-use crate::error::{Error, Result};
-use crate::parts::client::{views, PartitionedClient};
+use quorumlog_kv::client::status;
+use quorumlog_kv_harness::processes::Processes;
+
+use crate::demo::wait_leader;
+use quorumlog_kv::client::partitioned::{views, PartitionedClient};
+use quorumlog_kv::error::{Error, Result};
 
 /// What a restart-time run measured.
 #[derive(Debug, Clone, Default)]
-pub struct RestartReport {
+pub(crate) struct RestartReport {
     /// Entries written before the kill.
-    pub entries: u64,
+    pub(crate) entries: u64,
     /// Node 1 alone: from its start until it accepted a connection (ms).
-    pub listening_ms: u64,
+    pub(crate) listening_ms: u64,
     /// Node 1 alone: from its start until it answered a status call (ms).
-    pub alone_ms: u64,
+    pub(crate) alone_ms: u64,
     /// Its store's open (ms), as it reported.
-    pub open_ms: u64,
+    pub(crate) open_ms: u64,
     /// The index its state machine had applied when it answered.
-    pub applied: u64,
+    pub(crate) applied: u64,
     /// All three together: from their start until a write was
     /// acknowledged (ms).
-    pub writes_again_ms: u64,
+    pub(crate) writes_again_ms: u64,
 }
 
 impl RestartReport {
     /// Prints the figures.
-    pub fn print(&self) {
+    pub(crate) fn print(&self) {
         println!();
         println!("entries since the last snapshot  {}", self.entries);
         println!(
@@ -98,7 +100,7 @@ async fn applied_of(addr: &str) -> u64 {
 ///
 /// # Errors
 /// A node could not start; no leader; no write after the restart.
-pub async fn run(exe: &Path, dir: &Path, entries: u64) -> Result<RestartReport> {
+pub(crate) async fn run(exe: &Path, dir: &Path, entries: u64) -> Result<RestartReport> {
     let base: PathBuf = dir.join(format!("quorumlog-kv-restart-{}", std::process::id()));
     std::fs::create_dir_all(&base).map_err(|e| Error::io(base.display().to_string(), e))?;
     let mut p = Processes::new(exe, &base, 3).map_err(|e| Error::io("ports", e))?;
@@ -110,7 +112,7 @@ pub async fn run(exe: &Path, dir: &Path, entries: u64) -> Result<RestartReport> 
         p.spawn(id)
             .map_err(|e| Error::io(format!("start node {id}"), e))?;
     }
-    p.wait_leader(None, Duration::from_secs(20))
+    wait_leader(&p, None, Duration::from_secs(20))
         .await
         .ok_or_else(|| Error::Timeout {
             last: "no leader elected".into(),

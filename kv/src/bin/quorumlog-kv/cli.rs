@@ -12,16 +12,16 @@ use clap::Subcommand;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::error::{Error, Result};
-use crate::parts::admin::{describe, prometheus};
-use crate::parts::client::{self, PartitionedClient};
-use crate::parts::control::{AlterError, Control};
-use crate::parts::host::{self, HostArgs};
-use crate::proto::Refusal;
+use quorumlog_kv::client::partitioned::{self as client, PartitionedClient};
+use quorumlog_kv::error::{Error, Result};
+use quorumlog_kv::server::host::{self, HostArgs};
+use quorumlog_kv::wire::admin::{describe, prometheus};
+use quorumlog_kv::wire::admin::{AlterError, Control};
+use quorumlog_kv::wire::Refusal;
 
-/// `quorumlog-kv part …`.
+/// The service's commands: a node, client calls, administration.
 #[derive(Debug, Subcommand)]
-pub enum PartCmd {
+pub(crate) enum PartCmd {
     /// Runs a node of the partitioned service until killed.
     Node {
         /// This node's id.
@@ -40,10 +40,10 @@ pub enum PartCmd {
         #[arg(long)]
         peers: String,
         /// Partitions (at creation).
-        #[arg(long, default_value_t = crate::parts::PARTITIONS)]
+        #[arg(long, default_value_t = quorumlog_kv::server::PARTITIONS)]
         partitions: u32,
         /// Replicas per partition (at creation).
-        #[arg(long, default_value_t = crate::parts::REPLICATION)]
+        #[arg(long, default_value_t = quorumlog_kv::server::REPLICATION)]
         replication: usize,
         /// Create the cluster on the first start (every node of it).
         #[arg(long)]
@@ -52,12 +52,15 @@ pub enum PartCmd {
         #[arg(long, default_value_t = 0)]
         throttle: u64,
         /// Entries between a partition's snapshots.
-        #[arg(long, default_value_t = crate::SNAPSHOT_EVERY)]
+        #[arg(long, default_value_t = quorumlog_kv::SNAPSHOT_EVERY)]
         snapshot_every: u64,
         /// The shared log's segment size in bytes (0: the log's default,
         /// 128 MiB with two prepared ahead; smaller: none prepared ahead).
         #[arg(long, default_value_t = 0)]
         segment_bytes: u64,
+        /// Serve the storage's metrics for Prometheus on this address.
+        #[arg(long)]
+        metrics_addr: Option<String>,
     },
     /// Writes `key = value` through its partition's leader.
     Put {
@@ -65,7 +68,7 @@ pub enum PartCmd {
         #[arg(long)]
         nodes: String,
         /// Partitions.
-        #[arg(long, default_value_t = crate::parts::PARTITIONS)]
+        #[arg(long, default_value_t = quorumlog_kv::server::PARTITIONS)]
         partitions: u32,
         /// Seconds before the put gives up (its outcome then unknown).
         #[arg(long, default_value_t = 10)]
@@ -81,7 +84,7 @@ pub enum PartCmd {
         #[arg(long)]
         nodes: String,
         /// Partitions.
-        #[arg(long, default_value_t = crate::parts::PARTITIONS)]
+        #[arg(long, default_value_t = quorumlog_kv::server::PARTITIONS)]
         partitions: u32,
         /// The key.
         key: String,
@@ -157,7 +160,7 @@ pub enum PartCmd {
         #[arg(long)]
         nodes: String,
         /// Partitions.
-        #[arg(long, default_value_t = crate::parts::PARTITIONS)]
+        #[arg(long, default_value_t = quorumlog_kv::server::PARTITIONS)]
         partitions: u32,
         /// Concurrent clients.
         #[arg(long, default_value_t = 64)]
@@ -187,12 +190,12 @@ pub enum PartCmd {
 
 /// A reassignment plan file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The format's version (1).
     #[serde(default = "one")]
-    pub version: u32,
+    pub(crate) version: u32,
     /// The targets.
-    pub partitions: Vec<PlanEntry>,
+    pub(crate) partitions: Vec<PlanEntry>,
 }
 
 fn one() -> u32 {
@@ -201,11 +204,11 @@ fn one() -> u32 {
 
 /// One partition's target in a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlanEntry {
+pub(crate) struct PlanEntry {
     /// The partition.
-    pub partition: u32,
+    pub(crate) partition: u32,
     /// Its target replicas.
-    pub replicas: Vec<u64>,
+    pub(crate) replicas: Vec<u64>,
 }
 
 fn nodes_of(s: &str) -> Vec<String> {
@@ -227,7 +230,7 @@ fn deadline(seconds: u64) -> Instant {
 ///
 /// # Errors
 /// A malformed target.
-pub fn parse_target(s: &str) -> Result<(u32, Vec<u64>)> {
+pub(crate) fn parse_target(s: &str) -> Result<(u32, Vec<u64>)> {
     let (p, set) = s
         .split_once('=')
         .ok_or_else(|| refused(format!("bad target {s}: expected PARTITION=ID,ID,…")))?;
@@ -251,7 +254,7 @@ pub fn parse_target(s: &str) -> Result<(u32, Vec<u64>)> {
 ///
 /// # Errors
 /// The file cannot be read or is not a plan.
-pub fn read_plan(path: &std::path::Path) -> Result<Plan> {
+pub(crate) fn read_plan(path: &std::path::Path) -> Result<Plan> {
     let text =
         std::fs::read_to_string(path).map_err(|e| Error::io(path.display().to_string(), e))?;
     serde_json::from_str(&text).map_err(|e| refused(format!("{}: not a plan: {e}", path.display())))
@@ -277,7 +280,7 @@ fn print_alter(r: std::result::Result<u64, Vec<(u32, AlterError)>>) -> bool {
 ///
 /// # Errors
 /// A node or controller that did not answer; bad arguments.
-pub async fn run(cmd: PartCmd) -> Result<bool> {
+pub(crate) async fn run(cmd: PartCmd) -> Result<bool> {
     match cmd {
         c @ PartCmd::Node { .. } => run_node(c).await,
         c @ (PartCmd::Put { .. } | PartCmd::Get { .. } | PartCmd::Status { .. }) => {
@@ -302,6 +305,7 @@ async fn run_node(cmd: PartCmd) -> Result<bool> {
             throttle,
             snapshot_every,
             segment_bytes,
+            metrics_addr,
         } => {
             let peers = peers
                 .split(',')
@@ -325,6 +329,7 @@ async fn run_node(cmd: PartCmd) -> Result<bool> {
                 throttle,
                 snapshot_every,
                 segment_bytes,
+                metrics_addr,
             })
             .await
             .map(|()| true)
@@ -389,7 +394,7 @@ async fn run_client(cmd: PartCmd) -> Result<bool> {
                 .await?;
             println!(
                 "partition {}: applied at index {index}",
-                crate::parts::partition_of(&key, partitions)
+                quorumlog_kv::server::partition_of(&key, partitions)
             );
             Ok(true)
         }
@@ -540,7 +545,7 @@ async fn verify_plan(nodes: &[String], plan: &Plan) -> Result<bool> {
                 e.partition,
                 l.adding
                     .iter()
-                    .filter(|a| a.state == crate::parts::admin::AddingState::Promoted)
+                    .filter(|a| a.state == quorumlog_kv::wire::admin::AddingState::Promoted)
                     .count(),
                 l.adding.len()
             );
@@ -577,11 +582,11 @@ async fn verify_plan(nodes: &[String], plan: &Plan) -> Result<bool> {
 
 /// Every partition, a line each: leader, voters, learners, the leader's
 /// high watermark and each replica's lag.
-pub async fn status_text(nodes: &[String]) -> String {
+pub(crate) async fn status_text(nodes: &[String]) -> String {
     let views = client::views(nodes, deadline(5)).await;
     let mut by_partition: std::collections::BTreeMap<
         u32,
-        Vec<&crate::parts::admin::PartitionView>,
+        Vec<&quorumlog_kv::wire::admin::PartitionView>,
     > = std::collections::BTreeMap::new();
     let mut out = String::new();
     for (addr, v) in &views {

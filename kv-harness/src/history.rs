@@ -1,16 +1,11 @@
 //! A recorded history of client operations: each with the client, the key,
 //! what it did, when it was invoked and when it completed (nanoseconds on
-//! one monotonic clock), and its outcome. [`crate::check`] decides whether
+//! one monotonic clock), and its outcome. [`crate::check()`] decides whether
 //! a history is linearizable.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
-
-use crate::client::{Client, Transport};
-use crate::error::Error;
-use crate::parts::client::PartitionedClient;
-use crate::proto::Read;
 
 /// What an operation did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,52 +91,29 @@ impl Recorder {
     }
 }
 
-/// What a recorded client does: a client of one group, or of every
-/// partition.
+/// What a recorded client does: its calls, each with the outcome a
+/// history records.
 pub trait Calls: Send {
     /// The client's id in the history.
     fn id(&self) -> u64;
-    /// Writes `key = value` by `deadline`.
+    /// Writes `key = value` by `deadline`: `Ok(None)` if acknowledged,
+    /// `Failed` if it certainly did not apply, `Unknown` otherwise.
     fn put(
         &mut self,
         key: &str,
         value: &str,
         deadline: Instant,
-    ) -> impl std::future::Future<Output = Result<u64, Error>> + Send;
-    /// Reads `key` linearizably by `deadline`.
+    ) -> impl std::future::Future<Output = Outcome> + Send;
+    /// Reads `key` linearizably by `deadline`: `Ok(value)`, or `Failed`
+    /// (a read that returned nothing had no effect).
     fn get(
         &mut self,
         key: &str,
         deadline: Instant,
-    ) -> impl std::future::Future<Output = Result<Read, Error>> + Send;
+    ) -> impl std::future::Future<Output = Outcome> + Send;
 }
 
-impl<T: Transport> Calls for Client<T> {
-    fn id(&self) -> u64 {
-        Client::id(self)
-    }
-    async fn put(&mut self, key: &str, value: &str, deadline: Instant) -> Result<u64, Error> {
-        Client::put(self, key, value, deadline).await
-    }
-    async fn get(&mut self, key: &str, deadline: Instant) -> Result<Read, Error> {
-        Client::get(self, key, deadline).await
-    }
-}
-
-impl<T: Transport> Calls for PartitionedClient<T> {
-    fn id(&self) -> u64 {
-        PartitionedClient::id(self)
-    }
-    async fn put(&mut self, key: &str, value: &str, deadline: Instant) -> Result<u64, Error> {
-        PartitionedClient::put(self, key, value, deadline).await
-    }
-    async fn get(&mut self, key: &str, deadline: Instant) -> Result<Read, Error> {
-        PartitionedClient::get(self, key, deadline).await
-    }
-}
-
-/// Puts `key = value` through `client` by `deadline`, and records it:
-/// `Ok`, `Failed` (certainly not applied) or `Unknown`.
+/// Puts `key = value` through `client` by `deadline`, and records it.
 pub async fn record_put<C: Calls>(
     client: &mut C,
     history: &Recorder,
@@ -150,11 +122,7 @@ pub async fn record_put<C: Calls>(
     deadline: Instant,
 ) {
     let call = history.now();
-    let outcome = match client.put(&key, &value, deadline).await {
-        Ok(_) => Outcome::Ok(None),
-        Err(Error::Failed { .. }) => Outcome::Failed,
-        Err(_) => Outcome::Unknown,
-    };
+    let outcome = client.put(&key, &value, deadline).await;
     history.record(Op {
         client: client.id(),
         key,
@@ -166,7 +134,7 @@ pub async fn record_put<C: Calls>(
 }
 
 /// Reads `key` linearizably through `client` by `deadline`, and records
-/// it (a read that returned nothing is `Failed`: it had no effect).
+/// it.
 pub async fn record_get<C: Calls>(
     client: &mut C,
     history: &Recorder,
@@ -174,10 +142,7 @@ pub async fn record_get<C: Calls>(
     deadline: Instant,
 ) {
     let call = history.now();
-    let outcome = match client.get(&key, deadline).await {
-        Ok(read) => Outcome::Ok(read.value),
-        Err(_) => Outcome::Failed,
-    };
+    let outcome = client.get(&key, deadline).await;
     history.record(Op {
         client: client.id(),
         key,

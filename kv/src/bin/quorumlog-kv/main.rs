@@ -3,7 +3,12 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use quorumlog_kv::{demo, soak, Error};
+use quorumlog_kv::Error;
+
+mod cli;
+mod demo;
+mod restart;
+mod soak;
 
 #[derive(Parser)]
 #[command(
@@ -19,7 +24,7 @@ struct Cli {
 enum Cmd {
     /// The service: a node, client calls and administration.
     #[command(flatten)]
-    Service(quorumlog_kv::parts::cli::PartCmd),
+    Service(cli::PartCmd),
     /// Three node processes, a leader kill, a restart, and the check.
     Demo {
         /// Seconds of writing.
@@ -104,13 +109,11 @@ fn this_program() -> Result<PathBuf, Error> {
 /// Runs `command`; `Ok(false)` is a failed check.
 async fn run(command: Cmd) -> Result<bool, Error> {
     match command {
-        Cmd::Service(cmd) => quorumlog_kv::parts::cli::run(cmd).await,
+        Cmd::Service(cmd) => cli::run(cmd).await,
         c @ (Cmd::Demo { .. } | Cmd::Soak { .. }) => checks(c).await,
         Cmd::RestartTime { entries, dir } => {
             let exe = this_program()?;
-            quorumlog_kv::restart::run(&exe, &dir, entries)
-                .await?
-                .print();
+            restart::run(&exe, &dir, entries).await?.print();
             Ok(true)
         }
     }

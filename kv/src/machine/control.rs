@@ -8,7 +8,7 @@
 //! partition it names takes its new target (one new generation for all
 //! of them), or nothing changes and the reply names each refused
 //! partition with its reason. A partition's leader carries the target out
-//! ([`super::reconcile`]) and reports it finished (`Completed`).
+//! ((`server::reconcile`)) and reports it finished (`Completed`).
 //!
 //! Cancelling is a rollback to the set before the first call: a pending
 //! reassignment keeps its `origin` through every replacement, and a
@@ -18,133 +18,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-/// A node as the controller knows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeInfo {
-    /// Where it listens.
-    pub addr: String,
-    /// Its data directory's id (a new one after its disk was lost).
-    pub directory: u128,
-}
-
-/// A replica: a node and the directory it was placed on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Replica {
-    /// The node.
-    pub node: u64,
-    /// Its data directory's id when the replica was placed.
-    pub directory: u128,
-}
-
-/// A reassignment asked for and not finished.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pending {
-    /// The replica nodes before the first call (what a cancel returns to).
-    pub origin: Vec<u64>,
-    /// The replica nodes asked for (the origin, once cancelled).
-    pub target: Vec<u64>,
-    /// A cancelled reassignment rolling back to its origin.
-    pub cancelled: bool,
-    /// When the first call came, in the caller's milliseconds.
-    pub started_ms: u64,
-    /// The generation of the latest call that changed it.
-    pub generation: u64,
-}
-
-/// One partition's record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionRecord {
-    /// Its replica set, as last reported finished (or as placed).
-    pub replicas: Vec<Replica>,
-    /// The reassignment in progress, if any.
-    pub pending: Option<Pending>,
-}
-
-impl PartitionRecord {
-    /// The replica nodes.
-    pub fn nodes(&self) -> Vec<u64> {
-        self.replicas.iter().map(|r| r.node).collect()
-    }
-}
-
-/// Why one partition of an `Alter` was refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-pub enum AlterError {
-    /// No such partition.
-    #[error("unknown partition")]
-    UnknownPartition,
-    /// A target names a node the cluster does not have.
-    #[error("unknown node {0}")]
-    UnknownNode(u64),
-    /// A target names a node twice.
-    #[error("node {0} appears twice in the target")]
-    DuplicateReplica(u64),
-    /// The request names the partition twice.
-    #[error("the partition appears twice in the request")]
-    DuplicatePartition,
-    /// An empty target (a cancel) for a partition with no reassignment.
-    #[error("no reassignment in progress to cancel")]
-    NoReassignment,
-    /// The target keeps nodes whose data directory was replaced (a lost
-    /// disk) for so many of the current replicas that no sequence of
-    /// single-voter changes keeps a majority of live replicas.
-    #[error("the target keeps {replaced} of {current} replicas on replaced directories: no majority path")]
-    NoMajorityPath {
-        /// Replicas whose node's directory changed and that the target keeps.
-        replaced: usize,
-        /// The current replicas.
-        current: usize,
-    },
-    /// More replicas than a voter set may hold.
-    #[error("the target holds {0} replicas, over the limit")]
-    TooLarge(usize),
-}
+use crate::wire::admin::{AlterError, Control, NodeInfo, PartitionRecord, Pending, Replica};
 
 /// Most replicas a target may name.
 pub const MAX_REPLICAS: usize = 7;
-
-/// A controller change.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Control {
-    /// The cluster's creation: its nodes and each partition's placement
-    /// (ignored once created).
-    Create {
-        /// Every node: id, address, data directory id.
-        nodes: Vec<(u64, String, u128)>,
-        /// Partition `p`'s replica nodes at `placement[p]`.
-        placement: Vec<Vec<u64>>,
-    },
-    /// A node's address or data directory changed (it came back with an
-    /// empty disk).
-    Register {
-        /// The node.
-        node: u64,
-        /// Its address.
-        addr: String,
-        /// Its data directory's id.
-        directory: u128,
-    },
-    /// Targets for any number of partitions (an empty one cancels that
-    /// partition's reassignment), accepted or refused as a whole.
-    Alter {
-        /// (partition, target replica nodes).
-        targets: Vec<(u32, Vec<u64>)>,
-        /// The caller's clock, in milliseconds.
-        now_ms: u64,
-    },
-    /// Cancels every reassignment in progress.
-    CancelAll,
-    /// A partition's leader finished the reassignment of `generation`:
-    /// its voters are `voters`.
-    Completed {
-        /// The partition.
-        partition: u32,
-        /// The generation it carried out.
-        generation: u64,
-        /// Its voters now.
-        voters: Vec<Replica>,
-    },
-}
 
 /// The controller's state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -344,6 +221,19 @@ impl Controller {
     }
 }
 
+/// The placement of `partitions` partitions of `replication` replicas
+/// over nodes `1..=nodes`: partition `p`'s replicas are the nodes
+/// `(p + i) mod nodes + 1` for `i < replication`, so every node holds
+/// the same number of replicas (± 1) and leads about as many (the first
+/// replica of each is its first leader).
+pub fn placement(partitions: u32, nodes: u64, replication: usize) -> Vec<Vec<u64>> {
+    let nodes = nodes.max(1);
+    let rf = u64::try_from(replication).unwrap_or(1).clamp(1, nodes);
+    (0..u64::from(partitions))
+        .map(|p| (0..rf).map(|i| (p + i) % nodes + 1).collect())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,7 +243,7 @@ mod tests {
         let nodes = (1..=5)
             .map(|i| (i, format!("n{i}"), u128::from(i) * 10))
             .collect();
-        let placement = crate::parts::placement(8, 5, 3);
+        let placement = placement(8, 5, 3);
         c.apply(Control::Create { nodes, placement }).unwrap();
         c
     }
@@ -487,5 +377,36 @@ mod tests {
         // Dropping them is a path.
         let keep: Vec<u64> = vec![set[2], 4, 5];
         assert!(alter(&mut c, &[(0, &keep)]).is_ok());
+    }
+
+    /// Invariant: placement gives each partition `replication` distinct
+    /// nodes and each node the same count (± 1) of replicas and of first
+    /// replicas.
+    #[test]
+    #[allow(clippy::cast_possible_truncation, reason = "node ids below 6")]
+    fn placement_is_even() {
+        let p = placement(64, 5, 3);
+        assert_eq!(p.len(), 64);
+        let mut replicas = [0; 6];
+        let mut first = [0; 6];
+        for set in &p {
+            let mut s = set.clone();
+            s.sort_unstable();
+            s.dedup();
+            assert_eq!(s.len(), 3);
+            for n in set {
+                replicas[*n as usize] += 1;
+            }
+            first[set[0] as usize] += 1;
+        }
+        let (lo, hi) = (replicas[1..].iter().min(), replicas[1..].iter().max());
+        assert!(hi.unwrap() - lo.unwrap() <= 1, "{replicas:?}");
+        let (lo, hi) = (first[1..].iter().min(), first[1..].iter().max());
+        assert!(hi.unwrap() - lo.unwrap() <= 1, "{first:?}");
+        assert_eq!(
+            placement(4, 2, 3)[0].len(),
+            2,
+            "never more replicas than nodes"
+        );
     }
 }

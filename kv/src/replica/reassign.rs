@@ -15,10 +15,9 @@
 //!   `change_membership` too, the leader last (openraft's leader steps
 //!   down once a membership without it commits). One change at a time:
 //!   nothing starts while a membership change is not applied.
-//! - The driver ([`driver`]) runs on openraft's metrics watch: a step is
-//!   taken when the node's Raft state changes (an entry applied, a
-//!   membership change, a replica's progress), not on a timer; after a
-//!   failed step (a node that did not answer) it retries within a second.
+//! - The partition's reconcile loop (`server::reconcile`) takes a step
+//!   when its Raft state or the controller's changes, and on a poll while
+//!   a reassignment is under way.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,8 +28,8 @@ use quorumlog_raft::voters::{
 };
 use quorumlog_raft::{DirectoryId, NodeId, Offset, Voter};
 
-use crate::node::Running;
-use crate::proto::{Command, ReassignmentState, Refusal};
+use crate::replica::Running;
+use crate::wire::{Command, ReassignmentState, Refusal};
 
 fn refused(e: impl std::fmt::Display) -> Refusal {
     Refusal::Refused {
@@ -186,13 +185,13 @@ pub async fn request_generation(
     generation: u64,
     now_ms: u64,
 ) -> Result<(), Refusal> {
-    crate::node::confirm_leadership(node).await?;
+    crate::replica::confirm_leadership(node).await?;
     let v = view(node).await?;
     if !v.settled {
         return Err(Refusal::MembershipInFlight);
     }
     let r = plan_to(node, &v, target, now_ms)?;
-    crate::node::write(
+    crate::replica::write(
         node,
         Command::Reassign {
             state: ReassignmentState(Some(r)),
@@ -219,7 +218,7 @@ pub fn voters(node: &Running) -> (BTreeSet<u64>, bool) {
 }
 
 async fn write_state(node: &Running, r: Option<Reassignment>) -> Result<(), Refusal> {
-    crate::node::write(node, Command::Reassignment(ReassignmentState(r)))
+    crate::replica::write(node, Command::Reassignment(ReassignmentState(r)))
         .await
         .map(|_| ())
 }
@@ -233,7 +232,7 @@ pub async fn drive(node: &Running) -> Result<Step, Refusal> {
     if node.machine.reassignment().is_none() || !is_leader(node) {
         return Ok(Step::Idle);
     }
-    crate::node::ensure_lease(node).await?;
+    crate::replica::ensure_lease(node).await?;
     let v = view(node).await?;
     let Some(latest) = v.state.voters.clone() else {
         return Ok(Step::Idle);
@@ -284,7 +283,7 @@ async fn ensure_learner(node: &Running, v: &View, e: &VoterEntry) -> Result<(), 
         return Ok(());
     }
     // A partition's adding replica: its node was asked to host it
-    // before this step (`parts::reconcile::step`).
+    // before this step (`server::reconcile::step`).
     let addr = e.endpoint.clone().unwrap_or_default();
     node.raft
         .add_learner(id, BasicNode { addr }, false)
