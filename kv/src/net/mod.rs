@@ -197,14 +197,18 @@ async fn write_requests(
 ) -> std::io::Error {
     let mut batch = Vec::new();
     let mut buf = Vec::new();
+    let mut busy = false;
     loop {
         let Some(first) = rx.recv().await else {
             return std::io::Error::other("connection closed");
         };
         batch.push(first);
-        // Let the tasks that are ready run first: what they send in this
-        // instant joins the frame.
-        tokio::task::yield_now().await;
+        // While frames carry several requests (many partitions sending),
+        // let the tasks that are ready run first: what they send in this
+        // instant joins the frame. A lone sender is not kept waiting.
+        if busy {
+            tokio::task::yield_now().await;
+        }
         let mut bytes = 0;
         while bytes < BATCH_BYTES {
             match rx.try_recv() {
@@ -218,6 +222,7 @@ async fn write_requests(
         if let Err(e) = encode_batch(&mut buf, batch.iter().map(|(id, r)| (*id, r))) {
             return e;
         }
+        busy = batch.len() > 1;
         batch.clear();
         if let Err(e) = wr.write_all(&buf).await {
             return e;
@@ -641,9 +646,15 @@ where
 {
     let mut tagged: Vec<(u64, Response)> = Vec::new();
     let mut buf = Vec::new();
+    let mut busy = false;
     while let Some(first) = rx.recv().await {
-        tokio::task::yield_now().await;
+        // As the requests' writer does: wait one turn only while answers
+        // come several at a time.
+        if busy {
+            tokio::task::yield_now().await;
+        }
         let mut next = Some(first);
+        let mut answers = 0;
         while let Some(answer) = next.take() {
             match answer {
                 Answer::Plain(r) => {
@@ -652,8 +663,10 @@ where
                 }
                 Answer::Tagged(id, r) => tagged.push((id, r)),
             }
+            answers += 1;
             next = rx.try_recv().ok();
         }
+        busy = answers > 1;
         flush_tagged(&mut wr, &mut tagged, &mut buf).await?;
     }
     Ok(())
