@@ -436,6 +436,15 @@ fn unexpected() -> RPCError<TypeConfig> {
 
 type Rpc<T> = Result<T, RPCError<TypeConfig>>;
 
+/// A vote's or a pre-vote's answer, as openraft takes it.
+fn vote_reply(answer: std::io::Result<Response>) -> Rpc<VoteResponse<TypeConfig>> {
+    match answer {
+        Ok(Response::Vote(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
+        Ok(_) => Err(unexpected()),
+        Err(e) => Err(unreachable(&e)),
+    }
+}
+
 impl GroupRouter<TypeConfig, u32> for Router {
     type SnapshotData = KvSnapshot;
 
@@ -463,14 +472,8 @@ impl GroupRouter<TypeConfig, u32> for Router {
         rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Rpc<VoteResponse<TypeConfig>> {
-        match self
-            .partition_call(target, partition, GroupRequest::Vote(rpc), &option)
-            .await
-        {
-            Ok(Response::Vote(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
-            Ok(_) => Err(unexpected()),
-            Err(e) => Err(unreachable(&e)),
-        }
+        let answer = self.partition_call(target, partition, GroupRequest::Vote(rpc), &option);
+        vote_reply(answer.await)
     }
 
     async fn pre_vote(
@@ -480,14 +483,8 @@ impl GroupRouter<TypeConfig, u32> for Router {
         rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Rpc<VoteResponse<TypeConfig>> {
-        match self
-            .partition_call(target, partition, GroupRequest::PreVote(rpc), &option)
-            .await
-        {
-            Ok(Response::Vote(r)) => r.map_err(|e| RPCError::Network(NetworkError::new(&e))),
-            Ok(_) => Err(unexpected()),
-            Err(e) => Err(unreachable(&e)),
-        }
+        let answer = self.partition_call(target, partition, GroupRequest::PreVote(rpc), &option);
+        vote_reply(answer.await)
     }
 
     async fn full_snapshot(
