@@ -433,15 +433,15 @@ fn quorumlog_loop(
         c.tick();
         c.propose();
         idle = true;
+        // One pass: every region's Ready, one completion for all.
+        let mut pass = persister.pass();
         for r in 0..c.raws.len() {
             let Some(raw) = c.raws.get_mut(r).filter(|raw| raw.has_ready()) else {
                 continue;
             };
             idle = false;
             let mut rd = raw.ready();
-            let w = persister
-                .persist(raw.store(), &mut rd)
-                .map_err(|e| err(&e))?;
+            let w = pass.persist(raw.store(), &mut rd).map_err(|e| err(&e))?;
             let committed = rd.take_committed_entries();
             c.note_role(r, &rd);
             if let Some(raw) = c.raws.get_mut(r) {
@@ -453,6 +453,7 @@ fn quorumlog_loop(
             c.send(w.messages, r as u64);
             c.apply(r, &committed);
         }
+        pass.finish();
         if quorumlog_events(&mut c, &persister)? {
             idle = false;
         }
@@ -753,11 +754,13 @@ pub fn run(
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(500));
+    let used = quorumlog_io::process_usage()?;
     stats.recording.store(true, Ordering::Relaxed);
     let t = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(seconds));
     stats.recording.store(false, Ordering::Relaxed);
     let elapsed = t.elapsed().as_secs_f64();
+    let usage = quorumlog_io::process_usage()?.since(used);
     std::thread::sleep(Duration::from_millis(50));
     stats.stop.store(true, Ordering::Relaxed);
     for t in threads {
@@ -776,7 +779,10 @@ pub fn run(
             .lock()
             .unwrap_or_else(PoisonError::into_inner),
     );
-    Ok(E1Result::of(&mut l, elapsed))
+    Ok(E1Result {
+        usage,
+        ..E1Result::of(&mut l, elapsed)
+    })
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, Vote};
-use quorumlog_io::RealFs;
+use quorumlog_io::{process_usage, RealFs};
 use quorumlog_log::LogOptions;
 use quorumlog_raft::{Group, Identity, Node, NodeOptions, Purge, QuorumState, SharedFs};
 
@@ -340,6 +340,7 @@ pub fn run_multi(
     duration: Duration,
 ) -> Result<Measured, BenchError> {
     let entries = AtomicU64::new(0);
+    let used = process_usage()?;
     let start = Instant::now();
     let deadline = start + duration;
     std::thread::scope(|s| -> Result<(), BenchError> {
@@ -377,6 +378,7 @@ pub fn run_multi(
         entries,
         bytes: entries * w.entry_bytes as u64,
         seconds: start.elapsed().as_secs_f64(),
+        usage: process_usage()?.since(used),
     })
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quorumlog_checkpoint::{format, ClusterId, DataDir, Epoch, NodeId, OpenOptions, SharedFs};
-use quorumlog_io::RealFs;
+use quorumlog_io::{process_usage, RealFs, Usage};
 use quorumlog_log::{Log, LogOptions};
 
 use crate::systems::{BenchError, System};
@@ -68,6 +68,9 @@ pub struct Measured {
     pub bytes: u64,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// CPU time and context switches of the whole process over the run
+    /// (zero where not measured).
+    pub usage: Usage,
 }
 
 #[expect(clippy::cast_precision_loss, reason = "rates for display")]
@@ -80,6 +83,16 @@ impl Measured {
     /// Payload MB (10^6 bytes) per second.
     pub fn mb_per_s(&self) -> f64 {
         self.bytes as f64 / self.seconds / 1e6
+    }
+
+    /// Microseconds of CPU (all threads, user and system) per entry.
+    pub fn cpu_us_per_entry(&self) -> f64 {
+        self.usage.cpu.as_secs_f64() * 1e6 / self.entries.max(1) as f64
+    }
+
+    /// Context switches per entry.
+    pub fn switches_per_entry(&self) -> f64 {
+        self.usage.switches as f64 / self.entries.max(1) as f64
     }
 }
 
@@ -108,6 +121,7 @@ pub fn run_write(
     duration: Duration,
 ) -> Result<Measured, BenchError> {
     let entries = AtomicU64::new(0);
+    let used = process_usage()?;
     let start = Instant::now();
     let deadline = start + duration;
     let result: Result<(), BenchError> = std::thread::scope(|s| {
@@ -138,6 +152,7 @@ pub fn run_write(
         entries,
         bytes: entries * w.record_bytes as u64,
         seconds: start.elapsed().as_secs_f64(),
+        usage: process_usage()?.since(used),
     })
 }
 
@@ -211,6 +226,7 @@ pub fn read_and_reopen(dir: &Path, bytes: u64) -> Result<ReadReopen, BenchError>
         entries: read_records,
         bytes: read_bytes,
         seconds: t.elapsed().as_secs_f64(),
+        usage: Usage::default(),
     };
     let mut log = log;
     for _ in 0..(16 << 20) / (64 * 256) {
@@ -283,6 +299,7 @@ pub fn snapshot_write_read(
         entries: written >> 20,
         bytes: written,
         seconds: t.elapsed().as_secs_f64(),
+        usage: Usage::default(),
     };
     let t = Instant::now();
     let mut r = store.reader(id)?;
@@ -294,6 +311,7 @@ pub fn snapshot_write_read(
         entries: read >> 20,
         bytes: read,
         seconds: t.elapsed().as_secs_f64(),
+        usage: Usage::default(),
     };
     Ok(SnapshotRun {
         write,

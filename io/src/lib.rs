@@ -48,8 +48,8 @@
 
 //! Unsafe code policy: this crate is the only one with `unsafe`, denied by
 //! default and allowed, each with `#[expect(unsafe_code, reason)]` and a
-//! `// SAFETY:` note, at four system-call sites: `flock`, `posix_fadvise`,
-//! `fallocate`, and pushing a submission to the `io_uring` queue. Every
+//! `// SAFETY:` note, at five system-call sites: `flock`, `posix_fadvise`,
+//! `fallocate`, `getrusage`, and pushing a submission to the `io_uring` queue. Every
 //! other crate is `#![forbid(unsafe_code)]`.
 #![deny(unsafe_code)]
 
@@ -63,6 +63,7 @@ mod uring;
 #[cfg(not(all(target_os = "linux", feature = "io-uring")))]
 #[path = "uring_off.rs"]
 mod uring;
+mod usage;
 
 pub use fs::{
     parent_dir, path_error, DirEntry, Failure, File, FileSystem, LockGuard, OpenMode, PathError,
@@ -72,3 +73,4 @@ pub use real::{BackendInUse, IoBackend, RealFile, RealFs};
 #[cfg(any(test, feature = "sim"))]
 pub use sim::{CrashPlan, FaultKind, FaultOp, SimFs, SimRng, Tear};
 pub use uring::probe as probe_io_uring;
+pub use usage::{process_usage, Usage};

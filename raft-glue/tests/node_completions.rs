@@ -115,3 +115,63 @@ fn run(seed: u64) {
             .all(|e| e.bytes == format!("{g} {}", e.offset.0).into_bytes()));
     }
 }
+
+/// `on_node_durable` on one group covers every group's queued records:
+/// when it fires, the appends and high watermarks queued on every group
+/// before it are durable, and it
+/// fires after the completions registered before it.
+#[test]
+fn a_node_completion_covers_every_groups_queued_records() {
+    for seed in 0..10 {
+        let disk = SimFs::new(seed);
+        disk.set_sync_delay(std::time::Duration::from_micros(300));
+        let fs: SharedFs = Arc::new(disk.clone());
+        Node::format(&fs, Path::new("/n"), meta(), &options()).unwrap();
+        let (node, _) =
+            Node::open(&fs, Path::new("/n"), &Identity::of(&meta()), &options()).unwrap();
+        let groups: Vec<_> = (0..8)
+            .map(|g| {
+                node.create_group(g, Offset(1)).unwrap();
+                Arc::new(node.group(g).unwrap())
+            })
+            .collect();
+        let order: Arc<Mutex<Vec<&'static str>>> = Arc::default();
+        for i in 1..=20u64 {
+            for g in &groups {
+                g.append(Offset(i), Epoch(1), &[format!("{} {i}", g.id())])
+                    .unwrap();
+            }
+            // A watermark queued last, on a group other than the one
+            // the completion is registered on.
+            groups[7].set_high_watermark(Offset(i + 1)).unwrap();
+            let o = Arc::clone(&order);
+            groups[7].on_durable(
+                Offset(u64::MAX),
+                Box::new(move |_| o.lock().unwrap().push("group")),
+            );
+            let (o, all) = (Arc::clone(&order), groups.clone());
+            groups[0].on_node_durable(Box::new(move |r| {
+                assert_eq!(r.unwrap(), Offset(i + 1), "the group's end");
+                for g in &all {
+                    let e = g.extent();
+                    assert!(e.flushed.0 > i, "group {}: entry {i} not durable", g.id());
+                }
+                assert!(
+                    all[7].extent().durable_high_watermark >= Some(Offset(i + 1)),
+                    "the watermark queued before it is not durable"
+                );
+                o.lock().unwrap().push("node");
+            }));
+        }
+        for g in &groups {
+            g.wait_durable(Offset(u64::MAX)).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let order = order.lock().unwrap();
+        assert_eq!(order.len(), 40, "every completion fired once");
+        assert!(
+            order.chunks(2).all(|c| c == ["group", "node"]),
+            "a node completion fired before a group's registered before it: {order:?}"
+        );
+    }
+}

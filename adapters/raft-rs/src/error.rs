@@ -10,6 +10,19 @@ pub enum Error {
     /// index moving back, I/O, a poisoned log).
     #[error(transparent)]
     Store(#[from] quorumlog_raft::Error),
+    /// The round that held this Ready's loop pass failed (the error the
+    /// pass's first region was given).
+    #[error("the round of this Ready's pass failed: {0}")]
+    PassFailed(String),
+    /// A loop pass given a region of another node than its earlier ones
+    /// (a pass's one completion covers one node's shared log).
+    #[error(
+        "region {region} is on another node than the pass's earlier regions: use one pass per node"
+    )]
+    PassAcrossNodes {
+        /// The region refused.
+        region: u64,
+    },
     /// Entries below the first index (compacted).
     #[error("entries from index {index} are compacted: the first index is {first}")]
     Compacted {

@@ -47,5 +47,5 @@ mod persist;
 mod storage;
 
 pub use error::{Error, Result};
-pub use persist::{AsyncPersister, Event, Waker, Written};
+pub use persist::{AsyncPersister, Event, Pass, Waker, Written};
 pub use storage::{RegionStorage, CACHE_ENTRIES};

@@ -32,6 +32,8 @@ use std::time::Duration;
 use raft::eraftpb::Message;
 use raft::{GetEntriesContext, Ready};
 
+use quorumlog_raft::{Group, Offset};
+
 use crate::error::Result;
 use crate::storage::{Fetcher, RegionStorage};
 
@@ -158,61 +160,39 @@ impl AsyncPersister {
     /// the persisted messages come back with [`Event::Persisted`] once the
     /// round is durable. Call `advance_append_async(rd)` after it.
     ///
+    /// One completion per Ready: a loop over many regions does better
+    /// with [`AsyncPersister::pass`], one completion per loop pass.
+    ///
     /// # Errors
     /// The storage's: nothing is reported persisted for this Ready.
     pub fn persist(&self, storage: &RegionStorage, rd: &mut Ready) -> Result<Written> {
-        let mut out = Written::default();
-        if !rd.snapshot().is_empty() {
-            out.snapshot = Some(storage.apply_snapshot(rd.snapshot())?);
-        }
-        storage.append(rd.entries())?;
-        if !rd.entries().is_empty() {
-            let s = storage.clone();
-            *self.lead.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(move || {
-                let store = s.store();
-                // A failure poisons the store; the completions report it.
-                let _ = store.wait_durable(store.extent().queued_end);
-            }));
-        }
-        if let Some(hs) = rd.hs() {
-            // The commit index rides the Ready's round (the group queues
-            // it for the shared log's next round).
-            storage.set_hard_state(hs)?;
-        }
-        out.messages = rd.take_messages();
-        let (region, number) = (storage.region(), rd.number());
-        let messages = rd.take_persisted_messages();
-        let tx = self.events_tx.clone();
-        let waker = self.waker();
-        let pending = Arc::clone(&self.wake_pending);
-        if self.early.load(Ordering::Relaxed) {
-            let _ = tx.send(Event::Persisted {
-                region,
-                number,
-                messages,
-            });
-            wake(waker.as_ref(), &pending);
-            return Ok(out);
-        }
-        let store = storage.store();
-        store.on_durable(
-            store.extent().queued_end,
-            Box::new(move |r| {
-                let _ = tx.send(match r {
-                    Ok(_) => Event::Persisted {
-                        region,
-                        number,
-                        messages,
-                    },
-                    Err(e) => Event::Failed {
-                        region,
-                        error: e.into(),
-                    },
-                });
-                wake(waker.as_ref(), &pending);
-            }),
-        );
+        let mut pass = self.pass();
+        let out = pass.persist(storage, rd)?;
+        pass.finish();
         Ok(out)
+    }
+
+    /// Starts one pass of a Ready loop: every region's Ready persisted
+    /// through [`Pass::persist`] is reported with one completion of the
+    /// shared log (the round that holds the last of them), not one per
+    /// Ready. [`Pass::finish`] (or dropping the pass) registers it.
+    ///
+    /// ```text
+    /// let mut pass = persister.pass();
+    /// for each region with has_ready():
+    ///     let mut rd = raw.ready();
+    ///     let written = pass.persist(&storage, &mut rd)?;
+    ///     send(written.messages);
+    ///     apply(rd.take_committed_entries());
+    ///     raw.advance_append_async(rd);
+    /// pass.finish();
+    /// ```
+    pub fn pass(&self) -> Pass<'_> {
+        Pass {
+            persister: self,
+            readies: Vec::new(),
+            anchor: None,
+        }
     }
 
     /// Sets what is called after each event is queued: a Ready loop that
@@ -274,5 +254,124 @@ impl Drop for AsyncPersister {
     fn drop(&mut self) {
         // The fetch thread ends with the last sender of its jobs.
         self.jobs = None;
+    }
+}
+
+/// One Ready loop pass ([`AsyncPersister::pass`]): the Readies persisted
+/// through it are reported persisted together, in the order they were
+/// persisted (so in Ready order per region), once the shared log's round
+/// holding the last of them is durable.
+pub struct Pass<'p> {
+    persister: &'p AsyncPersister,
+    /// (region, Ready number, persisted messages), in persist order.
+    readies: Vec<(u64, u64, Vec<Message>)>,
+    /// A group of the node the pass wrote to (the last with entries): its
+    /// node-wide completion covers every record the pass queued (one
+    /// shared log).
+    anchor: Option<Arc<Group>>,
+}
+
+impl std::fmt::Debug for Pass<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pass")
+            .field("readies", &self.readies.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pass<'_> {
+    /// Persists one region's Ready as [`AsyncPersister::persist`] does,
+    /// its report deferred to the pass's completion. Every region must be
+    /// a group of the same node (one shared log).
+    ///
+    /// # Errors
+    /// The storage's: nothing is reported persisted for this Ready (the
+    /// pass's other Readies are).
+    pub fn persist(&mut self, storage: &RegionStorage, rd: &mut Ready) -> Result<Written> {
+        if let Some(a) = &self.anchor {
+            // One completion covers one shared log only.
+            let (pass, region) = (a.identity(), storage.store().identity());
+            if pass != region {
+                return Err(crate::Error::PassAcrossNodes {
+                    region: storage.region(),
+                });
+            }
+        }
+        let mut out = Written::default();
+        if !rd.snapshot().is_empty() {
+            out.snapshot = Some(storage.apply_snapshot(rd.snapshot())?);
+        }
+        storage.append(rd.entries())?;
+        if let Some(hs) = rd.hs() {
+            // The commit index rides the Ready's round (the group queues
+            // it for the shared log's next round).
+            storage.set_hard_state(hs)?;
+        }
+        out.messages = rd.take_messages();
+        self.readies
+            .push((storage.region(), rd.number(), rd.take_persisted_messages()));
+        if self.anchor.is_none() || !rd.entries().is_empty() {
+            // The last group with entries leads the round (`lead_round`).
+            self.anchor = Some(Arc::clone(storage.store()));
+        }
+        Ok(out)
+    }
+
+    /// Registers the pass's one completion (dropping the pass does too).
+    pub fn finish(self) {}
+
+    fn complete(&mut self) {
+        let Some(anchor) = self.anchor.take() else {
+            return;
+        };
+        let readies = std::mem::take(&mut self.readies);
+        let p = self.persister;
+        let tx = p.events_tx.clone();
+        let waker = p.waker();
+        let pending = Arc::clone(&p.wake_pending);
+        let report = move |r: std::result::Result<(), quorumlog_raft::Error>| {
+            let mut error = r.err().map(crate::Error::from);
+            for (region, number, messages) in readies {
+                let _ = tx.send(match error.take() {
+                    None => Event::Persisted {
+                        region,
+                        number,
+                        messages,
+                    },
+                    Some(e) => {
+                        // A failed round poisons the node: every region
+                        // of the pass gets it (the others as `Poisoned`).
+                        error = Some(match &e {
+                            crate::Error::Store(quorumlog_raft::Error::Poisoned(f)) => {
+                                crate::Error::Store(quorumlog_raft::Error::Poisoned(*f))
+                            }
+                            other => crate::Error::PassFailed(other.to_string()),
+                        });
+                        Event::Failed { region, error: e }
+                    }
+                });
+            }
+            wake(waker.as_ref(), &pending);
+        };
+        if p.early.load(Ordering::Relaxed) {
+            report(Ok(()));
+            return;
+        }
+        let lead = Arc::clone(&anchor);
+        *p.lead.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(move || {
+            // Leads a round (it captures everything queued) if the
+            // group's records wait for one. A failure poisons the store;
+            // the completion reports it.
+            let _ = lead.wait_durable(Offset(u64::MAX));
+        }));
+        // At or past the group's end: after every record it queued,
+        // which came after every other record of the pass.
+        anchor.on_node_durable(Box::new(move |r| report(r.map(|_| ()))));
+    }
+}
+
+impl Drop for Pass<'_> {
+    fn drop(&mut self) {
+        self.complete();
     }
 }

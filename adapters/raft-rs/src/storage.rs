@@ -403,9 +403,11 @@ impl RegionStorage {
             st.hard.vote = hs.vote;
         }
         if hs.commit > st.hard.commit {
-            let to = Offset(hs.commit + 1);
-            if store.extent().high_watermark.is_none_or(|h| h < to) {
-                store.set_high_watermark(to)?;
+            // A watermark as high already (a snapshot installed past the
+            // commit index raised it) stays: it never moves back.
+            match store.set_high_watermark(Offset(hs.commit + 1)) {
+                Ok(()) | Err(quorumlog_raft::Error::HighWatermarkBackwards { .. }) => {}
+                Err(e) => return Err(e.into()),
             }
             st.hard.commit = hs.commit;
         }

@@ -42,7 +42,7 @@ use quorumlog_benches::workloads::{
     peak_rss_kib, read_and_reopen, run_write, snapshot_write_read, Measured, Workload,
     WRITE_WORKLOADS,
 };
-use quorumlog_io::{FileSystem, IoBackend, RealFs};
+use quorumlog_io::{FileSystem, IoBackend, RealFs, Usage};
 use quorumlog_log::{Preallocation, TailWrites, WriteAlignment};
 
 struct Args {
@@ -292,6 +292,7 @@ fn raw_read(dir: &Path, bytes: u64) -> Result<Measured, BenchError> {
         entries: done / 256,
         bytes: done,
         seconds: t.elapsed().as_secs_f64(),
+        usage: Usage::default(),
     })
 }
 
@@ -337,6 +338,12 @@ fn run() -> Result<(), BenchError> {
         run_workload(w, &args, base, &mut rows, &mut ratios)?;
     }
     let mut extra = String::new();
+    for w in WRITE_WORKLOADS
+        .iter()
+        .filter(|w| args.workloads.iter().any(|n| n == w.name))
+    {
+        let _ = writeln!(extra, "{}", multi::cpu_line(w.name, &rows));
+    }
     if args.workloads.iter().any(|n| n == "R1" || n == "O1") {
         run_read_and_reopen(&args, base, &mut rows, &mut extra)?;
     }
@@ -408,6 +415,7 @@ fn run_e1(
                         entries: r.writes,
                         bytes: r.writes * size as u64,
                         seconds: took.as_secs_f64(),
+                        usage: Usage::default(),
                     },
                 });
                 got.push((store, r));
@@ -493,6 +501,7 @@ fn run_e2(
                         entries: r.writes,
                         bytes: r.writes * 64,
                         seconds: args.seconds,
+                        usage: Usage::default(),
                     },
                 });
             }
@@ -519,8 +528,21 @@ fn e2_line(
             .map_or(0.0, |(_, r)| r.writes_per_s)
     };
     let lat = latencies(median.iter().map(|(s, r)| (s.name(), r)));
+    let mut cpu = String::new();
+    #[expect(clippy::cast_precision_loss, reason = "ratios for display")]
+    for (s, r) in median {
+        let per = |x: f64| x / r.writes.max(1) as f64;
+        let _ = write!(
+            cpu,
+            " {} {:.1} us, {:.2} switches;",
+            s.name(),
+            per(r.usage.cpu.as_secs_f64() * 1e6),
+            per(r.usage.switches as f64)
+        );
+    }
     format!(
-        "{name:<14} quorumlog / raft-engine = {:.2}x; / memory = {:.2}x; {lat}",
+        "{name:<14} quorumlog / raft-engine = {:.2}x; / memory = {:.2}x; {lat}\n{name:<14} CPU per \
+         committed proposal (median round):{cpu}",
         rate(E2Store::Quorumlog) / rate(E2Store::RaftEngine),
         rate(E2Store::Quorumlog) / rate(E2Store::Memory),
     )
@@ -552,6 +574,7 @@ fn run_e1_groups(
                 entries: r.writes,
                 bytes: r.writes * 64,
                 seconds: args.seconds,
+                usage: Usage::default(),
             },
         });
         got.push((store, r));
@@ -657,6 +680,7 @@ fn run_read_and_reopen(
                     entries: rr.records,
                     bytes: rr.log_bytes,
                     seconds: ms / 1e3,
+                    usage: Usage::default(),
                 },
             });
         }

@@ -68,6 +68,9 @@ pub struct E1Result {
     pub p50_us: u64,
     /// 99th percentile client latency, microseconds.
     pub p99_us: u64,
+    /// CPU and context switches of the process over the measured window
+    /// (zero where not measured).
+    pub usage: quorumlog_io::Usage,
 }
 
 impl E1Result {
@@ -88,6 +91,7 @@ impl E1Result {
             writes_per_s,
             p50_us: pick(50),
             p99_us: pick(99),
+            usage: quorumlog_io::Usage::default(),
         }
     }
 }

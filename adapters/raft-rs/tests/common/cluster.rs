@@ -130,6 +130,7 @@ impl Cluster {
             applied: Arc::clone(&self.applied[&id]),
             leaders: Arc::clone(&self.leaders),
             stop: Arc::clone(&stop),
+            reported: Mutex::default(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("raft-node-{id}"))
@@ -257,6 +258,8 @@ struct Loop {
     applied: Applied,
     leaders: Arc<Mutex<HashMap<u64, (u64, u64)>>>,
     stop: Arc<AtomicBool>,
+    /// The last Ready number reported persisted, per region.
+    reported: Mutex<HashMap<u64, u64>>,
 }
 
 type Raw = RawNode<RegionStorage>;
@@ -328,6 +331,8 @@ impl Loop {
                     raw.tick();
                 }
             }
+            // One pass over the regions: one completion for all.
+            let mut pass = persister.pass();
             for (r, raw) in &mut raws {
                 if !raw.has_ready() {
                     continue;
@@ -338,7 +343,7 @@ impl Loop {
                         lock(&self.leaders).insert(*r, (self.id, raw.raft.term));
                     }
                 }
-                let w = persister.persist(raw.store(), &mut rd).unwrap();
+                let w = pass.persist(raw.store(), &mut rd).unwrap();
                 self.send(w.messages, *r);
                 if w.snapshot.is_some() {
                     pending_snap.insert(*r, rd.number());
@@ -350,6 +355,7 @@ impl Loop {
                     raw.advance_apply_to(e.index);
                 }
             }
+            pass.finish();
             self.events(&persister, &mut raws, &mut pending_snap);
         }
     }
@@ -369,6 +375,13 @@ impl Loop {
                     number,
                     messages,
                 } => {
+                    // Ready order per region (raft-rs requires it).
+                    let last = lock(&self.reported).insert(region, number);
+                    assert!(
+                        last.is_none_or(|l| l < number),
+                        "node {} region {region}: Ready {number} reported after {last:?}",
+                        self.id
+                    );
                     if let Some(raw) = raws.get_mut(&region) {
                         raw.on_persist_ready(number);
                         if pending_snap.get(&region).is_some_and(|&n| n <= number) {

@@ -97,6 +97,7 @@ pub(super) fn run_multi_workload(
         }
     }
     median_rows(w, table, rows);
+    let _ = writeln!(extra, "{}", cpu_line(w.name, rows));
     if let Some(r) = median(&mut vs_engine) {
         ratios.push((w.name.to_string(), r));
     }
@@ -113,6 +114,22 @@ pub(super) fn run_multi_workload(
         median(&mut per_sync).map_or("-".into(), |r| format!("{r:.1}")),
     );
     Ok(())
+}
+
+/// CPU and context switches per durable entry of each system's median
+/// round of `workload` (whole process, every thread).
+pub(super) fn cpu_line(workload: &str, rows: &[Row]) -> String {
+    let mut line = format!("{workload:<6} CPU per durable entry (median round):");
+    for r in rows.iter().filter(|r| r.workload == workload) {
+        let _ = write!(
+            line,
+            " {} {:.2} us, {:.2} switches;",
+            r.system,
+            r.m.cpu_us_per_entry(),
+            r.m.switches_per_entry()
+        );
+    }
+    line
 }
 
 /// Each system's median round of `w`, as a row.

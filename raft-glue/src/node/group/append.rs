@@ -516,6 +516,33 @@ impl Group {
             }
         }
     }
+
+    /// The completion for a pass over many groups of this node (a Ready
+    /// loop's): `completion` is called once every record queued on the
+    /// node's shared log so far is durable (this group's and every other
+    /// group's, queued high watermarks included), after every completion
+    /// registered before it, with the group's end as it is now. One
+    /// completion then stands for every group the pass wrote to.
+    pub fn on_node_durable(&self, completion: OnDurable) {
+        if let Some(failure) = self.poisoned() {
+            completion(Err(Error::Poisoned(failure)));
+            return;
+        }
+        let end = match self.with(|g| g.end) {
+            Ok(end) => Offset(end),
+            Err(e) => return completion(Err(e)),
+        };
+        let log = &self.inner.log;
+        let point = log.queued_end();
+        log.on_durable(
+            point,
+            Box::new(move |r| completion(r.map(|_| end).map_err(Error::from))),
+        );
+        // A high watermark is queued without starting a round.
+        if log.flushed_offset() < point {
+            log.start_round();
+        }
+    }
 }
 
 /// Refuses a purge to `offset` past `latest`, the latest snapshot: with

@@ -6,11 +6,11 @@
 //! snapshots, metadata, durability waits and completions. Each rule is
 //! stated and checked here once.
 //!
-//! The door (24 methods): `id`, `identity`, `poisoned`, `quorum_state`,
+//! The door (25 methods): `id`, `identity`, `poisoned`, `quorum_state`,
 //! `persist_quorum_state`, `app_metadata`, `write_app_metadata`,
 //! `max_batch_bytes` (this module); `append`, `wait_durable`,
-//! `on_durable`, `truncate_to`, `purge`, `set_high_watermark`
-//! (`append`); `extent`, `read_entries`, `epoch_at` (`read`);
+//! `on_durable`, `on_node_durable`, `truncate_to`, `purge`,
+//! `set_high_watermark` (`append`); `extent`, `read_entries`, `epoch_at` (`read`);
 //! `create_snapshot`, `snapshots`, `snapshot`, `install_snapshot`,
 //! `installs`, `discard_install`, `retain_snapshots` (`snapshots`).
 
