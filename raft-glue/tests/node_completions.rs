@@ -116,62 +116,114 @@ fn run(seed: u64) {
     }
 }
 
-/// `on_node_durable` on one group covers every group's queued records:
-/// when it fires, the appends and high watermarks queued on every group
-/// before it are durable, and it
-/// fires after the completions registered before it.
+/// A node with eight groups; each turn appends to every group, queues a
+/// high watermark on group 7 and registers a group completion on group 7
+/// then a node completion on group 0; `at_node(i, result)` runs in the
+/// node completion of turn `i`. Returns the firing order; stops early
+/// once an append fails (the disk was cut).
+fn node_turns(disk: &SimFs, at_node: &Arc<dyn Fn(u64) + Send + Sync>) -> Vec<&'static str> {
+    let fs: SharedFs = Arc::new(disk.clone());
+    Node::format(&fs, Path::new("/n"), meta(), &options()).unwrap();
+    let (node, _) = Node::open(&fs, Path::new("/n"), &Identity::of(&meta()), &options()).unwrap();
+    let groups: Vec<_> = (0..8)
+        .map(|g| {
+            node.create_group(g, Offset(1)).unwrap();
+            node.group(g).unwrap()
+        })
+        .collect();
+    let order: Arc<Mutex<Vec<&'static str>>> = Arc::default();
+    'turns: for i in 1..=20u64 {
+        for g in &groups {
+            if g.append(Offset(i), Epoch(1), &[format!("{} {i}", g.id())])
+                .is_err()
+            {
+                break 'turns;
+            }
+        }
+        // A watermark queued last, on a group other than the one the
+        // node completion is registered on.
+        if groups[7].set_high_watermark(Offset(i + 1)).is_err() {
+            break;
+        }
+        let o = Arc::clone(&order);
+        groups[7].on_durable(
+            Offset(u64::MAX),
+            Box::new(move |r| {
+                o.lock()
+                    .unwrap()
+                    .push(if r.is_ok() { "group" } else { "failed" });
+            }),
+        );
+        let (o, f) = (Arc::clone(&order), Arc::clone(at_node));
+        groups[0].on_node_durable(Box::new(move |r| {
+            let Ok(end) = r else {
+                o.lock().unwrap().push("failed");
+                return;
+            };
+            assert_eq!(end, Offset(i + 1), "the group's end");
+            o.lock().unwrap().push("node");
+            f(i);
+        }));
+    }
+    for g in &groups {
+        let _ = g.wait_durable(Offset(u64::MAX));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let order = order.lock().unwrap().clone();
+    order
+}
+
+/// Node completions fire once each, after the group completions
+/// registered before them.
 #[test]
-fn a_node_completion_covers_every_groups_queued_records() {
+fn node_completions_fire_once_in_order_with_group_completions() {
     for seed in 0..10 {
         let disk = SimFs::new(seed);
         disk.set_sync_delay(std::time::Duration::from_micros(300));
-        let fs: SharedFs = Arc::new(disk.clone());
-        Node::format(&fs, Path::new("/n"), meta(), &options()).unwrap();
-        let (node, _) =
-            Node::open(&fs, Path::new("/n"), &Identity::of(&meta()), &options()).unwrap();
-        let groups: Vec<_> = (0..8)
-            .map(|g| {
-                node.create_group(g, Offset(1)).unwrap();
-                Arc::new(node.group(g).unwrap())
-            })
-            .collect();
-        let order: Arc<Mutex<Vec<&'static str>>> = Arc::default();
-        for i in 1..=20u64 {
-            for g in &groups {
-                g.append(Offset(i), Epoch(1), &[format!("{} {i}", g.id())])
-                    .unwrap();
-            }
-            // A watermark queued last, on a group other than the one
-            // the completion is registered on.
-            groups[7].set_high_watermark(Offset(i + 1)).unwrap();
-            let o = Arc::clone(&order);
-            groups[7].on_durable(
-                Offset(u64::MAX),
-                Box::new(move |_| o.lock().unwrap().push("group")),
-            );
-            let (o, all) = (Arc::clone(&order), groups.clone());
-            groups[0].on_node_durable(Box::new(move |r| {
-                assert_eq!(r.unwrap(), Offset(i + 1), "the group's end");
-                for g in &all {
-                    let e = g.extent();
-                    assert!(e.flushed.0 > i, "group {}: entry {i} not durable", g.id());
-                }
-                assert!(
-                    all[7].extent().durable_high_watermark >= Some(Offset(i + 1)),
-                    "the watermark queued before it is not durable"
-                );
-                o.lock().unwrap().push("node");
-            }));
-        }
-        for g in &groups {
-            g.wait_durable(Offset(u64::MAX)).unwrap();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let order = order.lock().unwrap();
-        assert_eq!(order.len(), 40, "every completion fired once");
+        let order = node_turns(&disk, &(Arc::new(|_| {}) as Arc<dyn Fn(u64) + Send + Sync>));
+        assert_eq!(order.len(), 40, "every completion fired once: {order:?}");
         assert!(
             order.chunks(2).all(|c| c == ["group", "node"]),
             "a node completion fired before a group's registered before it: {order:?}"
+        );
+    }
+}
+
+/// `on_node_durable` on one group covers every group's queued records: a
+/// power cut taken when turn `k`'s completion fires keeps every group's
+/// entry `k` and the high watermark queued on another group before it
+/// (checked by opening the cut).
+#[test]
+fn a_node_completion_covers_every_groups_queued_records() {
+    for seed in 0..10u64 {
+        let disk = SimFs::new(seed);
+        disk.set_sync_delay(std::time::Duration::from_micros(300));
+        let k = 1 + seed * 2;
+        let cut: Arc<Mutex<Option<SimFs>>> = Arc::default();
+        let (c, d) = (Arc::clone(&cut), disk.clone());
+        let at: Arc<dyn Fn(u64) + Send + Sync> = Arc::new(move |i| {
+            if i == k {
+                *c.lock().unwrap() = Some(d.crash_with(CrashPlan::LoseUnsynced));
+            }
+        });
+        let _ = node_turns(&disk, &at);
+        let fs: SharedFs = Arc::new(
+            cut.lock()
+                .unwrap()
+                .take()
+                .expect("turn k's completion fired"),
+        );
+        let (node, _) =
+            Node::open(&fs, Path::new("/n"), &Identity::of(&meta()), &options()).unwrap();
+        for g in 0..8 {
+            let e = node.group(g).unwrap().extent();
+            assert!(e.end.0 > k, "seed {seed}: group {g} lost entry {k}: {e:?}");
+        }
+        let e = node.group(7).unwrap().extent();
+        assert!(
+            e.high_watermark >= Some(Offset(k + 1)),
+            "seed {seed}: the watermark {} queued before the completion is lost: {e:?}",
+            k + 1
         );
     }
 }

@@ -13,7 +13,9 @@
 //!   and `on_persist_ready`) over the shared log's group commit: a
 //!   Ready's entries are queued for the next round and readable at once,
 //!   its `messages()` leave at once, its `persisted_messages()` only after
-//!   the round is durable, reported per region in Ready order.
+//!   the round is durable, reported per region in Ready order. A loop
+//!   pass over many regions takes one [`Pass`] ([`AsyncPersister::pass`]):
+//!   one completion for every Ready of the pass.
 //!
 //! ```
 //! use std::path::Path;

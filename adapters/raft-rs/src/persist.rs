@@ -10,12 +10,14 @@
 //!
 //! ```text
 //! loop {
+//!     let mut pass = persister.pass();            // one write per pass
 //!     for each region with has_ready():
 //!         let mut rd = raw.ready();
-//!         let written = persister.persist(&storage, &mut rd)?;
+//!         let written = pass.persist(&storage, &mut rd)?;
 //!         send(written.messages);                 // at once
 //!         apply(written.snapshot, rd.take_committed_entries());
 //!         raw.advance_append_async(rd);
+//!     pass.finish();                              // one completion
 //!     for event in persister.try_events():
 //!         Persisted { region, number, messages } =>
 //!             raw.on_persist_ready(number); send(messages);

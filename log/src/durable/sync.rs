@@ -661,15 +661,22 @@ impl Shared {
         result
     }
 
-    /// Notes that the log now ends at `end`; wakes the flusher unless the
-    /// writer will wait (and lead a round) itself under `GroupCommit`.
+    /// Notes that the log now ends at `end`; wakes the flusher unless
+    /// someone else will start the round that covers it under
+    /// `GroupCommit`: the writer itself (it waits next), a thread waiting
+    /// already (one leads or is woken to lead the next round; the last to
+    /// leave wakes the flusher for data left behind), or the round in
+    /// flight (its close wakes the flusher for data nobody waits on).
+    /// A wake-up the flusher would answer by going back to sleep costs
+    /// two context switches; with many writers it came once per append.
     pub(super) fn note_written(&self, end: Offset, wake_flusher: bool) {
         let mut st = self.state();
         if end > st.written {
             st.written = end;
         }
-        let writer_leads = !wake_flusher && self.policy == SyncPolicy::GroupCommit;
-        if self.policy != SyncPolicy::Never && !writer_leads {
+        let group = self.policy == SyncPolicy::GroupCommit;
+        let covered = group && (!wake_flusher || st.waiters > 0 || st.rounds > 0);
+        if self.policy != SyncPolicy::Never && !covered {
             self.wake_flusher.notify_one();
         }
     }

@@ -22,7 +22,7 @@
 //! Written by atomic replace (temp file, sync, rename, directory sync)
 //! only once the log is durable up to `position`.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use quorumlog_checkpoint::{Epoch, Offset, QuorumState, SmallFile};
 use quorumlog_io::codec::{Reader, Writer};
@@ -32,7 +32,7 @@ use std::path::Path;
 use quorumlog_checkpoint::SharedFs;
 use quorumlog_io::OpenMode;
 
-use super::index::{GroupState, Run};
+use super::index::{GroupState, IdMap, Run};
 use super::record::Header;
 #[cfg(test)]
 use super::record::Kind;
@@ -49,7 +49,7 @@ const HEADER_BYTES: usize = 24;
 #[derive(Debug, Default)]
 pub(crate) struct Checkpoint {
     pub(crate) position: u64,
-    pub(crate) groups: HashMap<u64, GroupState>,
+    pub(crate) groups: IdMap<GroupState>,
     pub(crate) dropped: BTreeSet<u64>,
 }
 
@@ -337,7 +337,7 @@ pub(crate) fn ckpt_encode(c: &Checkpoint) -> Vec<u8> {
 /// a watermark and metadata; a dropped id (fuzzing corpus).
 #[cfg(test)]
 pub(crate) fn ckpt_sample() -> Vec<u8> {
-    let mut groups = HashMap::new();
+    let mut groups = IdMap::default();
     let mut g = GroupState::new(3);
     let run = Run {
         offset: 3,
@@ -384,7 +384,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_round_trips_and_every_flipped_byte_is_refused() {
-        let mut groups = HashMap::new();
+        let mut groups = IdMap::default();
         let mut g = GroupState::new(3);
         g.append(Run {
             offset: 3,

@@ -421,3 +421,32 @@ mod tests {
         assert_eq!(g.min_shared(), Some(19));
     }
 }
+
+/// A map keyed by group id, hashed with [`IdHasher`].
+pub(crate) type IdMap<V> =
+    std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// The node's hash for group ids: one multiply and a fold, where the
+/// standard `SipHash` took 4.6 % of a 1,000-region raft-rs run (every
+/// call on a group looks its state up). Group ids are the embedder's,
+/// not an adversary's, so a keyed hash buys nothing here.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        // The table takes its bucket from the low bits and its tag from
+        // the high ones: fold the well-mixed high half down.
+        self.0 ^ (self.0 >> 29)
+    }
+}

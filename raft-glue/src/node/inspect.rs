@@ -70,7 +70,7 @@ pub fn inspect_node(fs: &SharedFs, dir: &Path) -> Result<NodeSummary> {
         ckpt_position: c.position,
         since_ckpt: 0,
         folded_end: c.position,
-        queued_hw: std::collections::HashMap::new(),
+        queued_hw: super::index::IdMap::default(),
     };
     let (mut log_end, mut damaged) = (Offset(c.position), false);
     // One read of each segment: its walk and its records from the same

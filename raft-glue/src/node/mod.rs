@@ -27,7 +27,7 @@
 //! One handle per group ([`Node::group`]): a second is refused with
 //! [`Error::GroupInUse`], so one writer orders a group's appends.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -62,7 +62,7 @@ use crate::types::Identity;
 pub(crate) use ckpt::is_node_dir;
 use ckpt::{read_checkpoint, write_checkpoint_file};
 use fold::{check_position, fold, replay};
-use index::GroupState;
+use index::{GroupState, IdMap};
 use record::{Header, Kind, HEADER_BYTES};
 use worker::{background, Signal, StopOnDrop};
 
@@ -72,7 +72,7 @@ const NODE_EPOCH: Epoch = Epoch(1);
 
 #[derive(Debug, Default)]
 pub(crate) struct NodeState {
-    pub(crate) groups: HashMap<u64, GroupState>,
+    pub(crate) groups: IdMap<GroupState>,
     pub(crate) dropped: BTreeSet<u64>,
     /// The position of the last durable checkpoint.
     pub(crate) ckpt_position: u64,
@@ -85,7 +85,7 @@ pub(crate) struct NodeState {
     /// durable: its value and the shared end after it (kept here, not in
     /// the group's state: few groups have one, and every group's state
     /// counts against its idle size).
-    pub(crate) queued_hw: HashMap<u64, (u64, u64)>,
+    pub(crate) queued_hw: IdMap<(u64, u64)>,
 }
 
 #[derive(Debug, Default)]
@@ -180,7 +180,7 @@ impl Node {
             ckpt_position: position,
             since_ckpt: 0,
             folded_end: position,
-            queued_hw: HashMap::new(),
+            queued_hw: IdMap::default(),
         };
         let (replayed_batches, replayed_bytes) = replay(&log, &mut state, position)?;
         for g in state.groups.values_mut() {

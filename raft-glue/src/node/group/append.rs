@@ -422,7 +422,11 @@ impl Group {
     /// one as high is durable or queued already. The durable watermark
     /// reported rises when that round is durable.
     fn queue_high_watermark(&self) -> Result<()> {
-        let (to, durable) = self.with(|g| (g.hw, g.durable_hw))?;
+        // A queued watermark whose round is durable becomes the durable
+        // one first: the entry below is replaced, and its durability would
+        // go unreported until the new one's round.
+        let flushed = self.inner.log.flushed_offset().0;
+        let (to, durable) = self.with_flushed(flushed, |g, _| (g.hw, g.durable_hw))?;
         let queued = self.inner.state().queued_hw.get(&self.id).map(|&(v, _)| v);
         let above = durable.max(queued);
         let Some(to) = to.filter(|&t| above.is_none_or(|d| d < t)) else {
