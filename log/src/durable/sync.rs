@@ -663,19 +663,20 @@ impl Shared {
 
     /// Notes that the log now ends at `end`; wakes the flusher unless
     /// someone else will start the round that covers it under
-    /// `GroupCommit`: the writer itself (it waits next), a thread waiting
-    /// already (one leads or is woken to lead the next round; the last to
-    /// leave wakes the flusher for data left behind), or the round in
-    /// flight (its close wakes the flusher for data nobody waits on).
-    /// A wake-up the flusher would answer by going back to sleep costs
-    /// two context switches; with many writers it came once per append.
+    /// `GroupCommit`: the writer itself (it waits next) or the round in
+    /// flight (its close wakes the flusher for data nobody waits on, and
+    /// a waiter it leaves uncovered is woken to lead). A wake-up the
+    /// flusher answers by going back to sleep costs two context switches;
+    /// with many writers it came once per append. (Skipping it also while
+    /// a thread waits saved a little more on W6 and measured slower on
+    /// the service: docs/performance.md, issue 40.)
     pub(super) fn note_written(&self, end: Offset, wake_flusher: bool) {
         let mut st = self.state();
         if end > st.written {
             st.written = end;
         }
         let group = self.policy == SyncPolicy::GroupCommit;
-        let covered = group && (!wake_flusher || st.waiters > 0 || st.rounds > 0);
+        let covered = group && (!wake_flusher || st.rounds > 0);
         if self.policy != SyncPolicy::Never && !covered {
             self.wake_flusher.notify_one();
         }
