@@ -102,6 +102,17 @@ pub enum CorruptionKind {
     /// The recovery point names a segment that does not exist.
     #[error("the recovery point's segment is missing")]
     MissingSegment,
+    /// The data ends before a position that something durable says it
+    /// reaches (the recovery point, or the index written by a clean close).
+    #[error("the data ends at offset {end} but {by} says it reaches offset {claimed}")]
+    DataEndsEarly {
+        /// The offset after the last batch that verifies.
+        end: Offset,
+        /// The offset the data must reach.
+        claimed: Offset,
+        /// Who says so.
+        by: &'static str,
+    },
     /// A compressed payload that does not decompress to its declared size.
     #[error("payload does not decompress")]
     Decompress,

@@ -1,31 +1,39 @@
-//! A read-only walk of a log directory's segment files, for inspectors
-//! (`quorumlog dump` and `quorumlog verify`): it takes no lock, repairs
-//! nothing and writes nothing, so it may look at a directory a crashed
-//! node left, exactly as the crash left it.
+//! A read-only reading of a log directory's segment files, for the
+//! inspectors (`quorumlog dump`, `verify`, `info`, `repair`): it takes no
+//! lock, repairs nothing and writes nothing, so it may look at a directory
+//! a crashed node left, exactly as the crash left it.
 //!
-//! Each segment is walked from its header, batch after batch, each
-//! checked as recovery checks it (magic, fields, the salted CRC, the
-//! offset the position must hold). Zeros after a batch that ends a sync
-//! round are skipped to the next page, as the writer left them. Where a
-//! batch fails, the walk looks for a later batch of this segment's life
-//! (its salt) that verifies:
-//! - none: the data ends there (a torn tail or a recycled file's stale
-//!   bytes), which is not a problem;
-//! - one: the failure is damage inside the data, reported as a
-//!   [`Problem`]; [`Walk::Raw`] goes on from that batch, marking the gap,
-//!   [`Walk::Stop`] stops at the damage.
+//! It reads the bytes as recovery reads them, with recovery's own code:
+//! the one batch walker (`segment::walk`: a batch, sync padding, the end
+//! of the data, or invalid bytes), the scan's rules (the offset a position
+//! must hold, epochs that never go back) and the tail inspection that tells
+//! a torn tail or a recycled file's stale bytes from damage (a batch of
+//! this segment's life that verifies after the stop). What recovery trusts
+//! without reading, the inspector checks: a sealed segment must reach the
+//! next one's base, and the last one the recovery point and, after a clean
+//! close, the end its index names; data that stops short of either is
+//! damage, not an end.
+//!
+//! [`Walk::Raw`] goes on after damage from the next batch that verifies,
+//! marking the gap; [`Walk::Stop`] stops at the first damage.
 
 use std::path::{Path, PathBuf};
 
 use quorumlog_checkpoint::{CorruptionKind, Epoch, Offset};
 use quorumlog_io::{FileSystem, OpenMode};
 
+use quorumlog_checkpoint::{read_small_file, RecoveryPoint};
+
 use crate::batch::BatchRef;
+use crate::dir::{CLEAN_CONTENT, CLEAN_FILE};
 use crate::error::Result;
 use crate::format::{
-    align_up, decode_index, decode_segment_header, parse_file_name, BatchHeader, Salt,
-    BATCH_HEADER_BYTES, BATCH_MAGIC, COMPRESSION_ZSTD, SEGMENT_HEADER_BYTES,
+    decode_index, decode_segment_header, index_file_name, parse_file_name, BatchHeader, Salt,
+    BATCH_HEADER_BYTES, COMPRESSION_ZSTD, SEGMENT_HEADER_BYTES,
 };
+use crate::intent::INTENT_FILE;
+use crate::segment::scan::{inspect_tail_in, TailAt};
+use crate::segment::walk::{self, BufSource, DataEnd, Slot};
 
 /// How far a walk goes past damage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +95,8 @@ pub struct SegmentReport {
     pub data_end: u64,
     /// The offset after its last batch.
     pub end_offset: Offset,
+    /// The epoch of its last batch.
+    pub last_epoch: Option<Epoch>,
     /// Its batches, in order.
     pub batches: Vec<BatchInfo>,
     /// Its damage.
@@ -123,10 +133,82 @@ pub fn segment_files(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<(Offset, Pat
     Ok(files)
 }
 
+/// What the directory says durably about where the last segment's data
+/// ends: the walk must reach it, or what is missing is damage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Claims {
+    /// The recovery point (its segment's base, and the offset the data
+    /// reaches durably).
+    pub recovery_point: Option<(Offset, Offset)>,
+    /// After a clean close, the end offset the last segment's index names.
+    pub clean_end: Option<Offset>,
+}
+
+impl Claims {
+    /// What `log_dir` (a data directory's `log/`) claims. Nothing is
+    /// claimed while a truncation intent is pending (the open redoes it
+    /// first, and the points may describe the log before it).
+    ///
+    /// # Errors
+    /// `Io` reading the files (a damaged one claims nothing: `verify`
+    /// reports it on its own).
+    pub fn read(fs: &dyn FileSystem, log_dir: &Path, last_base: Option<Offset>) -> Result<Self> {
+        let mut claims = Claims::default();
+        if fs.exists(&log_dir.join(INTENT_FILE))? {
+            return Ok(claims);
+        }
+        let data_dir = quorumlog_io::parent_dir(log_dir);
+        if let Ok(Some(rp)) = read_small_file::<RecoveryPoint>(fs, data_dir) {
+            claims.recovery_point = Some((rp.segment, rp.offset));
+        }
+        let clean = match fs.open(&log_dir.join(CLEAN_FILE), OpenMode::Read) {
+            Ok(f) => f.read_to_end()? == CLEAN_CONTENT,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e.into()),
+        };
+        if let (true, Some(base)) = (clean, last_base) {
+            let path = log_dir.join(index_file_name(base));
+            if let Ok(f) = fs.open(&path, OpenMode::Read) {
+                if let Ok((h, _)) = decode_index(&f.read_to_end()?) {
+                    claims.clean_end = (h.base_offset == base).then_some(h.end_offset);
+                }
+            }
+        }
+        Ok(claims)
+    }
+
+    /// The offset segment `base` (the last one) must reach, and who says so.
+    fn required(&self, base: Offset) -> Option<(Offset, &'static str)> {
+        let rp = self
+            .recovery_point
+            .filter(|(segment, offset)| *segment == base && *offset > base)
+            .map(|(_, offset)| (offset, "the recovery point"));
+        let clean = self
+            .clean_end
+            .map(|end| (end, "the index written by the clean close"));
+        match (rp, clean) {
+            (Some(a), Some(b)) => Some(if b.0 > a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Where a segment's data must end.
+#[derive(Debug, Clone, Copy)]
+pub enum SegmentEnd {
+    /// A sealed segment: exactly at the next segment's base offset.
+    Sealed(Offset),
+    /// The last segment: at the first batch that does not verify, if that
+    /// is a torn tail (no batch of this life verifies after it) and no
+    /// [`Claims`] says the data goes on.
+    Last(Claims),
+}
+
 /// Walks the segment files of `dir` in offset order, each read once into
-/// one buffer kept for them all, and each sealed one checked to reach the
-/// next one's base. `each` gets the walk, the file's bytes and whether it
-/// is sealed (not the last), and returns whether to go on.
+/// one buffer kept for them all, each judged as recovery judges it (a
+/// sealed one must reach the next one's base; the last one's end against
+/// the directory's [`Claims`]). `each` gets the walk, the file's bytes and
+/// whether it is sealed (not the last), and returns whether to go on.
 ///
 /// A buffer per segment spent more time faulting its pages in and
 /// unmapping them than reading: `quorumlog verify` ran at 0.15x `cat` of
@@ -146,6 +228,7 @@ where
 {
     let io = |e: std::io::Error| E::from(crate::Error::from(e));
     let files = segment_files(fs, dir)?;
+    let claims = Claims::read(fs, dir, files.last().map(|(b, _)| *b))?;
     let open = |path: &Path| -> std::result::Result<_, E> {
         let f = fs.open(path, OpenMode::Read).map_err(io)?;
         // The next file is read from the disk while this one is walked.
@@ -157,6 +240,7 @@ where
         Some((_, path)) => Some(open(path)?),
         None => None,
     };
+    let mut prev_epoch = None;
     for (i, (base, path)) in files.iter().enumerate() {
         let Some(f) = ahead.take() else { break };
         let next = files.get(i + 1);
@@ -168,28 +252,17 @@ where
         buf.resize(len, 0);
         f.read_exact_at(&mut buf, 0).map_err(io)?;
         drop(f);
-        let mut report = inspect_segment(path, *base, &buf, walk);
-        if let Some((next_base, _)) = next {
-            check_sealed_end(&mut report, *next_base);
-        }
+        let end = match next {
+            Some((next_base, _)) => SegmentEnd::Sealed(*next_base),
+            None => SegmentEnd::Last(claims),
+        };
+        let report = inspect_segment(path, *base, &buf, walk, end, prev_epoch);
+        prev_epoch = report.last_epoch.or(prev_epoch);
         if !each(report, &buf, next.is_some())? {
             break;
         }
     }
     Ok(())
-}
-
-/// A sealed segment's data must reach the next segment's base offset:
-/// short of it, its last batches are damaged (they cannot be a torn tail,
-/// as a segment is sealed only once its data is synced).
-pub fn check_sealed_end(sealed: &mut SegmentReport, next_base: Offset) {
-    if sealed.end_offset != next_base && sealed.problems.is_empty() {
-        let kind = CorruptionKind::Malformed(
-            "a sealed segment's data ends before the next segment's base offset",
-        );
-        let p = problem(&sealed.file, sealed.data_end, Some(sealed.end_offset), kind);
-        sealed.problems.push(p);
-    }
 }
 
 /// What a segment's index file holds, checked against the segment's walk.
@@ -275,14 +348,24 @@ pub fn check_index(
     Ok(IndexCheck::Valid(entries.len()))
 }
 
-/// Walks one segment file's bytes (`path` and `base` name it).
-pub fn inspect_segment(path: &Path, base: Offset, bytes: &[u8], walk: Walk) -> SegmentReport {
+/// Reads one segment file's bytes (`path` and `base` name it) as
+/// recovery reads them; `end` says where its data must end, `prev_epoch` is
+/// the epoch of the batch before it (in the previous segment).
+pub fn inspect_segment(
+    path: &Path,
+    base: Offset,
+    bytes: &[u8],
+    walk: Walk,
+    end: SegmentEnd,
+    prev_epoch: Option<Epoch>,
+) -> SegmentReport {
     let mut report = SegmentReport {
         file: path.to_path_buf(),
         base_offset: base,
         size: bytes.len() as u64,
         data_end: SEGMENT_HEADER_BYTES as u64,
         end_offset: base,
+        last_epoch: None,
         batches: Vec::new(),
         problems: Vec::new(),
     };
@@ -300,55 +383,122 @@ pub fn inspect_segment(path: &Path, base: Offset, bytes: &[u8], walk: Walk) -> S
             return report;
         }
     };
-    let mut pos = SEGMENT_HEADER_BYTES as u64;
-    let mut expected = base;
+    let len = bytes.len() as u64;
+    let mut src = BufSource { buf: bytes, start: 0 };
+    let mut from = SEGMENT_HEADER_BYTES as u64;
+    let mut epoch = prev_epoch;
     loop {
-        match batch_at(bytes, pos, salt) {
-            Ok(Some(h)) if h.base_offset == expected => {
-                report.batches.push(info(pos, &h));
-                pos += u64::from(h.batch_len);
-                expected = h.next_offset();
-                report.data_end = pos;
-                report.end_offset = expected;
-            }
-            Ok(Some(_)) => {
-                // A valid batch of this file's life, at the wrong offset.
-                let kind = CorruptionKind::Malformed("a batch at the wrong offset");
-                report
-                    .problems
-                    .push(problem(path, pos, Some(expected), kind));
-                return report;
-            }
-            Ok(None) => {
-                // Zeros: a sync round's padding to the next page, or the
-                // end of the data.
-                // Something at the next page (a batch, or a damaged one
-                // the loop then judges) means padding; zeros there, the
-                // end.
-                let next = align_up(pos);
-                if next > pos && !matches!(batch_at(bytes, next, salt), Ok(None)) {
-                    pos = next;
-                    continue;
-                }
-                return report;
-            }
-            Err(kind) => match next_valid(bytes, pos + 1, salt) {
-                None => return report,
-                Some(at) => {
-                    let skipped = if walk == Walk::Raw { at - pos } else { 0 };
-                    let mut p = problem(path, pos, Some(expected), kind);
-                    p.skipped = skipped;
-                    report.problems.push(p);
-                    if walk == Walk::Stop {
-                        return report;
-                    }
-                    pos = at;
-                    if let Ok(Some(h)) = batch_at(bytes, at, salt) {
-                        expected = h.base_offset;
-                    }
-                }
-            },
+        let stop = walk_from(&mut src, len, salt, from, &mut epoch, &mut report);
+        let (at, kind) = match stop {
+            Some((at, kind)) => (at, Some(kind)),
+            None => (report.data_end, None),
+        };
+        if matches!(end, SegmentEnd::Sealed(next) if report.end_offset == next) {
+            // The data is complete: what follows it is not data.
+            return report;
         }
+        let tail = TailAt {
+            end: report.data_end,
+            stop: at,
+            offset: report.end_offset,
+        };
+        // A buffer source cannot fail.
+        let valid_at = inspect_tail_in(&mut src, len, salt, tail)
+            .ok()
+            .and_then(|t| t.valid_at);
+        let damage = match (end, kind) {
+            (SegmentEnd::Sealed(next), None) => Some(CorruptionKind::Gap {
+                end: report.end_offset,
+                next_base: next,
+            }),
+            (SegmentEnd::Sealed(_), Some(kind)) => Some(kind),
+            // Damage, not a tail: what is wrong there, or (zeros where a
+            // batch should start) that valid data follows.
+            (SegmentEnd::Last(_), kind) if valid_at.is_some() => {
+                kind.or(valid_at.map(|valid_at| CorruptionKind::ValidDataFollows { valid_at }))
+            }
+            // An intact batch in the wrong place is never a tear.
+            (
+                SegmentEnd::Last(_),
+                Some(kind @ (CorruptionKind::Misplaced { .. } | CorruptionKind::EpochOrder { .. })),
+            ) => Some(kind),
+            (SegmentEnd::Last(claims), _) => claims
+                .required(base)
+                .filter(|(claimed, _)| *claimed > report.end_offset)
+                .map(|(claimed, by)| CorruptionKind::DataEndsEarly {
+                    end: report.end_offset,
+                    claimed,
+                    by,
+                }),
+        };
+        let Some(kind) = damage else {
+            return report;
+        };
+        let mut p = problem(path, at, Some(report.end_offset), kind);
+        let resume = match (walk, valid_at) {
+            (Walk::Raw, Some(next)) if next > from => next,
+            _ => {
+                report.problems.push(p);
+                return report;
+            }
+        };
+        p.skipped = resume - at;
+        report.problems.push(p);
+        // The walk goes on from the batch that verifies, whatever its
+        // offset and epoch (a new start after the gap).
+        if let Ok(h) = BatchHeader::parse(bytes.get(offset_range(resume)).unwrap_or_default()) {
+            report.end_offset = h.base_offset;
+        }
+        epoch = None;
+        from = resume;
+    }
+}
+
+/// The header bytes at `pos`.
+fn offset_range(pos: u64) -> std::ops::Range<usize> {
+    let start = usize::try_from(pos).unwrap_or(usize::MAX);
+    start..start.saturating_add(BATCH_HEADER_BYTES)
+}
+
+/// Walks batches from `pos` as the recovery scan does, noting each in
+/// `report`, until the end of the data (`None`) or bytes that do not
+/// continue the log (where they start, and what is wrong).
+fn walk_from(
+    src: &mut BufSource<'_>,
+    len: u64,
+    salt: Salt,
+    mut pos: u64,
+    epoch: &mut Option<Epoch>,
+    report: &mut SegmentReport,
+) -> Option<(u64, CorruptionKind)> {
+    let limit = DataEnd(len);
+    loop {
+        // A buffer source cannot fail: treat a failure as the end.
+        let (position, header) = match walk::slot(src, pos, limit).ok()? {
+            Slot::Header { position, header } => (position, header),
+            Slot::End | Slot::NeedMore => return None,
+            Slot::Invalid { position, kind } => return Some((position, kind)),
+        };
+        let expected = report.end_offset;
+        let bytes = match walk::batch(src, position, &header, expected, limit, salt).ok()? {
+            Ok(bytes) => bytes.len() as u64,
+            Err(kind) => return Some((position, kind)),
+        };
+        if let Some(previous) = *epoch {
+            if header.epoch < previous {
+                let kind = CorruptionKind::EpochOrder {
+                    previous,
+                    found: header.epoch,
+                };
+                return Some((position, kind));
+            }
+        }
+        report.batches.push(info(position, &header));
+        *epoch = Some(header.epoch);
+        report.last_epoch = Some(header.epoch);
+        pos = position + bytes;
+        report.data_end = pos;
+        report.end_offset = header.next_offset();
     }
 }
 
@@ -358,42 +508,6 @@ pub fn inspect_segment(path: &Path, base: Offset, bytes: &[u8], walk: Walk) -> S
 /// What does not decode.
 pub fn batch_records(bytes: &[u8]) -> std::result::Result<Vec<Vec<u8>>, CorruptionKind> {
     BatchRef::from_verified_raw(bytes)?.to_vecs()
-}
-
-/// The verified batch at `pos`: `None` where the bytes are zeros (no
-/// batch starts there).
-fn batch_at(
-    bytes: &[u8],
-    pos: u64,
-    salt: Salt,
-) -> std::result::Result<Option<BatchHeader>, CorruptionKind> {
-    let start = usize::try_from(pos).unwrap_or(usize::MAX);
-    let Some(head) = bytes.get(start..start.saturating_add(BATCH_HEADER_BYTES)) else {
-        return Ok(None);
-    };
-    if head.iter().all(|b| *b == 0) {
-        return Ok(None);
-    }
-    let h = BatchHeader::parse(head)?;
-    let end = start.saturating_add(h.batch_len as usize);
-    let whole = bytes.get(start..end).ok_or(CorruptionKind::Truncated {
-        len: (bytes.len() - start) as u64,
-        needed: u64::from(h.batch_len),
-    })?;
-    h.verify(whole, salt)?;
-    Ok(Some(h))
-}
-
-/// The position of the first batch at or after `from` that verifies with
-/// `salt`.
-fn next_valid(bytes: &[u8], from: u64, salt: Salt) -> Option<u64> {
-    let start = usize::try_from(from).ok()?;
-    let tail = bytes.get(start..)?;
-    tail.windows(BATCH_MAGIC.len())
-        .enumerate()
-        .filter(|(_, w)| *w == BATCH_MAGIC)
-        .map(|(i, _)| from + i as u64)
-        .find(|&p| matches!(batch_at(bytes, p, salt), Ok(Some(_))))
 }
 
 fn info(position: u64, h: &BatchHeader) -> BatchInfo {

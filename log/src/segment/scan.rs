@@ -216,6 +216,24 @@ pub(crate) struct TailAt {
 pub(crate) fn inspect_tail(file: &dyn File, salt: Salt, at: TailAt) -> Result<Tail> {
     let file_len = file.len()?;
     let mut src = FileSource::new(file, file_len, CHUNK_BYTES);
+    let tail = inspect_tail_in(&mut src, file_len, salt, at)?;
+    // What was read after the data will be overwritten by small appends:
+    // drop the read-ahead's (large) pages, a hint only.
+    let _ = file.drop_cache(at.end, file_len - at.end.min(file_len));
+    Ok(tail)
+}
+
+/// [`inspect_tail`] over any source of the segment's bytes (`file_len` of
+/// them): recovery reads the file, the read-only inspectors a buffer.
+///
+/// # Errors
+/// `Io` on read failure.
+pub(crate) fn inspect_tail_in(
+    src: &mut impl Source,
+    file_len: u64,
+    salt: Salt,
+    at: TailAt,
+) -> Result<Tail> {
     let mut tail = Tail {
         valid_at: None,
         torn_end: None,
@@ -261,24 +279,20 @@ pub(crate) fn inspect_tail(file: &dyn File, salt: Salt, at: TailAt) -> Result<Ta
         if chunk.is_empty() {
             break;
         }
-        tail.valid_at = valid_batch_in(&mut src, &chunk, chunk_start, (at.end, salt))?;
+        tail.valid_at = valid_batch_in(src, &chunk, chunk_start, (at.end, file_len, salt))?;
         chunk_start += chunk.len() as u64;
     }
-    // What was read after the data will be overwritten by small appends:
-    // drop the read-ahead's (large) pages, a hint only.
-    let _ = file.drop_cache(at.end, file_len - at.end.min(file_len));
     Ok(tail)
 }
 
 /// The first position in `chunk` (at file position `chunk_start`, strictly
 /// after `after`) where an intact batch of any offset starts.
 fn valid_batch_in(
-    src: &mut FileSource<'_>,
+    src: &mut impl Source,
     chunk: &[u8],
     chunk_start: u64,
-    (after, salt): (u64, Salt),
+    (after, file_len, salt): (u64, u64, Salt),
 ) -> Result<Option<u64>> {
-    let file_len = src.file_len();
     let mut i = 0;
     while let Some(found) = chunk
         .get(i..)

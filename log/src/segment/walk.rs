@@ -224,11 +224,6 @@ impl<'a> FileSource<'a> {
     pub(crate) fn set_chunk(&mut self, chunk: usize) {
         self.chunk = chunk;
     }
-
-    /// The file's length.
-    pub(crate) fn file_len(&self) -> u64 {
-        self.file_len
-    }
 }
 
 impl Source for FileSource<'_> {
