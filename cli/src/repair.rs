@@ -1,22 +1,31 @@
 //! `quorumlog repair --truncate-at-corruption`: cuts a node's log at its
 //! first corruption, for a replica that will fetch the rest from its
-//! leader. It plans from the read-only walk (what would go: groups,
-//! offsets, epochs, bytes) and changes nothing without `--yes`. With it,
-//! it copies every file the cut changes or removes into a side directory,
-//! then opens the directory with the log's `TruncateAtCorruption` recovery
-//! (under the directory's lock: a running node is refused) and closes it.
+//! leader.
 //!
-//! Where the node checkpoint reaches past the cut, its groups are cut at
-//! the same point (their votes kept), so the node opens again.
+//! The plan is the cut: the repair itself
+//! (`Node::repair_truncate_at_corruption`) runs first on a copy-on-write
+//! overlay of the directory, which writes nothing to it, and what it did
+//! there is what is printed: where the log is cut, which segments go, each
+//! group's new end (in its own Raft indexes), what the bytes cut held, and
+//! every file it changed. Nothing changes without `--yes`. With it, every
+//! file the overlay saw changed is copied aside first (with an undo script
+//! that also removes the files the repair creates), then the repair runs on
+//! the directory under its lock, refusing before the log changes if its
+//! recovery plans another cut than the one printed.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use quorumlog_checkpoint::read_meta;
-use quorumlog_io::{FileSystem, OpenMode};
-use quorumlog_log::inspect::{batch_records, inspect_log_dir, Problem, SegmentReport, Walk};
-use quorumlog_raft::{describe_node_record, Identity, Node, NodeOptions, SharedFs};
+use quorumlog_io::{Changes, FileSystem, OpenMode, Overlay};
+use quorumlog_log::inspect::{batch_records, inspect_log_dir, SegmentReport, Walk};
+use quorumlog_log::{DroppedCorruption, RecoveryPlan};
+use quorumlog_raft::{
+    describe_node_record, Identity, Node, NodeOptions, NodeRepairReport, SharedFs,
+};
 
 use crate::dump::batch_bytes;
 
@@ -31,20 +40,25 @@ struct GroupLoss {
     bytes: u64,
 }
 
-/// The cut: where, what goes.
+/// The cut, as the repair made it on the overlay.
 struct Plan {
-    problem: Problem,
-    /// The damaged segment.
+    /// The log recovery's plan (compared with the real run's).
+    recovery: RecoveryPlan,
+    /// What the log's recovery dropped.
+    dropped: DroppedCorruption,
+    /// The repair's report.
+    report: NodeRepairReport,
+    /// The damaged segment's file.
     segment: PathBuf,
-    /// Log offsets from here on go.
-    cut_offset: u64,
     /// Later segments, removed whole.
     later: Vec<PathBuf>,
     bytes: u64,
     batches: usize,
-    /// Batches after the damage that do not decode as a node's.
+    /// Batches cut that do not decode as a node's.
     undescribed: usize,
     groups: BTreeMap<u64, GroupLoss>,
+    /// Every file and directory the repair changes.
+    changes: Changes,
 }
 
 /// Ok(true) when there was nothing to repair or the repair was made.
@@ -60,74 +74,119 @@ pub(crate) fn run(
             &"not a node's directory (no groups.ckpt): repair cuts a node's shared log",
         ));
     }
-    let segs = inspect_log_dir(fs.as_ref(), &dir.join("log"), Walk::Raw).map_err(|e| at(&e))?;
-    let Some(plan) = plan(fs.as_ref(), &segs)? else {
+    let meta = read_meta(fs.as_ref(), dir)
+        .map_err(|e| at(&e))?
+        .ok_or_else(|| at(&"no meta file"))?;
+    let expect = Identity::node(meta.cluster_id, meta.node_id);
+    let options = NodeOptions {
+        background: false,
+        ..NodeOptions::default()
+    };
+    let Some(plan) = plan(fs, dir, &expect, &options)? else {
         println!(
             "{}: no corruption in the log: nothing to repair (a torn tail, if any, is cut by a normal open)",
             dir.display()
         );
         return Ok(true);
     };
-    show(&plan);
+    show(&plan, dir);
     if !yes {
-        println!("nothing changed: run again with --yes to cut (a copy of every file changed is kept first)");
+        println!("nothing changed: run again with --yes to cut (a copy of every file it changes is kept first)");
         return Ok(false);
     }
     let side = side.map_or_else(|| default_side(dir), Path::to_path_buf);
-    // The copies hold every file as it was; the clean marker goes so that
-    // the next open verifies what was copied back.
-    let undo = format!(
-        "cp -a {side}/log/. {dir}/log/ && cp -a {side}/checkpoints/. {dir}/checkpoints/ && \
-         cp -a {side}/groups.ckpt {dir}/groups.ckpt && rm -f {dir}/log/clean",
-        side = side.display(),
-        dir = dir.display()
-    );
-    keep_copies(fs.as_ref(), dir, &plan, &side, &undo)?;
-    cut(fs, dir)?;
-    println!("kept copies in {}", side.display());
-    println!("to undo, with the node stopped and before it runs again: {undo}");
+    let undo = keep_copies(fs.as_ref(), dir, &plan, &side)?;
+    let mut seen = None;
+    let done = Node::repair_truncate_at_corruption(fs, dir, &expect, &options, &mut |p| {
+        seen = Some(p);
+        if p == plan.recovery {
+            Ok(())
+        } else {
+            Err(quorumlog_log::Error::OpenRefused)
+        }
+    });
+    match (done, seen) {
+        (Ok(r), _) => report(&r),
+        (Err(_), Some(p)) if p != plan.recovery => {
+            return Err(at(&format!(
+                "the directory changed since the plan: its recovery now plans {} \
+                 instead of {}; the log was not cut (copies kept in {}; run repair again)",
+                describe(&p),
+                describe(&plan.recovery),
+                side.display()
+            )))
+        }
+        (Err(e), _) => return Err(at(&e)),
+    }
+    println!("kept copies of every file it changed in {}", side.display());
+    println!("to undo, with the node stopped and before it runs again: sh {}", undo.display());
     Ok(true)
 }
 
-/// The first damage and everything at or after it.
-fn plan(fs: &dyn FileSystem, segs: &[SegmentReport]) -> Result<Option<Plan>, String> {
-    let Some((i, s, p)) = segs
-        .iter()
-        .enumerate()
-        .find_map(|(i, s)| s.problems.first().map(|p| (i, s, p)))
-    else {
+/// A recovery plan for people.
+fn describe(p: &RecoveryPlan) -> String {
+    match p.cut {
+        Some((segment, position)) => format!(
+            "a cut of segment {segment} at byte {position} (log end {}, {} later segments removed)",
+            p.log_end, p.segments_removed
+        ),
+        None => format!("no cut (log end {})", p.log_end),
+    }
+}
+
+/// The repair made on an overlay of the directory: `None` when its log
+/// recovery drops nothing.
+fn plan(
+    fs: &SharedFs,
+    dir: &Path,
+    expect: &Identity,
+    options: &NodeOptions,
+) -> Result<Option<Plan>, String> {
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", dir.display());
+    let overlay = Overlay::new(Arc::clone(fs));
+    let ofs: SharedFs = Arc::new(overlay.clone());
+    let mut recovery = None;
+    let report = Node::repair_truncate_at_corruption(&ofs, dir, expect, options, &mut |p| {
+        recovery = Some(p);
+        Ok(())
+    })
+    .map_err(|e| at(&e))?;
+    let (Some(recovery), Some(dropped)) = (recovery, report.log.dropped.clone()) else {
         return Ok(None);
     };
-    let cut_offset = s
-        .batches
+    let changes = overlay.changes().map_err(|e| at(&e))?;
+    // What the cut bytes held, read from the directory itself.
+    let segs = inspect_log_dir(fs.as_ref(), &dir.join("log"), Walk::Raw).map_err(|e| at(&e))?;
+    let removed = dropped.segments_removed.clone();
+    let gone = |s: &SegmentReport| removed.contains(&s.base_offset);
+    let segment = segs
         .iter()
-        .filter(|b| b.position < p.position)
-        .map(|b| b.base_offset.0 + u64::from(b.record_count))
-        .max()
-        .unwrap_or(s.base_offset.0);
+        .find(|s| s.base_offset == dropped.segment)
+        .map_or_else(|| dir.join("log"), |s| s.file.clone());
     let mut plan = Plan {
-        problem: p.clone(),
-        segment: s.file.clone(),
-        cut_offset,
-        later: segs.iter().skip(i + 1).map(|s| s.file.clone()).collect(),
-        bytes: s.data_end.saturating_sub(p.position),
+        recovery,
+        segment,
+        later: segs.iter().filter(|s| gone(s)).map(|s| s.file.clone()).collect(),
+        bytes: 0,
         batches: 0,
         undescribed: 0,
         groups: BTreeMap::new(),
+        changes,
+        dropped,
+        report,
     };
-    for (j, seg) in segs.iter().enumerate().skip(i) {
-        if j > i {
-            plan.bytes += seg.data_end;
+    for seg in &segs {
+        let whole = gone(seg);
+        if !whole && seg.base_offset != plan.dropped.segment {
+            continue;
         }
+        let from = if whole { 0 } else { plan.dropped.position };
+        plan.bytes += seg.data_end.saturating_sub(from);
         let file = fs
             .open(&seg.file, OpenMode::Read)
             .and_then(|f| f.read_to_end())
             .map_err(|e| format!("{}: {e}", seg.file.display()))?;
-        for b in seg
-            .batches
-            .iter()
-            .filter(|b| j > i || b.position >= p.position)
-        {
+        for b in seg.batches.iter().filter(|b| b.position >= from) {
             plan.batches += 1;
             let head = batch_bytes(&file, b)
                 .and_then(|raw| batch_records(raw).ok())
@@ -153,14 +212,21 @@ fn plan(fs: &dyn FileSystem, segs: &[SegmentReport]) -> Result<Option<Plan>, Str
     Ok(Some(plan))
 }
 
-fn show(plan: &Plan) {
-    let p = &plan.problem;
-    println!("first corruption: {}", crate::dump::place(p));
+fn show(plan: &Plan, dir: &Path) {
+    let d = &plan.dropped;
+    println!(
+        "first corruption: {} at {} (offset {}{}): {}",
+        plan.segment.display(),
+        d.damage_at,
+        d.from_offset,
+        d.epoch.map_or_else(String::new, |e| format!(", epoch {e}")),
+        d.kind
+    );
     println!(
         "the cut: the log ends at offset {}; {} is cut at byte {}{}",
-        plan.cut_offset,
+        d.from_offset,
         plan.segment.display(),
-        p.position,
+        d.position,
         if plan.later.is_empty() {
             String::new()
         } else {
@@ -168,7 +234,7 @@ fn show(plan: &Plan) {
         }
     );
     println!(
-        "it drops {} bytes of log data: {} batches that verify after the damage (and the damaged bytes themselves){}",
+        "it drops {} bytes of log data: {} batches that verify after the cut (and the damaged bytes themselves){}",
         plan.bytes,
         plan.batches,
         if plan.undescribed > 0 {
@@ -177,16 +243,39 @@ fn show(plan: &Plan) {
             String::new()
         }
     );
-    for (g, l) in &plan.groups {
-        let mut line = format!("  group {g}: {} bytes", l.bytes);
-        if let Some((lo, hi)) = l.entries {
-            let epochs: Vec<String> = l.epochs.iter().map(u64::to_string).collect();
-            let _ = write!(line, "; entries {lo}..{hi} in epochs {}", epochs.join(", "));
+    let cut: BTreeMap<u64, (u64, u64)> = plan
+        .report
+        .groups_cut
+        .iter()
+        .map(|(g, before, after)| (*g, (before.0, after.0)))
+        .collect();
+    let ids: std::collections::BTreeSet<u64> =
+        plan.groups.keys().chain(cut.keys()).copied().collect();
+    for g in ids {
+        let mut line = format!("  group {g}:");
+        if let Some((before, after)) = cut.get(&g) {
+            let _ = write!(line, " its log ends at index {after} (was {before});");
         }
-        for (k, n) in &l.others {
-            let _ = write!(line, "; {n} {k} records");
+        if let Some(l) = plan.groups.get(&g) {
+            let _ = write!(line, " {} bytes cut", l.bytes);
+            if let Some((lo, hi)) = l.entries {
+                let epochs: Vec<String> = l.epochs.iter().map(u64::to_string).collect();
+                let _ = write!(line, "; entries {lo}..={hi} in epochs {}", epochs.join(", "));
+            }
+            for (k, n) in &l.others {
+                let _ = write!(line, "; {n} {k} records");
+            }
         }
         println!("{line}");
+    }
+    let new = plan.changes.files.iter().filter(|(_, below)| !below).count();
+    println!(
+        "it changes {} files ({new} of them new):",
+        plan.changes.files.len()
+    );
+    for (f, below) in &plan.changes.files {
+        let rel = f.strip_prefix(dir).unwrap_or(f);
+        println!("  {}{}", rel.display(), if *below { "" } else { " (new)" });
     }
     println!(
         "a cut removes this replica's copies: if the node acknowledged them, their group needs \
@@ -194,88 +283,8 @@ fn show(plan: &Plan) {
     );
 }
 
-fn default_side(dir: &Path) -> PathBuf {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let name = dir
-        .file_name()
-        .map_or_else(|| "data".into(), |n| n.to_string_lossy().into_owned());
-    dir.with_file_name(format!("{name}.repair-{secs}"))
-}
-
-/// Copies, durably, every file the cut may change or remove: the damaged
-/// segment and every later one with their indexes, the node checkpoint and
-/// the data directory's checkpoints.
-fn keep_copies(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    plan: &Plan,
-    side: &Path,
-    undo: &str,
-) -> Result<(), String> {
-    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
-    if fs.exists(side).map_err(|e| io(side, e))? {
-        return Err(format!(
-            "{} exists: name another --side-dir",
-            side.display()
-        ));
-    }
-    let mut files: Vec<PathBuf> = Vec::new();
-    for seg in std::iter::once(&plan.segment).chain(&plan.later) {
-        files.push(seg.clone());
-        files.push(seg.with_extension("index"));
-    }
-    files.push(dir.join("groups.ckpt"));
-    let ckpts = dir.join("checkpoints");
-    for e in fs.list(&ckpts).map_err(|e| io(&ckpts, e))? {
-        files.push(ckpts.join(e.name));
-    }
-    for f in files {
-        if !fs.exists(&f).map_err(|e| io(&f, e))? {
-            continue;
-        }
-        let rel = f.strip_prefix(dir).map_err(|e| e.to_string())?;
-        let to = side.join(rel);
-        let parent = quorumlog_io::parent_dir(&to);
-        fs.create_dir_all(parent).map_err(|e| io(parent, e))?;
-        let bytes = fs
-            .open(&f, OpenMode::Read)
-            .and_then(|h| h.read_to_end())
-            .map_err(|e| io(&f, e))?;
-        fs.open(&to, OpenMode::CreateNew)
-            .and_then(|h| h.write_all_and_sync_at(&bytes, 0))
-            .map_err(|e| io(&to, e))?;
-        fs.sync_dir(parent).map_err(|e| io(parent, e))?;
-    }
-    let note = side.join("UNDO");
-    let text = format!(
-        "quorumlog repair --truncate-at-corruption of {} cut its log at offset {}.\n\
-         These are the files as they were. To undo, with the node stopped and before it runs again:\n{undo}\n",
-        dir.display(),
-        plan.cut_offset
-    );
-    fs.open(&note, OpenMode::CreateNew)
-        .and_then(|h| h.write_all_and_sync_at(text.as_bytes(), 0))
-        .map_err(|e| io(&note, e))?;
-    fs.sync_dir(side).map_err(|e| io(side, e))?;
-    let above = quorumlog_io::parent_dir(side);
-    fs.sync_dir(above).map_err(|e| io(above, e))?;
-    Ok(())
-}
-
-/// The cut itself, under the directory's lock (`Node::repair_truncate_at_corruption`).
-fn cut(fs: &SharedFs, dir: &Path) -> Result<(), String> {
-    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", dir.display());
-    let meta = read_meta(fs.as_ref(), dir)
-        .map_err(|e| at(&e))?
-        .ok_or_else(|| at(&"no meta file"))?;
-    let options = NodeOptions {
-        background: false,
-        ..NodeOptions::default()
-    };
-    let expect = Identity::node(meta.cluster_id, meta.node_id);
-    let r = Node::repair_truncate_at_corruption(fs, dir, &expect, &options).map_err(|e| at(&e))?;
+/// What the repair did, as it reports it.
+fn report(r: &NodeRepairReport) {
     match &r.log.dropped {
         Some(dc) => println!(
             "cut: the log now ends at offset {} ({} later segments removed)",
@@ -294,5 +303,68 @@ fn cut(fs: &SharedFs, dir: &Path) -> Result<(), String> {
         );
     }
     println!("the node opens again");
-    Ok(())
+}
+
+fn default_side(dir: &Path) -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let name = dir
+        .file_name()
+        .map_or_else(|| "data".into(), |n| n.to_string_lossy().into_owned());
+    dir.with_file_name(format!("{name}.repair-{secs}"))
+}
+
+/// Copies, durably, every file the repair changes (as the overlay saw
+/// it) into `side`, and writes there an undo script that puts them back,
+/// removes the files and directories the repair creates, and so restores
+/// the directory byte for byte. Returns the script's path.
+fn keep_copies(fs: &dyn FileSystem, dir: &Path, plan: &Plan, side: &Path) -> Result<PathBuf, String> {
+    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    if fs.exists(side).map_err(|e| io(side, e))? {
+        return Err(format!(
+            "{} exists: name another --side-dir",
+            side.display()
+        ));
+    }
+    let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', "'\\''"));
+    let mut script = String::from("#!/bin/sh\nset -e\n");
+    for (f, below) in &plan.changes.files {
+        let rel = f.strip_prefix(dir).map_err(|e| e.to_string())?;
+        if !below {
+            let _ = writeln!(script, "rm -f {}", quote(f));
+            continue;
+        }
+        let to = side.join("files").join(rel);
+        let parent = quorumlog_io::parent_dir(&to);
+        fs.create_dir_all(parent).map_err(|e| io(parent, e))?;
+        let bytes = fs
+            .open(f, OpenMode::Read)
+            .and_then(|h| h.read_to_end())
+            .map_err(|e| io(f, e))?;
+        fs.open(&to, OpenMode::CreateNew)
+            .and_then(|h| h.write_all_and_sync_at(&bytes, 0))
+            .map_err(|e| io(&to, e))?;
+        fs.sync_dir(parent).map_err(|e| io(parent, e))?;
+        let _ = writeln!(script, "cp {} {}", quote(&to), quote(f));
+    }
+    for d in plan.changes.dirs.iter().rev() {
+        let _ = writeln!(script, "rmdir {}", quote(d));
+    }
+    let undo = side.join("UNDO.sh");
+    let text = format!(
+        "# quorumlog repair --truncate-at-corruption of {} cut its log at offset {}.\n\
+         # These are the files it changed, as they were. To undo, with the node stopped\n\
+         # and before it runs again: sh {}\n{script}",
+        dir.display(),
+        plan.dropped.from_offset,
+        undo.display()
+    );
+    fs.open(&undo, OpenMode::CreateNew)
+        .and_then(|h| h.write_all_and_sync_at(text.as_bytes(), 0))
+        .map_err(|e| io(&undo, e))?;
+    fs.sync_dir(side).map_err(|e| io(side, e))?;
+    let above = quorumlog_io::parent_dir(side);
+    fs.sync_dir(above).map_err(|e| io(above, e))?;
+    Ok(undo)
 }

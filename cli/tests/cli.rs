@@ -574,16 +574,20 @@ fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_b
         drop(held);
     }
 
-    // With --yes: copies first, then the cut; the node opens and verifies.
+    // With --yes: copies first, then the cut it printed.
+    let before_all = tree_of(&dir, true);
     let side = tmp.path().join("side");
-    let o = quorumlog(&[
-        "repair",
-        d,
-        "--truncate-at-corruption",
-        "--yes",
-        "--side-dir",
-        side.to_str().unwrap(),
-    ]);
+    let yes = |side: &Path| {
+        quorumlog(&[
+            "repair",
+            d,
+            "--truncate-at-corruption",
+            "--yes",
+            "--side-dir",
+            side.to_str().unwrap(),
+        ])
+    };
+    let o = yes(&side);
     assert_eq!(code(&o), 0, "{}", text(&o));
     let t = text(&o);
     assert!(
@@ -596,12 +600,31 @@ fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_b
     );
     assert!(t.contains("the node opens again"), "{t}");
     assert_eq!(
-        std::fs::read(side.join("log/00000000000000000000.log")).unwrap(),
+        std::fs::read(side.join("files/log/00000000000000000000.log")).unwrap(),
         damaged[&seg]
     );
-    assert!(std::fs::read_to_string(side.join("UNDO"))
-        .unwrap()
-        .contains("cp -a"));
+    // Invariant: the printed undo restores every byte of the directory
+    // (the lock file and every index file included) and removes every file
+    // the repair made.
+    let undo = t
+        .lines()
+        .find_map(|l| l.strip_prefix("to undo, with the node stopped and before it runs again: "))
+        .unwrap();
+    let st = Command::new("sh").arg("-c").arg(undo).status().unwrap();
+    assert!(st.success());
+    let after_undo = tree_of(&dir, true);
+    let differ: Vec<_> = before_all
+        .keys()
+        .chain(after_undo.keys())
+        .filter(|k| before_all.get(*k) != after_undo.get(*k))
+        .collect();
+    assert!(differ.is_empty(), "the undo left these files different: {differ:?}");
+    let o = quorumlog(&["verify", d]);
+    assert_eq!(code(&o), 1, "the undo did not restore the damage: {}", text(&o));
+
+    // Again, and the node opens and verifies.
+    let o = yes(&tmp.path().join("side2"));
+    assert_eq!(code(&o), 0, "{}", text(&o));
     let o = quorumlog(&["verify", d]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     {
@@ -623,22 +646,6 @@ fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_b
         assert_eq!(node.group(7).unwrap().extent().start, Offset(100));
         node.close().unwrap();
     }
-
-    // The printed undo puts the damaged files back.
-    let undo = t
-        .lines()
-        .find_map(|l| l.strip_prefix("to undo, with the node stopped and before it runs again: "))
-        .unwrap();
-    let st = Command::new("sh").arg("-c").arg(undo).status().unwrap();
-    assert!(st.success());
-    let o = quorumlog(&["verify", d]);
-    assert_eq!(
-        code(&o),
-        1,
-        "the undo did not restore the damage: {}",
-        text(&o)
-    );
-    assert_eq!(std::fs::read(&seg).unwrap(), damaged[&seg]);
     drop(original);
 }
 

@@ -55,6 +55,8 @@
 
 pub mod codec;
 mod fs;
+#[cfg(any(test, feature = "sim"))]
+mod overlay;
 mod real;
 #[cfg(any(test, feature = "sim"))]
 mod sim;
@@ -69,6 +71,8 @@ pub use fs::{
     parent_dir, path_error, DirEntry, Failure, File, FileSystem, LockGuard, OpenMode, PathError,
     WriteTicket, DIRECT_ALIGN,
 };
+#[cfg(any(test, feature = "sim"))]
+pub use overlay::{Changes, Overlay};
 pub use real::{BackendInUse, IoBackend, RealFile, RealFs};
 #[cfg(any(test, feature = "sim"))]
 pub use sim::{CrashPlan, FaultKind, FaultOp, SimFs, SimRng, Tear};

@@ -93,6 +93,11 @@ pub struct RecoveryPlan {
     pub log_start: Offset,
     /// The log's end after the open.
     pub log_end: Offset,
+    /// Where repair cuts, if it cuts: the segment (by base offset) and the
+    /// byte position its data ends at (a torn tail's or corruption's cut).
+    pub cut: Option<(Offset, u64)>,
+    /// How many segments after the cut's repair removes whole.
+    pub segments_removed: usize,
 }
 
 /// A caller's check of a [`RecoveryPlan`]: `Err` refuses the open before
@@ -158,6 +163,11 @@ impl Recovery<'_> {
         RecoveryPlan {
             log_start: start,
             log_end: end.max(start),
+            cut: self.cut.map(|c| (self.segments[c.seg].base, c.position)),
+            segments_removed: self
+                .cut
+                .filter(|c| c.zero_until.is_none())
+                .map_or(0, |c| self.segments.len() - 1 - c.seg),
         }
     }
 

@@ -82,6 +82,7 @@ impl Recovery<'_> {
         self.report.dropped = Some(DroppedCorruption {
             segment: base,
             position: 0,
+            damage_at: 0,
             from_offset: base,
             epoch: None,
             kind,

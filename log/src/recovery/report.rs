@@ -47,6 +47,9 @@ pub struct DroppedCorruption {
     pub segment: Offset,
     /// Its byte position (the new end of data).
     pub position: u64,
+    /// Where the damaged bytes start (`position`, or later after sync
+    /// padding).
+    pub damage_at: u64,
     /// Every record at or after this offset was dropped.
     pub from_offset: Offset,
     /// The epoch of the corrupt batch, if its header was readable.

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use quorumlog_checkpoint::{DataDir, Offset, SharedFs};
-use quorumlog_log::{DurableLog, LogOptions, RecoveryMode, RecoveryReport};
+use quorumlog_log::{DurableLog, LogOptions, PlanCheck, RecoveryMode, RecoveryReport};
 
 use super::ckpt::{self, read_checkpoint, write_checkpoint_file};
 use super::{Node, NodeOptions};
@@ -48,6 +48,7 @@ impl Node {
         dir: &Path,
         expect: &Identity,
         options: &NodeOptions,
+        check: PlanCheck<'_>,
     ) -> Result<NodeRepairReport> {
         let dd = Arc::new(DataDir::open(fs.clone(), dir, &expect.open_options())?);
         let mut checkpoint = read_checkpoint(fs, dd.path())?;
@@ -65,7 +66,7 @@ impl Node {
             recovery_mode: RecoveryMode::TruncateAtCorruption,
             ..options.log.clone()
         };
-        let log = DurableLog::open(Arc::clone(&dd), lenient, options.sync)?;
+        let log = DurableLog::open_checked(Arc::clone(&dd), lenient, options.sync, check)?;
         let report = log.recovery_report();
         let end = log.log_end_offset();
         let groups_cut = if checkpoint.position > end.0 {

@@ -223,6 +223,7 @@ impl Recovery<'_> {
         self.report.dropped = Some(DroppedCorruption {
             segment: base,
             position: inv.data_end,
+            damage_at: inv.position,
             from_offset: inv.offset,
             epoch: inv.epoch,
             kind: inv.kind,
