@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 use quorumlog_checkpoint::read_meta;
 use quorumlog_io::{Changes, FileSystem, OpenMode, Overlay};
-use quorumlog_log::inspect::{batch_records, inspect_log_dir, SegmentReport, Walk};
+use quorumlog_checkpoint::CorruptionKind;
+use quorumlog_log::inspect::{batch_records, inspect_log_dir, Claims, SegmentReport, Walk};
 use quorumlog_log::{DroppedCorruption, RecoveryPlan};
 use quorumlog_raft::{
     describe_node_record, Identity, Node, NodeOptions, NodeRepairReport, SharedFs,
@@ -44,8 +45,11 @@ struct GroupLoss {
 struct Plan {
     /// The log recovery's plan (compared with the real run's).
     recovery: RecoveryPlan,
-    /// What the log's recovery dropped.
+    /// What the log's recovery drops.
     dropped: DroppedCorruption,
+    /// Whether the dropped data is what a clean close or the recovery
+    /// point vouched for, which recovery takes for a torn tail.
+    short_of_claims: bool,
     /// The repair's report.
     report: NodeRepairReport,
     /// The damaged segment's file.
@@ -151,12 +155,44 @@ fn plan(
         Ok(())
     })
     .map_err(|e| at(&e))?;
-    let (Some(recovery), Some(dropped)) = (recovery, report.log.dropped.clone()) else {
+    let Some(recovery) = recovery else {
         return Ok(None);
     };
-    let changes = overlay.changes().map_err(|e| at(&e))?;
     // What the cut bytes held, read from the directory itself.
     let segs = inspect_log_dir(fs.as_ref(), &dir.join("log"), Walk::Raw).map_err(|e| at(&e))?;
+    let (dropped, short_of_claims) = match report.log.dropped.clone() {
+        Some(d) => (d, false),
+        None => {
+            // Data a clean close or the recovery point vouched for, gone:
+            // recovery takes it for a torn tail, `verify` for damage.
+            let Some(last) = segs.last() else {
+                return Ok(None);
+            };
+            let claims = Claims::read(fs.as_ref(), &dir.join("log"), Some(last.base_offset))
+                .map_err(|e| at(&e))?;
+            let Some((claimed, by)) = claims.required_end(last.base_offset) else {
+                return Ok(None);
+            };
+            if claimed <= recovery.log_end {
+                return Ok(None);
+            }
+            let d = DroppedCorruption {
+                segment: last.base_offset,
+                position: last.data_end,
+                damage_at: last.data_end,
+                from_offset: recovery.log_end,
+                epoch: None,
+                kind: CorruptionKind::DataEndsEarly {
+                    end: recovery.log_end,
+                    claimed,
+                    by,
+                },
+                segments_removed: Vec::new(),
+            };
+            (d, true)
+        }
+    };
+    let changes = overlay.changes().map_err(|e| at(&e))?;
     let removed = dropped.segments_removed.clone();
     let gone = |s: &SegmentReport| removed.contains(&s.base_offset);
     let segment = segs
@@ -173,6 +209,7 @@ fn plan(
         groups: BTreeMap::new(),
         changes,
         dropped,
+        short_of_claims,
         report,
     };
     for seg in &segs {
@@ -222,6 +259,12 @@ fn show(plan: &Plan, dir: &Path) {
         d.epoch.map_or_else(String::new, |e| format!(", epoch {e}")),
         d.kind
     );
+    if plan.short_of_claims {
+        println!(
+            "(a normal open would take the data's early end for a torn tail: the repair cuts \
+             the node's groups at the same point)"
+        );
+    }
     println!(
         "the cut: the log ends at offset {}; {} is cut at byte {}{}",
         d.from_offset,

@@ -178,7 +178,8 @@ impl Claims {
     }
 
     /// The offset segment `base` (the last one) must reach, and who says so.
-    fn required(&self, base: Offset) -> Option<(Offset, &'static str)> {
+    #[must_use]
+    pub fn required_end(&self, base: Offset) -> Option<(Offset, &'static str)> {
         let rp = self
             .recovery_point
             .filter(|(segment, offset)| *segment == base && *offset > base)
@@ -423,7 +424,7 @@ pub fn inspect_segment(
                 Some(kind @ (CorruptionKind::Misplaced { .. } | CorruptionKind::EpochOrder { .. })),
             ) => Some(kind),
             (SegmentEnd::Last(claims), _) => claims
-                .required(base)
+                .required_end(base)
                 .filter(|(claimed, _)| *claimed > report.end_offset)
                 .map(|(claimed, by)| CorruptionKind::DataEndsEarly {
                     end: report.end_offset,
