@@ -3,6 +3,7 @@
 //! batch's first record is the node's header: group, kind, group offset;
 //! the records after it are the group's entries.
 
+use crate::out::say;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -12,6 +13,8 @@ use quorumlog_log::inspect::{
 };
 use quorumlog_raft::{describe_node_record, NodeRecordInfo};
 use serde_json::json;
+
+use crate::units;
 
 /// What `dump` shows.
 #[derive(Debug, Clone)]
@@ -48,29 +51,7 @@ fn dump_segment(
     f: &Filter,
 ) -> Result<bool, String> {
     let mut clean = true;
-    let name = s
-        .file
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    if f.json {
-        println!(
-            "{}",
-            json!({
-                "type": "segment", "file": name, "base_offset": s.base_offset.0,
-                "size": s.size, "data_end": s.data_end, "end_offset": s.end_offset.0,
-                "batches": s.batches.len(), "problems": s.problems.len(),
-            })
-        );
-    } else {
-        println!(
-            "segment {name}: base offset {}, {} bytes, data to {} (offsets to {}), {} batches",
-            s.base_offset.0,
-            s.size,
-            s.data_end,
-            s.end_offset.0,
-            s.batches.len()
-        );
-    }
+    segment_line(s, f.json);
     let bytes = if f.records || node {
         fs.open(&s.file, OpenMode::Read)
             .and_then(|file| file.read_to_end())
@@ -85,7 +66,9 @@ fn dump_segment(
             clean = false;
             print_problem(p, f.json);
         }
-        if !in_range(b, f) {
+        // Without --group the range is the shared log's offsets; with it,
+        // the group's own indexes.
+        if f.group.is_none() && !in_range(b.base_offset.0, u64::from(b.record_count), f) {
             continue;
         }
         let raw = batch_bytes(&bytes, b);
@@ -99,7 +82,9 @@ fn dump_segment(
             _ => None,
         };
         if let Some(g) = f.group {
-            if !matches!(header, Some(Ok(ref h)) if h.group == g) {
+            let Some(Ok(h)) = &header else { continue };
+            let entries = u64::from(b.record_count.saturating_sub(1)).max(1);
+            if h.group != g || !in_range(h.offset, entries, f) {
                 continue;
             }
         }
@@ -107,7 +92,7 @@ fn dump_segment(
         if f.records {
             match records {
                 Some(Ok(r)) => print_records(b, &r, header.as_ref(), f.json),
-                Some(Err(e)) => println!("  records do not decode: {e}"),
+                Some(Err(e)) => say!("  records do not decode: {e}"),
                 None => {}
             }
         }
@@ -119,9 +104,37 @@ fn dump_segment(
     Ok(clean)
 }
 
-fn in_range(b: &BatchInfo, f: &Filter) -> bool {
-    let next = b.base_offset.0 + u64::from(b.record_count);
-    f.from.is_none_or(|from| next > from) && f.to.is_none_or(|to| b.base_offset.0 < to)
+/// A segment's line.
+fn segment_line(s: &SegmentReport, json: bool) {
+    let name = s
+        .file
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    if json {
+        say!(
+            "{}",
+            json!({
+                "type": "segment", "file": name, "base_offset": s.base_offset.0,
+                "size": s.size, "data_end": s.data_end, "end_offset": s.end_offset.0,
+                "batches": s.batches.len(), "problems": s.problems.len(),
+            })
+        );
+    } else {
+        say!(
+            "segment {name}: base offset {}, {} bytes, data to {} (offsets to {}), {} batches",
+            s.base_offset.0,
+            s.size,
+            s.data_end,
+            s.end_offset.0,
+            s.batches.len()
+        );
+    }
+}
+
+/// Whether `[first, first + count)` meets the range `--from`..`--to`.
+fn in_range(first: u64, count: u64, f: &Filter) -> bool {
+    let next = first + count;
+    f.from.is_none_or(|from| next > from) && f.to.is_none_or(|to| first < to)
 }
 
 pub(crate) fn batch_bytes<'a>(file: &'a [u8], b: &BatchInfo) -> Option<&'a [u8]> {
@@ -142,9 +155,11 @@ fn print_batch(b: &BatchInfo, header: Option<&Header>, json: bool) {
             "control": b.control,
             "group": h.map(|h| h.group), "kind": h.map(|h| h.kind.clone()),
             "group_offset": h.map(|h| h.offset), "group_epoch": h.map(|h| h.epoch),
+            "group_term": h.and_then(|h| units::decoded(h.epoch).0),
+            "group_leader_node": h.and_then(|h| units::decoded(h.epoch).1),
             "header_error": header.and_then(|h| h.as_ref().err()),
         });
-        println!("{v}");
+        say!("{v}");
         return;
     }
     let mut line = format!(
@@ -158,7 +173,7 @@ fn print_batch(b: &BatchInfo, header: Option<&Header>, json: bool) {
         Some(Ok(h)) => {
             let _ = write!(line, "; group {} {} at {}", h.group, h.kind, h.offset);
             if h.kind == "Entries" || h.kind == "Rewrite" {
-                let _ = write!(line, " epoch {}", h.epoch);
+                let _ = write!(line, " {}", units::epoch(h.epoch));
             }
         }
         Some(Err(e)) => {
@@ -166,7 +181,7 @@ fn print_batch(b: &BatchInfo, header: Option<&Header>, json: bool) {
         }
         None => {}
     }
-    println!("{line}");
+    say!("{line}");
 }
 
 fn print_records(b: &BatchInfo, records: &[Vec<u8>], header: Option<&Header>, json: bool) {
@@ -181,12 +196,12 @@ fn print_records(b: &BatchInfo, records: &[Vec<u8>], header: Option<&Header>, js
         let offset = first + i as u64;
         let text = preview(r);
         if json {
-            println!(
+            say!(
                 "{}",
                 json!({"type": "record", "offset": offset, "len": r.len(), "preview": text})
             );
         } else {
-            println!("  record {offset}: {} bytes: {text}", r.len());
+            say!("  record {offset}: {} bytes: {text}", r.len());
         }
     }
 }
@@ -212,7 +227,7 @@ fn preview(bytes: &[u8]) -> String {
 pub(crate) fn print_problem(p: &Problem, json: bool) {
     let offset = p.offset.map(|o| o.0);
     if json {
-        println!(
+        say!(
             "{}",
             json!({
                 "type": "problem", "file": p.file.display().to_string(), "position": p.position,
@@ -225,7 +240,7 @@ pub(crate) fn print_problem(p: &Problem, json: bool) {
         } else {
             String::new()
         };
-        println!("DAMAGED {}{skipped}", place(p));
+        say!("DAMAGED {}{skipped}", place(p));
     }
 }
 

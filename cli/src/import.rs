@@ -3,6 +3,7 @@
 //! are only read (its log's open recovers its tail); the node gains the group durably, step by step (a failed import
 //! leaves a group to drop and import again, and the store as it was).
 
+use crate::out::say;
 use std::path::Path;
 
 use quorumlog_checkpoint::read_meta;
@@ -29,7 +30,7 @@ pub(crate) fn run(
         .map_err(|e| format!("import into group {group}: {e}"))?;
     node.close()
         .map_err(|e| format!("{}: {e}", node_dir.display()))?;
-    println!(
+    say!(
         "imported {} into {} as group {group}: {} entries, {}",
         store_dir.display(),
         node_dir.display(),

@@ -3,6 +3,7 @@
 //! opening it (`quorumlog_raft::inspect_node` and the log's read-only
 //! walk).
 
+use crate::out::say;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -11,19 +12,24 @@ use quorumlog_io::FileSystem;
 use quorumlog_log::inspect::{inspect_log_dir, Walk};
 use quorumlog_raft::{inspect_node, GroupSummary, NodeSummary, SharedFs};
 use quorumlog_snapshot::SnapshotId;
+use serde_json::json;
+
+use crate::units;
 
 /// Prints the groups (all, or `only`); with `whole`, everything `info`
-/// shows. Ok(false) when the walk met damage.
+/// shows; with `json`, one JSON object per line. Ok(false) when the walk
+/// met damage.
 pub(crate) fn run(
     fs: &SharedFs,
     dir: &Path,
     only: Option<u64>,
     whole: bool,
+    json: bool,
 ) -> Result<bool, String> {
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", dir.display());
     let node = inspect_node(fs, dir).map_err(|e| at(&e))?;
     if whole {
-        identity(fs.as_ref(), dir, &node)?;
+        identity(fs.as_ref(), dir, &node, json)?;
     }
     let shown: Vec<&GroupSummary> = node
         .groups
@@ -33,25 +39,50 @@ pub(crate) fn run(
     if let (Some(o), true) = (only, shown.is_empty()) {
         return Err(format!("{}: no group {o}", dir.display()));
     }
+    if shown.is_empty() && !whole && !json {
+        say!("{}: no groups", dir.display());
+    }
     for g in shown {
-        group_line(g, whole);
+        group_line(g, whole, json);
         if whole {
-            snapshots(fs.as_ref(), dir, g.group)?;
+            snapshots(fs.as_ref(), dir, g.group, json)?;
         }
     }
     if whole {
-        segments(fs.as_ref(), dir, &node)?;
-        disk_use(fs.as_ref(), dir)?;
+        segments(fs.as_ref(), dir, &node, json)?;
+        disk_use(fs.as_ref(), dir, json)?;
     }
-    Ok(!node.damaged)
+    Ok(node.damage.is_none())
 }
 
-fn identity(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary) -> Result<(), String> {
+fn identity(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary, json: bool) -> Result<(), String> {
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", dir.display());
     let meta = read_meta(fs, dir)
         .map_err(|e| at(&e))?
         .ok_or_else(|| at(&"no meta file"))?;
-    println!(
+    let has = |name: &str| fs.exists(&dir.join("log").join(name)).unwrap_or(false);
+    let (clean, intent) = (has("clean"), has("truncation.intent"));
+    if json {
+        let damage = node.damage.as_ref().map(|d| {
+            json!({"file": d.file.display().to_string(), "position": d.position,
+                   "offset": d.offset.map(|o| o.0), "what": d.what,
+                   "group": d.offset.and_then(|o| node.group_at(o))})
+        });
+        say!(
+            "{}",
+            json!({
+                "type": "node", "dir": dir.display().to_string(),
+                "cluster_id": meta.cluster_id.0.to_string(), "node_id": meta.node_id.0,
+                "directory_id": format!("{:032x}", meta.directory_id.0),
+                "format_version": meta.format_version, "clean_close": clean,
+                "truncation_pending": intent,
+                "checkpoint_offset": node.checkpoint_position.0, "intact_to": node.log_end.0,
+                "damage": damage, "groups": node.groups.len(), "dropped_groups": node.dropped,
+            })
+        );
+        return Ok(());
+    }
+    say!(
         "{}: cluster {}, node {}, directory id {:032x}, format version {}",
         dir.display(),
         meta.cluster_id.0,
@@ -59,8 +90,7 @@ fn identity(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary) -> Result<(), S
         meta.directory_id.0,
         meta.format_version
     );
-    let has = |name: &str| fs.exists(&dir.join("log").join(name)).unwrap_or(false);
-    let close = if has("clean") {
+    let close = if clean {
         "clean (the next open replays nothing it has not checked)".to_string()
     } else {
         format!(
@@ -68,53 +98,72 @@ fn identity(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary) -> Result<(), S
             node.checkpoint_position.0
         )
     };
-    println!("last close: {close}");
-    if has("truncation.intent") {
-        println!("an interrupted truncation is pending: the next open completes it");
+    say!("last close: {close}");
+    if intent {
+        say!("an interrupted truncation is pending: the next open completes it");
     }
-    println!(
-        "shared log: checkpoint at {}, intact to {}{}; {} groups, {} dropped",
+    let damage = node.damage.as_ref().map_or_else(String::new, |d| {
+        let group = d
+            .offset
+            .and_then(|o| node.group_at(o))
+            .map_or_else(String::new, |g| format!(", group {g}"));
+        let offset = d
+            .offset
+            .map_or_else(String::new, |o| format!(" (offset {o}{group})"));
+        format!(
+            " (damage at {} byte {}{offset}: {}; run `quorumlog verify`)",
+            d.file.display(),
+            d.position,
+            d.what
+        )
+    });
+    say!(
+        "shared log: checkpoint at {}, intact to {}{damage}; {} groups, {} dropped",
         node.checkpoint_position.0,
         node.log_end.0,
-        if node.damaged {
-            " (damage after: run `quorumlog verify`)"
-        } else {
-            ""
-        },
         node.groups.len(),
         node.dropped.len()
     );
     Ok(())
 }
 
-fn group_line(g: &GroupSummary, whole: bool) {
+fn group_line(g: &GroupSummary, whole: bool, json: bool) {
     let q = &g.quorum_state;
-    let leader = q
-        .leader
-        .map_or_else(|| "none".to_string(), |l| l.0.to_string());
-    let voted = q
-        .voted
-        .as_ref()
-        .map_or_else(|| "none".to_string(), |v| format!("{v:?}"));
+    if json {
+        let mut v = units::merged(
+            json!({"type": "group", "group": g.group}),
+            units::quorum_state_json(q),
+        );
+        if whole {
+            v = units::merged(
+                v,
+                json!({"log_start": g.start.0, "log_end": g.end.0,
+                       "high_watermark": g.high_watermark.map(|h| h.0),
+                       "app_metadata": g.app_metadata}),
+            );
+        }
+        say!("{v}");
+        return;
+    }
     if whole {
         let hw = g
             .high_watermark
             .map_or_else(|| "none".to_string(), |h| h.0.to_string());
-        println!(
-            "group {}: log [{}, {}), high watermark {hw}, epoch {}, leader {leader}, voted {voted}",
-            g.group, g.start.0, g.end.0, q.epoch.0
+        say!(
+            "group {}: log [{}, {}), high watermark {hw}, {}",
+            g.group,
+            g.start.0,
+            g.end.0,
+            units::quorum_state(q)
         );
     } else {
-        println!(
-            "group {}: epoch {}, leader {leader}, voted {voted}",
-            g.group, q.epoch.0
-        );
+        say!("group {}: {}", g.group, units::quorum_state(q));
     }
 }
 
 /// A group's published snapshots and the installs in flight
 /// (`<end>-<epoch>-<total>.install`: bytes received of the total).
-fn snapshots(fs: &dyn FileSystem, dir: &Path, group: u64) -> Result<(), String> {
+fn snapshots(fs: &dyn FileSystem, dir: &Path, group: u64, json: bool) -> Result<(), String> {
     let sub = dir.join("snapshots").join(format!("{group:020}"));
     if !fs.exists(&sub).unwrap_or(false) {
         return Ok(());
@@ -132,16 +181,33 @@ fn snapshots(fs: &dyn FileSystem, dir: &Path, group: u64) -> Result<(), String> 
             .strip_suffix(".snapshot")
             .and_then(SnapshotId::parse_stem)
         {
+            if json {
+                say!(
+                    "{}",
+                    json!({"type": "snapshot", "group": group, "end_offset": id.end_offset.0,
+                           "epoch": id.epoch.0, "bytes": size, "file": sub.join(&e.name).display().to_string()})
+                );
+            }
             published.push(format!("{id} ({size} bytes)"));
         } else if let Some((id, total)) = e.name.strip_suffix(".install").and_then(|s| {
             let (id, total) = s.rsplit_once('-')?;
             Some((SnapshotId::parse_stem(id)?, total.parse::<u64>().ok()?))
         }) {
+            if json {
+                say!(
+                    "{}",
+                    json!({"type": "install", "group": group, "end_offset": id.end_offset.0,
+                           "epoch": id.epoch.0, "bytes_on_disk": size, "total_bytes": total})
+                );
+            }
             installs.push(format!("{id} ({size} of {total} bytes on disk)"));
         }
     }
+    if json {
+        return Ok(());
+    }
     published.sort();
-    println!(
+    say!(
         "  snapshots: {}",
         if published.is_empty() {
             "none".to_string()
@@ -150,7 +216,7 @@ fn snapshots(fs: &dyn FileSystem, dir: &Path, group: u64) -> Result<(), String> 
         }
     );
     if !installs.is_empty() {
-        println!("  installs in flight: {}", installs.join(", "));
+        say!("  installs in flight: {}", installs.join(", "));
     }
     Ok(())
 }
@@ -158,7 +224,7 @@ fn snapshots(fs: &dyn FileSystem, dir: &Path, group: u64) -> Result<(), String> 
 /// Each segment with its offsets, size and what keeps it: segments are
 /// deleted only below the checkpoint's position and every group's oldest
 /// live entry. Then the recycled pool.
-fn segments(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary) -> Result<(), String> {
+fn segments(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary, json: bool) -> Result<(), String> {
     let log = dir.join("log");
     let segs =
         inspect_log_dir(fs, &log, Walk::Stop).map_err(|e| format!("{}: {e}", log.display()))?;
@@ -169,7 +235,9 @@ fn segments(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary) -> Result<(), S
         .chain([node.checkpoint_position])
         .min()
         .map_or(0, |o| o.0);
-    println!("segments:");
+    if !json {
+        say!("segments:");
+    }
     let bases: Vec<u64> = segs.iter().map(|s| s.base_offset.0).collect();
     for (i, s) in segs.iter().enumerate() {
         let next = bases.get(i + 1).copied();
@@ -207,16 +275,28 @@ fn segments(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary) -> Result<(), S
             .file
             .file_name()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        println!(
-            "  {name}: offsets [{}, {end}), {} bytes ({} of data); {why}",
-            s.base_offset.0, s.size, s.data_end
-        );
+        if json {
+            say!(
+                "{}",
+                json!({"type": "segment", "file": name, "base_offset": s.base_offset.0,
+                       "end_offset": end, "bytes": s.size, "data_bytes": s.data_end,
+                       "active": next.is_none(), "reclaimable": next.is_some() && end <= keep_from,
+                       "why": why})
+            );
+        } else {
+            say!(
+                "  {name}: offsets [{}, {end}), {} bytes ({} of data); {why}",
+                s.base_offset.0,
+                s.size,
+                s.data_end
+            );
+        }
     }
-    pool(fs, &log)
+    pool(fs, &log, json)
 }
 
 /// The recycled pool and the prepared next segment.
-fn pool(fs: &dyn FileSystem, log: &Path) -> Result<(), String> {
+fn pool(fs: &dyn FileSystem, log: &Path, json: bool) -> Result<(), String> {
     let mut pool = (0usize, 0u64);
     let mut prepared = false;
     for e in fs
@@ -232,7 +312,14 @@ fn pool(fs: &dyn FileSystem, log: &Path) -> Result<(), String> {
         }
         prepared |= e.name == "next.prepared";
     }
-    println!(
+    if json {
+        say!(
+            "{}",
+            json!({"type": "pool", "files": pool.0, "bytes": pool.1, "next_prepared": prepared})
+        );
+        return Ok(());
+    }
+    say!(
         "recycled pool: {} files, {} bytes; next segment prepared: {}",
         pool.0,
         pool.1,
@@ -242,7 +329,7 @@ fn pool(fs: &dyn FileSystem, log: &Path) -> Result<(), String> {
 }
 
 /// Bytes on disk under `dir`, by top-level part.
-fn disk_use(fs: &dyn FileSystem, dir: &Path) -> Result<(), String> {
+fn disk_use(fs: &dyn FileSystem, dir: &Path, json: bool) -> Result<(), String> {
     fn walk(fs: &dyn FileSystem, d: &Path, files: &mut usize) -> Result<u64, String> {
         let mut total = 0;
         for e in fs.list(d).map_err(|e| format!("{}: {e}", d.display()))? {
@@ -282,8 +369,15 @@ fn disk_use(fs: &dyn FileSystem, dir: &Path) -> Result<(), String> {
         *parts.entry(key).or_default() += bytes;
     }
     let total: u64 = parts.values().sum();
+    if json {
+        say!(
+            "{}",
+            json!({"type": "disk_use", "bytes": total, "files": files, "parts": parts})
+        );
+        return Ok(());
+    }
     let each: Vec<String> = parts.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!(
+    say!(
         "disk use: {total} bytes in {files} files ({})",
         each.join(", ")
     );

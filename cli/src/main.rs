@@ -9,12 +9,16 @@
 mod dump;
 mod import;
 mod info;
+mod out;
 mod recover;
 mod repair;
 mod snapshot;
+mod units;
 mod verify;
 
 use std::path::{Path, PathBuf};
+
+use out::say;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -27,6 +31,10 @@ use quorumlog_raft::{ClusterId, DirectoryId, Meta, Node, NodeId, NodeOptions, Sh
 #[derive(Debug, Parser)]
 #[command(name = "quorumlog", version)]
 struct Cli {
+    /// How epochs read: `auto` shows an epoch of 2^32 or more as openraft's
+    /// term and leader node, any other as the epoch.
+    #[arg(long, global = true, value_enum, default_value_t)]
+    raft: units::Implementation,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -61,13 +69,15 @@ enum Cmd {
     Dump {
         #[command(flatten)]
         at: DirArgs,
-        /// Only the batches of this group (a node's directory).
+        /// Only the batches of this group (a node's directory); `--from`
+        /// and `--to` are then the group's own Raft indexes.
         #[arg(long)]
         group: Option<u64>,
-        /// The first log offset shown.
+        /// The first offset shown: the shared log's, or with `--group` the
+        /// group's index.
         #[arg(long)]
         from: Option<u64>,
-        /// The log offset after the last one shown.
+        /// The offset after the last one shown (as `--from`).
         #[arg(long)]
         to: Option<u64>,
         /// Each record too.
@@ -100,6 +110,9 @@ enum Cmd {
     Info {
         #[command(flatten)]
         at: DirArgs,
+        /// JSON lines, one object per line (docs/operations.md).
+        #[arg(long)]
+        json: bool,
     },
     /// Prints the election state of DIR's groups (or of one).
     QuorumState {
@@ -108,12 +121,18 @@ enum Cmd {
         /// Only this group.
         #[arg(long)]
         group: Option<u64>,
+        /// JSON lines, one object per group.
+        #[arg(long)]
+        json: bool,
     },
     /// Reads every segment of the log and checks every batch; prints each
     /// problem with its file, position and offset; exits 1 on any.
     Verify {
         #[command(flatten)]
         at: DirArgs,
+        /// JSON lines: one per file verified, one per problem, a summary.
+        #[arg(long)]
+        json: bool,
     },
     /// Cuts the log at its first corruption, for a replica that will fetch
     /// the rest from its leader. Shows what it would drop (groups, offsets,
@@ -173,6 +192,7 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    units::set_raft(cli.raft);
     let fs: SharedFs = Arc::new(RealFs::new());
     let result = match cli.cmd {
         Cmd::Format {
@@ -203,13 +223,15 @@ fn main() -> ExitCode {
             )
         }),
         Cmd::DumpSnapshot { file, chunks, json } => snapshot::run(fs.as_ref(), &file, chunks, json),
-        Cmd::Info { at } => {
-            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, None, true))
+        Cmd::Info { at, json } => {
+            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, None, true, json))
         }
-        Cmd::QuorumState { at, group } => {
-            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, group, false))
+        Cmd::QuorumState { at, group, json } => {
+            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, group, false, json))
         }
-        Cmd::Verify { at } => formatted(fs.as_ref(), &at).and_then(|()| verify::run(&fs, &at.dir)),
+        Cmd::Verify { at, json } => {
+            formatted(fs.as_ref(), &at).and_then(|()| verify::run(&fs, &at.dir, json))
+        }
         Cmd::Import {
             store_dir,
             node_dir,
@@ -243,7 +265,7 @@ fn format(fs: &SharedFs, dir: &Path, cluster: u128, node: u64) -> Result<bool, S
     let meta = Meta::new(ClusterId(cluster), NodeId(node), DirectoryId::random());
     Node::format(fs, dir, meta, &NodeOptions::default())
         .map_err(|e| format!("{}: {e}", dir.display()))?;
-    println!(
+    say!(
         "formatted {}: cluster {cluster}, node {node}, directory id {:032x}",
         dir.display(),
         meta.directory_id.0

@@ -14,6 +14,7 @@
 //! It says exactly what it overrides, changes nothing without `--yes`,
 //! and refuses a running replica's directory (its lock).
 
+use crate::out::say;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -94,8 +95,8 @@ fn plan(label: &str, me: u64, found: &Survey<Ops>, voters: &BTreeMap<u64, BasicN
         (v.leader_id.term, Some(v.leader_id.node_id), v.committed)
     });
     let log_term = found.last_log_id.as_ref().map_or(0, |l| l.leader_id.term);
-    println!("{label}: an openraft group");
-    println!(
+    say!("{label}: an openraft group");
+    say!(
         "this replica (node {me}) takes term {} as its own leader, without a quorum (now: vote term {vote_term}{}{})",
         vote_term.max(log_term) + 1,
         vote_node.map_or_else(String::new, |n| format!(" for node {n}")),
@@ -106,7 +107,7 @@ fn plan(label: &str, me: u64, found: &Survey<Ops>, voters: &BTreeMap<u64, BasicN
             log_id: at,
             membership: m,
             source: from,
-        }) => println!(
+        }) => say!(
             "the voters in force: {}{}, {} {}",
             sets(m.get_joint_config()),
             {
@@ -124,10 +125,10 @@ fn plan(label: &str, me: u64, found: &Survey<Ops>, voters: &BTreeMap<u64, BasicN
             at.as_ref()
                 .map_or_else(|| "none".to_string(), |l| l.index.to_string()),
         ),
-        None => println!("the voters in force: none (the group was never initialized)"),
+        None => say!("the voters in force: none (the group was never initialized)"),
     }
     let next = found.last_log_id.as_ref().map_or(0, |l| l.index + 1);
-    println!(
+    say!(
         "the log ends at index {}; the commit point on file is {} (entries above it were never known committed)",
         found
             .last_log_id
@@ -138,11 +139,11 @@ fn plan(label: &str, me: u64, found: &Survey<Ops>, voters: &BTreeMap<u64, BasicN
             .as_ref()
             .map_or_else(|| "none".to_string(), |l| l.index.to_string()),
     );
-    println!(
+    say!(
         "it appends the voters {:?} at index {next}, in force from then on",
         voters.keys().collect::<Vec<_>>()
     );
-    println!(
+    say!(
         "it overrides Raft: entries only the lost replicas held are gone for good, and an \
          uncommitted membership change is replaced; run it on one survivor only, the one with the \
          longest log, start it alone, then add members back (openraft's add_learner and change_membership)"
@@ -177,7 +178,7 @@ fn openraft(
     }
     plan(label, me, &found, &members);
     if !yes {
-        println!("nothing changed: run again with --yes to rewrite");
+        say!("nothing changed: run again with --yes to rewrite");
         return Ok(false);
     }
     let r = block_on(recover::recover_quorum::<Ops>(
@@ -186,9 +187,11 @@ fn openraft(
         members,
     ))?
     .map_err(|e| at(&e))?;
-    println!(
+    say!(
         "rewritten: vote term {} for node {me}, committed; the voters {:?} at index {}",
-        r.vote.leader_id.term, r.voters, r.log_id.index
+        r.vote.leader_id.term,
+        r.voters,
+        r.log_id.index
     );
     Ok(true)
 }
@@ -299,29 +302,29 @@ fn kraft(
         .voters()
         .map(|v| format!("{}:{:032x}", v.node_id.0, v.directory_id.0))
         .collect();
-    println!(
+    say!(
         "this replica (node {}) takes epoch {} as its own leader, without a quorum (now: epoch {}, leader {})",
         me.node_id.0,
         state.epoch.0 + 1,
         state.epoch.0,
         state.leader.map_or_else(|| "none".to_string(), |l| l.0.to_string())
     );
-    println!(
+    say!(
         "and appends the voter set {} in force from then on",
         names.join(", ")
     );
-    println!(
+    say!(
         "it overrides Raft: entries only the lost replicas held are gone for good, and an \
          uncommitted voter change or a reassignment in progress is replaced; run it on one survivor \
          only, the one with the longest log, and start the others as its followers"
     );
     if !yes {
-        println!("nothing changed: run again with --yes to rewrite");
+        say!("nothing changed: run again with --yes to rewrite");
         return Ok(false);
     }
     let r = KraftReplica::recover_quorum(fs, dir, expect, &NodeOptions::default(), set)
         .map_err(|e| at(&e))?;
-    println!(
+    say!(
         "rewritten: epoch {} (was {}), voter set at offset {}{}; the log ended at {}, high watermark {}",
         r.epoch.0,
         r.previous_epoch.0,

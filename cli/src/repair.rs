@@ -13,6 +13,7 @@
 //! the directory under its lock, refusing before the log changes if its
 //! recovery plans another cut than the one printed.
 
+use crate::out::say;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -20,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use quorumlog_checkpoint::read_meta;
-use quorumlog_io::{Changes, FileSystem, OpenMode, Overlay};
 use quorumlog_checkpoint::CorruptionKind;
+use quorumlog_io::{Changes, FileSystem, OpenMode, Overlay};
 use quorumlog_log::inspect::{batch_records, inspect_log_dir, Claims, SegmentReport, Walk};
 use quorumlog_log::{DroppedCorruption, RecoveryPlan};
 use quorumlog_raft::{
@@ -87,7 +88,7 @@ pub(crate) fn run(
         ..NodeOptions::default()
     };
     let Some(plan) = plan(fs, dir, &expect, &options)? else {
-        println!(
+        say!(
             "{}: no corruption in the log: nothing to repair (a torn tail, if any, is cut by a normal open)",
             dir.display()
         );
@@ -95,7 +96,7 @@ pub(crate) fn run(
     };
     show(&plan, dir);
     if !yes {
-        println!("nothing changed: run again with --yes to cut (a copy of every file it changes is kept first)");
+        say!("nothing changed: run again with --yes to cut (a copy of every file it changes is kept first)");
         return Ok(false);
     }
     let side = side.map_or_else(|| default_side(dir), Path::to_path_buf);
@@ -122,8 +123,11 @@ pub(crate) fn run(
         }
         (Err(e), _) => return Err(at(&e)),
     }
-    println!("kept copies of every file it changed in {}", side.display());
-    println!("to undo, with the node stopped and before it runs again: sh {}", undo.display());
+    say!("kept copies of every file it changed in {}", side.display());
+    say!(
+        "to undo, with the node stopped and before it runs again: sh {}",
+        undo.display()
+    );
     Ok(true)
 }
 
@@ -160,37 +164,8 @@ fn plan(
     };
     // What the cut bytes held, read from the directory itself.
     let segs = inspect_log_dir(fs.as_ref(), &dir.join("log"), Walk::Raw).map_err(|e| at(&e))?;
-    let (dropped, short_of_claims) = match report.log.dropped.clone() {
-        Some(d) => (d, false),
-        None => {
-            // Data a clean close or the recovery point vouched for, gone:
-            // recovery takes it for a torn tail, `verify` for damage.
-            let Some(last) = segs.last() else {
-                return Ok(None);
-            };
-            let claims = Claims::read(fs.as_ref(), &dir.join("log"), Some(last.base_offset))
-                .map_err(|e| at(&e))?;
-            let Some((claimed, by)) = claims.required_end(last.base_offset) else {
-                return Ok(None);
-            };
-            if claimed <= recovery.log_end {
-                return Ok(None);
-            }
-            let d = DroppedCorruption {
-                segment: last.base_offset,
-                position: last.data_end,
-                damage_at: last.data_end,
-                from_offset: recovery.log_end,
-                epoch: None,
-                kind: CorruptionKind::DataEndsEarly {
-                    end: recovery.log_end,
-                    claimed,
-                    by,
-                },
-                segments_removed: Vec::new(),
-            };
-            (d, true)
-        }
+    let Some((dropped, short_of_claims)) = what_goes(fs, dir, &report, &recovery, &segs)? else {
+        return Ok(None);
     };
     let changes = overlay.changes().map_err(|e| at(&e))?;
     let removed = dropped.segments_removed.clone();
@@ -202,7 +177,11 @@ fn plan(
     let mut plan = Plan {
         recovery,
         segment,
-        later: segs.iter().filter(|s| gone(s)).map(|s| s.file.clone()).collect(),
+        later: segs
+            .iter()
+            .filter(|s| gone(s))
+            .map(|s| s.file.clone())
+            .collect(),
         bytes: 0,
         batches: 0,
         undescribed: 0,
@@ -212,7 +191,55 @@ fn plan(
         short_of_claims,
         report,
     };
-    for seg in &segs {
+    losses(fs, &segs, &mut plan)?;
+    Ok(Some(plan))
+}
+
+/// What the repair drops: the corruption its log recovery drops, or data
+/// a clean close or the recovery point vouched for that recovery takes for
+/// a torn tail (`true`); `None` when nothing vouched for goes.
+fn what_goes(
+    fs: &SharedFs,
+    dir: &Path,
+    report: &NodeRepairReport,
+    recovery: &RecoveryPlan,
+    segs: &[SegmentReport],
+) -> Result<Option<(DroppedCorruption, bool)>, String> {
+    if let Some(d) = report.log.dropped.clone() {
+        return Ok(Some((d, false)));
+    }
+    let Some(last) = segs.last() else {
+        return Ok(None);
+    };
+    let claims = Claims::read(fs.as_ref(), &dir.join("log"), Some(last.base_offset))
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let Some((claimed, by)) = claims.required_end(last.base_offset) else {
+        return Ok(None);
+    };
+    if claimed <= recovery.log_end {
+        return Ok(None);
+    }
+    let d = DroppedCorruption {
+        segment: last.base_offset,
+        position: last.data_end,
+        damage_at: last.data_end,
+        from_offset: recovery.log_end,
+        epoch: None,
+        kind: CorruptionKind::DataEndsEarly {
+            end: recovery.log_end,
+            claimed,
+            by,
+        },
+        segments_removed: Vec::new(),
+    };
+    Ok(Some((d, true)))
+}
+
+/// What the bytes the cut drops held, group by group.
+fn losses(fs: &SharedFs, segs: &[SegmentReport], plan: &mut Plan) -> Result<(), String> {
+    let removed = plan.dropped.segments_removed.clone();
+    let gone = |s: &SegmentReport| removed.contains(&s.base_offset);
+    for seg in segs {
         let whole = gone(seg);
         if !whole && seg.base_offset != plan.dropped.segment {
             continue;
@@ -246,12 +273,12 @@ fn plan(
             }
         }
     }
-    Ok(Some(plan))
+    Ok(())
 }
 
 fn show(plan: &Plan, dir: &Path) {
     let d = &plan.dropped;
-    println!(
+    say!(
         "first corruption: {} at {} (offset {}{}): {}",
         plan.segment.display(),
         d.damage_at,
@@ -260,12 +287,12 @@ fn show(plan: &Plan, dir: &Path) {
         d.kind
     );
     if plan.short_of_claims {
-        println!(
+        say!(
             "(a normal open would take the data's early end for a torn tail: the repair cuts \
              the node's groups at the same point)"
         );
     }
-    println!(
+    say!(
         "the cut: the log ends at offset {}; {} is cut at byte {}{}",
         d.from_offset,
         plan.segment.display(),
@@ -276,7 +303,7 @@ fn show(plan: &Plan, dir: &Path) {
             format!("; {} later segments are removed", plan.later.len())
         }
     );
-    println!(
+    say!(
         "it drops {} bytes of log data: {} batches that verify after the cut (and the damaged bytes themselves){}",
         plan.bytes,
         plan.batches,
@@ -286,6 +313,29 @@ fn show(plan: &Plan, dir: &Path) {
             String::new()
         }
     );
+    show_groups(plan);
+    let new = plan
+        .changes
+        .files
+        .iter()
+        .filter(|(_, below)| !below)
+        .count();
+    say!(
+        "it changes {} files ({new} of them new):",
+        plan.changes.files.len()
+    );
+    for (f, below) in &plan.changes.files {
+        let rel = f.strip_prefix(dir).unwrap_or(f);
+        say!("  {}{}", rel.display(), if *below { "" } else { " (new)" });
+    }
+    say!(
+        "a cut removes this replica's copies: if the node acknowledged them, their group needs \
+         a majority of other replicas that hold them (it fetches them back from its leader)"
+    );
+}
+
+/// Each group's new end and what its cut bytes held.
+fn show_groups(plan: &Plan) {
     let cut: BTreeMap<u64, (u64, u64)> = plan
         .report
         .groups_cut
@@ -303,49 +353,41 @@ fn show(plan: &Plan, dir: &Path) {
             let _ = write!(line, " {} bytes cut", l.bytes);
             if let Some((lo, hi)) = l.entries {
                 let epochs: Vec<String> = l.epochs.iter().map(u64::to_string).collect();
-                let _ = write!(line, "; entries {lo}..={hi} in epochs {}", epochs.join(", "));
+                let _ = write!(
+                    line,
+                    "; entries {lo}..={hi} in epochs {}",
+                    epochs.join(", ")
+                );
             }
             for (k, n) in &l.others {
                 let _ = write!(line, "; {n} {k} records");
             }
         }
-        println!("{line}");
+        say!("{line}");
     }
-    let new = plan.changes.files.iter().filter(|(_, below)| !below).count();
-    println!(
-        "it changes {} files ({new} of them new):",
-        plan.changes.files.len()
-    );
-    for (f, below) in &plan.changes.files {
-        let rel = f.strip_prefix(dir).unwrap_or(f);
-        println!("  {}{}", rel.display(), if *below { "" } else { " (new)" });
-    }
-    println!(
-        "a cut removes this replica's copies: if the node acknowledged them, their group needs \
-         a majority of other replicas that hold them (it fetches them back from its leader)"
-    );
 }
 
 /// What the repair did, as it reports it.
 fn report(r: &NodeRepairReport) {
     match &r.log.dropped {
-        Some(dc) => println!(
+        Some(dc) => say!(
             "cut: the log now ends at offset {} ({} later segments removed)",
             dc.from_offset.0,
             dc.segments_removed.len()
         ),
-        None => println!(
+        None => say!(
             "cut: recovery found nothing to drop; the log ends at {}",
             r.log_end.0
         ),
     }
     for (g, before, after) in &r.groups_cut {
-        println!(
+        say!(
             "  group {g}: its log ended at {}, now at {}",
-            before.0, after.0
+            before.0,
+            after.0
         );
     }
-    println!("the node opens again");
+    say!("the node opens again");
 }
 
 fn default_side(dir: &Path) -> PathBuf {
@@ -362,7 +404,12 @@ fn default_side(dir: &Path) -> PathBuf {
 /// it) into `side`, and writes there an undo script that puts them back,
 /// removes the files and directories the repair creates, and so restores
 /// the directory byte for byte. Returns the script's path.
-fn keep_copies(fs: &dyn FileSystem, dir: &Path, plan: &Plan, side: &Path) -> Result<PathBuf, String> {
+fn keep_copies(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    plan: &Plan,
+    side: &Path,
+) -> Result<PathBuf, String> {
     let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
     if fs.exists(side).map_err(|e| io(side, e))? {
         return Err(format!(

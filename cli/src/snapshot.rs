@@ -3,6 +3,7 @@
 //! compression, creation time, metadata, sizes, checksums and, with
 //! `--chunks`, every chunk.
 
+use crate::out::say;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -29,12 +30,12 @@ pub(crate) fn run(
         Err(quorumlog_snapshot::Error::Io(e)) => return Err(format!("{}: {e}", file.display())),
         Err(e) => {
             if json {
-                println!(
+                say!(
                     "{}",
                     json!({"type": "problem", "file": file.display().to_string(), "kind": e.to_string()})
                 );
             } else {
-                println!("DAMAGED {}: {e}", file.display());
+                say!("DAMAGED {}: {e}", file.display());
             }
             return Ok(false);
         }
@@ -61,44 +62,48 @@ fn hex_prefix(m: &[u8]) -> String {
 }
 
 fn print_text(file: &Path, d: &SnapshotDescription, chunks: bool) {
-    println!(
+    say!(
         "{}: snapshot {} (end offset {}, epoch {}), verified",
         file.display(),
         d.id,
         d.id.end_offset.0,
         d.id.epoch.0
     );
-    println!(
-        "created {} ms after the Unix epoch; compression {}; {} bytes of state in {} chunks; file {} bytes, crc32c {:#010x}",
-        d.created_ms,
+    say!(
+        "created {}; compression {}; {} bytes of state in {} chunks; file {} bytes, crc32c {:#010x}",
+        crate::units::iso8601_ms(d.created_ms),
         d.compression,
         d.data_len,
         d.chunks.len(),
         d.total_len,
         d.file_crc
     );
-    println!(
+    say!(
         "metadata: {} bytes {}",
         d.metadata.len(),
         hex_prefix(&d.metadata)
     );
     if chunks {
         for (i, c) in d.chunks.iter().enumerate() {
-            println!(
+            say!(
                 "chunk {i} at {}: {} bytes stored, {} raw, crc32c {:#010x}",
-                c.position, c.stored_len, c.raw_len, c.crc
+                c.position,
+                c.stored_len,
+                c.raw_len,
+                c.crc
             );
         }
     }
 }
 
 fn print_json(file: &Path, d: &SnapshotDescription, chunks: bool) {
-    println!(
+    say!(
         "{}",
         json!({
             "type": "snapshot", "file": file.display().to_string(),
             "end_offset": d.id.end_offset.0, "epoch": d.id.epoch.0,
-            "created_ms": d.created_ms, "compression": d.compression,
+            "created": crate::units::iso8601_ms(d.created_ms), "created_ms": d.created_ms,
+            "compression": d.compression,
             "data_len": d.data_len, "chunk_count": d.chunks.len(),
             "total_len": d.total_len, "file_crc": d.file_crc,
             "metadata_len": d.metadata.len(), "metadata_hex": hex_prefix(&d.metadata),
@@ -106,7 +111,7 @@ fn print_json(file: &Path, d: &SnapshotDescription, chunks: bool) {
     );
     if chunks {
         for (i, c) in d.chunks.iter().enumerate() {
-            println!(
+            say!(
                 "{}",
                 json!({
                     "type": "chunk", "index": i, "position": c.position,

@@ -5,6 +5,7 @@
 //! index, and every snapshot end to end. A progress bar on a terminal, a
 //! plain line per file otherwise.
 
+use crate::out::say;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -12,20 +13,37 @@ use std::time::Instant;
 use quorumlog_checkpoint::verify_small_files;
 use quorumlog_io::FileSystem;
 use quorumlog_log::inspect::{
-    check_index, segment_files, walk_segments, IndexCheck, SegmentReport, Walk,
+    check_index, first_record_unverified, segment_files, walk_segments, IndexCheck, Problem, Walk,
 };
-use quorumlog_raft::{inspect_node, SharedFs};
+use quorumlog_raft::{describe_node_record, inspect_node, NodeSummary, SharedFs};
 use quorumlog_snapshot::describe_snapshot;
+use serde_json::json;
 
-use crate::dump::print_problem;
-
-/// A problem outside the segments' batches: the file, where in it, the
-/// group it belongs to (when known), and what is wrong.
+/// A problem: the file, where in it, the log offset and the group it
+/// belongs to (when known), and what is wrong.
 struct Finding {
     file: PathBuf,
     position: Option<u64>,
+    offset: Option<u64>,
     group: Option<u64>,
     what: String,
+}
+
+impl Finding {
+    fn of(p: &Problem, group: Option<u64>) -> Self {
+        let skipped = if p.skipped > 0 {
+            format!("; {} bytes skipped to the next valid batch", p.skipped)
+        } else {
+            String::new()
+        };
+        Finding {
+            file: p.file.clone(),
+            position: Some(p.position),
+            offset: p.offset.map(|o| o.0),
+            group,
+            what: format!("{}{skipped}", p.kind),
+        }
+    }
 }
 
 impl std::fmt::Display for Finding {
@@ -34,8 +52,11 @@ impl std::fmt::Display for Finding {
         if let Some(p) = self.position {
             write!(f, " at {p}")?;
         }
-        if let Some(g) = self.group {
-            write!(f, " (group {g})")?;
+        match (self.offset, self.group) {
+            (Some(o), Some(g)) => write!(f, " (offset {o}, group {g})")?,
+            (Some(o), None) => write!(f, " (offset {o})")?,
+            (None, Some(g)) => write!(f, " (group {g})")?,
+            (None, None) => {}
         }
         write!(f, ": {}", self.what)
     }
@@ -44,6 +65,7 @@ impl std::fmt::Display for Finding {
 /// Counts and the progress display.
 struct Tally {
     bar: Option<indicatif::ProgressBar>,
+    json: bool,
     bytes: u64,
     files: usize,
     batches: usize,
@@ -53,49 +75,49 @@ struct Tally {
 impl Tally {
     fn say(&self, line: &str) {
         match &self.bar {
-            Some(b) => b.suspend(|| println!("{line}")),
-            None => println!("{line}"),
+            Some(b) => b.suspend(|| say!("{line}")),
+            None => say!("{line}"),
         }
     }
 
     fn found(&mut self, f: &Finding) {
         self.problems += 1;
-        self.say(&f.to_string());
+        if self.json {
+            self.say(
+                &json!({
+                    "type": "problem", "file": f.file.display().to_string(),
+                    "position": f.position, "offset": f.offset, "group": f.group, "what": f.what,
+                })
+                .to_string(),
+            );
+        } else {
+            self.say(&f.to_string());
+        }
     }
 
-    /// One file done; `line` for a plain (non-terminal) run.
-    fn done(&mut self, line: &str) {
+    /// One file done: `kind`, and its batches or snapshot id.
+    fn done(&mut self, file: &Path, kind: &str, detail: &str, json: &serde_json::Value) {
         self.files += 1;
-        match &self.bar {
-            Some(b) => b.inc(1),
-            None => println!("{line}"),
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        } else if self.json {
+            let v = crate::units::merged(
+                json!({"type": "file", "file": file.display().to_string(), "kind": kind}),
+                json.clone(),
+            );
+            self.say(&v.to_string());
+        } else {
+            self.say(&format!("verified {}: {detail}", file.display()));
         }
-    }
-
-    fn segment(&mut self, r: &SegmentReport) {
-        self.batches += r.batches.len();
-        self.problems += r.problems.len();
-        for p in &r.problems {
-            match &self.bar {
-                Some(b) => b.suspend(|| print_problem(p, false)),
-                None => print_problem(p, false),
-            }
-        }
-        self.done(&format!(
-            "verified {}: {} batches, {} problems",
-            r.file.display(),
-            r.batches.len(),
-            r.problems.len()
-        ));
     }
 }
 
 /// Ok(false) when any problem was found.
-pub(crate) fn run(fs: &SharedFs, dir: &Path) -> Result<bool, String> {
+pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool) -> Result<bool, String> {
     let segments = segment_files(fs.as_ref(), &dir.join("log"))
         .map_err(|e| format!("{}: {e}", dir.join("log").display()))?;
     let snapshots = snapshot_files(fs.as_ref(), &dir.join("snapshots"))?;
-    let bar = std::io::stderr().is_terminal().then(|| {
+    let bar = (!json && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new((segments.len() + snapshots.len()) as u64);
         b.set_style(
             indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} files {msg}")
@@ -105,6 +127,7 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path) -> Result<bool, String> {
     });
     let mut t = Tally {
         bar,
+        json,
         bytes: 0,
         files: 0,
         batches: 0,
@@ -114,33 +137,65 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path) -> Result<bool, String> {
     small_files(fs, dir, &mut t);
     // The fold reads the segments too: beside the walk, one of the two
     // reads each from the disk and the other from the cache, on two cores.
-    let folded = std::thread::scope(|s| {
+    let (folded, walked) = std::thread::scope(|s| {
         let fold = s.spawn(|| node_fold(fs, dir));
         let walked = segments_and_indexes(fs.as_ref(), &dir.join("log"), &mut t);
         (fold.join(), walked)
     });
-    folded.1?;
-    match folded.0 {
-        Ok(Some(f)) => t.found(&f),
-        Ok(None) => {}
+    let problems = walked?;
+    let summary = match folded {
+        Ok(Ok(summary)) => summary,
+        Ok(Err(f)) => {
+            t.found(&f);
+            None
+        }
         Err(_) => return Err("the fold of the node's group state panicked".to_string()),
+    };
+    // Each problem in the log with its group: the damaged batch's own
+    // header if it still reads, else the group the checkpoint and the
+    // records before the damage place at its offset.
+    for lp in problems {
+        let p = &lp.problem;
+        let group = lp.group.or_else(|| {
+            let at = p.offset?;
+            summary.as_ref()?.group_at(at)
+        });
+        let mut f = Finding::of(p, group);
+        f.what.push_str(lp.note);
+        t.found(&f);
     }
     snapshots_read(fs.as_ref(), &snapshots, &mut t);
     if let Some(b) = t.bar.take() {
         b.finish_and_clear();
     }
+    print_summary(&t, t0, segments.len(), snapshots.len());
+    Ok(t.problems == 0)
+}
+
+/// The last line: counts, bytes, the read rate and the problems.
+fn print_summary(t: &Tally, t0: Instant, segments: usize, snapshots: usize) {
     let secs = t0.elapsed().as_secs_f64().max(1e-6);
     #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
     let rate = t.bytes as f64 / secs / 1e6;
-    println!(
-        "{} segments, {} snapshots, {} batches, {} bytes read in {secs:.2} s ({rate:.0} MB/s): {} problems",
-        segments.len(),
-        snapshots.len(),
-        t.batches,
-        t.bytes,
-        t.problems
-    );
-    Ok(t.problems == 0)
+    if t.json {
+        say!(
+            "{}",
+            json!({
+                "type": "summary", "segments": segments, "snapshots": snapshots,
+                "batches": t.batches, "bytes": t.bytes, "seconds": secs, "mb_per_s": rate,
+                "problems": t.problems,
+            })
+        );
+    } else {
+        say!(
+            "{} segments, {} snapshots, {} batches, {} bytes read in {secs:.2} s ({rate:.0} MB/s): {} problems",
+            segments,
+            snapshots,
+            t.batches,
+            t.bytes,
+            t.problems
+        );
+    }
 }
 
 /// Every published snapshot, read whole and checked.
@@ -149,13 +204,18 @@ fn snapshots_read(fs: &dyn FileSystem, snapshots: &[(Option<u64>, PathBuf)], t: 
         match describe_snapshot(fs, path) {
             Ok(d) => {
                 t.bytes += d.total_len;
-                t.done(&format!(
-                    "verified {}: snapshot {}, {} chunks, {} bytes of state",
-                    path.display(),
-                    d.id,
-                    d.chunks.len(),
-                    d.data_len
-                ));
+                t.done(
+                    path,
+                    "snapshot",
+                    &format!(
+                        "snapshot {}, {} chunks, {} bytes of state",
+                        d.id,
+                        d.chunks.len(),
+                        d.data_len
+                    ),
+                    &json!({"group": group, "end_offset": d.id.end_offset.0,
+                            "epoch": d.id.epoch.0, "chunks": d.chunks.len(), "problems": 0}),
+                );
             }
             Err(e) => {
                 let position = match &e {
@@ -168,11 +228,17 @@ fn snapshots_read(fs: &dyn FileSystem, snapshots: &[(Option<u64>, PathBuf)], t: 
                 let f = Finding {
                     file: path.clone(),
                     position,
+                    offset: None,
                     group: *group,
                     what: e.to_string(),
                 };
                 t.found(&f);
-                t.done("");
+                t.done(
+                    path,
+                    "snapshot",
+                    "damaged",
+                    &json!({"group": group, "problems": 1}),
+                );
             }
         }
     }
@@ -185,6 +251,7 @@ fn small_files(fs: &SharedFs, dir: &Path, t: &mut Tally) {
             t.found(&Finding {
                 file: c.path,
                 position: None,
+                offset: None,
                 group: None,
                 what: e.to_string(),
             });
@@ -193,59 +260,81 @@ fn small_files(fs: &SharedFs, dir: &Path, t: &mut Tally) {
 }
 
 /// A node's group state folded from its checkpoint and log, as an open
-/// folds it: what does not fold.
-fn node_fold(fs: &SharedFs, dir: &Path) -> Option<Finding> {
+/// folds it: the summary (to name the group of a problem), or what does
+/// not fold. A directory without a node checkpoint has neither.
+fn node_fold(fs: &SharedFs, dir: &Path) -> Result<Option<NodeSummary>, Finding> {
     let node = dir.join("groups.ckpt");
     if !fs.exists(&node).unwrap_or(false) {
-        return None;
+        return Ok(None);
     }
-    let e = inspect_node(fs, dir).err()?;
-    let group = match &e {
-        quorumlog_raft::Error::NodeCorrupt { group, .. } => *group,
-        _ => None,
-    };
-    Some(Finding {
-        file: node,
-        position: None,
-        group,
-        what: format!("the node's group state does not fold: {e}"),
+    inspect_node(fs, dir).map(Some).map_err(|e| {
+        let group = match &e {
+            quorumlog_raft::Error::NodeCorrupt { group, .. } => *group,
+            _ => None,
+        };
+        Finding {
+            file: node,
+            position: None,
+            offset: None,
+            group,
+            what: format!("the node's group state does not fold: {e}"),
+        }
     })
 }
 
-/// Every segment read whole, each sealed one checked to reach the next
-/// base, each index checked against its segment.
-fn segments_and_indexes(fs: &dyn FileSystem, log_dir: &Path, t: &mut Tally) -> Result<(), String> {
+/// A problem in the log: with the group its damaged batch's own header
+/// names, if it still reads, and a note for people.
+struct LogProblem {
+    problem: Problem,
+    group: Option<u64>,
+    note: &'static str,
+}
+
+/// Every segment read whole, each judged as recovery judges it, each index
+/// checked against its segment: the problems found.
+fn segments_and_indexes(
+    fs: &dyn FileSystem,
+    log_dir: &Path,
+    t: &mut Tally,
+) -> Result<Vec<LogProblem>, String> {
     let mut failed = None;
+    let mut problems = Vec::new();
     walk_segments::<_, quorumlog_log::Error>(fs, log_dir, Walk::Raw, |s, bytes, sealed| {
         t.bytes += bytes.len() as u64;
-        if let Err(e) = index(fs, &s, sealed, t) {
-            failed = Some(e);
-            return Ok(false);
+        t.batches += s.batches.len();
+        for p in &s.problems {
+            let own = first_record_unverified(bytes, p.position)
+                .and_then(|h| describe_node_record(&h).ok())
+                .map(|h| h.group);
+            problems.push(LogProblem {
+                problem: p.clone(),
+                group: own,
+                note: "",
+            });
         }
-        t.segment(&s);
+        match check_index(fs, &s, sealed) {
+            Ok(IndexCheck::Damaged(p)) => problems.push(LogProblem {
+                problem: p,
+                group: None,
+                note: " (open rebuilds the index)",
+            }),
+            Ok(IndexCheck::Missing | IndexCheck::Valid(_)) => {}
+            Err(e) => {
+                failed = Some(format!("{}: {e}", s.file.display()));
+                return Ok(false);
+            }
+        }
+        t.done(
+            &s.file,
+            "segment",
+            &format!("{} batches, {} problems", s.batches.len(), s.problems.len()),
+            &json!({"base_offset": s.base_offset.0, "end_offset": s.end_offset.0,
+                    "batches": s.batches.len(), "problems": s.problems.len()}),
+        );
         Ok(true)
     })
     .map_err(|e| format!("{}: {e}", log_dir.display()))?;
-    failed.map_or(Ok(()), Err)
-}
-
-fn index(
-    fs: &dyn FileSystem,
-    s: &SegmentReport,
-    sealed: bool,
-    t: &mut Tally,
-) -> Result<(), String> {
-    match check_index(fs, s, sealed).map_err(|e| format!("{}: {e}", s.file.display()))? {
-        IndexCheck::Damaged(p) => {
-            t.problems += 1;
-            t.say(&format!(
-                "DAMAGED {} (open rebuilds the index)",
-                crate::dump::place(&p)
-            ));
-        }
-        IndexCheck::Missing | IndexCheck::Valid(_) => {}
-    }
-    Ok(())
+    failed.map_or(Ok(problems), Err)
 }
 
 /// The published snapshot files: a store's in `snapshots/`, a node's in

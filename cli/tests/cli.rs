@@ -254,9 +254,10 @@ fn a_damaged_batch_is_reported_with_its_place_and_raw_walks_on() {
     // A batch in the middle: later ones verify, so it is damage, not a
     // torn tail.
     let victim = &batches[batches.len() / 2];
-    let (pos, offset) = (
+    let (pos, offset, group) = (
         victim["position"].as_u64().unwrap(),
         victim["offset"].as_u64().unwrap(),
+        victim["group"].as_u64().unwrap(),
     );
     let path = segment(tmp.path());
     let mut bytes = std::fs::read(&path).unwrap();
@@ -269,16 +270,19 @@ fn a_damaged_batch_is_reported_with_its_place_and_raw_walks_on() {
     let t = text(&o);
     assert!(
         t.contains(&format!(
-            "00000000000000000000.log at {pos} (offset {offset}): checksum mismatch"
+            "00000000000000000000.log at {pos} (offset {offset}, group {group}): checksum mismatch"
         )),
         "{t}"
     );
     assert!(t.contains(": 1 problems"), "{t}");
-    // `info` shows the groups as of before the damage, and says so.
+    // `info` shows the groups as of before the damage, and where it is.
     let o = quorumlog(&["info", d]);
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert!(
-        text(&o).contains("(damage after: run `quorumlog verify`)"),
+        text(&o).contains(&format!(
+            "intact to {offset} (damage at {} byte {pos} (offset {offset}",
+            path.display()
+        )),
         "{}",
         text(&o)
     );
@@ -359,7 +363,7 @@ fn info_and_quorum_state_show_each_group_as_the_directory_holds_it() {
     assert!(t.contains("cluster 5, node 3, directory id "), "{t}");
     assert!(t.contains("2 groups, 0 dropped"), "{t}");
     assert!(
-        t.contains("group 7: log [0, 5), high watermark 3, epoch 3, leader 3, voted none"),
+        t.contains("group 7: log [0, 5), high watermark 3, epoch 3, leader node 3, voted for none"),
         "{t}"
     );
     assert!(
@@ -371,8 +375,36 @@ fn info_and_quorum_state_show_each_group_as_the_directory_holds_it() {
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
-        "group 7: epoch 3, leader 3, voted none"
+        "group 7: epoch 3, leader node 3, voted for none"
     );
+    // JSON: one object per group, documented fields.
+    let o = quorumlog(&["quorum-state", d, "--json"]);
+    let v = json_lines(&o);
+    assert_eq!(v.len(), 2, "{}", text(&o));
+    assert_eq!(
+        (
+            &v[0]["type"],
+            &v[0]["group"],
+            &v[0]["epoch"],
+            &v[0]["leader"]
+        ),
+        (
+            &serde_json::json!("group"),
+            &serde_json::json!(7),
+            &serde_json::json!(3),
+            &serde_json::json!(3)
+        )
+    );
+    let o = quorumlog(&["info", d, "--json"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v = json_lines(&o);
+    assert_eq!(v[0]["type"], "node");
+    assert_eq!(v[0]["intact_to"], 25);
+    assert!(v
+        .iter()
+        .any(|l| l["type"] == "group" && l["log_end"] == 5 && l["group"] == 9));
+    assert!(v.iter().any(|l| l["type"] == "segment"));
+    assert!(v.iter().any(|l| l["type"] == "disk_use"));
     let o = quorumlog(&["quorum-state", d, "--group", "42"]);
     assert_eq!(code(&o), 2);
     assert!(text(&o).contains("no group 42"), "{}", text(&o));
@@ -618,9 +650,17 @@ fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_b
         .chain(after_undo.keys())
         .filter(|k| before_all.get(*k) != after_undo.get(*k))
         .collect();
-    assert!(differ.is_empty(), "the undo left these files different: {differ:?}");
+    assert!(
+        differ.is_empty(),
+        "the undo left these files different: {differ:?}"
+    );
     let o = quorumlog(&["verify", d]);
-    assert_eq!(code(&o), 1, "the undo did not restore the damage: {}", text(&o));
+    assert_eq!(
+        code(&o),
+        1,
+        "the undo did not restore the damage: {}",
+        text(&o)
+    );
 
     // Again, and the node opens and verifies.
     let o = yes(&tmp.path().join("side2"));
@@ -1068,7 +1108,10 @@ fn verify_reads_sync_padding_a_few_bytes_short_of_a_page_as_padding() {
         drop(g);
         node.close().unwrap();
     }
-    assert!(short > 0, "no case put a batch 1 to 39 bytes short of a page");
+    assert!(
+        short > 0,
+        "no case put a batch 1 to 39 bytes short of a page"
+    );
 }
 
 /// Issue 41, bugs 2 and 3. Invariants: a zeroed page where a batch starts
@@ -1110,7 +1153,10 @@ fn a_zeroed_page_at_a_batch_start_is_named_and_repair_performs_the_cut_it_prints
         t.contains(&format!("the cut: the log ends at offset {offset};")),
         "{t}"
     );
-    assert!(t.contains("  group 1: its log ends at index 5 (was 8)"), "{t}");
+    assert!(
+        t.contains("  group 1: its log ends at index 5 (was 8)"),
+        "{t}"
+    );
     let side = tmp.path().join("side");
     let o = quorumlog(&[
         "repair",
@@ -1143,4 +1189,158 @@ fn repair_of_an_intact_padded_directory_cuts_nothing() {
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(text(&o).contains("nothing to repair"), "{}", text(&o));
     assert_eq!(tree_of(&dir, true), before);
+}
+
+/// Invariant: a reader that closes the pipe early ends every reading
+/// command quietly (no panic, nothing on standard error) with the status a
+/// process killed by SIGPIPE reports, 141.
+#[test]
+fn a_closed_pipe_ends_every_reading_command_quietly() {
+    let tmp = rich_node_dir();
+    let dir = tmp.path().join("node");
+    let d = dir.to_str().unwrap();
+    let snap = the_snapshot(tmp.path());
+    let s = snap.to_str().unwrap();
+    let commands: [&[&str]; 10] = [
+        &["dump", d, "--records"],
+        &["dump", d, "--json"],
+        &["info", d],
+        &["info", d, "--json"],
+        &["quorum-state", d],
+        &["quorum-state", d, "--json"],
+        &["verify", d],
+        &["verify", d, "--json"],
+        &["dump-snapshot", s, "--chunks"],
+        &["dump-snapshot", s, "--json"],
+    ];
+    for args in commands {
+        // The reader is gone before the command starts.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = Command::new(env!("CARGO_BIN_EXE_quorumlog"))
+            .args(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(141), "{args:?}: {}", text(&o));
+        assert!(o.stderr.is_empty(), "{args:?}: {}", text(&o));
+    }
+}
+
+/// Invariants: `quorum-state` of a node without groups says so; openraft's
+/// epochs (`term << 32 | node`) read as term and leader node, and `--raft`
+/// names the reading; votes read as a node.
+#[test]
+fn epochs_and_votes_read_in_the_raft_implementations_terms() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("node");
+    formatted(&dir, 3);
+    let d = dir.to_str().unwrap();
+    let o = quorumlog(&["quorum-state", d]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(text(&o).contains("no groups"), "{}", text(&o));
+
+    let node = open_node(&dir);
+    node.create_group(1, Offset(0)).unwrap();
+    node.create_group(2, Offset(0)).unwrap();
+    let voter = quorumlog_raft::Voter {
+        node_id: NodeId(1),
+        directory_id: quorumlog_raft::DirectoryId(0),
+    };
+    node.group(1)
+        .unwrap()
+        .persist_quorum_state(&QuorumState {
+            epoch: Epoch((1 << 32) | 1),
+            leader: Some(NodeId(1)),
+            voted: Some(voter),
+        })
+        .unwrap();
+    node.group(2)
+        .unwrap()
+        .persist_quorum_state(&QuorumState {
+            epoch: Epoch(7),
+            leader: None,
+            voted: Some(voter),
+        })
+        .unwrap();
+    node.close().unwrap();
+    let o = quorumlog(&["quorum-state", d]);
+    let t = text(&o);
+    assert!(
+        t.contains("group 1: term 1 (leader node 1), leader node 1, voted for node 1"),
+        "{t}"
+    );
+    assert!(
+        t.contains("group 2: epoch 7, leader none, voted for node 1"),
+        "{t}"
+    );
+    let o = quorumlog(&["quorum-state", d, "--raft", "raft-rs", "--group", "2"]);
+    assert!(text(&o).contains("group 2: term 7,"), "{}", text(&o));
+    let v = json_lines(&quorumlog(&["quorum-state", d, "--json", "--group", "1"]));
+    assert_eq!(
+        (
+            &v[0]["epoch"],
+            &v[0]["term"],
+            &v[0]["leader_node"],
+            &v[0]["voted_for"]
+        ),
+        (
+            &serde_json::json!(4_294_967_297_u64),
+            &serde_json::json!(1),
+            &serde_json::json!(1),
+            &serde_json::json!(1)
+        )
+    );
+}
+
+/// Invariants: with `--group`, `dump --from/--to` are the group's own
+/// indexes; snapshot times are ISO-8601; `verify --json` ends with a
+/// summary object.
+#[test]
+fn dump_ranges_are_group_indexes_and_times_are_iso8601() {
+    let tmp = node_dir(6);
+    let dir = tmp.path().join("node");
+    let d = dir.to_str().unwrap();
+    let v = json_lines(&quorumlog(&[
+        "dump", d, "--json", "--group", "9", "--from", "2", "--to", "4",
+    ]));
+    let shown: Vec<u64> = v
+        .iter()
+        .filter(|l| l["type"] == "batch")
+        .map(|l| l["group_offset"].as_u64().unwrap())
+        .collect();
+    assert_eq!(shown, [2, 3]);
+
+    let tmp = rich_node_dir();
+    let snap = the_snapshot(tmp.path());
+    let o = quorumlog(&["dump-snapshot", snap.to_str().unwrap()]);
+    let t = text(&o);
+    let created = t
+        .split("created ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .unwrap();
+    assert!(
+        created.len() == 24 && created.starts_with("20") && created.ends_with('Z'),
+        "{t}"
+    );
+    let v = json_lines(&quorumlog(&[
+        "dump-snapshot",
+        snap.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(v[0]["created"], created);
+    let d = tmp.path().join("node");
+    let o = quorumlog(&["verify", d.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v = json_lines(&o);
+    let last = v.last().unwrap();
+    assert_eq!(
+        (&last["type"], &last["problems"]),
+        (&serde_json::json!("summary"), &serde_json::json!(0))
+    );
+    assert!(v
+        .iter()
+        .any(|l| l["type"] == "file" && l["kind"] == "segment"));
 }

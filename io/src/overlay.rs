@@ -230,13 +230,19 @@ impl FileSystem for Overlay {
     }
 
     fn backend_description(&self) -> String {
-        format!("overlay (in memory) over {}", self.lower.backend_description())
+        format!(
+            "overlay (in memory) over {}",
+            self.lower.backend_description()
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, reason = "test code: a panic is a failed assertion")]
+    #![allow(
+        clippy::unwrap_used,
+        reason = "test code: a panic is a failed assertion"
+    )]
 
     use super::*;
 

@@ -385,7 +385,10 @@ pub fn inspect_segment(
         }
     };
     let len = bytes.len() as u64;
-    let mut src = BufSource { buf: bytes, start: 0 };
+    let mut src = BufSource {
+        buf: bytes,
+        start: 0,
+    };
     let mut from = SEGMENT_HEADER_BYTES as u64;
     let mut epoch = prev_epoch;
     loop {
@@ -407,31 +410,7 @@ pub fn inspect_segment(
         let valid_at = inspect_tail_in(&mut src, len, salt, tail)
             .ok()
             .and_then(|t| t.valid_at);
-        let damage = match (end, kind) {
-            (SegmentEnd::Sealed(next), None) => Some(CorruptionKind::Gap {
-                end: report.end_offset,
-                next_base: next,
-            }),
-            (SegmentEnd::Sealed(_), Some(kind)) => Some(kind),
-            // Damage, not a tail: what is wrong there, or (zeros where a
-            // batch should start) that valid data follows.
-            (SegmentEnd::Last(_), kind) if valid_at.is_some() => {
-                kind.or(valid_at.map(|valid_at| CorruptionKind::ValidDataFollows { valid_at }))
-            }
-            // An intact batch in the wrong place is never a tear.
-            (
-                SegmentEnd::Last(_),
-                Some(kind @ (CorruptionKind::Misplaced { .. } | CorruptionKind::EpochOrder { .. })),
-            ) => Some(kind),
-            (SegmentEnd::Last(claims), _) => claims
-                .required_end(base)
-                .filter(|(claimed, _)| *claimed > report.end_offset)
-                .map(|(claimed, by)| CorruptionKind::DataEndsEarly {
-                    end: report.end_offset,
-                    claimed,
-                    by,
-                }),
-        };
+        let damage = judge(end, kind, valid_at, report.end_offset, base);
         let Some(kind) = damage else {
             return report;
         };
@@ -452,6 +431,47 @@ pub fn inspect_segment(
         }
         epoch = None;
         from = resume;
+    }
+}
+
+/// Whether the walk's stop is damage, as recovery's decision table says
+/// (what is wrong, if so): `stopped` is what the walk stopped at (`None`:
+/// zeros), `valid_at` a later batch of this segment's life that verifies.
+fn judge(
+    end: SegmentEnd,
+    stopped: Option<CorruptionKind>,
+    valid_at: Option<u64>,
+    end_offset: Offset,
+    base: Offset,
+) -> Option<CorruptionKind> {
+    let claims = match end {
+        SegmentEnd::Sealed(next) => {
+            return Some(stopped.unwrap_or(CorruptionKind::Gap {
+                end: end_offset,
+                next_base: next,
+            }))
+        }
+        SegmentEnd::Last(claims) => claims,
+    };
+    // Damage, not a tail: what is wrong there, or (zeros where a batch
+    // should start) that valid data follows.
+    if let Some(valid_at) = valid_at {
+        return Some(stopped.unwrap_or(CorruptionKind::ValidDataFollows { valid_at }));
+    }
+    match stopped {
+        // An intact batch in the wrong place is never a tear.
+        Some(kind @ (CorruptionKind::Misplaced { .. } | CorruptionKind::EpochOrder { .. })) => {
+            Some(kind)
+        }
+        // A tear, unless something durable says the data goes on.
+        _ => claims
+            .required_end(base)
+            .filter(|(claimed, _)| *claimed > end_offset)
+            .map(|(claimed, by)| CorruptionKind::DataEndsEarly {
+                end: end_offset,
+                claimed,
+                by,
+            }),
     }
 }
 
@@ -501,6 +521,24 @@ fn walk_from(
         report.data_end = pos;
         report.end_offset = header.next_offset();
     }
+}
+
+/// The first record of the batch whose header starts at `position` of a
+/// segment's bytes, read **without** verifying its checksum: for naming
+/// what a damaged batch belonged to (a node's record header names its
+/// group), never for data. `None` where the header or the record do not
+/// parse.
+#[must_use]
+pub fn first_record_unverified(bytes: &[u8], position: u64) -> Option<Vec<u8>> {
+    let start = usize::try_from(position).ok()?;
+    let head = bytes.get(start..start.checked_add(BATCH_HEADER_BYTES)?)?;
+    let header = BatchHeader::parse(head).ok()?;
+    let end = start
+        .saturating_add(header.batch_len as usize)
+        .min(bytes.len());
+    let raw = bytes.get(start..end)?;
+    let mut records = BatchRef::new(header, raw).records().ok()?;
+    records.next_record().map(<[u8]>::to_vec)
 }
 
 /// The records of a verified batch (decompressed).

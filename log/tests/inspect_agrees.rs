@@ -14,6 +14,7 @@
     clippy::unwrap_used,
     clippy::indexing_slicing,
     clippy::expect_used,
+    clippy::many_single_char_names,
     missing_docs,
     reason = "test code: a panic is a failed assertion"
 )]
@@ -263,4 +264,3 @@ fn planted_damage_is_named_with_its_file_offset_and_position() {
     assert!(named > 500, "named {named}, quiet {quiet}");
     let _ = Offset(0);
 }
-

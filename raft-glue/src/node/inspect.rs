@@ -3,7 +3,7 @@
 //! open folds it. For inspectors (`quorumlog quorum-state`, `info`), which
 //! may look at a live node's or a crashed node's directory as it is.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use quorumlog_checkpoint::{Offset, QuorumState, SharedFs};
 use quorumlog_log::inspect::{batch_records, walk_segments, Walk};
@@ -35,6 +35,19 @@ pub struct GroupSummary {
     pub oldest_live: Option<Offset>,
 }
 
+/// The first damage in a node's shared log, where the read stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeDamage {
+    /// The segment file.
+    pub file: PathBuf,
+    /// The byte position of the damage.
+    pub position: u64,
+    /// The shared-log offset its batch must hold.
+    pub offset: Option<Offset>,
+    /// What is wrong.
+    pub what: String,
+}
+
 /// What [`inspect_node`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeSummary {
@@ -47,8 +60,23 @@ pub struct NodeSummary {
     /// The end of the shared log's intact data (the replay stops at
     /// damage).
     pub log_end: Offset,
-    /// Whether the walk met damage (the groups are then as of before it).
-    pub damaged: bool,
+    /// The first damage the walk met (the groups are then as of before it).
+    pub damage: Option<NodeDamage>,
+    /// Each group's runs of entries as (group, first shared offset, shared
+    /// offset after), for [`NodeSummary::group_at`].
+    runs: Vec<(u64, u64, u64)>,
+}
+
+impl NodeSummary {
+    /// The group whose batch holds shared-log offset `offset`, as the
+    /// checkpoint and the records before any damage know it.
+    #[must_use]
+    pub fn group_at(&self, offset: Offset) -> Option<u64> {
+        self.runs
+            .iter()
+            .find(|(_, from, to)| (*from..*to).contains(&offset.0))
+            .map(|(g, _, _)| *g)
+    }
 }
 
 /// Reads node directory `dir`'s groups without opening it.
@@ -72,7 +100,7 @@ pub fn inspect_node(fs: &SharedFs, dir: &Path) -> Result<NodeSummary> {
         folded_end: c.position,
         queued_hw: super::index::IdMap::default(),
     };
-    let (mut log_end, mut damaged) = (Offset(c.position), false);
+    let (mut log_end, mut damage) = (Offset(c.position), None);
     // One read of each segment: its walk and its records from the same
     // bytes.
     walk_segments::<_, Error>(fs.as_ref(), &dir.join("log"), Walk::Stop, |s, file, _| {
@@ -99,17 +127,46 @@ pub fn inspect_node(fs: &SharedFs, dir: &Path) -> Result<NodeSummary> {
             .map_err(|what| corrupt(b.base_offset.0, what))?;
             log_end = Offset(b.base_offset.0 + u64::from(b.record_count));
         }
-        damaged = !s.problems.is_empty();
-        Ok(!damaged)
+        if let Some(p) = s.problems.first() {
+            // The data is intact to the damage (below the checkpoint too).
+            log_end = p.offset.unwrap_or(s.end_offset);
+            damage = Some(NodeDamage {
+                file: p.file.clone(),
+                position: p.position,
+                offset: p.offset,
+                what: p.kind.to_string(),
+            });
+        } else {
+            log_end = log_end.max(s.end_offset);
+        }
+        Ok(damage.is_none())
     })?;
     let groups = summaries(&state);
+    let runs = runs(&state);
     Ok(NodeSummary {
         groups,
         dropped: state.dropped.iter().copied().collect(),
         checkpoint_position: Offset(c.position),
         log_end,
-        damaged,
+        damage,
+        runs,
     })
+}
+
+/// Each group's runs as (group, first shared offset, shared offset after):
+/// a run's batch begins one shared offset before its first entry (the node
+/// record header).
+fn runs(state: &NodeState) -> Vec<(u64, u64, u64)> {
+    state
+        .groups
+        .iter()
+        .flat_map(|(id, g)| {
+            g.runs.iter().map(move |r| {
+                let from = r.shared.saturating_sub(1);
+                (*id, from, r.shared + u64::from(r.count))
+            })
+        })
+        .collect()
 }
 
 fn summaries(state: &NodeState) -> Vec<GroupSummary> {
