@@ -261,6 +261,7 @@ fn planted_damage_is_named_with_its_file_offset_and_position() {
         );
         named += 1;
     }
+    eprintln!("named {named}, quiet {quiet}");
     assert!(named > 500, "named {named}, quiet {quiet}");
     let _ = Offset(0);
 }
