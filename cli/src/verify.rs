@@ -15,7 +15,7 @@ use quorumlog_io::FileSystem;
 use quorumlog_log::inspect::{
     check_index, first_record_unverified, segment_files, walk_segments, IndexCheck, Problem, Walk,
 };
-use quorumlog_raft::{describe_node_record, inspect_node, NodeSummary, SharedFs};
+use quorumlog_raft::{describe_node_record, NodeFold, SharedFs};
 use quorumlog_snapshot::describe_snapshot;
 use serde_json::json;
 
@@ -135,21 +135,23 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool) -> Result<bool, String>
     };
     let t0 = Instant::now();
     small_files(fs, dir, &mut t);
-    // The fold reads the segments too: beside the walk, one of the two
-    // reads each from the disk and the other from the cache, on two cores.
-    let (folded, walked) = std::thread::scope(|s| {
-        let fold = s.spawn(|| node_fold(fs, dir));
-        let walked = segments_and_indexes(fs.as_ref(), &dir.join("log"), &mut t);
-        (fold.join(), walked)
-    });
-    let problems = walked?;
-    let summary = match folded {
-        Ok(Ok(summary)) => summary,
-        Ok(Err(f)) => {
+    // One read of each segment: the walk, and the node's fold of the same
+    // bytes.
+    let mut fold = match fold_start(fs, dir) {
+        Ok(f) => f,
+        Err(f) => {
             t.found(&f);
             None
         }
-        Err(_) => return Err("the fold of the node's group state panicked".to_string()),
+    };
+    let problems = segments_and_indexes(fs.as_ref(), &dir.join("log"), &mut t, &mut fold)?;
+    let summary = match fold {
+        Some(Ok(f)) => Some(f.finish()),
+        Some(Err(f)) => {
+            t.found(&f);
+            None
+        }
+        None => None,
     };
     // Each problem in the log with its group: the damaged batch's own
     // header if it still reads, else the group the checkpoint and the
@@ -259,27 +261,33 @@ fn small_files(fs: &SharedFs, dir: &Path, t: &mut Tally) {
     }
 }
 
-/// A node's group state folded from its checkpoint and log, as an open
-/// folds it: the summary (to name the group of a problem), or what does
-/// not fold. A directory without a node checkpoint has neither.
-fn node_fold(fs: &SharedFs, dir: &Path) -> Result<Option<NodeSummary>, Finding> {
+/// A node's fold, started from its checkpoint (`None` without one); what
+/// does not fold is a finding.
+type Fold = Option<Result<NodeFold, Finding>>;
+
+fn fold_start(fs: &SharedFs, dir: &Path) -> Result<Fold, Finding> {
     let node = dir.join("groups.ckpt");
     if !fs.exists(&node).unwrap_or(false) {
         return Ok(None);
     }
-    inspect_node(fs, dir).map(Some).map_err(|e| {
-        let group = match &e {
-            quorumlog_raft::Error::NodeCorrupt { group, .. } => *group,
-            _ => None,
-        };
-        Finding {
-            file: node,
-            position: None,
-            offset: None,
-            group,
-            what: format!("the node's group state does not fold: {e}"),
-        }
-    })
+    NodeFold::start(fs, dir)
+        .map(|f| Some(Ok(f)))
+        .map_err(|e| fold_finding(&node, &e))
+}
+
+/// The group state as an open folds it does not fold.
+fn fold_finding(node: &Path, e: &quorumlog_raft::Error) -> Finding {
+    let group = match e {
+        quorumlog_raft::Error::NodeCorrupt { group, .. } => *group,
+        _ => None,
+    };
+    Finding {
+        file: node.to_path_buf(),
+        position: None,
+        offset: None,
+        group,
+        what: format!("the node's group state does not fold: {e}"),
+    }
 }
 
 /// A problem in the log: with the group its damaged batch's own header
@@ -296,11 +304,20 @@ fn segments_and_indexes(
     fs: &dyn FileSystem,
     log_dir: &Path,
     t: &mut Tally,
+    fold: &mut Fold,
 ) -> Result<Vec<LogProblem>, String> {
     let mut failed = None;
     let mut problems = Vec::new();
     walk_segments::<_, quorumlog_log::Error>(fs, log_dir, Walk::Raw, |s, bytes, sealed| {
         t.bytes += bytes.len() as u64;
+        if let Some(Ok(f)) = fold {
+            if let Err(e) = f.feed(&s, bytes) {
+                *fold = Some(Err(fold_finding(
+                    &log_dir.with_file_name("groups.ckpt"),
+                    &e,
+                )));
+            }
+        }
         t.batches += s.batches.len();
         for p in &s.problems {
             let own = first_record_unverified(bytes, p.position)

@@ -205,15 +205,12 @@ pub enum SegmentEnd {
     Last(Claims),
 }
 
-/// Walks the segment files of `dir` in offset order, each read once into
-/// one buffer kept for them all, each judged as recovery judges it (a
-/// sealed one must reach the next one's base; the last one's end against
-/// the directory's [`Claims`]). `each` gets the walk, the file's bytes and
+/// Walks the segment files of `dir` in offset order, each read once (a
+/// reader thread reads the next while this one is checked, into buffers
+/// kept for them all), each judged as recovery judges it (a sealed one
+/// must reach the next one's base; the last one's end against the
+/// directory's [`Claims`]). `each` gets the walk, the file's bytes and
 /// whether it is sealed (not the last), and returns whether to go on.
-///
-/// A buffer per segment spent more time faulting its pages in and
-/// unmapping them than reading: `quorumlog verify` ran at 0.15x `cat` of
-/// the same files.
 ///
 /// # Errors
 /// `Io` listing or reading the directory; what `each` returns.
@@ -227,42 +224,55 @@ where
     F: FnMut(SegmentReport, &[u8], bool) -> std::result::Result<bool, E>,
     E: From<crate::Error>,
 {
-    let io = |e: std::io::Error| E::from(crate::Error::from(e));
     let files = segment_files(fs, dir)?;
     let claims = Claims::read(fs, dir, files.last().map(|(b, _)| *b))?;
-    let open = |path: &Path| -> std::result::Result<_, E> {
-        let f = fs.open(path, OpenMode::Read).map_err(io)?;
-        // The next file is read from the disk while this one is walked.
-        let _ = f.will_need(0, f.len().map_err(io)?);
-        Ok(f)
-    };
-    let mut buf = Vec::new();
-    let mut ahead = match files.first() {
-        Some((_, path)) => Some(open(path)?),
-        None => None,
-    };
-    let mut prev_epoch = None;
-    for (i, (base, path)) in files.iter().enumerate() {
-        let Some(f) = ahead.take() else { break };
-        let next = files.get(i + 1);
-        if let Some((_, next_path)) = next {
-            ahead = Some(open(next_path)?);
+    std::thread::scope(|scope| {
+        // A reader thread reads the next file while this one is checked:
+        // the copy out of the page cache and the checksums overlap.
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(1);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        let paths: Vec<&Path> = files.iter().map(|(_, p)| p.as_path()).collect();
+        scope.spawn(move || {
+            for path in paths {
+                let mut buf = empty_rx.try_recv().unwrap_or_default();
+                let read = read_whole(fs, path, &mut buf).map(|()| buf);
+                let failed = read.is_err();
+                if full_tx.send(read).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        let mut prev_epoch = None;
+        for (i, (base, path)) in files.iter().enumerate() {
+            let Ok(read) = full_rx.recv() else { break };
+            let buf = read?;
+            let next = files.get(i + 1);
+            let end = match next {
+                Some((next_base, _)) => SegmentEnd::Sealed(*next_base),
+                None => SegmentEnd::Last(claims),
+            };
+            let report = inspect_segment(path, *base, &buf, walk, end, prev_epoch);
+            prev_epoch = report.last_epoch.or(prev_epoch);
+            let go_on = each(report, &buf, next.is_some())?;
+            let _ = empty_tx.send(buf);
+            if !go_on {
+                break;
+            }
         }
-        let len = usize::try_from(f.len().map_err(io)?).unwrap_or(usize::MAX);
-        buf.clear();
-        buf.resize(len, 0);
-        f.read_exact_at(&mut buf, 0).map_err(io)?;
-        drop(f);
-        let end = match next {
-            Some((next_base, _)) => SegmentEnd::Sealed(*next_base),
-            None => SegmentEnd::Last(claims),
-        };
-        let report = inspect_segment(path, *base, &buf, walk, end, prev_epoch);
-        prev_epoch = report.last_epoch.or(prev_epoch);
-        if !each(report, &buf, next.is_some())? {
-            break;
-        }
-    }
+        Ok(())
+    })
+}
+
+/// Reads the file at `path` whole into `buf`, kept from file to file:
+/// a buffer per segment spent more time faulting its pages in and
+/// unmapping them than reading.
+fn read_whole(fs: &dyn FileSystem, path: &Path, buf: &mut Vec<u8>) -> Result<()> {
+    let f = fs.open(path, OpenMode::Read)?;
+    let len = usize::try_from(f.len()?).unwrap_or(usize::MAX);
+    let _ = f.will_need(0, len as u64);
+    // Every byte is read over: no need to zero a buffer kept from before.
+    buf.resize(len, 0);
+    f.read_exact_at(buf, 0)?;
     Ok(())
 }
 

@@ -5,8 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use quorumlog_checkpoint::{Offset, QuorumState, SharedFs};
-use quorumlog_log::inspect::{batch_records, walk_segments, Walk};
+use quorumlog_checkpoint::{CorruptionKind, Offset, QuorumState, SharedFs};
+use quorumlog_log::inspect::{walk_segments, SegmentReport, Walk};
+use quorumlog_log::BatchRef;
 
 use super::ckpt::read_checkpoint;
 use super::fold::fold;
@@ -86,71 +87,132 @@ impl NodeSummary {
 /// checkpoint or a record does not decode or breaks the format's rules;
 /// `Checkpoint`/`Log` on I/O.
 pub fn inspect_node(fs: &SharedFs, dir: &Path) -> Result<NodeSummary> {
-    let corrupt = |offset: u64, what| Error::NodeCorrupt {
-        group: None,
-        offset: Offset(offset),
-        what,
-    };
-    let c = read_checkpoint(fs, dir)?;
-    let mut state = NodeState {
-        groups: c.groups,
-        dropped: c.dropped,
-        ckpt_position: c.position,
-        since_ckpt: 0,
-        folded_end: c.position,
-        queued_hw: super::index::IdMap::default(),
-    };
-    let (mut log_end, mut damage) = (Offset(c.position), None);
-    // One read of each segment: its walk and its records from the same
-    // bytes.
+    let mut f = NodeFold::start(fs, dir)?;
     walk_segments::<_, Error>(fs.as_ref(), &dir.join("log"), Walk::Stop, |s, file, _| {
-        for b in s.batches.iter().filter(|b| b.base_offset.0 >= c.position) {
+        f.feed(&s, file)
+    })?;
+    Ok(f.finish())
+}
+
+/// A node's groups folded from its checkpoint and the segments fed to it
+/// in order, as an open folds them ([`inspect_node`]): for a reader that
+/// walks the segments itself (`quorumlog verify`), so that each is read
+/// once.
+#[derive(Debug)]
+pub struct NodeFold {
+    state: NodeState,
+    position: u64,
+    log_end: Offset,
+    damage: Option<NodeDamage>,
+}
+
+impl NodeFold {
+    /// Reads the node checkpoint of `dir`.
+    ///
+    /// # Errors
+    /// As [`inspect_node`].
+    pub fn start(fs: &SharedFs, dir: &Path) -> Result<NodeFold> {
+        let c = read_checkpoint(fs, dir)?;
+        Ok(NodeFold {
+            state: NodeState {
+                groups: c.groups,
+                dropped: c.dropped,
+                ckpt_position: c.position,
+                since_ckpt: 0,
+                folded_end: c.position,
+                queued_hw: super::index::IdMap::default(),
+            },
+            position: c.position,
+            log_end: Offset(c.position),
+            damage: None,
+        })
+    }
+
+    /// Folds the batches of one segment's walk (`file`: its bytes) after
+    /// the checkpoint's position; returns whether to go on (no damage
+    /// yet: the groups stay as of before the first damage).
+    ///
+    /// # Errors
+    /// `NodeCorrupt` where a record does not decode or breaks the rules.
+    pub fn feed(&mut self, s: &SegmentReport, file: &[u8]) -> Result<bool> {
+        if self.damage.is_some() {
+            return Ok(false);
+        }
+        let corrupt = |offset: u64, what| Error::NodeCorrupt {
+            group: None,
+            offset: Offset(offset),
+            what,
+        };
+        for b in s
+            .batches
+            .iter()
+            .filter(|b| b.base_offset.0 >= self.position)
+        {
+            // A raw walk goes on past damage; the fold does not.
+            if s.problems.first().is_some_and(|p| p.position < b.position) {
+                break;
+            }
             let start = usize::try_from(b.position).unwrap_or(usize::MAX);
             let raw = file
                 .get(start..start.saturating_add(b.bytes as usize))
                 .ok_or_else(|| corrupt(b.base_offset.0, "a batch past its file's end"))?;
-            let records = batch_records(raw)
+            let (head, payload) = first_two_records(raw)
                 .map_err(|_| corrupt(b.base_offset.0, "records that do not decode"))?;
-            let head = records
-                .first()
-                .ok_or_else(|| corrupt(b.base_offset.0, "a node batch without its header"))?;
-            let h = Header::decode(head).map_err(|what| corrupt(b.base_offset.0, what))?;
+            let head =
+                head.ok_or_else(|| corrupt(b.base_offset.0, "a node batch without its header"))?;
+            let h = Header::decode(&head).map_err(|what| corrupt(b.base_offset.0, what))?;
             let count = b.record_count.saturating_sub(1);
             fold(
-                &mut state,
+                &mut self.state,
                 &h,
                 b.base_offset.0,
                 count,
                 b.bytes,
-                records.get(1).map(Vec::as_slice),
+                payload.as_deref(),
             )
             .map_err(|what| corrupt(b.base_offset.0, what))?;
-            log_end = Offset(b.base_offset.0 + u64::from(b.record_count));
+            self.log_end = Offset(b.base_offset.0 + u64::from(b.record_count));
         }
         if let Some(p) = s.problems.first() {
             // The data is intact to the damage (below the checkpoint too).
-            log_end = p.offset.unwrap_or(s.end_offset);
-            damage = Some(NodeDamage {
+            self.log_end = p.offset.unwrap_or(s.end_offset);
+            self.damage = Some(NodeDamage {
                 file: p.file.clone(),
                 position: p.position,
                 offset: p.offset,
                 what: p.kind.to_string(),
             });
         } else {
-            log_end = log_end.max(s.end_offset);
+            self.log_end = self.log_end.max(s.end_offset);
         }
-        Ok(damage.is_none())
-    })?;
-    let groups = summaries(&state);
-    let runs = runs(&state);
-    Ok(NodeSummary {
-        groups,
-        dropped: state.dropped.iter().copied().collect(),
-        checkpoint_position: Offset(c.position),
-        log_end,
-        damage,
-        runs,
-    })
+        Ok(self.damage.is_none())
+    }
+
+    /// The groups as folded.
+    #[must_use]
+    pub fn finish(self) -> NodeSummary {
+        NodeSummary {
+            groups: summaries(&self.state),
+            dropped: self.state.dropped.iter().copied().collect(),
+            checkpoint_position: Offset(self.position),
+            log_end: self.log_end,
+            damage: self.damage,
+            runs: runs(&self.state),
+        }
+    }
+}
+
+/// A node batch's header record and its first entry, if any.
+type TwoRecords = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The first two records of a verified batch, copied (a node batch's
+/// header and its first entry), the rest left where they are.
+fn first_two_records(raw: &[u8]) -> std::result::Result<TwoRecords, CorruptionKind> {
+    let batch = BatchRef::from_verified_raw(raw)?;
+    let mut records = batch.records()?;
+    let head = records.next_record().map(<[u8]>::to_vec);
+    let second = records.next_record().map(<[u8]>::to_vec);
+    Ok((head, second))
 }
 
 /// Each group's runs as (group, first shared offset, shared offset after):
