@@ -555,21 +555,125 @@ mod tests {
     }
 
     /// Damages the log of `disk`: a bit flip, a zeroed page or a
-    /// truncation somewhere in a segment's data.
-    fn damage(disk: &SimFs, seed: u64) {
+    /// truncation somewhere in a segment's data. Returns the file and the
+    /// bytes `[from, to)` made wrong.
+    fn damage(disk: &SimFs, seed: u64) -> (PathBuf, u64, u64) {
         let segs = inspect_log_dir(disk, &Path::new(DIR).join("log"), Walk::Raw).unwrap();
         let seg = &segs[usize::try_from(seed % segs.len() as u64).unwrap()];
         let span = seg.data_end.saturating_sub(32).max(1);
         let at = 32 + (seed.wrapping_mul(0x9E37_79B9) % span);
-        match seed % 3 {
-            0 => disk.flip_bit(&seg.file, at * 8).unwrap(),
-            1 => disk.corrupt_durable(&seg.file, at, &[0; 4096]).unwrap(),
+        let to = match seed % 3 {
+            0 => {
+                disk.flip_bit(&seg.file, at * 8).unwrap();
+                at + 1
+            }
+            1 => {
+                disk.corrupt_durable(&seg.file, at, &[0; 4096]).unwrap();
+                at + 4096
+            }
             _ => {
                 let f = disk.open(&seg.file, OpenMode::ReadWrite).unwrap();
                 f.set_len(at).unwrap();
                 f.sync_all().unwrap();
+                u64::MAX
+            }
+        };
+        (seg.file.clone(), at, to)
+    }
+
+    /// Each batch of the log: its file, position, end, offset and the
+    /// group its node header names.
+    fn batches(fs: &dyn FileSystem) -> Vec<(PathBuf, u64, u64, u64, Option<u64>)> {
+        let mut out = Vec::new();
+        for s in inspect_log_dir(fs, &Path::new(DIR).join("log"), Walk::Raw).unwrap() {
+            let bytes = fs
+                .open(&s.file, OpenMode::Read)
+                .unwrap()
+                .read_to_end()
+                .unwrap();
+            for b in &s.batches {
+                let group = quorumlog_log::inspect::first_record_unverified(&bytes, b.position)
+                    .and_then(|h| describe_node_record(&h).ok())
+                    .map(|h| h.group);
+                let end = b.position + u64::from(b.bytes);
+                out.push((s.file.clone(), b.position, end, b.base_offset.0, group));
             }
         }
+        out
+    }
+
+    /// Invariants: `verify` and `repair` never disagree (a log problem
+    /// named exactly when a cut is planned), and the first problem `verify`
+    /// names in a segment is the first damaged batch's: its file, its
+    /// offset, its group, at most its first damaged byte and no earlier
+    /// than the batch before it ends.
+    #[test]
+    fn verify_names_the_damaged_batch_and_its_group_exactly_when_repair_cuts() {
+        let expect = Identity::node(ClusterId(5), NodeId(3));
+        let dir = Path::new(DIR);
+        let (mut named, mut several_named, mut unnamed) = (0, 0, 0);
+        for seed in 1..=600u64 {
+            let disk = node(seed);
+            let intact = batches(&disk);
+            let (file, from, _) = damage(&disk, seed);
+            let fs: SharedFs = Arc::new(disk.clone());
+            let found = crate::verify::findings(&fs, dir).unwrap();
+            let in_log: Vec<_> = found
+                .iter()
+                .filter(|f| f.file.extension().is_some_and(|e| e == "log"))
+                .collect();
+            let planned = plan(&fs, dir, &expect, &options()).unwrap();
+            assert_eq!(
+                planned.is_some(),
+                !in_log.is_empty(),
+                "seed {seed}: verify found {found:?}, repair planned {:?}",
+                planned.as_ref().map(|p| &p.dropped)
+            );
+            let Some(p) = in_log.first() else { continue };
+            let (i, first) = intact
+                .iter()
+                .enumerate()
+                // The first batch the damage reaches, or (a flip in sync
+                // padding) the one after it, whose offset that place holds.
+                .find(|(_, b)| b.0 == file && b.2 > from)
+                .unwrap_or_else(|| panic!("seed {seed}: {p:?} but no batch was damaged"));
+            let prev_end = if i > 0 && intact[i - 1].0 == file {
+                intact[i - 1].2
+            } else {
+                32
+            };
+            assert_eq!(
+                (&p.file, p.offset),
+                (&file, Some(first.3)),
+                "seed {seed}: {found:?}"
+            );
+            // The group: named by what survived (the batch's own header,
+            // the checkpoint's runs), else the groups whose entries the
+            // damage took, the first damaged batch's among them.
+            match (p.group, &p.groups[..]) {
+                (Some(g), _) => assert_eq!(Some(g), first.4, "seed {seed}: {found:?}"),
+                (None, several) if !several.is_empty() => {
+                    // Each named group had entries the damage reached.
+                    let reached = |g: u64| intact[i..].iter().any(|b| b.4 == Some(g));
+                    assert!(
+                        several.iter().all(|g| reached(*g)),
+                        "seed {seed}: {found:?}"
+                    );
+                    several_named += 1;
+                }
+                (None, _) => unnamed += 1,
+            }
+            let at = p.position.unwrap();
+            assert!(
+                (prev_end..=first.1.max(from)).contains(&at),
+                "seed {seed}: at {at}, not in {prev_end}..={}",
+                first.1.max(from)
+            );
+            named += 1;
+        }
+        eprintln!("named {named}: {several_named} with the groups it reached, {unnamed} without");
+        assert!(named >= 150, "only {named} of 600 damages named");
+        assert_eq!(unnamed, 0, "damage named without its group");
     }
 
     #[test]
@@ -577,9 +681,9 @@ mod tests {
         let expect = Identity::node(ClusterId(5), NodeId(3));
         let dir = Path::new(DIR);
         let mut cuts = 0;
-        for seed in 1..=48u64 {
+        for seed in 1..=600u64 {
             let disk = node(seed);
-            damage(&disk, seed);
+            let _ = damage(&disk, seed);
             let fs: SharedFs = Arc::new(disk.clone());
             let before = tree(fs.as_ref(), dir);
             let planned = plan(&fs, dir, &expect, &options()).unwrap();
@@ -638,6 +742,6 @@ mod tests {
             );
         }
         eprintln!("cuts {cuts}");
-        assert!(cuts >= 12, "only {cuts} of 48 damages needed a cut");
+        assert!(cuts >= 150, "only {cuts} of 600 damages needed a cut");
     }
 }

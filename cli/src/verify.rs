@@ -15,18 +15,22 @@ use quorumlog_io::FileSystem;
 use quorumlog_log::inspect::{
     check_index, first_record_unverified, segment_files, walk_segments, IndexCheck, Problem, Walk,
 };
-use quorumlog_raft::{describe_node_record, NodeFold, SharedFs};
+use quorumlog_raft::{describe_node_record, NodeFold, NodeSummary, SharedFs};
 use quorumlog_snapshot::describe_snapshot;
 use serde_json::json;
 
 /// A problem: the file, where in it, the log offset and the group it
 /// belongs to (when known), and what is wrong.
-struct Finding {
-    file: PathBuf,
-    position: Option<u64>,
-    offset: Option<u64>,
-    group: Option<u64>,
-    what: String,
+#[derive(Debug, Clone)]
+pub(crate) struct Finding {
+    pub(crate) file: PathBuf,
+    pub(crate) position: Option<u64>,
+    pub(crate) offset: Option<u64>,
+    pub(crate) group: Option<u64>,
+    /// Where the damage took entries of several groups and nothing says
+    /// which was first: each of them (`group` is then `None`).
+    pub(crate) groups: Vec<u64>,
+    pub(crate) what: String,
 }
 
 impl Finding {
@@ -41,6 +45,7 @@ impl Finding {
             position: Some(p.position),
             offset: p.offset.map(|o| o.0),
             group,
+            groups: Vec::new(),
             what: format!("{}{skipped}", p.kind),
         }
     }
@@ -51,6 +56,14 @@ impl std::fmt::Display for Finding {
         write!(f, "DAMAGED {}", self.file.display())?;
         if let Some(p) = self.position {
             write!(f, " at {p}")?;
+        }
+        if !self.groups.is_empty() {
+            let gs: Vec<String> = self.groups.iter().map(u64::to_string).collect();
+            let o = self
+                .offset
+                .map_or_else(String::new, |o| format!("offset {o}, "));
+            write!(f, " ({o}entries of groups {} lost)", gs.join(", "))?;
+            return write!(f, ": {}", self.what);
         }
         match (self.offset, self.group) {
             (Some(o), Some(g)) => write!(f, " (offset {o}, group {g})")?,
@@ -66,6 +79,9 @@ impl std::fmt::Display for Finding {
 struct Tally {
     bar: Option<indicatif::ProgressBar>,
     json: bool,
+    /// Print nothing, keep the findings (tests).
+    quiet: bool,
+    kept: Vec<Finding>,
     bytes: u64,
     files: usize,
     batches: usize,
@@ -74,6 +90,9 @@ struct Tally {
 
 impl Tally {
     fn say(&self, line: &str) {
+        if self.quiet {
+            return;
+        }
         match &self.bar {
             Some(b) => b.suspend(|| say!("{line}")),
             None => say!("{line}"),
@@ -82,11 +101,14 @@ impl Tally {
 
     fn found(&mut self, f: &Finding) {
         self.problems += 1;
+        if self.quiet {
+            self.kept.push(f.clone());
+        }
         if self.json {
             self.say(
                 &json!({
                     "type": "problem", "file": f.file.display().to_string(),
-                    "position": f.position, "offset": f.offset, "group": f.group, "what": f.what,
+                    "position": f.position, "offset": f.offset, "group": f.group, "groups": f.groups, "what": f.what,
                 })
                 .to_string(),
             );
@@ -114,10 +136,22 @@ impl Tally {
 
 /// Ok(false) when any problem was found.
 pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool) -> Result<bool, String> {
+    Ok(check(fs, dir, json, false)?.problems == 0)
+}
+
+/// What `verify` finds in `dir`, printed nothing (tests).
+#[cfg(test)]
+pub(crate) fn findings(fs: &SharedFs, dir: &Path) -> Result<Vec<Finding>, String> {
+    Ok(check(fs, dir, false, true)?.kept)
+}
+
+/// Checks every file (see the module doc); with `quiet`, prints nothing
+/// and keeps the findings.
+fn check(fs: &SharedFs, dir: &Path, json: bool, quiet: bool) -> Result<Tally, String> {
     let segments = segment_files(fs.as_ref(), &dir.join("log"))
         .map_err(|e| format!("{}: {e}", dir.join("log").display()))?;
     let snapshots = snapshot_files(fs.as_ref(), &dir.join("snapshots"))?;
-    let bar = (!json && std::io::stderr().is_terminal()).then(|| {
+    let bar = (!json && !quiet && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new((segments.len() + snapshots.len()) as u64);
         b.set_style(
             indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} files {msg}")
@@ -128,6 +162,8 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool) -> Result<bool, String>
     let mut t = Tally {
         bar,
         json,
+        quiet,
+        kept: Vec::new(),
         bytes: 0,
         files: 0,
         batches: 0,
@@ -144,7 +180,7 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool) -> Result<bool, String>
             None
         }
     };
-    let problems = segments_and_indexes(fs.as_ref(), &dir.join("log"), &mut t, &mut fold)?;
+    let (problems, after) = segments_and_indexes(fs.as_ref(), &dir.join("log"), &mut t, &mut fold)?;
     let summary = match fold {
         Some(Ok(f)) => Some(f.finish()),
         Some(Err(f)) => {
@@ -156,13 +192,33 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool) -> Result<bool, String>
     // Each problem in the log with its group: the damaged batch's own
     // header if it still reads, else the group the checkpoint and the
     // records before the damage place at its offset.
+    let mut first = true;
     for lp in problems {
         let p = &lp.problem;
-        let group = lp.group.or_else(|| {
-            let at = p.offset?;
-            summary.as_ref()?.group_at(at)
-        });
-        let mut f = Finding::of(p, group);
+        // What verified data says first: the checkpoint's runs at the
+        // offset; then the damaged batch's own header, read without its
+        // checksum, where it names a known group (a flipped bit may be in
+        // it); then (the first damage only, where the fold's groups end)
+        // the groups whose entries resume past their end: the damage took
+        // entries of each.
+        let by_runs = p.offset.and_then(|at| summary.as_ref()?.group_at(at));
+        let lost = match summary.as_ref() {
+            Some(summary) if first && lp.note.is_empty() => lost_entries(summary, &after),
+            _ => Vec::new(),
+        };
+        let known = |g: &u64| {
+            summary
+                .as_ref()
+                .is_none_or(|s| s.groups.iter().any(|x| x.group == *g))
+        };
+        let own = lp.group.filter(known);
+        first &= !lp.note.is_empty();
+        let mut f = Finding::of(p, by_runs.or(own));
+        match (f.group, &lost[..]) {
+            (Some(_), _) => {}
+            (None, [one]) => f.group = Some(*one),
+            (None, _) => f.groups = lost,
+        }
         f.what.push_str(lp.note);
         t.found(&f);
     }
@@ -171,11 +227,14 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool) -> Result<bool, String>
         b.finish_and_clear();
     }
     print_summary(&t, t0, segments.len(), snapshots.len());
-    Ok(t.problems == 0)
+    Ok(t)
 }
 
 /// The last line: counts, bytes, the read rate and the problems.
 fn print_summary(t: &Tally, t0: Instant, segments: usize, snapshots: usize) {
+    if t.quiet {
+        return;
+    }
     let secs = t0.elapsed().as_secs_f64().max(1e-6);
     #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
     let rate = t.bytes as f64 / secs / 1e6;
@@ -232,6 +291,7 @@ fn snapshots_read(fs: &dyn FileSystem, snapshots: &[(Option<u64>, PathBuf)], t: 
                     position,
                     offset: None,
                     group: *group,
+                    groups: Vec::new(),
                     what: e.to_string(),
                 };
                 t.found(&f);
@@ -255,10 +315,22 @@ fn small_files(fs: &SharedFs, dir: &Path, t: &mut Tally) {
                 position: None,
                 offset: None,
                 group: None,
+                groups: Vec::new(),
                 what: e.to_string(),
             });
         }
     }
+}
+
+/// The groups whose entries resume after the first damage past where the
+/// fold (stopped at that damage) ends them: the damage took their entries.
+fn lost_entries(summary: &NodeSummary, after: &After) -> Vec<u64> {
+    summary
+        .groups
+        .iter()
+        .filter(|g| after.get(&g.group).is_some_and(|&next| next > g.end.0))
+        .map(|g| g.group)
+        .collect()
 }
 
 /// A node's fold, started from its checkpoint (`None` without one); what
@@ -286,6 +358,7 @@ fn fold_finding(node: &Path, e: &quorumlog_raft::Error) -> Finding {
         position: None,
         offset: None,
         group,
+        groups: Vec::new(),
         what: format!("the node's group state does not fold: {e}"),
     }
 }
@@ -298,6 +371,11 @@ struct LogProblem {
     note: &'static str,
 }
 
+/// After the first damage in a node's log: each group's first entries
+/// batch that verifies (group, its first index), to tell whose entries the
+/// damage took when nothing of the damaged batch names its group.
+type After = std::collections::BTreeMap<u64, u64>;
+
 /// Every segment read whole, each judged as recovery judges it, each index
 /// checked against its segment: the problems found.
 fn segments_and_indexes(
@@ -305,9 +383,10 @@ fn segments_and_indexes(
     log_dir: &Path,
     t: &mut Tally,
     fold: &mut Fold,
-) -> Result<Vec<LogProblem>, String> {
+) -> Result<(Vec<LogProblem>, After), String> {
     let mut failed = None;
-    let mut problems = Vec::new();
+    let mut problems: Vec<LogProblem> = Vec::new();
+    let mut after = After::new();
     walk_segments::<_, quorumlog_log::Error>(fs, log_dir, Walk::Raw, |s, bytes, sealed| {
         t.bytes += bytes.len() as u64;
         if let Some(Ok(f)) = fold {
@@ -319,10 +398,34 @@ fn segments_and_indexes(
             }
         }
         t.batches += s.batches.len();
+        if let Some(first) = problems.iter().find(|lp: &&LogProblem| lp.note.is_empty()) {
+            let same = first.problem.file == s.file;
+            let since = if same { first.problem.position } else { 0 };
+            for b in s.batches.iter().filter(|b| b.position > since) {
+                let Some(h) = first_record_unverified(bytes, b.position)
+                    .and_then(|h| describe_node_record(&h).ok())
+                else {
+                    continue;
+                };
+                if h.kind == "Entries" {
+                    after.entry(h.group).or_insert(h.offset);
+                }
+            }
+        }
         for p in &s.problems {
-            let own = first_record_unverified(bytes, p.position)
-                .and_then(|h| describe_node_record(&h).ok())
-                .map(|h| h.group);
+            let group_at = |position: u64| {
+                first_record_unverified(bytes, position)
+                    .and_then(|h| describe_node_record(&h).ok())
+                    .map(|h| h.group)
+            };
+            // The damaged batch's own header; or, where the walk goes on
+            // at the very offset the damaged place held (damage in sync
+            // padding took nothing), the batch there.
+            let resumed = s
+                .batches
+                .iter()
+                .find(|b| b.position == p.position + p.skipped && Some(b.base_offset) == p.offset);
+            let own = group_at(p.position).or_else(|| group_at(resumed?.position));
             problems.push(LogProblem {
                 problem: p.clone(),
                 group: own,
@@ -351,7 +454,7 @@ fn segments_and_indexes(
         Ok(true)
     })
     .map_err(|e| format!("{}: {e}", log_dir.display()))?;
-    failed.map_or(Ok(problems), Err)
+    failed.map_or(Ok((problems, after)), Err)
 }
 
 /// The published snapshot files: a store's in `snapshots/`, a node's in
