@@ -24,11 +24,14 @@ use quorumlog_raft::{
 };
 use quorumlog_testkit::AppendDurable;
 
+/// The binary under test: this build's, or `QUORUMLOG_BIN` (to show that a
+/// regression test fails on another build).
+fn bin() -> std::ffi::OsString {
+    std::env::var_os("QUORUMLOG_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_quorumlog").into())
+}
+
 fn quorumlog(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quorumlog"))
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(bin()).args(args).output().unwrap()
 }
 
 fn text(o: &Output) -> String {
@@ -1217,7 +1220,7 @@ fn a_closed_pipe_ends_every_reading_command_quietly() {
         // The reader is gone before the command starts.
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let o = Command::new(env!("CARGO_BIN_EXE_quorumlog"))
+        let o = Command::new(bin())
             .args(args)
             .stdout(writer)
             .stderr(std::process::Stdio::piped())
