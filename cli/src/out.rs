@@ -21,7 +21,7 @@ pub(crate) fn line(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// `println!` for the commands' output, through [`line`].
+/// `println!` for the commands' output, through [`line()`].
 macro_rules! say {
     ($($arg:tt)*) => {
         $crate::out::line(format_args!($($arg)*))
