@@ -32,6 +32,8 @@ use crate::format::{
     BATCH_HEADER_BYTES, COMPRESSION_ZSTD, SEGMENT_HEADER_BYTES,
 };
 use crate::intent::INTENT_FILE;
+use crate::options::RecoveryMode;
+use crate::recovery::decide::{decide, Finding, Outcome};
 use crate::segment::scan::{inspect_tail_in, TailAt};
 use crate::segment::walk::{self, BufSource, DataEnd, Slot};
 
@@ -233,7 +235,13 @@ where
         let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
         let paths: Vec<&Path> = files.iter().map(|(_, p)| p.as_path()).collect();
         scope.spawn(move || {
-            for path in paths {
+            for (i, path) in paths.iter().enumerate() {
+                // The disk reads the next file while this one is copied.
+                if let Some(next) = paths.get(i + 1) {
+                    if let Ok(f) = fs.open(next, OpenMode::Read) {
+                        let _ = f.len().map(|len| f.will_need(0, len));
+                    }
+                }
                 let mut buf = empty_rx.try_recv().unwrap_or_default();
                 let read = read_whole(fs, path, &mut buf).map(|()| buf);
                 let failed = read.is_err();
@@ -444,9 +452,11 @@ pub fn inspect_segment(
     }
 }
 
-/// Whether the walk's stop is damage, as recovery's decision table says
-/// (what is wrong, if so): `stopped` is what the walk stopped at (`None`:
-/// zeros), `valid_at` a later batch of this segment's life that verifies.
+/// Whether the walk's stop is damage, and what is wrong if so: the finding
+/// recovery would make there, judged by recovery's decision table
+/// (damage is what a strict open refuses; a torn tail it cuts is not).
+/// `stopped` is what the walk stopped at (`None`: zeros), `valid_at` a
+/// later batch of this segment's life that verifies.
 fn judge(
     end: SegmentEnd,
     stopped: Option<CorruptionKind>,
@@ -454,35 +464,46 @@ fn judge(
     end_offset: Offset,
     base: Offset,
 ) -> Option<CorruptionKind> {
-    let claims = match end {
-        SegmentEnd::Sealed(next) => {
-            return Some(stopped.unwrap_or(CorruptionKind::Gap {
+    let (finding, kind) = match (end, stopped) {
+        (SegmentEnd::Sealed(_), Some(kind)) => (Finding::InSealedSegment, kind),
+        (SegmentEnd::Sealed(next), None) => (
+            Finding::SealedEndsShort,
+            CorruptionKind::Gap {
                 end: end_offset,
                 next_base: next,
-            }))
+            },
+        ),
+        // Zeros where a batch should start, and valid data after them.
+        (SegmentEnd::Last(_), None) if valid_at.is_some() => (
+            Finding::ValidDataFollows,
+            CorruptionKind::ValidDataFollows {
+                valid_at: valid_at.unwrap_or_default(),
+            },
+        ),
+        (SegmentEnd::Last(_), Some(kind)) if valid_at.is_some() => {
+            (Finding::ValidDataFollows, kind)
         }
-        SegmentEnd::Last(claims) => claims,
+        (
+            SegmentEnd::Last(_),
+            Some(kind @ (CorruptionKind::Misplaced { .. } | CorruptionKind::EpochOrder { .. })),
+        ) => (Finding::Misplaced, kind),
+        (SegmentEnd::Last(claims), stopped) => match claims.required_end(base) {
+            // Recovery would trust what the claim vouches for unread.
+            Some((claimed, by)) if claimed > end_offset => (
+                Finding::BeforeRecoveryPoint,
+                CorruptionKind::DataEndsEarly {
+                    end: end_offset,
+                    claimed,
+                    by,
+                },
+            ),
+            _ => (
+                Finding::TornTail,
+                stopped.unwrap_or(CorruptionKind::Malformed("the end of the data")),
+            ),
+        },
     };
-    // Damage, not a tail: what is wrong there, or (zeros where a batch
-    // should start) that valid data follows.
-    if let Some(valid_at) = valid_at {
-        return Some(stopped.unwrap_or(CorruptionKind::ValidDataFollows { valid_at }));
-    }
-    match stopped {
-        // An intact batch in the wrong place is never a tear.
-        Some(kind @ (CorruptionKind::Misplaced { .. } | CorruptionKind::EpochOrder { .. })) => {
-            Some(kind)
-        }
-        // A tear, unless something durable says the data goes on.
-        _ => claims
-            .required_end(base)
-            .filter(|(claimed, _)| *claimed > end_offset)
-            .map(|(claimed, by)| CorruptionKind::DataEndsEarly {
-                end: end_offset,
-                claimed,
-                by,
-            }),
-    }
+    (decide(finding, RecoveryMode::Strict) == Outcome::Refuse).then_some(kind)
 }
 
 /// The header bytes at `pos`.

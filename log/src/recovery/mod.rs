@@ -24,7 +24,7 @@
               found in it), never from bytes read: recovery's decoding goes through the walker"
 )]
 
-mod decide;
+pub(crate) mod decide;
 mod inspect;
 mod repair;
 mod report;
