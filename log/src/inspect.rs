@@ -229,30 +229,39 @@ where
     let files = segment_files(fs, dir)?;
     let claims = Claims::read(fs, dir, files.last().map(|(b, _)| *b))?;
     std::thread::scope(|scope| {
-        // A reader thread reads the next file while this one is checked:
-        // the copy out of the page cache and the checksums overlap.
-        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(1);
-        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        // Reader threads read the next files while this one is checked:
+        // the copies out of the page cache and the checksums overlap.
         let paths: Vec<&Path> = files.iter().map(|(_, p)| p.as_path()).collect();
-        scope.spawn(move || {
-            for (i, path) in paths.iter().enumerate() {
-                // The disk reads the next file while this one is copied.
-                if let Some(next) = paths.get(i + 1) {
-                    if let Ok(f) = fs.open(next, OpenMode::Read) {
-                        let _ = f.len().map(|len| f.will_need(0, len));
+        let mut full = Vec::new();
+        let mut empty = Vec::new();
+        for k in 0..READERS {
+            let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(0);
+            let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+            full.push(full_rx);
+            empty.push(empty_tx);
+            let paths = paths.clone();
+            scope.spawn(move || {
+                for i in (k..paths.len()).step_by(READERS) {
+                    // The disk reads this reader's next file meanwhile.
+                    if let Some(next) = paths.get(i + READERS) {
+                        if let Ok(f) = fs.open(next, OpenMode::Read) {
+                            let _ = f.len().map(|len| f.will_need(0, len));
+                        }
+                    }
+                    let mut buf = empty_rx.try_recv().unwrap_or_default();
+                    let read = paths.get(i).map_or(Ok(()), |p| read_whole(fs, p, &mut buf));
+                    let failed = read.is_err();
+                    if full_tx.send(read.map(|()| buf)).is_err() || failed {
+                        return;
                     }
                 }
-                let mut buf = empty_rx.try_recv().unwrap_or_default();
-                let read = read_whole(fs, path, &mut buf).map(|()| buf);
-                let failed = read.is_err();
-                if full_tx.send(read).is_err() || failed {
-                    return;
-                }
-            }
-        });
+            });
+        }
         let mut prev_epoch = None;
         for (i, (base, path)) in files.iter().enumerate() {
-            let Ok(read) = full_rx.recv() else { break };
+            let Some(Ok(read)) = full.get(i % READERS).map(std::sync::mpsc::Receiver::recv) else {
+                break;
+            };
             let buf = read?;
             let next = files.get(i + 1);
             let end = match next {
@@ -262,7 +271,9 @@ where
             let report = inspect_segment(path, *base, &buf, walk, end, prev_epoch);
             prev_epoch = report.last_epoch.or(prev_epoch);
             let go_on = each(report, &buf, next.is_some())?;
-            let _ = empty_tx.send(buf);
+            if let Some(back) = empty.get(i % READERS) {
+                let _ = back.send(buf);
+            }
             if !go_on {
                 break;
             }
@@ -270,6 +281,9 @@ where
         Ok(())
     })
 }
+
+/// Threads reading segment files ahead of the walk.
+const READERS: usize = 2;
 
 /// Reads the file at `path` whole into `buf`, kept from file to file:
 /// a buffer per segment spent more time faulting its pages in and
