@@ -659,6 +659,11 @@ mod tests {
                         several.iter().all(|g| reached(*g)),
                         "seed {seed}: {found:?}"
                     );
+                    // And the first damaged batch's group among them.
+                    assert!(
+                        first.4.is_some_and(|g| several.contains(&g)),
+                        "seed {seed}: {found:?}, first damaged {first:?}"
+                    );
                     several_named += 1;
                 }
                 (None, _) => unnamed += 1,
