@@ -42,15 +42,12 @@ mod net;
 type Router = net::Router<C, Arc<MemStateMachine>>;
 
 fn config() -> Result<Arc<Config>, Error> {
-    Ok(Arc::new(
-        Config {
-            heartbeat_interval: 100,
-            election_timeout_min: 1000,
-            election_timeout_max: 2000,
-            ..Config::default()
-        }
-        .validate()?,
-    ))
+    Ok(quorumlog_openraft10::raft_config(Config {
+        heartbeat_interval: 100,
+        election_timeout_min: 1000,
+        election_timeout_max: 2000,
+        ..Config::default()
+    })?)
 }
 
 async fn start_one<LS: RaftLogStorage<C>>(router: &Router, id: u64, log: LS) -> Result<(), Error> {

@@ -24,7 +24,8 @@
 //! Run openraft with `enable_leader_restore` off: 0.10 replicates entries a
 //! leader has not made durable yet, so after a power cut a leader restored
 //! in its old term can write different entries under log ids its
-//! followers already hold (docs/decisions.md).
+//! followers already hold (docs/decisions.md). Build the `Config` with
+//! [`raft_config`], which turns it off, or refuses it on.
 //!
 //! The 0.9 adapter (`quorumlog-openraft`) stays for users on openraft's
 //! stable line; this crate depends on openraft 0.10 under the name
@@ -75,11 +76,13 @@
 //! });
 //! ```
 
+pub mod config;
 pub mod log_store;
 pub mod mapping;
 pub mod recover;
 pub mod snapshot;
 
+pub use config::{raft_config, ConfigRefused};
 pub use log_store::{LogStore, COMMIT_PERSIST_EVERY, READ_CACHE_ENTRIES};
 pub use mapping::{EpochLeaderId, MappingError};
 pub use snapshot::{

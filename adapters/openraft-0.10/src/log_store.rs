@@ -260,11 +260,38 @@ where
     /// first, then the log is cut).
     ///
     /// # Errors
-    /// The metadata does not decode; the store fails.
+    /// `InvalidInput` for a group that begins after offset 0 with nothing
+    /// to begin after (openraft's first index is 0: the message names the
+    /// offset to create it at); the metadata does not decode; the store
+    /// fails.
     pub fn new(store: Arc<Group>, me: u64) -> io::Result<Self> {
         let s = Self::unrepaired(store, me);
+        s.check_first_offset()?;
         s.cut_purged()?;
         Ok(s)
+    }
+
+    /// Refuses a group openraft cannot use: one that begins after offset
+    /// 0 with nothing to begin after (no entry, no snapshot, no purge),
+    /// where openraft's first append would come at index 0.
+    fn check_first_offset(&self) -> io::Result<()> {
+        let x = self.store.extent();
+        if x.start.0 == 0 || x.end > x.start {
+            return Ok(());
+        }
+        if self.meta()?.last_purged.is_some() || !self.store.snapshots().is_empty() {
+            return Ok(());
+        }
+        let g = self.store.id();
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "group {g} begins at offset {}, but an openraft log begins at index 0 and this \
+                 group has no snapshot or purge to begin after: create it at offset 0 \
+                 (`node.create_group({g}, Offset(0))`)",
+                x.start.0
+            ),
+        ))
     }
 
     /// As [`LogStore::new`], leaving an interrupted purge as found: for

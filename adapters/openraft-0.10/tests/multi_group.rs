@@ -45,16 +45,13 @@ type Machines = BTreeMap<(u64, u64), Machine<Adv>>;
 
 /// Three node directories with the same `GROUPS` groups, each a Raft.
 async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<Node>, Machines) {
-    let config = Arc::new(
-        Config {
-            heartbeat_interval: 100,
-            election_timeout_min: 1000,
-            election_timeout_max: 2000,
-            ..Config::default()
-        }
-        .validate()
-        .unwrap(),
-    );
+    let config = quorumlog_openraft10::raft_config(Config {
+        heartbeat_interval: 100,
+        election_timeout_min: 1000,
+        election_timeout_max: 2000,
+        ..Config::default()
+    })
+    .unwrap();
     let (mut nodes, mut machines) = (Vec::new(), BTreeMap::new());
     for id in 1..=3u64 {
         let dir = root.join(format!("n{id}"));

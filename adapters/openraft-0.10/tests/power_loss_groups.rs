@@ -59,19 +59,15 @@ fn options() -> NodeOptions {
 
 /// Fast timers; a snapshot every 60 entries, keeping 5 behind it.
 fn config() -> Arc<Config> {
-    Arc::new(
-        Config {
-            heartbeat_interval: 20,
-            election_timeout_min: 80,
-            election_timeout_max: 160,
-            snapshot_policy: openraft10::SnapshotPolicy::LogsSinceLast(60),
-            max_in_snapshot_log_to_keep: 5,
-            enable_leader_restore: Some(false),
-            ..Config::default()
-        }
-        .validate()
-        .unwrap(),
-    )
+    quorumlog_openraft10::raft_config(Config {
+        heartbeat_interval: 20,
+        election_timeout_min: 80,
+        election_timeout_max: 160,
+        snapshot_policy: openraft10::SnapshotPolicy::LogsSinceLast(60),
+        max_in_snapshot_log_to_keep: 5,
+        ..Config::default()
+    })
+    .unwrap()
 }
 
 type Machines = BTreeMap<(u64, u64), Machine<Adv>>;

@@ -114,19 +114,16 @@ fn meta(id: u64) -> Meta {
 }
 
 fn config() -> Arc<Config> {
-    Arc::new(
-        Config {
-            heartbeat_interval: 100,
-            election_timeout_min: 1000,
-            election_timeout_max: 2000,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(100),
-            max_in_snapshot_log_to_keep: 0,
-            purge_batch_size: 1,
-            ..Config::default()
-        }
-        .validate()
-        .unwrap(),
-    )
+    quorumlog_openraft10::raft_config(Config {
+        heartbeat_interval: 100,
+        election_timeout_min: 1000,
+        election_timeout_max: 2000,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(100),
+        max_in_snapshot_log_to_keep: 0,
+        purge_batch_size: 1,
+        ..Config::default()
+    })
+    .unwrap()
 }
 
 struct Member {

@@ -44,14 +44,11 @@ pub fn raft_config(snapshot_every: u64) -> std::sync::Arc<openraft10::Config> {
         snapshot_policy: openraft10::SnapshotPolicy::LogsSinceLast(snapshot_every.max(1)),
         max_in_snapshot_log_to_keep: 1_000,
         max_payload_entries: 1_000,
-        // A restarted leader runs an election (standard Raft) instead of
-        // taking its old term back: openraft 0.10 replicates entries the
-        // leader has not yet made durable, so a power cut can take from the
-        // leader's log entries its followers hold, and a leader restored in
-        // its old term then writes different entries under the same log
-        // ids (the in-process fault test lost acknowledged writes so;
-        // docs/decisions.md).
-        enable_leader_restore: Some(false),
+        // `enable_leader_restore` is left to `raft_config`, which turns it
+        // off: a restarted leader runs an election instead of taking its
+        // old term back (openraft 0.10 replicates entries the leader has
+        // not yet made durable; the in-process fault test lost
+        // acknowledged writes with it on; docs/decisions.md).
         // Replicate an entry as soon as `append` returns, while the
         // leader's own round syncs it: a write then waits for one sync,
         // not the leader's and then a follower's.
@@ -59,7 +56,7 @@ pub fn raft_config(snapshot_every: u64) -> std::sync::Arc<openraft10::Config> {
         ..Default::default()
     };
     #[expect(clippy::expect_used, reason = "a fixed, valid configuration")]
-    std::sync::Arc::new(config.validate().expect("a valid configuration"))
+    quorumlog_openraft10::raft_config(config).expect("a valid configuration")
 }
 
 /// A node's Raft (of a one-group store, or of a partition's group).

@@ -141,7 +141,7 @@ pub fn partition_config(snapshot_every: u64) -> Arc<openraft10::Config> {
         ..(*base).clone()
     };
     #[expect(clippy::expect_used, reason = "a fixed, valid configuration")]
-    Arc::new(config.validate().expect("a valid configuration"))
+    quorumlog_openraft10::raft_config(config).expect("a valid configuration")
 }
 
 fn ms_since(t0: Instant) -> u64 {

@@ -48,20 +48,16 @@ pub fn options() -> NodeOptions {
 
 /// Fast timers, and snapshots (with purges) every 150 entries.
 pub fn config() -> Arc<openraft10::Config> {
-    Arc::new(
-        openraft10::Config {
-            heartbeat_interval: 20,
-            election_timeout_min: 80,
-            election_timeout_max: 160,
-            snapshot_policy: openraft10::SnapshotPolicy::LogsSinceLast(150),
-            max_in_snapshot_log_to_keep: 10,
-            // As the service runs (`quorumlog_kv::raft_config`).
-            enable_leader_restore: Some(false),
-            ..Default::default()
-        }
-        .validate()
-        .unwrap(),
-    )
+    // Leader restoration off, as the service runs it.
+    quorumlog_openraft10::raft_config(openraft10::Config {
+        heartbeat_interval: 20,
+        election_timeout_min: 80,
+        election_timeout_max: 160,
+        snapshot_policy: openraft10::SnapshotPolicy::LogsSinceLast(150),
+        max_in_snapshot_log_to_keep: 10,
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 /// Node `id`'s one-group node on `disk` (formatted first if `fresh`):

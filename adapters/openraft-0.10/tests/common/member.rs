@@ -60,16 +60,13 @@ pub async fn start(
     let door: Arc<Group> = Arc::new(node.group(group).unwrap());
     let machine = Machine::<Adv>::new(Arc::clone(&door));
     let log = LogStore::new(door, id).unwrap();
-    let config = Arc::new(
-        Config {
-            heartbeat_interval: 100,
-            election_timeout_min: election.0,
-            election_timeout_max: election.1,
-            ..Config::default()
-        }
-        .validate()
-        .unwrap(),
-    );
+    let config = quorumlog_openraft10::raft_config(Config {
+        heartbeat_interval: 100,
+        election_timeout_min: election.0,
+        election_timeout_max: election.1,
+        ..Config::default()
+    })
+    .unwrap();
     let raft = Raft::new(id, config, router.factory(group), log, machine.clone())
         .await
         .unwrap();
