@@ -27,9 +27,15 @@
 //! followers already hold (docs/decisions.md). Build the `Config` with
 //! [`raft_config`], which turns it off, or refuses it on.
 //!
-//! The 0.9 adapter (`quorumlog-openraft`) stays for users on openraft's
-//! stable line; this crate depends on openraft 0.10 under the name
-//! `openraft10` so both can live in one workspace.
+//! **openraft's version.** This crate pins one exact 0.10 alpha
+//! (`=0.10.0-alpha.37`): alphas change their API from one to the next, so
+//! a range would let a program resolve one the adapter does not build
+//! with. It re-exports it as [`openraft`]; depend on it through that. A
+//! new minor version of this crate may move the pin to a later alpha; at
+//! openraft 0.10.0 the pin becomes `^0.10`. The 0.9 adapter
+//! (`quorumlog-openraft`) stays, frozen (fixes only), for users who stay
+//! on openraft's stable line. Inside this repository openraft 0.10 is
+//! named `openraft10`, so both lines build in one workspace.
 //!
 //! [`recover`] is the offline voter-set rewrite for a group that lost its
 //! majority (what `quorumlog recover-quorum` runs).
@@ -83,6 +89,10 @@ pub mod recover;
 pub mod snapshot;
 
 pub use config::{raft_config, ConfigRefused};
+/// The openraft this adapter is built against, an exact 0.10 alpha: take
+/// it from here (`use quorumlog_openraft10::openraft;`) so that a program
+/// and the adapter cannot resolve two different alphas.
+pub use openraft10 as openraft;
 pub use log_store::{LogStore, COMMIT_PERSIST_EVERY, READ_CACHE_ENTRIES};
 pub use mapping::{EpochLeaderId, MappingError};
 pub use snapshot::{
