@@ -89,12 +89,12 @@ pub mod recover;
 pub mod snapshot;
 
 pub use config::{raft_config, ConfigRefused};
+pub use log_store::{LogStore, COMMIT_PERSIST_EVERY, READ_CACHE_ENTRIES};
+pub use mapping::{EpochLeaderId, MappingError};
 /// The openraft this adapter is built against, an exact 0.10 alpha: take
 /// it from here (`use quorumlog_openraft10::openraft;`) so that a program
 /// and the adapter cannot resolve two different alphas.
 pub use openraft10 as openraft;
-pub use log_store::{LogStore, COMMIT_PERSIST_EVERY, READ_CACHE_ENTRIES};
-pub use mapping::{EpochLeaderId, MappingError};
 pub use snapshot::{
     FileSnapshot, Receiver, SnapshotData, SnapshotFile, SnapshotFiles, CHUNK_BYTES,
 };
