@@ -487,6 +487,12 @@ impl RaftStateMachine<TypeConfig> for KvMachine {
         Ok(())
     }
 
+    async fn try_create_snapshot_builder(&mut self, _force: bool) -> Option<Self::SnapshotBuilder> {
+        Some(self.clone())
+    }
+
+    // Required by the trait, deprecated by openraft 0.10: openraft calls
+    // `try_create_snapshot_builder` above.
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         self.clone()
     }
