@@ -104,12 +104,15 @@ fn dump_segment(
     Ok(clean)
 }
 
+/// The last part of `path`, for a line.
+pub(crate) fn file_name(path: &std::path::Path) -> String {
+    path.file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+}
+
 /// A segment's line.
 fn segment_line(s: &SegmentReport, json: bool) {
-    let name = s
-        .file
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let name = file_name(&s.file);
     if json {
         say!(
             "{}",

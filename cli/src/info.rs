@@ -271,10 +271,7 @@ fn segments(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary, json: bool) -> 
         } else {
             format!("pinned by {}", pins.join("; "))
         };
-        let name = s
-            .file
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let name = crate::dump::file_name(&s.file);
         if json {
             say!(
                 "{}",

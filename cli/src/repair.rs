@@ -23,13 +23,9 @@ use std::sync::Arc;
 use quorumlog_checkpoint::read_meta;
 use quorumlog_checkpoint::CorruptionKind;
 use quorumlog_io::{Changes, FileSystem, OpenMode, Overlay};
-use quorumlog_log::inspect::{batch_records, inspect_log_dir, Claims, SegmentReport, Walk};
+use quorumlog_log::inspect::{inspect_log_dir, Claims, SegmentReport, Walk};
 use quorumlog_log::{DroppedCorruption, RecoveryPlan};
-use quorumlog_raft::{
-    describe_node_record, Identity, Node, NodeOptions, NodeRepairReport, SharedFs,
-};
-
-use crate::dump::batch_bytes;
+use quorumlog_raft::{Identity, Node, NodeOptions, NodeRepairReport, SharedFs};
 
 /// What one group loses.
 #[derive(Debug, Default)]
@@ -252,10 +248,8 @@ fn losses(fs: &SharedFs, segs: &[SegmentReport], plan: &mut Plan) -> Result<(), 
             .map_err(|e| format!("{}: {e}", seg.file.display()))?;
         for b in seg.batches.iter().filter(|b| b.position >= from) {
             plan.batches += 1;
-            let head = batch_bytes(&file, b)
-                .and_then(|raw| batch_records(raw).ok())
-                .and_then(|r| r.into_iter().next())
-                .and_then(|h| describe_node_record(&h).ok());
+            // A batch the walk verified: its header record alone is read.
+            let head = crate::verify::node_header(&file, b.position);
             let Some(h) = head else {
                 plan.undescribed += 1;
                 continue;
@@ -523,13 +517,10 @@ mod tests {
         for g in [1, 2] {
             n.create_group(g, Offset(0)).unwrap();
         }
-        let mut x = seed | 1;
+        let mut rng = quorumlog_io::SimRng::new(seed);
         let mut next = [0u64; 2];
         for i in 0..24u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let size = usize::try_from(1 + x % 8192).unwrap();
+            let size = usize::try_from(1 + rng.below(8192)).unwrap();
             let g = usize::try_from(i % 2).unwrap();
             let group = n.group(g as u64 + 1).unwrap();
             group
@@ -592,9 +583,7 @@ mod tests {
                 .read_to_end()
                 .unwrap();
             for b in &s.batches {
-                let group = quorumlog_log::inspect::first_record_unverified(&bytes, b.position)
-                    .and_then(|h| describe_node_record(&h).ok())
-                    .map(|h| h.group);
+                let group = crate::verify::node_header(&bytes, b.position).map(|h| h.group);
                 let end = b.position + u64::from(b.bytes);
                 out.push((s.file.clone(), b.position, end, b.base_offset.0, group));
             }

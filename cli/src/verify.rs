@@ -15,7 +15,7 @@ use quorumlog_io::FileSystem;
 use quorumlog_log::inspect::{
     check_index, first_record_unverified, segment_files, walk_segments, IndexCheck, Problem, Walk,
 };
-use quorumlog_raft::{describe_node_record, NodeFold, NodeSummary, SharedFs};
+use quorumlog_raft::{describe_node_record, NodeFold, NodeRecordInfo, NodeSummary, SharedFs};
 use quorumlog_snapshot::describe_snapshot;
 use serde_json::json;
 
@@ -322,6 +322,12 @@ fn small_files(fs: &SharedFs, dir: &Path, t: &mut Tally) {
     }
 }
 
+/// The node header of the batch at `position` of a segment's bytes, read
+/// without the batch's checksum (for naming only).
+pub(crate) fn node_header(bytes: &[u8], position: u64) -> Option<NodeRecordInfo> {
+    first_record_unverified(bytes, position).and_then(|h| describe_node_record(&h).ok())
+}
+
 /// The groups whose entries resume after the first damage past where the
 /// fold (stopped at that damage) ends them: the damage took their entries.
 fn lost_entries(summary: &NodeSummary, after: &After) -> Vec<u64> {
@@ -402,9 +408,7 @@ fn segments_and_indexes(
             let same = first.problem.file == s.file;
             let since = if same { first.problem.position } else { 0 };
             for b in s.batches.iter().filter(|b| b.position > since) {
-                let Some(h) = first_record_unverified(bytes, b.position)
-                    .and_then(|h| describe_node_record(&h).ok())
-                else {
+                let Some(h) = node_header(bytes, b.position) else {
                     continue;
                 };
                 if h.kind == "Entries" {
@@ -413,11 +417,7 @@ fn segments_and_indexes(
             }
         }
         for p in &s.problems {
-            let group_at = |position: u64| {
-                first_record_unverified(bytes, position)
-                    .and_then(|h| describe_node_record(&h).ok())
-                    .map(|h| h.group)
-            };
+            let group_at = |position: u64| node_header(bytes, position).map(|h| h.group);
             // The damaged batch's own header; or, where the walk goes on
             // at the very offset the damaged place held (damage in sync
             // padding took nothing), the batch there.

@@ -25,24 +25,13 @@ use std::path::{Path, PathBuf};
 
 use common::{open_log, payload, sim, small_options, DIR};
 use quorumlog_checkpoint::{Epoch, Offset};
-use quorumlog_io::{CrashPlan, FileSystem, OpenMode, SimFs, Tear};
+use quorumlog_io::{CrashPlan, FileSystem, OpenMode, SimFs, SimRng, Tear};
 use quorumlog_log::inspect::{inspect_log_dir, BatchInfo, SegmentReport, Walk};
 use quorumlog_log::LogOptions;
 
 const PAGE: u64 = 4096;
 /// The segment header's bytes: the data starts after them.
 const HEADER: u64 = 32;
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
 
 fn options() -> LogOptions {
     LogOptions {
@@ -74,7 +63,7 @@ fn ending(size: u64) -> Ending {
 /// appends of 1 or 2 records, some synced; crashed or closed by `ending`.
 fn write(size: u64, ending: Ending) -> SimFs {
     let (disk, fs) = sim(size);
-    let mut rng = Rng(size.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = SimRng::new(size);
     let mut log = open_log(&fs, Path::new(DIR), &options()).unwrap();
     let len = usize::try_from(size).unwrap();
     let mut next = 0u64;
@@ -201,7 +190,7 @@ fn planted_damage_is_named_with_its_file_offset_and_position() {
     for size in (1..=2 * PAGE).step_by(7) {
         let e = ending(size);
         let intact = walk(&write(size, e));
-        let mut rng = Rng(size | 1);
+        let mut rng = SimRng::new(size ^ 0x5EED);
         let s = usize::try_from(rng.below(intact.len() as u64)).unwrap();
         let seg = &intact[s];
         if seg.batches.is_empty() {
