@@ -30,16 +30,8 @@ type C = TypeConfig;
 type R = Raft<C, Arc<MemStateMachine>>;
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// The tests' in-process network (one group: 0).
-#[path = "../tests/common/net.rs"]
-#[allow(
-    dead_code,
-    unreachable_pub,
-    reason = "shared with the tests, which use all of it"
-)]
-mod net;
-
-type Router = net::Router<C, Arc<MemStateMachine>>;
+/// The adapter's in-process network (one group: 0).
+type Router = quorumlog_openraft10::LocalRouter<C, Arc<MemStateMachine>>;
 
 fn config() -> Result<Arc<Config>, Error> {
     Ok(quorumlog_openraft10::raft_config(Config {

@@ -37,6 +37,13 @@
 //! on openraft's stable line. Inside this repository openraft 0.10 is
 //! named `openraft10`, so both lines build in one workspace.
 //!
+//! [`FileMachine`] is a state machine for an application state you write
+//! ([`AppState`]), its snapshots the group's snapshot files;
+//! [`LocalRouter`] is an in-process network for many groups on
+//! openraft-multi's `GroupRouter` (re-exported as [`openraft_multi`]), for
+//! tests and examples. `examples/cluster.rs` puts them together: three
+//! nodes of two groups, restarted from their directories.
+//!
 //! [`recover`] is the offline voter-set rewrite for a group that lost its
 //! majority (what `quorumlog recover-quorum` runs).
 //!
@@ -83,18 +90,26 @@
 //! ```
 
 pub mod config;
+pub mod local;
 pub mod log_store;
+pub mod machine;
 pub mod mapping;
 pub mod recover;
 pub mod snapshot;
 
 pub use config::{raft_config, ConfigRefused};
+pub use local::LocalRouter;
 pub use log_store::{LogStore, COMMIT_PERSIST_EVERY, READ_CACHE_ENTRIES};
+pub use machine::{AppState, FileMachine};
 pub use mapping::{EpochLeaderId, MappingError};
 /// The openraft this adapter is built against, an exact 0.10 alpha: take
 /// it from here (`use quorumlog_openraft10::openraft;`) so that a program
 /// and the adapter cannot resolve two different alphas.
 pub use openraft10 as openraft;
+/// openraft's multi-Raft network adapters (`GroupRouter`,
+/// `GroupNetworkAdapter`), the same alpha: a network carrying many groups
+/// over one connection per peer implements its `GroupRouter`.
+pub use openraft_multi;
 pub use snapshot::{
     FileSnapshot, Receiver, SnapshotData, SnapshotFile, SnapshotFiles, CHUNK_BYTES,
 };

@@ -390,6 +390,41 @@ impl SnapshotFiles {
     }
 }
 
+impl SnapshotFiles {
+    /// Copies `from` (a sender's snapshot `meta` names, of any store)
+    /// into this store chunk by chunk, `chunk_bytes` at a time, resuming
+    /// where an earlier copy stopped, and verifies it unpublished: what a
+    /// receiving network does before `Raft::install_full_snapshot` (the
+    /// state machine's install publishes it). A network between processes
+    /// does the same with [`SnapshotFiles::receive`] and the chunks it is
+    /// sent.
+    ///
+    /// # Errors
+    /// As [`SnapshotFiles::receive`] and [`Receiver::verified`]; the
+    /// sender's file ends early.
+    pub fn copy_in<C>(
+        &self,
+        meta: &SnapshotMetaOf<C>,
+        from: &SnapshotData,
+        chunk_bytes: usize,
+    ) -> io::Result<SnapshotData>
+    where
+        C: RaftTypeConfig,
+        C::LeaderId: EpochLeaderId,
+    {
+        let mut rx = self.receive::<C>(meta, from.size())?;
+        while rx.position() < from.size() {
+            let at = rx.position();
+            let chunk = from.read_chunk(at, chunk_bytes.max(1))?;
+            if chunk.is_empty() {
+                return Err(io::Error::other("the sender's snapshot file ended early"));
+            }
+            rx.write_chunk(at, &chunk)?;
+        }
+        rx.verified()
+    }
+}
+
 /// A snapshot being received into a store ([`SnapshotFiles::receive`]).
 #[derive(Debug)]
 pub struct Receiver {

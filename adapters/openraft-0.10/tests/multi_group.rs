@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Adv, Machine, Put};
+use common::{Adv, Get, Machine, Put};
 use openraft10::{BasicNode, Config, Raft};
 use quorumlog_io::RealFs;
 use quorumlog_openraft10::LogStore;
@@ -27,7 +27,7 @@ use quorumlog_raft::{
 };
 
 type R = Raft<Adv, Machine<Adv>>;
-type Router = common::net::Router<Adv, Machine<Adv>>;
+type Router = quorumlog_openraft10::LocalRouter<Adv, Machine<Adv>>;
 
 /// Small segments, none prepared ahead: a case opens its node in
 /// milliseconds.
@@ -62,7 +62,7 @@ async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<N
         for g in 0..GROUPS {
             node.create_group(g, Offset(0)).unwrap();
             let group: Arc<Group> = Arc::new(node.group(g).unwrap());
-            let machine = Machine::<Adv>::new(Arc::clone(&group));
+            let machine = common::machine::<Adv>(Arc::clone(&group));
             let raft = Raft::new(
                 id,
                 Arc::clone(&config),
@@ -72,13 +72,7 @@ async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<N
             )
             .await
             .unwrap();
-            let files = machine.files().clone();
-            router.insert_receiving(
-                id,
-                g,
-                raft,
-                Arc::new(move |meta, from| common::receive_snapshot::<Adv>(&files, meta, &from)),
-            );
+            router.insert_files(id, g, raft, machine.files().clone());
             machines.insert((id, g), machine);
         }
         nodes.push(node);

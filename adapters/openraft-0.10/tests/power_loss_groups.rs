@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Adv, Machine, Put};
+use common::{Adv, Get, Machine, Put};
 use openraft10::{BasicNode, Config, Raft};
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
 use quorumlog_openraft10::LogStore;
@@ -37,7 +37,7 @@ use quorumlog_raft::{
 };
 
 type R = Raft<Adv, Machine<Adv>>;
-type Router = common::net::Router<Adv, Machine<Adv>>;
+type Router = quorumlog_openraft10::LocalRouter<Adv, Machine<Adv>>;
 const GROUPS: u64 = 4;
 const DIR: &str = "/node";
 
@@ -92,7 +92,7 @@ async fn start(router: &Router, disks: &[SimFs], fresh: bool) -> (Vec<Node>, Mac
                 node.create_group(g, Offset(0)).unwrap();
             }
             let group: Arc<Group> = Arc::new(node.group(g).unwrap());
-            let machine = Machine::<Adv>::new(Arc::clone(&group));
+            let machine = common::machine::<Adv>(Arc::clone(&group));
             let raft = Raft::new(
                 id,
                 config(),
@@ -102,13 +102,7 @@ async fn start(router: &Router, disks: &[SimFs], fresh: bool) -> (Vec<Node>, Mac
             )
             .await
             .unwrap();
-            let files = machine.files().clone();
-            router.insert_receiving(
-                id,
-                g,
-                raft,
-                Arc::new(move |meta, from| common::receive_snapshot::<Adv>(&files, meta, &from)),
-            );
+            router.insert_files(id, g, raft, machine.files().clone());
             machines.insert((id, g), machine);
         }
         nodes.push(node);

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::member::{self, Member};
-use common::Adv;
+use common::{Adv, Get};
 use openraft10::type_config::async_runtime::watch::WatchReceiver;
 use openraft10::BasicNode;
 use quorumlog_io::RealFs;

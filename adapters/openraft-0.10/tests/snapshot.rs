@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Adv, Machine, Put, TEST_CHUNK};
+use common::{Adv, Get, Machine, Put, TEST_CHUNK};
 use openraft10::type_config::alias::SnapshotMetaOf;
 use openraft10::{BasicNode, Config, Raft, SnapshotPolicy};
 use quorumlog_io::RealFs;
@@ -34,7 +34,7 @@ use quorumlog_raft::{
 };
 
 type R = Raft<Adv, Machine<Adv>>;
-type Router = common::net::Router<Adv, Machine<Adv>>;
+type Router = quorumlog_openraft10::LocalRouter<Adv, Machine<Adv>>;
 
 /// Small segments, none prepared ahead: a case opens its node in
 /// milliseconds.
@@ -151,17 +151,21 @@ async fn start(
         node.create_group(7, Offset(0)).unwrap();
     }
     let group: Arc<Group> = Arc::new(node.group(7).unwrap());
-    let machine = Machine::<Adv>::new(Arc::clone(&group));
+    let machine = common::machine::<Adv>(Arc::clone(&group));
     let log = LogStore::new(group, id).unwrap();
     let raft = Raft::new(id, config(), router.factory(GROUP), log, machine.clone())
         .await
         .unwrap();
     let files = machine.files().clone();
-    let receive: common::net::Receive<Adv, SnapshotData> = match seen {
-        Some(seen) => Arc::new(move |meta, from| scripted(&files, meta, &from, &seen)),
-        None => Arc::new(move |meta, from| common::receive_snapshot::<Adv>(&files, meta, &from)),
-    };
-    router.insert_receiving(id, GROUP, raft.clone(), receive);
+    match seen {
+        Some(seen) => router.insert_receiving(
+            id,
+            GROUP,
+            raft.clone(),
+            Arc::new(move |meta, from| scripted(&files, meta, &from, &seen)),
+        ),
+        None => router.insert_files(id, GROUP, raft.clone(), files),
+    }
     Member {
         node,
         raft,

@@ -11,7 +11,7 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
-#[path = "common/cluster.rs"]
+#[path = "../examples/regions/cluster.rs"]
 mod cluster;
 
 use std::time::Duration;

@@ -5,17 +5,17 @@ use std::path::Path;
 use std::sync::Arc;
 
 use openraft10::{Config, Raft};
-use quorumlog_openraft10::LogStore;
+use quorumlog_openraft10::{LocalRouter, LogStore};
 use quorumlog_raft::{
     ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
 };
 
-use super::{net, Adv, Machine, Put};
+use super::{Adv, Machine, Put};
 
 /// A member's Raft.
 pub type GroupRaft = Raft<Adv, Machine<Adv>>;
 /// The network of group members.
-pub type GroupRouter = net::Router<Adv, Machine<Adv>>;
+pub type GroupRouter = LocalRouter<Adv, Machine<Adv>>;
 
 /// One node: its node (shared log), its Raft and its state machine.
 pub struct Member {
@@ -58,7 +58,7 @@ pub async fn start(
 ) -> Member {
     let node = open_node(fs, root, id, group, fresh);
     let door: Arc<Group> = Arc::new(node.group(group).unwrap());
-    let machine = Machine::<Adv>::new(Arc::clone(&door));
+    let machine = super::machine::<Adv>(Arc::clone(&door));
     let log = LogStore::new(door, id).unwrap();
     let config = quorumlog_openraft10::raft_config(Config {
         heartbeat_interval: 100,
@@ -70,13 +70,7 @@ pub async fn start(
     let raft = Raft::new(id, config, router.factory(group), log, machine.clone())
         .await
         .unwrap();
-    let files = machine.files().clone();
-    router.insert_receiving(
-        id,
-        group,
-        raft.clone(),
-        Arc::new(move |meta, from| super::receive_snapshot::<Adv>(&files, meta, &from)),
-    );
+    router.insert_files(id, group, raft.clone(), machine.files().clone());
     Member {
         node,
         raft,

@@ -1,6 +1,6 @@
-//! The 0.10 adapter tests' types and state machine: keys and values in
-//! memory, snapshots as the store's snapshot files (the adapter's
-//! `SnapshotFiles`), received chunk by chunk ([`receive_snapshot`]).
+//! The 0.10 adapter tests' types: keys and values on the adapter's
+//! `FileMachine` (snapshots as the group's snapshot files), and an
+//! in-memory machine for openraft's suite.
 #![allow(
     dead_code,
     unreachable_pub,
@@ -8,7 +8,6 @@
 )]
 
 pub mod member;
-pub mod net;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -19,7 +18,7 @@ use futures_util::{Stream, TryStreamExt};
 use openraft10::storage::{EntryResponder, RaftStateMachine};
 use openraft10::type_config::alias::{LogIdOf, SnapshotMetaOf, StoredMembershipOf};
 use openraft10::{EntryPayload, OptionalSend, RaftSnapshotBuilder, RaftTypeConfig};
-use quorumlog_openraft10::{EpochLeaderId, FileSnapshot, SnapshotData, SnapshotFiles};
+use quorumlog_openraft10::{AppState, EpochLeaderId, FileMachine, SnapshotFiles};
 use quorumlog_raft::{Group, Identity, Node, NodeOptions, Offset, SharedFs};
 use serde::{Deserialize, Serialize};
 
@@ -122,171 +121,49 @@ fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
     io::Error::other(e)
 }
 
-/// The state machine (clones share it); its snapshots are snapshot files
-/// of its store.
-pub(crate) struct Machine<C: RaftTypeConfig> {
-    state: Arc<Mutex<State<C>>>,
-    files: SnapshotFiles,
-}
+/// The tests' application state: keys and values.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct Kv(BTreeMap<String, String>);
 
-impl<C: RaftTypeConfig> Clone for Machine<C> {
-    fn clone(&self) -> Self {
-        Machine {
-            state: Arc::clone(&self.state),
-            files: self.files.clone(),
-        }
-    }
-}
-
-impl<C: TestConfig> Machine<C>
+impl<C: TestConfig> AppState<C> for Kv
 where
     C::LeaderId: EpochLeaderId,
 {
-    /// The machine of `store`, restored from its latest snapshot.
-    pub(crate) fn new(store: Arc<Group>) -> Self {
-        let mut files = SnapshotFiles::new(store);
-        // Small chunks: a test's snapshot spans many, so an interrupted
-        // transfer resumes in the middle.
-        files.options.chunk_bytes = TEST_CHUNK;
-        let state = match files.latest::<C>().unwrap() {
-            Some((_, data)) => bincode::deserialize(&data).unwrap(),
-            None => State::default(),
-        };
-        Machine {
-            state: Arc::new(Mutex::new(state)),
-            files,
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State<C>> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The value of `key`.
-    pub(crate) fn get(&self, key: &str) -> Option<String> {
-        self.lock().data.get(key).cloned()
-    }
-
-    /// The index applied last.
-    pub(crate) fn applied(&self) -> Option<u64> {
-        self.lock().last_applied.as_ref().map(|l| l.index)
-    }
-
-    /// Its snapshots.
-    pub(crate) fn files(&self) -> &SnapshotFiles {
-        &self.files
+    fn apply(&mut self, put: Put) {
+        self.0.insert(put.key, put.value);
     }
 }
+
+/// The state machine: the adapter's, its snapshots snapshot files of its
+/// group.
+pub type Machine<C> = FileMachine<C, Kv>;
 
 /// Bytes per chunk of a test transfer: small, so a transfer takes many.
 pub(crate) const TEST_CHUNK: usize = 4 << 10;
 
-/// Copies `from` (the leader's file) into `files` chunk by chunk, as a
-/// network would, and verifies it there (unpublished): what a follower's
-/// network does before `Raft::install_full_snapshot`.
-pub(crate) fn receive_snapshot<C: TestConfig>(
-    files: &SnapshotFiles,
-    meta: &SnapshotMetaOf<C>,
-    from: &SnapshotData,
-) -> io::Result<SnapshotData>
+/// The machine of `group`, restored from its latest snapshot, its files
+/// written and sent in small chunks (a test's snapshot spans many, so an
+/// interrupted transfer resumes in the middle).
+pub(crate) fn machine<C: TestConfig>(group: Arc<Group>) -> Machine<C>
 where
     C::LeaderId: EpochLeaderId,
 {
-    let mut rx = files.receive::<C>(meta, from.size())?;
-    while rx.position() < from.size() {
-        let at = rx.position();
-        let chunk = from.read_chunk(at, TEST_CHUNK)?;
-        if chunk.is_empty() {
-            return Err(io::Error::other("the sender's file ended early"));
-        }
-        rx.write_chunk(at, &chunk)?;
-    }
-    rx.verified()
+    let mut files = SnapshotFiles::new(group);
+    files.options.chunk_bytes = TEST_CHUNK;
+    Machine::with_files(files).unwrap()
 }
 
-impl<C: TestConfig> RaftSnapshotBuilder<C> for Machine<C>
-where
-    C::LeaderId: EpochLeaderId,
-{
-    type SnapshotData = SnapshotData;
-
-    async fn build_snapshot(&mut self) -> Result<FileSnapshot<C>, io::Error> {
-        let state = self.lock().clone();
-        let meta = SnapshotMetaOf::<C> {
-            last_log_id: state.last_applied.clone(),
-            last_membership: state.membership.clone(),
-        };
-        let data = bincode::serialize(&state).map_err(io_err)?;
-        let file = self.files.save_built::<C>(&meta, &data)?;
-        Ok(FileSnapshot::<C> {
-            meta,
-            snapshot: SnapshotData::File(file),
-        })
-    }
+/// A machine's value of `key`.
+pub(crate) trait Get {
+    fn get(&self, key: &str) -> Option<String>;
 }
 
-impl<C: TestConfig> RaftStateMachine<C> for Machine<C>
+impl<C: TestConfig> Get for Machine<C>
 where
     C::LeaderId: EpochLeaderId,
 {
-    type SnapshotData = SnapshotData;
-    type SnapshotBuilder = Self;
-
-    async fn applied_state(
-        &mut self,
-    ) -> Result<(Option<LogIdOf<C>>, StoredMembershipOf<C>), io::Error> {
-        let s = self.lock();
-        Ok((s.last_applied.clone(), s.membership.clone()))
-    }
-
-    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
-    where
-        Strm: Stream<Item = Result<EntryResponder<C>, io::Error>> + Unpin + OptionalSend,
-    {
-        while let Some((e, responder)) = entries.try_next().await? {
-            {
-                let mut s = self.lock();
-                s.last_applied = Some(e.log_id.clone());
-                match e.payload {
-                    EntryPayload::Blank => {}
-                    EntryPayload::Normal(p) => {
-                        s.data.insert(p.key, p.value);
-                    }
-                    EntryPayload::Membership(m) => {
-                        s.membership = StoredMembershipOf::<C>::new(Some(e.log_id.clone()), m);
-                    }
-                }
-            }
-            if let Some(r) = responder {
-                r.send(());
-            }
-        }
-        Ok(())
-    }
-
-    async fn try_create_snapshot_builder(&mut self, _force: bool) -> Option<Self::SnapshotBuilder> {
-        Some(self.clone())
-    }
-
-    // Required by the trait, deprecated by openraft 0.10: openraft calls
-    // `try_create_snapshot_builder` above.
-    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        self.clone()
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        meta: &SnapshotMetaOf<C>,
-        snapshot: Self::SnapshotData,
-    ) -> Result<(), io::Error> {
-        let data = self.files.installed::<C>(meta, snapshot)?;
-        let state: State<C> = bincode::deserialize(&data).map_err(io_err)?;
-        *self.lock() = state;
-        Ok(())
-    }
-
-    async fn get_current_snapshot(&mut self) -> Result<Option<FileSnapshot<C>>, io::Error> {
-        self.files.current::<C>()
+    fn get(&self, key: &str) -> Option<String> {
+        self.read(|kv| kv.0.get(key).cloned())
     }
 }
 

@@ -12,7 +12,7 @@
     reason = "an example: a panic is a failed check"
 )]
 
-#[path = "../tests/common/cluster.rs"]
+#[path = "cluster.rs"]
 mod cluster;
 
 use std::time::{Duration, Instant};

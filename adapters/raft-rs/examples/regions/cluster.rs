@@ -1,8 +1,9 @@
 //! Three raft-rs nodes in one process, channels as the network, each node
 //! one directory whose shared log holds all its regions (a group each),
 //! each node's regions driven by one Ready loop thread with the
-//! [`AsyncPersister`]. Used by `tests/cluster.rs` and the `regions`
-//! example.
+//! [`AsyncPersister`], one `Pass` per loop pass. The `regions` example's
+//! Ready loop, and what `tests/cluster.rs` runs in CI: copy it as the
+//! shape of a multi-region raft-rs node (docs/embedding.md §4).
 #![allow(
     unreachable_pub,
     dead_code,

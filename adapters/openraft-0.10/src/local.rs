@@ -1,7 +1,16 @@
-//! The in-process network the 0.10 adapter's cluster tests and its probe
-//! share: one router for every Raft of every node, by (node, group), with
-//! `openraft-multi` binding each connection to its group (a one-group
-//! cluster is group 0).
+//! An in-process network for many Raft groups: [`LocalRouter`] holds every
+//! Raft of every node in one process, by (node, group), and implements
+//! `openraft-multi`'s `GroupRouter`; openraft-multi's `GroupNetworkAdapter`
+//! binds each of a group's connections to its group ([`LocalRouter::factory`]).
+//! For tests, examples and simulations (a one-group cluster is any one
+//! group id).
+//!
+//! A deployment implements `GroupRouter` over its own transport in the same
+//! shape: one connection per peer node, shared by every group, each call
+//! naming its group. A snapshot sent between processes travels as chunks of
+//! [`SnapshotFile::read_chunk`](crate::SnapshotFile::read_chunk) into
+//! [`SnapshotFiles::receive`]; here [`LocalRouter::insert_files`] copies it
+//! the same way ([`SnapshotFiles::copy_in`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -15,6 +24,9 @@ use openraft10::storage::RaftStateMachine;
 use openraft10::type_config::alias::{SnapshotMetaOf, SnapshotOf, VoteOf};
 use openraft10::{Raft, RaftNetworkFactory, RaftTypeConfig};
 use openraft_multi::{GroupNetworkAdapter, GroupRouter};
+
+use crate::mapping::EpochLeaderId;
+use crate::snapshot::{SnapshotData, SnapshotFiles};
 
 /// How a node takes in a snapshot the leader sends: the sender's data in,
 /// the receiver's out (for snapshot files: copied chunk by chunk into the
@@ -32,21 +44,21 @@ struct Entry<C: RaftTypeConfig, SM: RaftStateMachine<C>> {
 type Rafts<C, SM> = BTreeMap<(u64, u64), Entry<C, SM>>;
 
 /// Every Raft in the process, by (node, group).
-pub struct Router<C: RaftTypeConfig, SM: RaftStateMachine<C>> {
+pub struct LocalRouter<C: RaftTypeConfig, SM: RaftStateMachine<C>> {
     rafts: Arc<Mutex<Rafts<C, SM>>>,
 }
 
-impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Clone for Router<C, SM> {
+impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Clone for LocalRouter<C, SM> {
     fn clone(&self) -> Self {
-        Router {
+        LocalRouter {
             rafts: Arc::clone(&self.rafts),
         }
     }
 }
 
-impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Default for Router<C, SM> {
+impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Default for LocalRouter<C, SM> {
     fn default() -> Self {
-        Router {
+        LocalRouter {
             rafts: Arc::new(Mutex::new(BTreeMap::new())),
         }
     }
@@ -63,7 +75,7 @@ impl std::fmt::Display for Down {
 
 impl std::error::Error for Down {}
 
-impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Router<C, SM> {
+impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> LocalRouter<C, SM> {
     fn rafts(&self) -> MutexGuard<'_, Rafts<C, SM>> {
         self.rafts.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -79,7 +91,7 @@ impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Router<C, SM> {
         );
     }
 
-    /// As [`Router::insert`], the node taking in snapshots with `receive`.
+    /// As [`LocalRouter::insert`], the node taking in snapshots with `receive`.
     pub fn insert_receiving(
         &self,
         node: u64,
@@ -94,6 +106,20 @@ impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Router<C, SM> {
                 receive: Some(receive),
             },
         );
+    }
+
+    /// As [`LocalRouter::insert`], the node taking in snapshots into
+    /// `files` (its state machine's, [`crate::FileMachine::files`]), copied
+    /// chunk by chunk and verified before openraft installs them.
+    pub fn insert_files(&self, node: u64, group: u64, raft: Raft<C, SM>, files: SnapshotFiles)
+    where
+        SM: RaftStateMachine<C, SnapshotData = SnapshotData>,
+        C::LeaderId: EpochLeaderId,
+    {
+        let chunk = files.options.chunk_bytes;
+        let receive: Receive<C, SnapshotData> =
+            Arc::new(move |meta, from| files.copy_in::<C>(meta, &from, chunk));
+        self.insert_receiving(node, group, raft, receive);
     }
 
     /// Calls to `node`'s `group` fail from now on (the node is down).
@@ -112,15 +138,15 @@ impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> Router<C, SM> {
     }
 
     /// The network factory of `group`'s Rafts.
-    pub fn factory(&self, group: u64) -> Factory<C, SM> {
-        Factory {
+    pub fn factory(&self, group: u64) -> LocalFactory<C, SM> {
+        LocalFactory {
             router: self.clone(),
             group,
         }
     }
 }
 
-impl<C, SM> GroupRouter<C, u64> for Router<C, SM>
+impl<C, SM> GroupRouter<C, u64> for LocalRouter<C, SM>
 where
     C: RaftTypeConfig<NodeId = u64>,
     SM: RaftStateMachine<C>,
@@ -201,18 +227,18 @@ where
     }
 }
 
-/// One group's connections, each bound to (target, group).
-pub struct Factory<C: RaftTypeConfig, SM: RaftStateMachine<C>> {
-    router: Router<C, SM>,
+/// One group's network factory: each connection bound to (target, group).
+pub struct LocalFactory<C: RaftTypeConfig, SM: RaftStateMachine<C>> {
+    router: LocalRouter<C, SM>,
     group: u64,
 }
 
-impl<C, SM> RaftNetworkFactory<C> for Factory<C, SM>
+impl<C, SM> RaftNetworkFactory<C> for LocalFactory<C, SM>
 where
     C: RaftTypeConfig<NodeId = u64>,
     SM: RaftStateMachine<C>,
 {
-    type Network = GroupNetworkAdapter<C, u64, Router<C, SM>>;
+    type Network = GroupNetworkAdapter<C, u64, LocalRouter<C, SM>>;
 
     async fn new_client(&mut self, target: u64, _node: &C::Node) -> Self::Network {
         GroupNetworkAdapter::new(self.router.clone(), target, self.group)
