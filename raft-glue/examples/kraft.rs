@@ -47,7 +47,9 @@ pub fn run(root: &Path) -> Result<(), Error> {
     // The follower fetches from its end: the leader checks the position,
     // then its records are appended as they are (epochs checked).
     let from = follower.extent().queued_end;
-    let last_epoch = follower.epoch_at(Offset(from.0.saturating_sub(1))).unwrap_or(Epoch(0));
+    let last_epoch = follower
+        .epoch_at(Offset(from.0.saturating_sub(1)))
+        .unwrap_or(Epoch(0));
     if leader.validate_offset_and_epoch(from, last_epoch)? != FetchPosition::Valid {
         return Err("an empty follower's fetch position was refused".into());
     }
@@ -62,7 +64,10 @@ pub fn run(root: &Path) -> Result<(), Error> {
     follower.set_high_watermark(end)?;
 
     // A leader of an older epoch is refused: the replica leads `epoch` only.
-    if leader.append_as_leader(Epoch(epoch.0 - 1), &[b"stale"]).is_ok() {
+    if leader
+        .append_as_leader(Epoch(epoch.0 - 1), &[b"stale"])
+        .is_ok()
+    {
         return Err("an append in an epoch the replica does not lead was taken".into());
     }
     leader.close()?;

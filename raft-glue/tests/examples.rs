@@ -3,10 +3,16 @@
 //! (§4b). Invariant of the first: entries
 //! appended and reported durable read back, byte for byte, after a clean
 //! close and a reopen (the example returns an error otherwise).
-#![allow(clippy::unwrap_used, reason = "test code: a panic is a failed assertion")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 #[path = "../examples/first_steps.rs"]
-#[allow(unreachable_pub, reason = "an example's items, public where it runs alone")]
+#[allow(
+    unreachable_pub,
+    reason = "an example's items, public where it runs alone"
+)]
 mod first_steps;
 
 #[test]
@@ -16,7 +22,10 @@ fn the_guides_first_steps_read_back_what_they_wrote() {
 }
 
 #[path = "../examples/kraft.rs"]
-#[allow(unreachable_pub, reason = "an example's items, public where it runs alone")]
+#[allow(
+    unreachable_pub,
+    reason = "an example's items, public where it runs alone"
+)]
 mod kraft;
 
 /// Invariant: a follower that appends what the leader's read returned ends

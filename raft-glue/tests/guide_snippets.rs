@@ -1,16 +1,22 @@
-//! The embedding guide's code is compiled code: every ```rust block of
+//! The embedding guide's code is compiled code: every Rust code block of
 //! docs/embedding.md is an excerpt, line for line (indentation aside), of
 //! a Rust source file of the repository that CI builds and runs (an
 //! example or a test). A snippet edited in the guide alone, or code changed
 //! under a snippet, fails here and names the block.
-#![allow(clippy::unwrap_used, reason = "test code: a panic is a failed assertion")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a panic is a failed assertion"
+)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The repository's root (this crate is one level below it).
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Every `.rs` file under `dir`, build output and hidden folders aside.
@@ -23,7 +29,7 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
         }
         if path.is_dir() {
             sources(&path, out);
-        } else if name.ends_with(".rs") {
+        } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
         }
     }
@@ -31,10 +37,13 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// A text's non-blank lines, trimmed.
 fn lines(text: &str) -> Vec<&str> {
-    text.lines().map(str::trim).filter(|l| !l.is_empty()).collect()
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
-/// The ```rust blocks of a markdown text, each with its first line number.
+/// The Rust code blocks of a markdown text, each with its first line number.
 fn rust_blocks(md: &str) -> Vec<(usize, String)> {
     let (mut blocks, mut open) = (Vec::new(), None::<(usize, String)>);
     for (i, line) in md.lines().enumerate() {

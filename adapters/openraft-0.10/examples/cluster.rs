@@ -88,7 +88,12 @@ async fn start(router: &Router, root: &Path, id: u64, fresh: bool) -> Result<Mem
     let options = NodeOptions::with_segment_bytes(1 << 20);
     if fresh {
         std::fs::create_dir_all(&dir)?;
-        Node::format(&fs, &dir, Meta::new(CLUSTER, NodeId(id), DirectoryId::random()), &options)?;
+        Node::format(
+            &fs,
+            &dir,
+            Meta::new(CLUSTER, NodeId(id), DirectoryId::random()),
+            &options,
+        )?;
     }
     let (node, _report) = Node::open(&fs, &dir, &Identity::node(CLUSTER, NodeId(id)), &options)?;
     let mut rafts = BTreeMap::new();
