@@ -54,17 +54,18 @@
 //! use std::path::Path;
 //! use std::sync::Arc;
 //!
-//! use openraft10::entry::RaftEntry;
-//! use openraft10::storage::{IOFlushed, RaftLogReader, RaftLogStorage};
-//! use openraft10::type_config::alias::{LogIdOf, OneshotOf};
-//! use openraft10::type_config::async_runtime::Oneshot;
-//! use openraft10::{impls::leader_id_adv::LeaderId, LogId, Vote};
+//! use quorumlog_openraft10::openraft;
+//! use openraft::entry::RaftEntry;
+//! use openraft::storage::{IOFlushed, RaftLogReader, RaftLogStorage};
+//! use openraft::type_config::alias::{LogIdOf, OneshotOf};
+//! use openraft::type_config::async_runtime::Oneshot;
+//! use openraft::{impls::leader_id_adv::LeaderId, LogId, Vote};
 //! use quorumlog_io::SimFs; // `quorumlog_raft::RealFs::new()` on a real disk
 //! use quorumlog_openraft10::LogStore;
 //! use quorumlog_raft::{ClusterId, DirectoryId, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs};
 //!
-//! openraft10::declare_raft_types!(pub Config: D = String, R = String);
-//! type Entry = <Config as openraft10::RaftTypeConfig>::Entry;
+//! openraft::declare_raft_types!(pub Config: D = String, R = String);
+//! type Entry = <Config as openraft::RaftTypeConfig>::Entry;
 //!
 //! let fs: SharedFs = Arc::new(SimFs::new(1));
 //! let meta = Meta::new(ClusterId(1), NodeId(1), DirectoryId(2));

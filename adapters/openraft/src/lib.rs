@@ -10,6 +10,11 @@
 //! when `save_vote` returns, and one older than the vote on file is
 //! refused.
 //!
+//! **Frozen.** This adapter stays for users on openraft's stable 0.9
+//! line: it gets fixes, not features. New embedders take
+//! `quorumlog-openraft10`, which pipelines appends through the shared log's
+//! rounds and ships a state machine and a multi-group router.
+//!
 //! The openraft-specific mapping (entries, vote, last purged id) is in
 //! [`mapping`]; see docs/design.md, "The openraft adapter".
 //!
