@@ -162,11 +162,13 @@ pub struct Writer {
 
 impl Writer {
     /// An empty buffer.
+    #[inline]
     pub fn new() -> Self {
         Writer::default()
     }
 
     /// An empty buffer with room for `n` bytes.
+    #[inline]
     pub fn with_capacity(n: usize) -> Self {
         Writer {
             buf: Vec::with_capacity(n),
@@ -174,53 +176,63 @@ impl Writer {
     }
 
     /// Appends raw bytes.
+    #[inline]
     pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
         self.buf.extend_from_slice(b);
         self
     }
 
     /// Appends a `u8`.
+    #[inline]
     pub fn u8(&mut self, v: u8) -> &mut Self {
         self.buf.push(v);
         self
     }
 
     /// Appends a little-endian `u16`.
+    #[inline]
     pub fn u16(&mut self, v: u16) -> &mut Self {
         self.bytes(&v.to_le_bytes())
     }
 
     /// Appends a little-endian `u32`.
+    #[inline]
     pub fn u32(&mut self, v: u32) -> &mut Self {
         self.bytes(&v.to_le_bytes())
     }
 
     /// Appends a little-endian `u64`.
+    #[inline]
     pub fn u64(&mut self, v: u64) -> &mut Self {
         self.bytes(&v.to_le_bytes())
     }
 
     /// Appends a little-endian `u128`.
+    #[inline]
     pub fn u128(&mut self, v: u128) -> &mut Self {
         self.bytes(&v.to_le_bytes())
     }
 
     /// Bytes written so far.
+    #[inline]
     pub fn len(&self) -> usize {
         self.buf.len()
     }
 
     /// Whether nothing was written.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
 
     /// The bytes written so far.
+    #[inline]
     pub fn as_slice(&self) -> &[u8] {
         &self.buf
     }
 
     /// The encoded bytes.
+    #[inline]
     pub fn finish(self) -> Vec<u8> {
         self.buf
     }

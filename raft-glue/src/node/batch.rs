@@ -2,12 +2,12 @@
 //! placed together and made durable by one sync round (`TiKV`'s store
 //! writer does this with raft-engine's `LogBatch`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_log::{AppendInfo, EncodedBatch};
 
+use super::index::IdMap;
 use super::record::{Header, Kind};
 use super::{Group, Inner, Node};
 use crate::error::{Error, Result};
@@ -124,7 +124,8 @@ impl<'a> WriteBatch<'a> {
             // Each append's end, checked once (offsets never wrap).
             let mut nexts = Vec::with_capacity(self.items.len());
             // Items after a group's first continue the one before them.
-            let mut ends: HashMap<u64, (u64, u64)> = HashMap::with_capacity(self.items.len());
+            let mut ends: IdMap<(u64, u64)> = IdMap::default();
+            ends.reserve(self.items.len());
             for (group, h, _, count) in &self.items {
                 let id = group.id();
                 if h.kind == Kind::Purge {

@@ -97,15 +97,21 @@ pub(crate) struct Header {
 impl Header {
     /// The header's bytes.
     pub(crate) fn encode(&self) -> [u8; HEADER_BYTES] {
-        let mut w = quorumlog_io::codec::Writer::with_capacity(HEADER_BYTES);
-        w.u8(RECORD_VERSION)
-            .u8(self.kind.code())
-            .u16(u16::from(self.control))
-            .u64(self.group)
-            .u64(self.offset)
-            .u64(self.epoch);
+        // Written in place: one per append, no allocation.
         let mut out = [0u8; HEADER_BYTES];
-        quorumlog_io::codec::copy_into(&mut out, 0, w.as_slice());
+        let fields: [&[u8]; 6] = [
+            &[RECORD_VERSION],
+            &[self.kind.code()],
+            &u16::from(self.control).to_le_bytes(),
+            &self.group.to_le_bytes(),
+            &self.offset.to_le_bytes(),
+            &self.epoch.to_le_bytes(),
+        ];
+        let mut at = 0;
+        for f in fields {
+            quorumlog_io::codec::copy_into(&mut out, at, f);
+            at += f.len();
+        }
         out
     }
 
