@@ -125,7 +125,6 @@ impl<'a> WriteBatch<'a> {
             let mut nexts = Vec::with_capacity(self.items.len());
             // Items after a group's first continue the one before them.
             let mut ends: IdMap<(u64, u64)> = IdMap::default();
-            ends.reserve(self.items.len());
             for (group, h, _, count) in &self.items {
                 let id = group.id();
                 if h.kind == Kind::Purge {
