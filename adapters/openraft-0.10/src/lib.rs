@@ -101,7 +101,7 @@ pub mod snapshot;
 pub use config::{raft_config, ConfigRefused};
 pub use local::LocalRouter;
 pub use log_store::{LogStore, COMMIT_PERSIST_EVERY, READ_CACHE_ENTRIES};
-pub use machine::{AppState, FileMachine};
+pub use machine::{AppState, Applied, FileMachine};
 pub use mapping::{EpochLeaderId, MappingError};
 /// The openraft this adapter is built against, an exact 0.10 alpha: take
 /// it from here (`use quorumlog_openraft10::openraft;`) so that a program

@@ -68,13 +68,19 @@ pub trait AppState<C: RaftTypeConfig>:
     fn apply(&mut self, data: C::D) -> C::R;
 }
 
-/// The machine's whole state: what a snapshot holds.
-#[derive(Serialize, Deserialize)]
+/// What a state machine's committed entries build: the log id applied
+/// last, the membership, and the application's state. It is what a
+/// [`FileMachine`] snapshot holds, and the one place an entry is folded in
+/// ([`Applied::apply`]); a state machine of your own can keep one too.
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(bound(serialize = "S: Serialize", deserialize = "S: DeserializeOwned"))]
-struct Applied<C: RaftTypeConfig, S> {
-    last: Option<LogIdOf<C>>,
-    membership: StoredMembershipOf<C>,
-    state: S,
+pub struct Applied<C: RaftTypeConfig, S> {
+    /// The log id applied last.
+    pub last: Option<LogIdOf<C>>,
+    /// The membership as of it.
+    pub membership: StoredMembershipOf<C>,
+    /// The application's state.
+    pub state: S,
 }
 
 impl<C: RaftTypeConfig, S: Clone> Clone for Applied<C, S> {
@@ -87,12 +93,44 @@ impl<C: RaftTypeConfig, S: Clone> Clone for Applied<C, S> {
     }
 }
 
+impl<C: RaftTypeConfig, S: Default> Default for Applied<C, S> {
+    fn default() -> Self {
+        Applied {
+            last: None,
+            membership: StoredMembershipOf::<C>::default(),
+            state: S::default(),
+        }
+    }
+}
+
+impl<C, S> Applied<C, S>
+where
+    C: RaftTypeConfig<Entry = EntryOf<C>>,
+    C::R: Default,
+    S: AppState<C>,
+{
+    /// Folds in one committed entry, in log order: a normal entry's data
+    /// goes to [`AppState::apply`], a membership entry becomes the
+    /// membership; blank and membership entries answer `C::R::default()`.
+    pub fn apply(&mut self, entry: EntryOf<C>) -> C::R {
+        self.last = Some(entry.log_id.clone());
+        match entry.payload {
+            EntryPayload::Blank => C::R::default(),
+            EntryPayload::Normal(data) => self.state.apply(data),
+            EntryPayload::Membership(m) => {
+                self.membership = StoredMembershipOf::<C>::new(Some(entry.log_id), m);
+                C::R::default()
+            }
+        }
+    }
+}
+
 fn io_err(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
     io::Error::other(e)
 }
 
 /// openraft's entries in the shape `declare_raft_types!` gives them.
-type EntryOf<C> = openraft10::Entry<
+pub type EntryOf<C> = openraft10::Entry<
     CommittedLeaderIdOf<C>,
     EntryPayload<
         <C as RaftTypeConfig>::D,
@@ -148,11 +186,7 @@ where
     pub fn with_files(files: SnapshotFiles) -> io::Result<Self> {
         let applied = match files.latest::<C>()? {
             Some((_, data)) => bincode::deserialize(&data).map_err(io_err)?,
-            None => Applied {
-                last: None,
-                membership: StoredMembershipOf::<C>::default(),
-                state: S::default(),
-            },
+            None => Applied::default(),
         };
         Ok(FileMachine {
             applied: Arc::new(Mutex::new(applied)),
@@ -227,18 +261,7 @@ where
         Strm: Stream<Item = Result<EntryResponder<C>, io::Error>> + Unpin + OptionalSend,
     {
         while let Some((entry, responder)) = entries.try_next().await? {
-            let response = {
-                let mut a = self.lock();
-                a.last = Some(entry.log_id.clone());
-                match entry.payload {
-                    EntryPayload::Blank => C::R::default(),
-                    EntryPayload::Normal(data) => a.state.apply(data),
-                    EntryPayload::Membership(m) => {
-                        a.membership = StoredMembershipOf::<C>::new(Some(entry.log_id.clone()), m);
-                        C::R::default()
-                    }
-                }
-            };
+            let response = self.lock().apply(entry);
             if let Some(r) = responder {
                 r.send(response);
             }

@@ -18,7 +18,7 @@ use futures_util::{Stream, TryStreamExt};
 use openraft10::storage::{EntryResponder, RaftStateMachine};
 use openraft10::type_config::alias::{LogIdOf, SnapshotMetaOf, StoredMembershipOf};
 use openraft10::{EntryPayload, OptionalSend, RaftSnapshotBuilder, RaftTypeConfig};
-use quorumlog_openraft10::{AppState, EpochLeaderId, FileMachine, SnapshotFiles};
+use quorumlog_openraft10::{AppState, Applied, EpochLeaderId, FileMachine, SnapshotFiles};
 use quorumlog_raft::{Group, Identity, Node, NodeOptions, Offset, SharedFs};
 use serde::{Deserialize, Serialize};
 
@@ -68,34 +68,6 @@ pub(crate) fn open_store(fs: &SharedFs, dir: &Path, node: u64, fresh: bool) -> A
         n.create_group(1, Offset(0)).unwrap();
     }
     Arc::new(n.group(1).unwrap())
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(bound = "")]
-struct State<C: RaftTypeConfig> {
-    last_applied: Option<LogIdOf<C>>,
-    membership: StoredMembershipOf<C>,
-    data: BTreeMap<String, String>,
-}
-
-impl<C: RaftTypeConfig> Clone for State<C> {
-    fn clone(&self) -> Self {
-        State {
-            last_applied: self.last_applied.clone(),
-            membership: self.membership.clone(),
-            data: self.data.clone(),
-        }
-    }
-}
-
-impl<C: RaftTypeConfig> Default for State<C> {
-    fn default() -> Self {
-        State {
-            last_applied: None,
-            membership: StoredMembershipOf::<C>::default(),
-            data: BTreeMap::new(),
-        }
-    }
 }
 
 /// The test configurations' entries.
@@ -175,7 +147,7 @@ type Held<C> = Option<(SnapshotMetaOf<C>, BTreeMap<String, String>)>;
 /// of the log produced). Snapshot files are tested where openraft's order
 /// holds (the cluster tests).
 pub(crate) struct MemMachine<C: RaftTypeConfig> {
-    state: Arc<Mutex<State<C>>>,
+    state: Arc<Mutex<Applied<C, Kv>>>,
     held: Arc<Mutex<Held<C>>>,
 }
 
@@ -191,12 +163,12 @@ impl<C: RaftTypeConfig> Clone for MemMachine<C> {
 impl<C: RaftTypeConfig> MemMachine<C> {
     pub(crate) fn new() -> Self {
         MemMachine {
-            state: Arc::new(Mutex::new(State::default())),
+            state: Arc::new(Mutex::new(Applied::default())),
             held: Arc::new(Mutex::new(None)),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State<C>> {
+    fn lock(&self) -> MutexGuard<'_, Applied<C, Kv>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -206,20 +178,13 @@ impl<C: RaftTypeConfig> MemMachine<C> {
 
     /// The value of `key`.
     pub(crate) fn get(&self, key: &str) -> Option<String> {
-        self.lock().data.get(key).cloned()
+        self.lock().state.0.get(key).cloned()
     }
 }
 
-impl<C> RaftSnapshotBuilder<C> for MemMachine<C>
+impl<C: TestConfig> RaftSnapshotBuilder<C> for MemMachine<C>
 where
-    C: RaftTypeConfig<
-        D = Put,
-        R = (),
-        Entry = openraft10::Entry<
-            openraft10::type_config::alias::CommittedLeaderIdOf<C>,
-            EntryPayload<Put, <C as RaftTypeConfig>::NodeId, <C as RaftTypeConfig>::Node>,
-        >,
-    >,
+    C::LeaderId: EpochLeaderId,
 {
     type SnapshotData = BTreeMap<String, String>;
 
@@ -234,29 +199,22 @@ where
         >,
         io::Error,
     > {
-        let state = self.lock().clone();
+        let applied = self.lock().clone();
         let meta = SnapshotMetaOf::<C> {
-            last_log_id: state.last_applied.clone(),
-            last_membership: state.membership.clone(),
+            last_log_id: applied.last.clone(),
+            last_membership: applied.membership.clone(),
         };
-        *self.held() = Some((meta.clone(), state.data.clone()));
+        *self.held() = Some((meta.clone(), applied.state.0.clone()));
         Ok(openraft10::storage::Snapshot {
             meta,
-            snapshot: state.data,
+            snapshot: applied.state.0,
         })
     }
 }
 
-impl<C> RaftStateMachine<C> for MemMachine<C>
+impl<C: TestConfig> RaftStateMachine<C> for MemMachine<C>
 where
-    C: RaftTypeConfig<
-        D = Put,
-        R = (),
-        Entry = openraft10::Entry<
-            openraft10::type_config::alias::CommittedLeaderIdOf<C>,
-            EntryPayload<Put, <C as RaftTypeConfig>::NodeId, <C as RaftTypeConfig>::Node>,
-        >,
-    >,
+    C::LeaderId: EpochLeaderId,
 {
     type SnapshotData = BTreeMap<String, String>;
     type SnapshotBuilder = Self;
@@ -265,7 +223,7 @@ where
         &mut self,
     ) -> Result<(Option<LogIdOf<C>>, StoredMembershipOf<C>), io::Error> {
         let s = self.lock();
-        Ok((s.last_applied.clone(), s.membership.clone()))
+        Ok((s.last.clone(), s.membership.clone()))
     }
 
     async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
@@ -273,19 +231,7 @@ where
         Strm: Stream<Item = Result<EntryResponder<C>, io::Error>> + Unpin + OptionalSend,
     {
         while let Some((e, responder)) = entries.try_next().await? {
-            {
-                let mut s = self.lock();
-                s.last_applied = Some(e.log_id.clone());
-                match e.payload {
-                    EntryPayload::Blank => {}
-                    EntryPayload::Normal(p) => {
-                        s.data.insert(p.key, p.value);
-                    }
-                    EntryPayload::Membership(m) => {
-                        s.membership = StoredMembershipOf::<C>::new(Some(e.log_id.clone()), m);
-                    }
-                }
-            }
+            self.lock().apply(e);
             if let Some(r) = responder {
                 r.send(());
             }
@@ -309,9 +255,9 @@ where
         snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
         let mut s = self.lock();
-        s.last_applied.clone_from(&meta.last_log_id);
+        s.last.clone_from(&meta.last_log_id);
         s.membership.clone_from(&meta.last_membership);
-        s.data.clone_from(&snapshot);
+        s.state.0.clone_from(&snapshot);
         drop(s);
         *self.held() = Some((meta.clone(), snapshot));
         Ok(())
