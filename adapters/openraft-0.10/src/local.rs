@@ -99,13 +99,8 @@ impl<C: RaftTypeConfig, SM: RaftStateMachine<C>> LocalRouter<C, SM> {
         raft: Raft<C, SM>,
         receive: Receive<C, SM::SnapshotData>,
     ) {
-        self.rafts().insert(
-            (node, group),
-            Entry {
-                raft,
-                receive: Some(receive),
-            },
-        );
+        let receive = Some(receive);
+        self.rafts().insert((node, group), Entry { raft, receive });
     }
 
     /// As [`LocalRouter::insert`], the node taking in snapshots into
