@@ -16,7 +16,7 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io;

@@ -8,7 +8,7 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
-#[path = "../examples/cluster.rs"]
+#[path = "../../examples/cluster.rs"]
 #[allow(
     unreachable_pub,
     reason = "an example's items, public where it runs alone"

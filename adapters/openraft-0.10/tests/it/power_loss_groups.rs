@@ -19,7 +19,7 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

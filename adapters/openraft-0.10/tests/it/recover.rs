@@ -20,7 +20,7 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -9,7 +9,7 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

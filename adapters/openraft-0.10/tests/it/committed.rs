@@ -10,7 +10,7 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;
