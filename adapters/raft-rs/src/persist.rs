@@ -6,7 +6,11 @@
 //! [`Event::Persisted`] with the Ready's number and its persisted
 //! messages: it calls `on_persist_ready(number)` and only then sends them.
 //! No thread waits for a sync per Ready: one round covers every region's
-//! Readies queued before it.
+//! Readies queued before it. A pass whose Readies need no sync (raft-rs's
+//! `must_sync()` false: a new commit index at most) starts no round: it
+//! is reported right after the passes before it, as raft-rs allows (its
+//! commit record rides the next round; an append response it releases
+//! acknowledges only entries of those earlier, durable Readies).
 //!
 //! ```text
 //! loop {
@@ -26,6 +30,7 @@
 //! }
 //! ```
 
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryIter};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -95,6 +100,78 @@ pub struct AsyncPersister {
     wake_pending: Arc<AtomicBool>,
     /// Makes the latest Ready's round durable on the calling thread.
     lead: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// Passes that need no sync, held behind the passes before them.
+    order: Arc<Mutex<Order>>,
+}
+
+/// A pass's report: its events, sent in its Readies' order.
+type Report = Box<dyn FnOnce(std::result::Result<(), crate::Error>) + Send>;
+
+/// The order of reports across passes. A pass whose Readies need no sync
+/// (raft-rs's `must_sync()` false for each: no entries, no snapshot, no
+/// new term or vote; a commit index at most) starts no round: it is
+/// reported as soon as every pass registered before it that needs one
+/// is, never before (its persisted messages, an append response for
+/// example, may acknowledge entries of those earlier Readies).
+#[derive(Default)]
+struct Order {
+    /// The number the next pass that needs a sync gets.
+    next: u64,
+    /// Passes that need a sync, registered and not yet reported.
+    outstanding: BTreeSet<u64>,
+    /// Passes that need none, with the `next` at their finish.
+    held: VecDeque<(u64, Report)>,
+    /// A pass before failed: every pass held after it fails too.
+    failed: Option<String>,
+}
+
+impl Order {
+    /// Registers a pass that needs a sync; returns its number.
+    fn register(&mut self) -> u64 {
+        let n = self.next;
+        self.next += 1;
+        self.outstanding.insert(n);
+        n
+    }
+
+    /// Whether a pass finished when `next` was `before` may be reported.
+    fn clear(&self, before: u64) -> bool {
+        self.outstanding.range(..before).next().is_none()
+    }
+
+    fn result(&self) -> std::result::Result<(), crate::Error> {
+        self.failed
+            .as_ref()
+            .map_or(Ok(()), |e| Err(crate::Error::PassFailed(e.clone())))
+    }
+
+    /// A pass that needs no sync: reported now if nothing is before it.
+    fn hold(&mut self, report: Report) {
+        let before = self.next;
+        if self.held.is_empty() && self.clear(before) {
+            report(self.result());
+        } else {
+            self.held.push_back((before, report));
+        }
+    }
+
+    /// Pass `n` was reported (`failure`: with this error): the passes
+    /// held behind it and nothing else follow.
+    fn done(&mut self, n: u64, failure: Option<String>) {
+        self.outstanding.remove(&n);
+        if failure.is_some() && self.failed.is_none() {
+            self.failed = failure;
+        }
+        while self
+            .held
+            .front()
+            .is_some_and(|&(before, _)| self.clear(before))
+        {
+            if let Some((_, report)) = self.held.pop_front() {
+                report(self.result());
+            }
+        }
+    }
 }
 
 pub(crate) fn wake(waker: Option<&Waker>, pending: &AtomicBool) {
@@ -143,6 +220,7 @@ impl AsyncPersister {
             waker: Arc::default(),
             wake_pending: Arc::default(),
             lead: Mutex::new(None),
+            order: Arc::default(),
         }
     }
 
@@ -194,6 +272,7 @@ impl AsyncPersister {
             persister: self,
             readies: Vec::new(),
             anchor: None,
+            sync: false,
         }
     }
 
@@ -271,6 +350,9 @@ pub struct Pass<'p> {
     /// node-wide completion covers every record the pass queued (one
     /// shared log).
     anchor: Option<Arc<Group>>,
+    /// A Ready of the pass must be durable before it is reported
+    /// (raft-rs's `must_sync()`).
+    sync: bool,
 }
 
 impl std::fmt::Debug for Pass<'_> {
@@ -299,6 +381,7 @@ impl Pass<'_> {
                 });
             }
         }
+        self.sync |= rd.must_sync();
         let mut out = Written::default();
         if !rd.snapshot().is_empty() {
             out.snapshot = Some(storage.apply_snapshot(rd.snapshot())?);
@@ -331,8 +414,8 @@ impl Pass<'_> {
         let tx = p.events_tx.clone();
         let waker = p.waker();
         let pending = Arc::clone(&p.wake_pending);
-        let report = move |r: std::result::Result<(), quorumlog_raft::Error>| {
-            let mut error = r.err().map(crate::Error::from);
+        let report: Report = Box::new(move |r| {
+            let mut error = r.err();
             for (region, number, messages) in readies {
                 let _ = tx.send(match error.take() {
                     None => Event::Persisted {
@@ -354,11 +437,25 @@ impl Pass<'_> {
                 });
             }
             wake(waker.as_ref(), &pending);
-        };
+        });
         if p.early.load(Ordering::Relaxed) {
             report(Ok(()));
             return;
         }
+        let order = Arc::clone(&p.order);
+        if !self.sync {
+            // No round for it: after the passes before it (its records,
+            // a commit index, ride the next round anyone starts).
+            order
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .hold(report);
+            return;
+        }
+        let n = order
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .register();
         let lead = Arc::clone(&anchor);
         *p.lead.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(move || {
             // Leads a round (it captures everything queued) if the
@@ -368,7 +465,14 @@ impl Pass<'_> {
         }));
         // At or past the group's end: after every record it queued,
         // which came after every other record of the pass.
-        anchor.on_node_durable(Box::new(move |r| report(r.map(|_| ()))));
+        anchor.on_node_durable(Box::new(move |r| {
+            let failure = r.as_ref().err().map(ToString::to_string);
+            report(r.map(|_| ()).map_err(crate::Error::from));
+            order
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .done(n, failure);
+        }));
     }
 }
 

@@ -18,7 +18,10 @@
 //! - an installed snapshot stays installed;
 //! - the term is at least every sent message's, and a vote granted in a
 //!   term is the vote held; the commit index is at least the one of every
-//!   Ready reported persisted (the hard state never regresses).
+//!   Ready reported persisted that needed a sync and of every Ready
+//!   before it (a Ready with only a new commit index, `must_sync()`
+//!   false, is reported without a round of its own, after every earlier
+//!   Ready: its commit index is durable once a later round is).
 //!
 //! Fails when Readies are reported persisted before their round is
 //! durable (checked: `report_before_durable`). Seeded:
@@ -261,10 +264,15 @@ struct Seen {
     cuts: Vec<(u64, u64)>,
     /// A snapshot's Ready not yet reported persisted (number, index).
     snapshot_ready: Option<(u64, u64)>,
-    /// Each Ready's commit index, until it is reported persisted.
+    /// Each Ready's commit index, until a report covers it durably.
     commits: BTreeMap<u64, u64>,
-    /// The highest commit index of a Ready reported persisted (it rides
-    /// that Ready's round).
+    /// The Readies that must be durable when reported (`must_sync()`).
+    syncs: std::collections::BTreeSet<u64>,
+    /// The highest commit index a report made durable: that of a Ready
+    /// reported persisted that needed a sync, or of one before it (its
+    /// round holds every record queued before). A Ready with only a new
+    /// commit index is reported without a round of its own (raft-rs's
+    /// contract), so its commit index may be lost until a later one.
     commit: u64,
 }
 
@@ -337,6 +345,9 @@ fn run(
                 if let Some(hs) = rd.hs() {
                     seen.commits.insert(rd.number(), hs.commit);
                 }
+                if rd.must_sync() {
+                    seen.syncs.insert(rd.number());
+                }
                 let w = match &mut pass {
                     Some(p) => p.persist(raw.store(), &mut rd).unwrap(),
                     None => persister.persist(raw.store(), &mut rd).unwrap(),
@@ -371,11 +382,14 @@ fn run(
                     } => {
                         raw.on_persist_ready(number);
                         sent(seen, messages, number);
-                        let later = seen.commits.split_off(&(number + 1));
-                        if let Some(c) = seen.commits.values().max() {
-                            seen.commit = seen.commit.max(*c);
+                        if let Some(&m) = seen.syncs.range(..=number).next_back() {
+                            let later = seen.commits.split_off(&(m + 1));
+                            if let Some(c) = seen.commits.values().max() {
+                                seen.commit = seen.commit.max(*c);
+                            }
+                            seen.commits = later;
+                            seen.syncs = seen.syncs.split_off(&(m + 1));
                         }
-                        seen.commits = later;
                         if let Some((n, at)) = seen.snapshot_ready {
                             if n <= number {
                                 raw.advance_apply_to(at);

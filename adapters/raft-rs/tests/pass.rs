@@ -6,10 +6,11 @@
 //! - every Ready persisted through a pass is reported exactly once, and
 //!   per region in Ready order (raft-rs requires `on_persist_ready` in
 //!   order);
-//! - a Ready is reported only once its entries and its commit index are
-//!   durable (the group's durable end covers its last entry when the
-//!   report arrives); reporting a pass before its round is durable
-//!   (`report_before_durable`) is caught by this check;
+//! - a Ready is reported only once its entries are durable (the group's
+//!   durable end covers its last entry when the report arrives);
+//!   reporting a pass before its round is durable
+//!   (`report_before_durable`) is caught by this check; a pass whose
+//!   Readies need no sync is reported after every pass before it;
 //! - a pass refuses a region of another node (its one completion covers
 //!   one shared log).
 #![allow(
