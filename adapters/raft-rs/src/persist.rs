@@ -481,3 +481,54 @@ impl Drop for Pass<'_> {
         self.complete();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report that logs `name` and whether it failed.
+    fn report(log: &Arc<Mutex<Vec<String>>>, name: &str) -> Report {
+        let (log, name) = (Arc::clone(log), name.to_owned());
+        Box::new(move |r| {
+            let tag = if r.is_ok() { "ok" } else { "failed" };
+            log.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(format!("{name} {tag}"));
+        })
+    }
+
+    fn taken(log: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
+        std::mem::take(&mut *log.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Invariants: a pass that needs no sync is reported at once when no
+    /// pass before it is outstanding, else right after the last of those
+    /// (in finish order, however the earlier ones complete), and never
+    /// ahead of a pass registered before it; after a failed pass, every
+    /// pass held behind it fails.
+    #[test]
+    fn held_passes_follow_the_passes_before_them() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut o = Order::default();
+        o.hold(report(&log, "h0"));
+        assert_eq!(taken(&log), ["h0 ok"], "nothing before it: at once");
+
+        let a = o.register();
+        o.hold(report(&log, "h1"));
+        let b = o.register();
+        o.hold(report(&log, "h2"));
+        o.hold(report(&log, "h3"));
+        assert!(taken(&log).is_empty(), "held behind a and b");
+        // b completes first (another store): h1 still waits for a.
+        o.done(b, None);
+        assert!(taken(&log).is_empty(), "h1 waits for a; h2 and h3 behind h1");
+        o.done(a, None);
+        assert_eq!(taken(&log), ["h1 ok", "h2 ok", "h3 ok"]);
+
+        let c = o.register();
+        o.hold(report(&log, "h4"));
+        o.done(c, Some("disk".into()));
+        o.hold(report(&log, "h5"));
+        assert_eq!(taken(&log), ["h4 failed", "h5 failed"]);
+    }
+}
