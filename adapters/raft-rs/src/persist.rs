@@ -521,7 +521,10 @@ mod tests {
         assert!(taken(&log).is_empty(), "held behind a and b");
         // b completes first (another store): h1 still waits for a.
         o.done(b, None);
-        assert!(taken(&log).is_empty(), "h1 waits for a; h2 and h3 behind h1");
+        assert!(
+            taken(&log).is_empty(),
+            "h1 waits for a; h2 and h3 behind h1"
+        );
         o.done(a, None);
         assert_eq!(taken(&log), ["h1 ok", "h2 ok", "h3 ok"]);
 
