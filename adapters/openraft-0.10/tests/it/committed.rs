@@ -4,11 +4,6 @@
 //! where it was. Invariants: the durable commit point survives a crash; a
 //! commit point past the log (learnt with a snapshot) is clamped, not an
 //! error; an older one never moves it back.
-#![allow(
-    clippy::unwrap_used,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

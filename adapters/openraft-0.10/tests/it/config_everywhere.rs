@@ -2,11 +2,6 @@
 //! the service, the guide) goes through `quorumlog_openraft10::raft_config`,
 //! so none can leave leader restoration on; and no file turns it on.
 //! Invariant: a program copied from this repository is safe to run.
-#![allow(
-    clippy::unwrap_used,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use std::path::{Path, PathBuf};
 

@@ -15,12 +15,6 @@
 //!
 //! Fails when `append` completes its flush at once (checked). Seeded:
 //! `QUORUMLOG_CALLS_SEEDS=N` (default 40), `QUORUMLOG_CALLS_SEED=s`.
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

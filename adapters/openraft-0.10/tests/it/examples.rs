@@ -3,10 +3,6 @@
 //! groups on real directories. Invariant: every acknowledged write is read
 //! back on every node after a follower's restart and after the whole
 //! cluster's (the example returns an error naming the first missing key).
-#![allow(
-    clippy::unwrap_used,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 #[path = "../../examples/cluster.rs"]
 #[allow(

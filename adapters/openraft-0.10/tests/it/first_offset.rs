@@ -3,11 +3,6 @@
 //! nothing to begin after (no entry, snapshot or purge) is refused by
 //! `LogStore::new` with the offset to create it at; a group at offset 0 is
 //! taken.
-#![allow(
-    clippy::unwrap_used,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use std::path::Path;
 use std::sync::Arc;

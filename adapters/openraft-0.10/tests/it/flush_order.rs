@@ -13,12 +13,6 @@
 //! - every append completes, and none with an error, also after a
 //!   conflict that cuts far back (fails if the cut appends' completions
 //!   wait for the log to regrow past their ends).
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

@@ -6,11 +6,6 @@
 //! and reads back `b`; an entry's epoch orders as its committed leader id
 //! does, and the leader's node id comes back from the epoch where the
 //! log id holds it (advanced leader ids).
-#![allow(
-    clippy::unwrap_used,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use openraft10::impls::{leader_id_adv, leader_id_std, Vote};
 use openraft10::vote::RaftLeaderId;

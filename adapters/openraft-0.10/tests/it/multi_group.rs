@@ -6,11 +6,6 @@
 //! only its own entries (each group's machine holds exactly its own
 //! writes). The syncs all groups' appends took on the three nodes are
 //! printed (one log per node: they share rounds; a count, not asserted).
-#![allow(
-    clippy::unwrap_used,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

@@ -12,10 +12,7 @@
 //! Seeded (the disks; the scheduler is not): `QUORUMLOG_GROUPS_SEEDS=N`
 //! (default 100), `QUORUMLOG_GROUPS_SEED=s` replays one.
 #![allow(
-    clippy::unwrap_used,
     clippy::expect_used,
-    clippy::indexing_slicing,
-    missing_docs,
     reason = "test code: a panic is a failed assertion"
 )]
 

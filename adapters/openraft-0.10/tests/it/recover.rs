@@ -12,13 +12,7 @@
 //! - the rewrite's vote is above every term the group had, and its entry
 //!   follows the log's last (fails if the vote is not raised: openraft
 //!   then refuses the log as ahead of the vote).
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    clippy::too_many_lines,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
+#![allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 
 use crate::common;
 

@@ -9,12 +9,6 @@
 //! starts clean); a verified download is published only by openraft's
 //! install, after openraft made the leader's vote durable; a node restarted after the install comes back from its snapshot file and
 //! its log.
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

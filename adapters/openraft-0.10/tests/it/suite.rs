@@ -1,11 +1,6 @@
 //! openraft 0.10's own storage suite (`openraft::testing::log::Suite`),
 //! every case, against the adapter on a real directory, with both kinds
 //! of leader id (advanced, openraft's default, and standard).
-#![allow(
-    clippy::unwrap_used,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

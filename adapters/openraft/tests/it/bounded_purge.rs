@@ -9,12 +9,6 @@
 //! snapshot files cover the purge, and the rest once one does; an append
 //! just past a purge beyond the log's end waits for the snapshot file,
 //! then continues there.
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

@@ -6,12 +6,6 @@
 //! vote never regresses from the last one `save_vote` acknowledged; the
 //! last purged id is never older than an acknowledged purge; the store
 //! always reopens.
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

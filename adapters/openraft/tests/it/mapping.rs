@@ -3,11 +3,6 @@
 //! 0–3, committed or not), the store accepts `b` after `a` exactly when
 //! openraft's vote order says `b >= a`, and reads back `b`; and an entry's
 //! epoch orders as its leader id does.
-#![allow(
-    clippy::unwrap_used,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use openraft::{LeaderId, Vote};
 use quorumlog_openraft::mapping::{epoch_of, leader_of, state_to_vote, vote_to_state};

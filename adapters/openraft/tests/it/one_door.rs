@@ -9,12 +9,6 @@
 //!   verified install: a damaged file is refused and nothing is published;
 //! - the adapter's errors keep their source: the store's typed error is
 //!   reachable from openraft's.
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

@@ -6,12 +6,6 @@
 //! one in the same term (openraft's order), and a vote never regresses;
 //! the last purged id (with its leader's node id) survives; a snapshot
 //! saved through `SnapshotFiles` is the state machine's after a reopen.
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

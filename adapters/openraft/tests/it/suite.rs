@@ -1,11 +1,6 @@
 //! openraft's own storage suite (`openraft::testing::Suite::test_all`,
 //! 0.9 with `storage-v2`), every case, against the adapter on a real
 //! directory.
-#![allow(
-    clippy::unwrap_used,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

@@ -4,11 +4,6 @@
 //! many. Each case's node holds three groups, the suite's in the middle,
 //! with entries in the other two, so a case that read another group's
 //! entries would fail.
-#![allow(
-    clippy::unwrap_used,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 

@@ -3,12 +3,6 @@
 //! Invariant: whatever the sequence of appends (several leader ids per
 //! call), truncations and purges, every read returns exactly what the
 //! store holds, decoded from the log itself.
-#![allow(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    missing_docs,
-    reason = "test code: a panic is a failed assertion"
-)]
 
 use crate::common;
 
