@@ -355,7 +355,12 @@ fn quorumlog_node(
     let d = dir.join(format!("node-{id}"));
     std::fs::create_dir_all(&d)?;
     let meta = Meta::new(ClusterId(1), NodeId(id), DirectoryId(u128::from(id) + 1));
-    let options = NodeOptions::default();
+    // The Ready loop leads its rounds (`AsyncPersister::lead_round`):
+    // nothing hands a round to the log's flusher.
+    let options = NodeOptions {
+        sync: quorumlog_log::SyncPolicy::CallerLed,
+        ..NodeOptions::default()
+    };
     Node::format(&fs, &d, meta, &options).map_err(|e| err(&e))?;
     let (node, _) = Node::open(&fs, &d, &Identity::of(&meta), &options).map_err(|e| err(&e))?;
     let mut storages = Vec::new();

@@ -22,9 +22,19 @@ use quorumlog_log::{DurableLog, LogOptions, SyncPolicy, TailWrites};
 
 #[test]
 fn completions_from_many_threads_run_in_offset_order() {
-    for (seed, tail_writes) in
-        (0..10).flat_map(|s| [(s, TailWrites::Direct), (s, TailWrites::DirectPipelined)])
-    {
+    // Both tail-write modes, under the group commit the flusher helps
+    // and the one only waiters lead (`CallerLed`: completions fire on the
+    // waiters' rounds).
+    let cases = (0..10).flat_map(|s| {
+        [TailWrites::Direct, TailWrites::DirectPipelined]
+            .into_iter()
+            .flat_map(move |t| {
+                [SyncPolicy::GroupCommit, SyncPolicy::CallerLed]
+                    .into_iter()
+                    .map(move |p| (s, t, p))
+            })
+    });
+    for (seed, tail_writes, policy) in cases {
         let options = LogOptions {
             tail_writes,
             ..LogOptions::default()
@@ -32,7 +42,7 @@ fn completions_from_many_threads_run_in_offset_order() {
         let fs: SharedFs = Arc::new(SimFs::new(seed));
         format(&fs, Path::new("/d"), ClusterId(1), NodeId(1)).unwrap();
         let dd = Arc::new(DataDir::open(fs, Path::new("/d"), &OpenOptions::default()).unwrap());
-        let log = Arc::new(DurableLog::open(dd, options, SyncPolicy::GroupCommit).unwrap());
+        let log = Arc::new(DurableLog::open(dd, options, policy).unwrap());
         let order: Arc<Mutex<Vec<(usize, u64)>>> = Arc::default();
         std::thread::scope(|s| {
             for t in 0..4usize {
@@ -64,7 +74,7 @@ fn completions_from_many_threads_run_in_offset_order() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         let order = order.lock().unwrap().clone();
-        assert_eq!(order.len(), 1200, "seed {seed}");
+        assert_eq!(order.len(), 1200, "seed {seed} {policy:?}");
         for t in 0..4 {
             let mine: Vec<u64> = order
                 .iter()
@@ -74,7 +84,7 @@ fn completions_from_many_threads_run_in_offset_order() {
             for w in mine.windows(2) {
                 assert!(
                     w[0] < w[1],
-                    "seed {seed}: thread {t}'s completion of {} ran before its completion of {}",
+                    "seed {seed} {policy:?}: thread {t}'s completion of {} ran before its completion of {}",
                     w[1],
                     w[0]
                 );

@@ -446,3 +446,57 @@ fn mixed_concurrent_appends_are_contiguous_and_readable() {
         }
     });
 }
+
+/// `SyncPolicy::CallerLed` (issue 40): the callers that wait run the
+/// rounds, nothing else is woken to. Invariants: a completion registered
+/// for an append fires on the thread that then waits for it (that thread
+/// led the round: no append, completion or round's end handed it to the
+/// flusher), with the data durable; data nobody waits for is still made
+/// durable, by the flusher's backstop, and its completion fires. Under
+/// `GroupCommit` the first check fails: the append wakes the flusher,
+/// which takes the round.
+#[test]
+fn caller_led_rounds_run_on_the_thread_that_waits() {
+    both(|fs, dir| {
+        let log = open(&fs, dir, &small_options(), SyncPolicy::CallerLed);
+        let me = std::thread::current().id();
+        for i in 0..50u64 {
+            let info = log
+                .append_as_leader(Epoch(1), &[payload(i, 0, 10)])
+                .unwrap();
+            let (tx, rx) = mpsc::channel();
+            log.on_durable(
+                info.next_offset,
+                Box::new(move |r| {
+                    let _ = tx.send((r.map(|o| o.0), std::thread::current().id()));
+                }),
+            );
+            // Some time for a wrongly woken flusher to take the round.
+            std::thread::yield_now();
+            assert!(log.wait_durable(info.next_offset).unwrap() >= info.next_offset);
+            let (r, fired_on) = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("the completion never fired");
+            assert!(r.unwrap() >= info.next_offset.0);
+            assert_eq!(
+                fired_on, me,
+                "append {i}: its round ran on another thread (the flusher was woken)"
+            );
+        }
+        // Nobody leads this one: the backstop does.
+        let info = log.append_as_leader(Epoch(1), &[b"unled"]).unwrap();
+        let (tx, rx) = mpsc::channel();
+        log.on_durable(
+            info.next_offset,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("data nobody leads was never made durable");
+        assert!(r.unwrap() >= info.next_offset);
+        assert!(log.flushed_offset() >= info.next_offset);
+        log.close().unwrap();
+    });
+}

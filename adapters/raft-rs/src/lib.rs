@@ -15,22 +15,28 @@
 //!   its `messages()` leave at once, its `persisted_messages()` only after
 //!   the round is durable, reported per region in Ready order. A loop
 //!   pass over many regions takes one [`Pass`] ([`AsyncPersister::pass`]):
-//!   one completion for every Ready of the pass.
+//!   one completion for every Ready of the pass. The loop leads its
+//!   rounds: open the node with `SyncPolicy::CallerLed` and call
+//!   [`AsyncPersister::lead_round`] before the loop sleeps (a busy loop's
+//!   rounds the persister leads at every other pass). Nothing hands a
+//!   round to the log's flusher thread.
 //!
 //! ```
 //! use std::path::Path;
 //! use std::sync::Arc;
 //!
 //! use quorumlog_io::SimFs; // `quorumlog_raft::RealFs::new()` on a real disk
-//! use quorumlog_raft::{ClusterId, DirectoryId, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs};
+//! use quorumlog_raft::{ClusterId, DirectoryId, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs, SyncPolicy};
 //! use quorumlog_raftrs::RegionStorage;
 //! use raft::eraftpb::{ConfState, Entry};
 //! use raft::{GetEntriesContext, Storage};
 //!
 //! let fs: SharedFs = Arc::new(SimFs::new(1));
 //! let meta = Meta::new(ClusterId(1), NodeId(1), DirectoryId(2));
-//! Node::format(&fs, Path::new("/n1"), meta, &NodeOptions::default()).unwrap();
-//! let (node, _) = Node::open(&fs, Path::new("/n1"), &Identity::of(&meta), &NodeOptions::default()).unwrap();
+//! // The Ready loop leads the shared log's rounds.
+//! let options = NodeOptions { sync: SyncPolicy::CallerLed, ..NodeOptions::default() };
+//! Node::format(&fs, Path::new("/n1"), meta, &options).unwrap();
+//! let (node, _) = Node::open(&fs, Path::new("/n1"), &Identity::of(&meta), &options).unwrap();
 //! // A region is a group of the node's log, starting at raft-rs's index 1.
 //! node.create_group(7, Offset(1)).unwrap();
 //! let storage = RegionStorage::open(Arc::new(node.group(7).unwrap()), 7).unwrap();

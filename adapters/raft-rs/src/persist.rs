@@ -6,7 +6,13 @@
 //! [`Event::Persisted`] with the Ready's number and its persisted
 //! messages: it calls `on_persist_ready(number)` and only then sends them.
 //! No thread waits for a sync per Ready: one round covers every region's
-//! Readies queued before it. A pass whose Readies need no sync (raft-rs's
+//! Readies queued before it. The loop leads the rounds, on its own thread
+//! (the node opened with `SyncPolicy::CallerLed`): [`AsyncPersister::lead_round`]
+//! before it sleeps, and a pass that needs a sync right after another
+//! that did leads the round of both at its finish (a loop that never
+//! sleeps). No round is handed to the log's flusher: at one proposal in
+//! flight that hand-off was six of the sixteen context switches per
+//! proposal (docs/performance.md, issue 40). A pass whose Readies need no sync (raft-rs's
 //! `must_sync()` false: a new commit index at most) starts no round: it
 //! is reported right after the passes before it, as raft-rs allows (its
 //! commit record rides the next round; an append response it releases
@@ -14,6 +20,8 @@
 //!
 //! ```text
 //! loop {
+//!     persister.lead_round();                     // before it may sleep
+//!     wait for mail or a tick;
 //!     let mut pass = persister.pass();            // one write per pass
 //!     for each region with has_ready():
 //!         let mut rd = raw.ready();
@@ -298,12 +306,13 @@ impl AsyncPersister {
         self.early.store(on, Ordering::Relaxed);
     }
 
-    /// For a Ready loop with nothing else to do: makes the rounds of the
-    /// Readies persisted so far durable on this thread (it leads the
-    /// shared log's group commit, or waits for the round under way)
-    /// instead of waiting for the log's flusher: one thread hand-off less
-    /// per round when proposals are few. Returns at once when nothing is
-    /// outstanding. Their events follow (and the waker).
+    /// For a Ready loop with nothing else to do, before it sleeps: makes
+    /// the rounds of the Readies persisted so far durable on this thread
+    /// (it leads the shared log's group commit, or waits for the round
+    /// under way). Under `SyncPolicy::CallerLed` nothing else starts
+    /// them (but the flusher's backstop, every 250 ms): a loop that
+    /// sleeps without it delays its reports. Returns at once when
+    /// nothing is outstanding. Their events follow (and the waker).
     pub fn lead_round(&self) {
         let lead = self
             .lead
@@ -457,12 +466,6 @@ impl Pass<'_> {
             .unwrap_or_else(PoisonError::into_inner)
             .register();
         let lead = Arc::clone(&anchor);
-        *p.lead.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(move || {
-            // Leads a round (it captures everything queued) if the
-            // group's records wait for one. A failure poisons the store;
-            // the completion reports it.
-            let _ = lead.wait_durable(Offset(u64::MAX));
-        }));
         // At or past the group's end: after every record it queued,
         // which came after every other record of the pass.
         anchor.on_node_durable(Box::new(move |r| {
@@ -473,6 +476,22 @@ impl Pass<'_> {
                 .unwrap_or_else(PoisonError::into_inner)
                 .done(n, failure);
         }));
+        // Leads a round (it captures everything queued) if the group's
+        // records wait for one. A failure poisons the store; the
+        // completion reports it.
+        let round = move || {
+            let _ = lead.wait_durable(Offset(u64::MAX));
+        };
+        let mut slot = p.lead.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.take().is_some() {
+            // The pass before was not led either (the loop found more to
+            // do): one round for both, now. A busy loop leads every other
+            // pass's round; under `SyncPolicy::CallerLed` nobody else does.
+            drop(slot);
+            round();
+        } else {
+            *slot = Some(Box::new(round));
+        }
     }
 }
 

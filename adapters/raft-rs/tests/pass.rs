@@ -213,3 +213,70 @@ fn a_pass_refuses_a_region_of_another_node() {
         "the refused Ready wrote"
     );
 }
+
+/// A loop that never sleeps never calls `lead_round`: under
+/// `SyncPolicy::CallerLed` nothing else leads its rounds, so the
+/// persister does, at the second pass in a row that needs one.
+/// Invariants: when that pass's `finish` returns, both passes are
+/// durable and reported, in Ready order; the first alone is not led (it
+/// waits for the loop: the next pass, or `lead_round` before a sleep).
+/// Without the persister's lead, the reports wait for the flusher's
+/// backstop and the first check fails.
+#[test]
+fn a_busy_loop_leads_every_other_pass() {
+    let fs: SharedFs = Arc::new(SimFs::new(5));
+    common::format(&fs, Path::new("/busy"), 1);
+    let node = common::open(&fs, Path::new("/busy"), 1);
+    let s = common::region(&node, 1, 1);
+    s.initialize_with_conf_state(ConfState::from((vec![1], vec![])))
+        .unwrap();
+    let mut raw = RawNode::with_default_logger(&config(), s).unwrap();
+    raw.campaign().unwrap();
+    let persister = AsyncPersister::new();
+    let one_pass = |raw: &mut RawNode<RegionStorage>, numbers: &mut Vec<(u64, bool)>, data: u8| {
+        raw.propose(vec![], vec![data]).unwrap();
+        let mut pass = persister.pass();
+        while raw.has_ready() {
+            let mut rd = raw.ready();
+            numbers.push((rd.number(), rd.must_sync()));
+            pass.persist(raw.store(), &mut rd).unwrap();
+            let applied = rd.take_committed_entries().last().map(|e| e.index);
+            raw.advance_append_async(rd);
+            if let Some(a) = applied {
+                raw.advance_apply_to(a);
+            }
+        }
+        pass.finish();
+    };
+    for round in 0..5u8 {
+        let mut numbers = Vec::new();
+        one_pass(&mut raw, &mut numbers, round * 2);
+        one_pass(&mut raw, &mut numbers, round * 2 + 1);
+        let synced: Vec<u64> = numbers.iter().filter(|n| n.1).map(|n| n.0).collect();
+        assert!(
+            synced.len() >= 2,
+            "round {round}: two passes needing a sync"
+        );
+        let reported: Vec<u64> = persister
+            .try_events()
+            .map(|e| match e {
+                Event::Persisted { number, .. } => {
+                    raw.on_persist_ready(number);
+                    number
+                }
+                other => panic!("unexpected event {other:?}"),
+            })
+            .collect();
+        let all: Vec<u64> = numbers.iter().map(|n| n.0).collect();
+        assert_eq!(
+            reported, all,
+            "round {round}: the second pass's finish did not lead both passes' round"
+        );
+        let durable = raw.store().store().extent().flushed;
+        assert_eq!(
+            durable,
+            raw.store().store().extent().queued_end,
+            "round {round}: reported, not durable"
+        );
+    }
+}

@@ -514,7 +514,7 @@ impl DurableLog {
         // This writer waits, and leads a round itself if none is in flight
         // (the round writes the queue and syncs): no need to wake the
         // flusher. Under another policy the batch is written now.
-        if self.shared.policy != SyncPolicy::GroupCommit {
+        if !self.shared.policy.writers_lead() {
             let info = self.append_queued(epoch, records)?;
             // The flusher runs this round: tell it (it may be idle).
             self.shared.note_written(info.next_offset, true);

@@ -18,8 +18,9 @@
 //! waits for durability runs it itself when no round is in flight (no thread
 //! hand-off on the latency path), and the flusher thread runs rounds for data
 //! nobody waits on (completions, polling); with `Interval`, only the flusher
-//! runs rounds, at most once per interval; with `Never`, only explicit
-//! flushes sync.
+//! runs rounds, at most once per interval; with `CallerLed`, only the
+//! writers that wait run rounds (the flusher is a backstop for data left
+//! unled, checked every 250 ms); with `Never`, only explicit flushes sync.
 //!
 //! With `TailWrites::DirectPipelined` a round whose direct write is done
 //! submits the next round's write (what is queued) through `io_uring`
@@ -65,10 +66,25 @@ pub enum SyncPolicy {
         /// The interval between syncs, in microseconds.
         interval_us: u64,
     },
+    /// Group commit led by the callers: a thread that waits for
+    /// durability runs the round itself when none is in flight, as under
+    /// `GroupCommit`, but nothing else starts one. An append or a
+    /// registered completion wakes no thread; the flusher runs a round only
+    /// for data left unled when its check comes (every 250 ms), and fires
+    /// due completions. For a loop that leads each of its rounds (raft-rs's
+    /// `AsyncPersister`): no hand-off to the flusher per round.
+    CallerLed,
     /// Never sync on its own (explicit `flush` and `close` only).
     /// **Unsafe**: acknowledged-looking appends can be lost. For tests and
     /// bulk loads.
     Never,
+}
+
+impl SyncPolicy {
+    /// Whether a thread that waits for durability runs the round itself.
+    pub(crate) fn writers_lead(self) -> bool {
+        matches!(self, SyncPolicy::GroupCommit | SyncPolicy::CallerLed)
+    }
 }
 
 /// A callback fired once an offset is durable, or with the error that
@@ -537,7 +553,7 @@ impl Shared {
         };
         if pipeline
             && self.pipelined
-            && self.policy == SyncPolicy::GroupCommit
+            && self.policy.writers_lead()
             && matches!(captured, Ok((_, None, _)))
         {
             // Durable already (a direct write): the next may go now.
@@ -595,7 +611,8 @@ impl Shared {
             // A round finished by a gate-taker leaves its completions to
             // the flusher (the gate-taker may hold locks they take).
             let firer = pipeline && claim_firing(&mut st);
-            if st.next_offset > st.flushed && st.waiters == 0 || !pipeline && has_due(&st) {
+            let unled = st.next_offset > st.flushed && st.waiters == 0;
+            if unled && self.policy != SyncPolicy::CallerLed || !pipeline && has_due(&st) {
                 self.wake_flusher.notify_one();
             }
             (firer, to_wake(&mut st))
@@ -632,7 +649,7 @@ impl Shared {
             if self.policy == SyncPolicy::Never {
                 break Err(Error::SyncDisabled);
             }
-            if self.policy == SyncPolicy::GroupCommit && (st.may_lead() || st.may_reap()) {
+            if self.policy.writers_lead() && (st.may_lead() || st.may_reap()) {
                 drop(st);
                 self.sync_round();
                 st = self.state();
@@ -641,7 +658,7 @@ impl Shared {
             let key = (offset, st.next_parked);
             st.next_parked += 1;
             st.parked.insert(key, std::thread::current());
-            if self.policy != SyncPolicy::GroupCommit {
+            if !self.policy.writers_lead() {
                 // Only the flusher runs rounds: it must know someone waits,
                 // even if it went idle before this data was written.
                 self.wake_flusher.notify_one();
@@ -654,7 +671,8 @@ impl Shared {
             st.parked.remove(&key);
         };
         st.waiters -= 1;
-        if st.waiters == 0 && st.next_offset > st.flushed && self.policy != SyncPolicy::Never {
+        let flusher_runs = !matches!(self.policy, SyncPolicy::Never | SyncPolicy::CallerLed);
+        if st.waiters == 0 && st.next_offset > st.flushed && flusher_runs {
             // Data nobody waits for any more: the flusher's.
             self.wake_flusher.notify_one();
         }
@@ -675,9 +693,12 @@ impl Shared {
         if end > st.written {
             st.written = end;
         }
-        let group = self.policy == SyncPolicy::GroupCommit;
-        let covered = group && (!wake_flusher || st.rounds > 0);
-        if self.policy != SyncPolicy::Never && !covered {
+        let covered = match self.policy {
+            SyncPolicy::GroupCommit => !wake_flusher || st.rounds > 0,
+            SyncPolicy::CallerLed | SyncPolicy::Never => true,
+            SyncPolicy::Interval { .. } => false,
+        };
+        if !covered {
             self.wake_flusher.notify_one();
         }
     }
@@ -809,28 +830,37 @@ pub(crate) fn fire(fired: Vec<(Completion, Result<Offset>)>) {
 const OVERDUE_CHECK: Duration = Duration::from_millis(250);
 
 /// The background flusher: runs rounds for data nobody waits on
-/// (`GroupCommit`), or at most once per interval (`Interval`).
+/// (`GroupCommit`), at most once per interval (`Interval`), or for data
+/// left unled at its check (`CallerLed`).
 pub(crate) fn flusher(shared: &Arc<Shared>) {
+    let led = shared.policy == SyncPolicy::CallerLed;
     loop {
         {
             let mut st = shared.state();
-            // Under GroupCommit, waiting writers run their own rounds.
-            let writers_lead =
-                |st: &SyncState| shared.policy == SyncPolicy::GroupCommit && st.waiters > 0;
-            let work = |st: &SyncState| {
-                (st.may_lead() || st.may_reap()) && !writers_lead(st) || has_due(st) && !st.firing
+            // Under GroupCommit, waiting writers run their own rounds;
+            // under CallerLed, the callers run every round but a backstop's.
+            let mut backstop = false;
+            let writers_lead = |st: &SyncState, backstop: bool| {
+                shared.policy == SyncPolicy::GroupCommit && st.waiters > 0 || led && !backstop
             };
-            while !st.shutdown && st.poisoned.is_none() && !work(&st) {
+            let work = |st: &SyncState, backstop: bool| {
+                (st.may_lead() || st.may_reap()) && !writers_lead(st, backstop)
+                    || has_due(st) && !st.firing
+            };
+            while !st.shutdown && st.poisoned.is_none() && !work(&st, backstop) {
                 // Timed, to notice a round that hangs (a writer leading
                 // it does not wake the flusher: no wake-up per round).
                 if st.meters.overdue(shared.overdue_after) {
                     shared.facade.overdue.set(1.0);
                 }
-                st = shared
+                let (next, waited) = shared
                     .wake_flusher
                     .wait_timeout(st, OVERDUE_CHECK)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
+                    .unwrap_or_else(PoisonError::into_inner);
+                st = next;
+                // A whole check interval without a wake-up: data still
+                // unled is the flusher's (no waiter will come for it).
+                backstop = waited.timed_out() && st.waiters == 0;
             }
             if st.shutdown || st.poisoned.is_some() {
                 return;

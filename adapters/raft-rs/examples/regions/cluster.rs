@@ -20,15 +20,19 @@ use std::time::{Duration, Instant};
 
 use quorumlog_raft::{
     ClusterId, DirectoryId, Identity, Meta, Node, NodeId, NodeOptions, Offset, RealFs, SharedFs,
+    SyncPolicy,
 };
 use quorumlog_raftrs::{AsyncPersister, Event, RegionStorage};
 use raft::eraftpb::{ConfState, EntryType, Message};
 use raft::{Config, RawNode, StateRole};
 
 /// Small segments, none prepared ahead: a case opens its node in
-/// milliseconds.
+/// milliseconds. The Ready loop leads its rounds.
 fn small_options() -> NodeOptions {
-    NodeOptions::with_segment_bytes(1 << 20)
+    NodeOptions {
+        sync: SyncPolicy::CallerLed,
+        ..NodeOptions::with_segment_bytes(1 << 20)
+    }
 }
 
 /// The nodes' ids.
@@ -310,6 +314,8 @@ impl Loop {
         let mut pending_snap: HashMap<u64, u64> = HashMap::new();
         let mut last_tick = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
+            // Before the loop may sleep: the round of what it persisted.
+            persister.lead_round();
             let got = lock(&self.inbox).recv_timeout(Duration::from_millis(2));
             if let Ok((r, m)) = got {
                 if let Some(raw) = raws.get_mut(&r) {

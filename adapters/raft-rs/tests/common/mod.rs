@@ -10,7 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use quorumlog_raft::{
-    ClusterId, DirectoryId, Identity, LogOptions, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
+    ClusterId, DirectoryId, Identity, LogOptions, Meta, Node, NodeId, NodeOptions, Offset,
+    SharedFs, SyncPolicy,
 };
 use quorumlog_raftrs::RegionStorage;
 use raft::eraftpb::Entry;
@@ -23,9 +24,11 @@ pub fn meta(node: u64) -> Meta {
     )
 }
 
-/// Small segments, so tests cross segment ends.
+/// Small segments, so tests cross segment ends; the Ready loop leads
+/// its rounds (`SyncPolicy::CallerLed`, the adapter's documented way).
 pub fn options() -> NodeOptions {
     NodeOptions {
+        sync: SyncPolicy::CallerLed,
         log: LogOptions {
             segment_size_bytes: 256 << 10,
             max_batch_bytes: 64 << 10,
