@@ -19,7 +19,16 @@ fn open_multi(
     w: &MultiWorkload,
 ) -> Result<Box<dyn MultiSystem>, BenchError> {
     Ok(match name {
-        "quorumlog" => Box::new(NodeSystem::open(dir, w.groups, &NodeOptions::default())?),
+        // Every writer waits for its own appends: they lead every round
+        // (`CallerLed`), no append wakes the log's flusher.
+        "quorumlog" => Box::new(NodeSystem::open(
+            dir,
+            w.groups,
+            &NodeOptions {
+                sync: quorumlog_log::SyncPolicy::CallerLed,
+                ..NodeOptions::default()
+            },
+        )?),
         "raft-engine" => Box::new(EngineRegions::open(dir, w.groups)?),
         "quorumlog-per-dir" => Box::new(PerDirectory::open(dir, w.groups)?),
         "raw" => Box::new(RawMulti::open(dir)?),
