@@ -227,3 +227,83 @@ fn a_node_completion_covers_every_groups_queued_records() {
         );
     }
 }
+
+/// `Node::lead_round` under `SyncPolicy::CallerLed` (a loop that leads
+/// its node's rounds before it sleeps). Invariants: every group's queued
+/// appends are durable when it returns, and their completions (a group's
+/// and the node's) fired on the calling thread, in order (nothing else
+/// was woken to run the round); with nothing queued it returns at once;
+/// a power cut right after it loses none of them.
+#[test]
+fn lead_round_makes_every_groups_queue_durable_on_the_calling_thread() {
+    let disk = SimFs::new(11);
+    let fs: SharedFs = Arc::new(disk.clone());
+    let opts = NodeOptions {
+        sync: quorumlog_log::SyncPolicy::CallerLed,
+        ..options()
+    };
+    Node::format(&fs, Path::new("/n"), meta(), &opts).unwrap();
+    let (node, _) = Node::open(&fs, Path::new("/n"), &Identity::of(&meta()), &opts).unwrap();
+    node.lead_round().unwrap();
+    let groups: Vec<_> = (0..4u64)
+        .map(|g| {
+            node.create_group(g, Offset(1)).unwrap();
+            node.group(g).unwrap()
+        })
+        .collect();
+    let me = std::thread::current().id();
+    let fired: Arc<Mutex<Vec<(String, std::thread::ThreadId)>>> = Arc::default();
+    for turn in 0..10u64 {
+        for (g, group) in groups.iter().enumerate() {
+            let info = group
+                .append(
+                    Offset(turn + 1),
+                    Epoch(1),
+                    &[format!("g{g} t{turn}").as_bytes()],
+                )
+                .unwrap();
+            let f = Arc::clone(&fired);
+            group.on_durable(
+                info.next_offset,
+                Box::new(move |r| {
+                    r.unwrap();
+                    f.lock()
+                        .unwrap()
+                        .push((format!("g{g} t{turn}"), std::thread::current().id()));
+                }),
+            );
+        }
+        let f = Arc::clone(&fired);
+        groups[0].on_node_durable(Box::new(move |r| {
+            r.unwrap();
+            f.lock()
+                .unwrap()
+                .push((format!("node t{turn}"), std::thread::current().id()));
+        }));
+        std::thread::yield_now();
+        node.lead_round().unwrap();
+        let got = std::mem::take(&mut *fired.lock().unwrap());
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        let want: Vec<String> = (0..4)
+            .map(|g| format!("g{g} t{turn}"))
+            .chain([format!("node t{turn}")])
+            .collect();
+        assert_eq!(names, want, "turn {turn}: every completion, in order");
+        assert!(
+            got.iter().all(|(_, t)| *t == me),
+            "turn {turn}: a completion fired on another thread"
+        );
+        for g in &groups {
+            assert_eq!(g.extent().flushed, Offset(turn + 2), "turn {turn}");
+        }
+    }
+    node.lead_round().unwrap();
+    let crashed = disk.crash_with(CrashPlan::LoseUnsynced);
+    drop(groups);
+    drop(node);
+    let fs: SharedFs = Arc::new(crashed);
+    let (node, _) = Node::open(&fs, Path::new("/n"), &Identity::of(&meta()), &opts).unwrap();
+    for g in 0..4u64 {
+        assert_eq!(node.group(g).unwrap().extent().end, Offset(11), "group {g}");
+    }
+}

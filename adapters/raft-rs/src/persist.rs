@@ -310,7 +310,7 @@ impl AsyncPersister {
     /// the rounds of the Readies persisted so far durable on this thread
     /// (it leads the shared log's group commit, or waits for the round
     /// under way). Under `SyncPolicy::CallerLed` nothing else starts
-    /// them (but the flusher's backstop, every 250 ms): a loop that
+    /// them (but the flusher's backstop, 5 ms to 250 ms): a loop that
     /// sleeps without it delays its reports. Returns at once when
     /// nothing is outstanding. Their events follow (and the waker).
     pub fn lead_round(&self) {

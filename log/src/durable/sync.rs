@@ -20,7 +20,8 @@
 //! nobody waits on (completions, polling); with `Interval`, only the flusher
 //! runs rounds, at most once per interval; with `CallerLed`, only the
 //! writers that wait run rounds (the flusher is a backstop for data left
-//! unled, checked every 250 ms); with `Never`, only explicit flushes sync.
+//! unled: within 5 ms once it has seen data queued, 250 ms after an idle
+//! spell); with `Never`, only explicit flushes sync.
 //!
 //! With `TailWrites::DirectPipelined` a round whose direct write is done
 //! submits the next round's write (what is queued) through `io_uring`
@@ -70,8 +71,8 @@ pub enum SyncPolicy {
     /// durability runs the round itself when none is in flight, as under
     /// `GroupCommit`, but nothing else starts one. An append or a
     /// registered completion wakes no thread; the flusher runs a round only
-    /// for data left unled when its check comes (every 250 ms), and fires
-    /// due completions. For a loop that leads each of its rounds (raft-rs's
+    /// for data left unled through a check (every 5 ms while data is
+    /// queued when it looks, else 250 ms), and fires due completions. For a loop that leads each of its rounds (raft-rs's
     /// `AsyncPersister`): no hand-off to the flusher per round.
     CallerLed,
     /// Never sync on its own (explicit `flush` and `close` only).
@@ -829,6 +830,10 @@ pub(crate) fn fire(fired: Vec<(Completion, Result<Offset>)>) {
 /// How often the flusher looks at a running round's age.
 const OVERDUE_CHECK: Duration = Duration::from_millis(250);
 
+/// Under `CallerLed`, how long data may stay queued and unled, once the
+/// flusher has seen it, before the flusher runs its round.
+const LED_BACKSTOP: Duration = Duration::from_millis(5);
+
 /// The background flusher: runs rounds for data nobody waits on
 /// (`GroupCommit`), at most once per interval (`Interval`), or for data
 /// left unled at its check (`CallerLed`).
@@ -853,9 +858,17 @@ pub(crate) fn flusher(shared: &Arc<Shared>) {
                 if st.meters.overdue(shared.overdue_after) {
                     shared.facade.overdue.set(1.0);
                 }
+                // Under CallerLed, data queued and not yet durable is
+                // looked at again soon: a caller busy for long (an async
+                // runtime that never parks) has its rounds run anyway.
+                let check = if led && st.next_offset > st.flushed {
+                    LED_BACKSTOP
+                } else {
+                    OVERDUE_CHECK
+                };
                 let (next, waited) = shared
                     .wake_flusher
-                    .wait_timeout(st, OVERDUE_CHECK)
+                    .wait_timeout(st, check)
                     .unwrap_or_else(PoisonError::into_inner);
                 st = next;
                 // A whole check interval without a wake-up: data still

@@ -322,6 +322,23 @@ impl Node {
         self.inner.maintain(true)
     }
 
+    /// Makes everything queued on the node's shared log so far durable,
+    /// on this thread: it leads the round (or waits for the one in flight,
+    /// then leads the next). Returns at once when nothing is queued. For
+    /// a loop that leads its node's rounds before it sleeps, under
+    /// `SyncPolicy::CallerLed` (an async runtime's park hook, a Ready
+    /// loop); the completions the round covers fire on this thread.
+    ///
+    /// # Errors
+    /// `Poisoned`; the round's I/O failure (which poisons).
+    pub fn lead_round(&self) -> Result<()> {
+        let end = self.inner.log.queued_end();
+        if self.inner.log.flushed_offset() >= end {
+            return Ok(());
+        }
+        self.inner.make_durable(end.0)
+    }
+
     /// What the node has done since it opened and what it holds now:
     /// its counters, the shared log's counts and latency histograms
     /// (syncs, records per sync, sync and append-to-durable latency, queue

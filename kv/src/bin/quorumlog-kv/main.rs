@@ -88,12 +88,20 @@ fn main() -> std::process::ExitCode {
     // the tasks of a write (the Raft core, replication, the connections)
     // woke each other across threads. Measured with 64 clients: 8–22 %
     // less CPU per write, 3–22 % more writes/s at 1 and 64 partitions
-    // (docs/performance.md, issue 39). Clients, the demo and the soak keep
-    // the multi-threaded runtime.
-    let rt = if matches!(cli.command, Cmd::Service(cli::PartCmd::Node { .. })) {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+    // (docs/performance.md, issue 39). The thread also leads the node's
+    // sync rounds before it parks (`node_runtime`). Clients, the demo and
+    // the soak keep the multi-threaded runtime.
+    let rt = if let Cmd::Service(cli::PartCmd::Node {
+        sync_on_flusher, ..
+    }) = cli.command
+    {
+        if sync_on_flusher {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        } else {
+            quorumlog_kv::server::host::node_runtime()
+        }
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
