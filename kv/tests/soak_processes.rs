@@ -122,3 +122,47 @@ fn a_put_to_a_stopped_leader_returns_at_its_deadline() {
         ps.pause(leader, false);
     });
 }
+
+/// `node --sync-on-flusher` (the log's rounds on its flusher thread, not
+/// on the node's thread before it parks). Invariant: such nodes serve
+/// too: every partition's write is acknowledged and read back
+/// linearizably, on a cluster where one node leads its own rounds and
+/// two leave them to the flusher.
+#[test]
+fn nodes_that_sync_on_the_flusher_serve_writes_and_reads() {
+    use quorumlog_kv::client::partitioned::PartitionedClient;
+    use quorumlog_kv::server::{partition_of, PARTITIONS};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    rt.block_on(async {
+        let mut ps = Processes::new(Path::new(EXE), dir.path(), 3).unwrap();
+        ps.spawn(1).unwrap();
+        ps.extra = vec!["--sync-on-flusher".into()];
+        ps.spawn(2).unwrap();
+        ps.spawn(3).unwrap();
+        let mut c = PartitionedClient::new(&ps.addrs(), PARTITIONS);
+        // A key in every partition.
+        let mut keys = std::collections::BTreeMap::new();
+        for i in 0.. {
+            let k = format!("k{i}");
+            keys.entry(partition_of(&k, PARTITIONS)).or_insert(k);
+            if keys.len() == PARTITIONS as usize {
+                break;
+            }
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        for (p, k) in &keys {
+            c.put(k, &format!("v{p}"), deadline)
+                .await
+                .unwrap_or_else(|e| panic!("partition {p}: {e}"));
+        }
+        for (p, k) in &keys {
+            let got = c.get(k, deadline).await.unwrap();
+            assert_eq!(got.value, Some(format!("v{p}")), "partition {p}");
+        }
+    });
+}
