@@ -230,10 +230,12 @@ fn a_node_completion_covers_every_groups_queued_records() {
 
 /// `Node::lead_round` under `SyncPolicy::CallerLed` (a loop that leads
 /// its node's rounds before it sleeps). Invariants: every group's queued
-/// appends are durable when it returns, and their completions (a group's
-/// and the node's) fired on the calling thread, in order (nothing else
-/// was woken to run the round); with nothing queued it returns at once;
-/// a power cut right after it loses none of them.
+/// appends are durable when it returns; their completions (a group's and
+/// the node's) fire in order, on the calling thread (nothing else was
+/// woken to run the round) but where this thread stalled for the
+/// flusher's whole backstop interval before it led, so at least 16 turns
+/// of 20; with nothing queued it returns at once; a power cut right after
+/// it loses none of them.
 #[test]
 fn lead_round_makes_every_groups_queue_durable_on_the_calling_thread() {
     let disk = SimFs::new(11);
@@ -253,7 +255,8 @@ fn lead_round_makes_every_groups_queue_durable_on_the_calling_thread() {
         .collect();
     let me = std::thread::current().id();
     let fired: Arc<Mutex<Vec<(String, std::thread::ThreadId)>>> = Arc::default();
-    for turn in 0..10u64 {
+    let mut led_here = 0;
+    for turn in 0..20u64 {
         for (g, group) in groups.iter().enumerate() {
             let info = group
                 .append(
@@ -282,6 +285,14 @@ fn lead_round_makes_every_groups_queue_durable_on_the_calling_thread() {
         }));
         std::thread::yield_now();
         node.lead_round().unwrap();
+        for g in &groups {
+            assert_eq!(g.extent().flushed, Offset(turn + 2), "turn {turn}");
+        }
+        // Fired already when it led; a backstop round's may still be firing.
+        let t0 = std::time::Instant::now();
+        while fired.lock().unwrap().len() < 5 && t0.elapsed().as_secs() < 30 {
+            std::thread::yield_now();
+        }
         let got = std::mem::take(&mut *fired.lock().unwrap());
         let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
         let want: Vec<String> = (0..4)
@@ -289,14 +300,14 @@ fn lead_round_makes_every_groups_queue_durable_on_the_calling_thread() {
             .chain([format!("node t{turn}")])
             .collect();
         assert_eq!(names, want, "turn {turn}: every completion, in order");
-        assert!(
-            got.iter().all(|(_, t)| *t == me),
-            "turn {turn}: a completion fired on another thread"
-        );
-        for g in &groups {
-            assert_eq!(g.extent().flushed, Offset(turn + 2), "turn {turn}");
+        if got.iter().all(|(_, t)| *t == me) {
+            led_here += 1;
         }
     }
+    assert!(
+        led_here >= 16,
+        "only {led_here} of 20 turns' completions fired on the leading thread"
+    );
     node.lead_round().unwrap();
     let crashed = disk.crash_with(CrashPlan::LoseUnsynced);
     drop(groups);
@@ -304,6 +315,6 @@ fn lead_round_makes_every_groups_queue_durable_on_the_calling_thread() {
     let fs: SharedFs = Arc::new(crashed);
     let (node, _) = Node::open(&fs, Path::new("/n"), &Identity::of(&meta()), &opts).unwrap();
     for g in 0..4u64 {
-        assert_eq!(node.group(g).unwrap().extent().end, Offset(11), "group {g}");
+        assert_eq!(node.group(g).unwrap().extent().end, Offset(21), "group {g}");
     }
 }

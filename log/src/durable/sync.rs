@@ -861,7 +861,8 @@ pub(crate) fn flusher(shared: &Arc<Shared>) {
                 // Under CallerLed, data queued and not yet durable is
                 // looked at again soon: a caller busy for long (an async
                 // runtime that never parks) has its rounds run anyway.
-                let check = if led && st.next_offset > st.flushed {
+                let queued_before = st.next_offset;
+                let check = if led && queued_before > st.flushed {
                     LED_BACKSTOP
                 } else {
                     OVERDUE_CHECK
@@ -871,9 +872,10 @@ pub(crate) fn flusher(shared: &Arc<Shared>) {
                     .wait_timeout(st, check)
                     .unwrap_or_else(PoisonError::into_inner);
                 st = next;
-                // A whole check interval without a wake-up: data still
-                // unled is the flusher's (no waiter will come for it).
-                backstop = waited.timed_out() && st.waiters == 0;
+                // Data queued before this whole interval and still not
+                // durable, with nobody waiting: nobody led it, so the
+                // flusher does.
+                backstop = waited.timed_out() && st.waiters == 0 && st.flushed < queued_before;
             }
             if st.shutdown || st.poisoned.is_some() {
                 return;
