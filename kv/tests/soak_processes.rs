@@ -48,6 +48,15 @@ fn a_soak_of_real_processes_under_kills_and_stops_is_linearizable() {
     assert!(text.contains("fault "), "no fault was injected: {text}");
 }
 
+/// The tests' client runtime.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The node all three name as the controller's leader, within 20 s.
 async fn controller_leader(ps: &Processes) -> Option<u64> {
     let t0 = Instant::now();
@@ -70,11 +79,7 @@ async fn controller_leader(ps: &Processes) -> Option<u64> {
 
 #[test]
 fn a_put_to_a_stopped_leader_returns_at_its_deadline() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
         let mut ps = Processes::new(Path::new(EXE), dir.path(), 3).unwrap();
@@ -132,11 +137,7 @@ fn a_put_to_a_stopped_leader_returns_at_its_deadline() {
 fn nodes_that_sync_on_the_flusher_serve_writes_and_reads() {
     use quorumlog_kv::client::partitioned::PartitionedClient;
     use quorumlog_kv::server::{partition_of, PARTITIONS};
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
         let mut ps = Processes::new(Path::new(EXE), dir.path(), 3).unwrap();

@@ -16,13 +16,10 @@ use std::time::Duration;
 use common::{Adv, Get, Machine, Put};
 use openraft10::{BasicNode, Config, Raft};
 use quorumlog_io::RealFs;
-use quorumlog_openraft10::LogStore;
-use quorumlog_raft::{
-    ClusterId, DirectoryId, Group, Identity, Meta, Node, NodeId, NodeOptions, Offset, SharedFs,
-};
+use quorumlog_raft::{ClusterId, DirectoryId, Identity, Meta, Node, NodeId, NodeOptions, SharedFs};
 
 type R = Raft<Adv, Machine<Adv>>;
-type Router = quorumlog_openraft10::LocalRouter<Adv, Machine<Adv>>;
+type Router = common::GroupRouter;
 
 /// Small segments, none prepared ahead: a case opens its node in
 /// milliseconds.
@@ -36,7 +33,7 @@ fn meta(id: u64) -> Meta {
     Meta::new(ClusterId(1), NodeId(id), DirectoryId(u128::from(id) + 1))
 }
 
-type Machines = BTreeMap<(u64, u64), Machine<Adv>>;
+type Machines = common::GroupMachines;
 
 /// Three node directories with the same `GROUPS` groups, each a Raft.
 async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<Node>, Machines) {
@@ -54,22 +51,7 @@ async fn start(router: &Router, fs: &SharedFs, root: &std::path::Path) -> (Vec<N
         let options = small_options();
         Node::format(fs, &dir, meta(id), &options).unwrap();
         let (node, _) = Node::open(fs, &dir, &Identity::of(&meta(id)), &options).unwrap();
-        for g in 0..GROUPS {
-            node.create_group(g, Offset(0)).unwrap();
-            let group: Arc<Group> = Arc::new(node.group(g).unwrap());
-            let machine = common::machine::<Adv>(Arc::clone(&group));
-            let raft = Raft::new(
-                id,
-                Arc::clone(&config),
-                router.factory(g),
-                LogStore::new(group, id).unwrap(),
-                machine.clone(),
-            )
-            .await
-            .unwrap();
-            router.insert_files(id, g, raft, machine.files().clone());
-            machines.insert((id, g), machine);
-        }
+        common::start_groups(router, &node, id, GROUPS, true, &config, &mut machines).await;
         nodes.push(node);
     }
     (nodes, machines)

@@ -27,14 +27,12 @@ use std::time::Duration;
 use common::{Adv, Get, Machine, Put};
 use openraft10::{BasicNode, Config, Raft};
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
-use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{
-    ClusterId, DirectoryId, Group, Identity, LogOptions, Meta, Node, NodeId, NodeOptions, Offset,
-    SharedFs,
+    ClusterId, DirectoryId, Identity, LogOptions, Meta, Node, NodeId, NodeOptions, SharedFs,
 };
 
 type R = Raft<Adv, Machine<Adv>>;
-type Router = quorumlog_openraft10::LocalRouter<Adv, Machine<Adv>>;
+type Router = common::GroupRouter;
 const GROUPS: u64 = 4;
 const DIR: &str = "/node";
 
@@ -67,7 +65,7 @@ fn config() -> Arc<Config> {
     .unwrap()
 }
 
-type Machines = BTreeMap<(u64, u64), Machine<Adv>>;
+type Machines = common::GroupMachines;
 
 /// The three nodes on `disks` (formatted if `fresh`), every group a Raft.
 async fn start(router: &Router, disks: &[SimFs], fresh: bool) -> (Vec<Node>, Machines) {
@@ -84,24 +82,7 @@ async fn start(router: &Router, disks: &[SimFs], fresh: bool) -> (Vec<Node>, Mac
         }
         let (node, _) = Node::open(&fs, dir, &Identity::of(&meta(id)), &options())
             .unwrap_or_else(|e| panic!("node {id} does not reopen: {e}"));
-        for g in 0..GROUPS {
-            if fresh {
-                node.create_group(g, Offset(0)).unwrap();
-            }
-            let group: Arc<Group> = Arc::new(node.group(g).unwrap());
-            let machine = common::machine::<Adv>(Arc::clone(&group));
-            let raft = Raft::new(
-                id,
-                config(),
-                router.factory(g),
-                LogStore::new(group, id).unwrap(),
-                machine.clone(),
-            )
-            .await
-            .unwrap();
-            router.insert_files(id, g, raft, machine.files().clone());
-            machines.insert((id, g), machine);
-        }
+        common::start_groups(router, &node, id, GROUPS, fresh, &config(), &mut machines).await;
         nodes.push(node);
     }
     (nodes, machines)

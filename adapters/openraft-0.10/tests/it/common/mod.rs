@@ -125,6 +125,44 @@ where
     Machine::with_files(files).unwrap()
 }
 
+/// The in-process network of the multi-group tests.
+pub(crate) type GroupRouter = quorumlog_openraft10::LocalRouter<Adv, Machine<Adv>>;
+
+/// Every (node, group)'s machine.
+pub(crate) type GroupMachines = BTreeMap<(u64, u64), Machine<Adv>>;
+
+/// Starts a Raft on each of groups `0..groups` of node `id` (created
+/// first when `create`), registers it with `router`, and keeps its
+/// machine in `machines`.
+pub(crate) async fn start_groups(
+    router: &GroupRouter,
+    node: &Node,
+    id: u64,
+    groups: u64,
+    create: bool,
+    config: &Arc<openraft10::Config>,
+    machines: &mut GroupMachines,
+) {
+    for g in 0..groups {
+        if create {
+            node.create_group(g, Offset(0)).unwrap();
+        }
+        let group: Arc<Group> = Arc::new(node.group(g).unwrap());
+        let machine = machine::<Adv>(Arc::clone(&group));
+        let raft = openraft10::Raft::new(
+            id,
+            Arc::clone(config),
+            router.factory(g),
+            quorumlog_openraft10::LogStore::new(group, id).unwrap(),
+            machine.clone(),
+        )
+        .await
+        .unwrap();
+        router.insert_files(id, g, raft, machine.files().clone());
+        machines.insert((id, g), machine);
+    }
+}
+
 /// A machine's value of `key`.
 pub(crate) trait Get {
     fn get(&self, key: &str) -> Option<String>;
