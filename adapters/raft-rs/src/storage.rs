@@ -71,6 +71,11 @@ struct State {
     /// Contiguous entries ending at the last index (the engine's cache,
     /// `cache_entries` of them once durable).
     tail: RecentEntries<Entry>,
+    /// The tail's last run of one term, `(from, term)`: every entry of
+    /// the tail at `from` or above is in `term`. raft-rs asks for the
+    /// terms of recent entries on every step; this answers them from the
+    /// lock's own cache lines instead of each entry's.
+    last_run: (u64, u64),
     hard: HardState,
     conf: ConfState,
     /// An asynchronous fetch's result: the entries from its first index.
@@ -216,6 +221,7 @@ impl RegionStorage {
                 cache_entries,
                 state: Mutex::new(State {
                     tail: RecentEntries::new(cache_entries, usize::MAX),
+                    last_run: (u64::MAX, 0),
                     hard,
                     conf,
                     fetched: None,
@@ -364,6 +370,12 @@ impl RegionStorage {
         for e in entries {
             // A first index that does not continue the tail clears it.
             st.tail.push(e.index, e.clone(), 0);
+            // Truncations, purges and clears only drop entries, which
+            // keeps the run's rule; a push keeps it by starting a new run
+            // where the term changes.
+            if e.term != st.last_run.1 {
+                st.last_run = (e.index, e.term);
+            }
         }
         self.trim(&mut st);
         Ok(())
@@ -380,9 +392,10 @@ impl RegionStorage {
 
     /// Applies a Ready's hard state: a new term or vote is durable on
     /// return (before the Ready's persisted messages may leave); the
-    /// commit index raises the high watermark in memory (the persister
-    /// makes it durable at most every 100 ms; a restart re-learns what it
-    /// loses).
+    /// commit index raises the high watermark, whose small record rides
+    /// the node's next sync round (under the node's default
+    /// `WatermarkDurability::NextRound`: the Ready's own round when the
+    /// pass syncs; a restart re-learns what a cut before it loses).
     ///
     /// # Errors
     /// `CommitBackwards`; the store's: the term going back or a second
@@ -534,6 +547,13 @@ impl RegionStorage {
     fn term_of(&self, idx: u64) -> Result<u64> {
         {
             let st = lock(&self.inner.state);
+            let (from, term) = st.last_run;
+            let in_tail = st.tail.first().is_some_and(|f| f <= idx)
+                && st.tail.next().is_some_and(|n| idx < n);
+            if in_tail && idx >= from {
+                debug_assert_eq!(st.tail.at(idx).map(|e| e.term), Some(term));
+                return Ok(term);
+            }
             if let Some(e) = st.tail.at(idx) {
                 return Ok(e.term);
             }

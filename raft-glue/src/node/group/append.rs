@@ -386,24 +386,51 @@ impl Group {
     /// past the group's end; `Poisoned`.
     pub fn set_high_watermark(&self, offset: Offset) -> Result<()> {
         self.inner.check_poisoned()?;
-        self.with(|g| {
-            if let Some(h) = g.hw.filter(|&h| offset.0 < h) {
-                return Err(Error::HighWatermarkBackwards {
-                    offset,
-                    high_watermark: Offset(h),
-                });
-            }
-            if offset.0 > g.end {
-                return Err(Error::Log(quorumlog_log::Error::HighWatermarkBeyondEnd {
-                    offset,
-                    end: Offset(g.end),
-                }));
-            }
-            g.hw = Some(offset.0.max(g.start));
-            Ok(())
-        })??;
-        if self.inner.options.watermark == crate::WatermarkDurability::NextRound {
-            self.queue_high_watermark()?;
+        // Read before the node's lock: the log's lock is never taken under
+        // it. One lock for the check, the move and the record's queueing:
+        // raft-rs sets it on most Readies of every region.
+        let flushed = self.inner.log.flushed_offset().0;
+        let mut st = self.inner.state();
+        let (g, queued) = self.flushed_in(&mut st, flushed)?;
+        if let Some(h) = g.hw.filter(|&h| offset.0 < h) {
+            return Err(Error::HighWatermarkBackwards {
+                offset,
+                high_watermark: Offset(h),
+            });
+        }
+        if offset.0 > g.end {
+            return Err(Error::Log(quorumlog_log::Error::HighWatermarkBeyondEnd {
+                offset,
+                end: Offset(g.end),
+            }));
+        }
+        let to = offset.0.max(g.start);
+        g.hw = Some(to);
+        if self.inner.options.watermark != crate::WatermarkDurability::NextRound {
+            return Ok(());
+        }
+        // Queued (in the log's order: a replay clamps it to the entries
+        // before it) for the shared log's next round, unless one as high
+        // is durable or queued already; the durable watermark reported
+        // rises when that round is durable.
+        let queued_to = queued.and_then(|_| st.queued_hw.get(&self.id).map(|&(v, _)| v));
+        let keep = st.groups.get(&self.id).and_then(|g| g.durable_hw);
+        if keep.max(queued_to).is_some_and(|d| d >= to) {
+            return Ok(());
+        }
+        let h = self.header(Kind::HighWatermark, to, 0);
+        let batch = self.inner.encode::<&[u8]>(&h, &[])?;
+        // Without waking the flusher: the record rides the next round
+        // anyone starts (a wait at the group's end leads one; a completion
+        // waiting for it starts one).
+        let shared_end = self.inner.place(&mut st, &h, batch, None, 0, true)?;
+        st.queued_hw.insert(self.id, (to, shared_end));
+        if let Some(g) = st.groups.get_mut(&self.id) {
+            // The entry below is replaced: a queued watermark whose round
+            // is durable became the durable one above, and stays it.
+            g.durable_hw = keep;
+            // A wait or completion at the group's end waits for it too.
+            g.pending.push_back((g.end, shared_end));
         }
         Ok(())
     }
@@ -415,38 +442,6 @@ impl Group {
                 g.hw = Some(to);
             }
         })
-    }
-
-    /// Queues the high watermark (in the log's order: a replay clamps it
-    /// to the entries before it) for the shared log's next round, unless
-    /// one as high is durable or queued already. The durable watermark
-    /// reported rises when that round is durable.
-    fn queue_high_watermark(&self) -> Result<()> {
-        // A queued watermark whose round is durable becomes the durable
-        // one first: the entry below is replaced, and its durability would
-        // go unreported until the new one's round.
-        let flushed = self.inner.log.flushed_offset().0;
-        let (to, durable) = self.with_flushed(flushed, |g, _| (g.hw, g.durable_hw))?;
-        let queued = self.inner.state().queued_hw.get(&self.id).map(|&(v, _)| v);
-        let above = durable.max(queued);
-        let Some(to) = to.filter(|&t| above.is_none_or(|d| d < t)) else {
-            return Ok(());
-        };
-        let h = self.header(Kind::HighWatermark, to, 0);
-        let batch = self.inner.encode::<&[u8]>(&h, &[])?;
-        let mut st = self.inner.state();
-        let keep = st.groups.get(&self.id).and_then(|g| g.durable_hw);
-        // Without waking the flusher: the record rides the next round
-        // anyone starts (a wait at the group's end leads one; a completion
-        // waiting for it starts one).
-        let shared_end = self.inner.place(&mut st, &h, batch, None, 0, true)?;
-        st.queued_hw.insert(self.id, (to, shared_end));
-        if let Some(g) = st.groups.get_mut(&self.id) {
-            g.durable_hw = keep;
-            // A wait or completion at the group's end waits for it too.
-            g.pending.push_back((g.end, shared_end));
-        }
-        Ok(())
     }
 
     /// Blocks until every entry below `offset` (clamped to the group's

@@ -116,9 +116,20 @@ impl Group {
         f: impl FnOnce(&mut GroupState, Option<u64>) -> T,
     ) -> Result<T> {
         let mut st = self.inner.state();
+        let (g, queued) = self.flushed_in(&mut st, log_flushed)?;
+        Ok(f(g, queued))
+    }
+
+    /// [`Group::with_flushed`] under a lock the caller holds: the group's
+    /// state and the shared end of its queued high watermark, if any.
+    fn flushed_in<'s>(
+        &self,
+        st: &'s mut super::NodeState,
+        log_flushed: u64,
+    ) -> Result<(&'s mut GroupState, Option<u64>)> {
         let super::NodeState {
             groups, queued_hw, ..
-        } = &mut *st;
+        } = st;
         let g = groups
             .get_mut(&self.id)
             .ok_or(Error::UnknownGroup { group: self.id })?;
@@ -132,7 +143,7 @@ impl Group {
                 queued = Some(end);
             }
         }
-        Ok(f(g, queued))
+        Ok((g, queued))
     }
 
     fn header(&self, kind: Kind, offset: u64, epoch: u64) -> Header {
