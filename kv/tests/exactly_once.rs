@@ -30,14 +30,6 @@ use quorumlog_kv::wire::{Command, GroupRequest, Put, Reply, Request, RequestId, 
 use quorumlog_kv::{Error, KvMachine, TypeConfig};
 use tokio::time::Instant;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn soon() -> Instant {
     Instant::now() + Duration::from_secs(5)
 }
@@ -105,7 +97,7 @@ async fn value(sim: &SimCluster, key: &str) -> Option<String> {
 
 #[test]
 fn a_retried_put_after_a_lost_answer_applies_once() {
-    rt().block_on(async {
+    quorumlog_kv_harness::runtime().unwrap().block_on(async {
         let sim = SimCluster::start(21).await;
         sim.confirmed_leader(Duration::from_secs(10)).await.unwrap();
         // Through the client: the first answer is lost, the retry (same
@@ -171,7 +163,7 @@ fn a_retried_put_after_a_lost_answer_applies_once() {
 
 #[test]
 fn a_put_that_certainly_did_not_apply_fails_and_one_that_may_have_is_unknown() {
-    rt().block_on(async {
+    quorumlog_kv_harness::runtime().unwrap().block_on(async {
         let mut sim = SimCluster::start(22).await;
         sim.confirmed_leader(Duration::from_secs(10)).await.unwrap();
         // No node there: never sent.
@@ -217,7 +209,7 @@ fn put_entry(index: u64, client: u64, seq: u64) -> EntryOf<TypeConfig> {
 
 #[test]
 fn the_session_table_is_bounded_and_forgets_the_oldest_client() {
-    rt().block_on(async {
+    quorumlog_kv_harness::runtime().unwrap().block_on(async {
         let m = KvMachine::in_memory();
         let n = MAX_SESSIONS as u64 + 5;
         let entries: Vec<_> = (0..n).map(|c| put_entry(c + 1, c, 1)).collect();

@@ -209,11 +209,7 @@ async fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
 #[test]
 fn every_history_under_faults_is_linearizable() {
     let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = quorumlog_kv_harness::runtime().unwrap();
     let seeds: Vec<u64> = if let Some(s) = env("QUORUMLOG_LIN_SEED") {
         vec![s]
     } else {
@@ -248,11 +244,7 @@ fn every_history_under_faults_is_linearizable() {
 /// value, a read sent to it must not answer the old one.
 #[test]
 fn a_leader_cut_off_never_answers_a_read() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = quorumlog_kv_harness::runtime().unwrap();
     rt.block_on(async {
         let sim = SimCluster::start(11).await;
         let old = leader_of(&sim).await;
@@ -306,11 +298,7 @@ fn a_leader_cut_off_never_answers_a_read() {
 /// value is read.
 #[test]
 fn a_node_restarted_alone_after_a_power_loss_does_not_serve_reads() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = quorumlog_kv_harness::runtime().unwrap();
     rt.block_on(async {
         let mut sim = SimCluster::start(12).await;
         let leader = leader_of(&sim).await;

@@ -416,11 +416,7 @@ async fn run_seed(seed: u64) -> Result<Counts, String> {
 #[test]
 fn every_acknowledged_write_survives_a_power_loss_of_the_whole_cluster() {
     let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = quorumlog_kv_harness::runtime().unwrap();
     let seeds: Vec<u64> = if let Some(s) = env("QUORUMLOG_CLUSTER_SEED") {
         vec![s]
     } else {

@@ -80,18 +80,10 @@ fn start(dir: &Path) -> Processes {
     ps
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn a_write_to_a_quiet_partition_whose_leader_died_is_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
-    runtime().block_on(async {
+    quorumlog_kv_harness::runtime().unwrap().block_on(async {
         let mut ps = start(dir.path());
         let mut c = PartitionedClient::new(&ps.addrs(), PARTITIONS);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -118,7 +110,7 @@ fn a_write_to_a_quiet_partition_whose_leader_died_is_acknowledged() {
 #[test]
 fn a_replica_removed_while_paused_retires_and_redirects_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    runtime().block_on(async {
+    quorumlog_kv_harness::runtime().unwrap().block_on(async {
         let ps = start(dir.path());
         let nodes = ps.addrs();
         let key = key_in(1);

@@ -48,15 +48,6 @@ fn a_soak_of_real_processes_under_kills_and_stops_is_linearizable() {
     assert!(text.contains("fault "), "no fault was injected: {text}");
 }
 
-/// The tests' client runtime.
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// The node all three name as the controller's leader, within 20 s.
 async fn controller_leader(ps: &Processes) -> Option<u64> {
     let t0 = Instant::now();
@@ -79,7 +70,7 @@ async fn controller_leader(ps: &Processes) -> Option<u64> {
 
 #[test]
 fn a_put_to_a_stopped_leader_returns_at_its_deadline() {
-    let rt = runtime();
+    let rt = quorumlog_kv_harness::runtime().unwrap();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
         let mut ps = Processes::new(Path::new(EXE), dir.path(), 3).unwrap();
@@ -137,7 +128,7 @@ fn a_put_to_a_stopped_leader_returns_at_its_deadline() {
 fn nodes_that_sync_on_the_flusher_serve_writes_and_reads() {
     use quorumlog_kv::client::partitioned::PartitionedClient;
     use quorumlog_kv::server::{partition_of, PARTITIONS};
-    let rt = runtime();
+    let rt = quorumlog_kv_harness::runtime().unwrap();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
         let mut ps = Processes::new(Path::new(EXE), dir.path(), 3).unwrap();
