@@ -72,8 +72,9 @@ pub enum SyncPolicy {
     /// `GroupCommit`, but nothing else starts one. An append or a
     /// registered completion wakes no thread; the flusher runs a round only
     /// for data left unled through a check (every 5 ms while data is
-    /// queued when it looks, else 250 ms), and fires due completions. For a loop that leads each of its rounds (raft-rs's
-    /// `AsyncPersister`): no hand-off to the flusher per round.
+    /// queued when it looks, else 250 ms), and fires due completions. For
+    /// a loop that leads each of its rounds (raft-rs's `AsyncPersister`):
+    /// no hand-off to the flusher per round.
     CallerLed,
     /// Never sync on its own (explicit `flush` and `close` only).
     /// **Unsafe**: acknowledged-looking appends can be lost. For tests and

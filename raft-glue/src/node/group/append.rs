@@ -406,6 +406,7 @@ impl Group {
         }
         let to = offset.0.max(g.start);
         g.hw = Some(to);
+        let keep = g.durable_hw;
         if self.inner.options.watermark != crate::WatermarkDurability::NextRound {
             return Ok(());
         }
@@ -413,9 +414,7 @@ impl Group {
         // before it) for the shared log's next round, unless one as high
         // is durable or queued already; the durable watermark reported
         // rises when that round is durable.
-        let queued_to = queued.and_then(|_| st.queued_hw.get(&self.id).map(|&(v, _)| v));
-        let keep = st.groups.get(&self.id).and_then(|g| g.durable_hw);
-        if keep.max(queued_to).is_some_and(|d| d >= to) {
+        if keep.max(queued.map(|(v, _)| v)).is_some_and(|d| d >= to) {
             return Ok(());
         }
         let h = self.header(Kind::HighWatermark, to, 0);

@@ -117,16 +117,17 @@ impl Group {
     ) -> Result<T> {
         let mut st = self.inner.state();
         let (g, queued) = self.flushed_in(&mut st, log_flushed)?;
-        Ok(f(g, queued))
+        Ok(f(g, queued.map(|(_, end)| end)))
     }
 
     /// [`Group::with_flushed`] under a lock the caller holds: the group's
-    /// state and the shared end of its queued high watermark, if any.
+    /// state and its high watermark still queued, if any (its value and
+    /// its shared end).
     fn flushed_in<'s>(
         &self,
         st: &'s mut super::NodeState,
         log_flushed: u64,
-    ) -> Result<(&'s mut GroupState, Option<u64>)> {
+    ) -> Result<(&'s mut GroupState, Option<(u64, u64)>)> {
         let super::NodeState {
             groups, queued_hw, ..
         } = st;
@@ -140,7 +141,7 @@ impl Group {
                 g.durable_hw = Some(g.durable_hw.map_or(v, |d| d.max(v)));
                 queued_hw.remove(&self.id);
             } else {
-                queued = Some(end);
+                queued = Some((v, end));
             }
         }
         Ok((g, queued))
