@@ -50,6 +50,10 @@ fn random_group_calls_keep_every_groups_rules() {
     for seed in seeds {
         run_engine_case(seed, 400);
     }
+    eprintln!(
+        "reads checked against the model: {}",
+        quorumlog_testkit::read_model::READS_CHECKED.load(std::sync::atomic::Ordering::Relaxed)
+    );
 }
 
 /// A read spans any number of batches: the index is walked in parts (a

@@ -40,9 +40,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use crate::read_model::{check_read, entry_bytes, random_read, record_sizes, ModelLog};
 use crate::AppendDurable;
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs, Vote};
 use quorumlog_io::{CrashPlan, SimFs, SimRng};
+use quorumlog_log::Compression;
 use quorumlog_raft::{
     Error, Group, Identity, Isolation, Node, NodeOptions, Purge, QuorumState, SnapshotId,
 };
@@ -54,9 +56,18 @@ fn meta() -> Meta {
     Meta::new(ClusterId(1), NodeId(1), DirectoryId(2))
 }
 
-fn options() -> NodeOptions {
+/// The node's options: small segments; with `zstd`, larger batches
+/// compressed from 64 bytes up (a read plans by compressed sizes).
+fn options(zstd: bool) -> NodeOptions {
+    let mut log = crate::small_log_options();
+    if zstd {
+        log.segment_size_bytes = 16 << 10;
+        log.max_batch_bytes = 8 << 10;
+        log.compression = Compression::Zstd { level: 1 };
+        log.compression_threshold_bytes = 64;
+    }
     NodeOptions {
-        log: crate::small_log_options(),
+        log,
         checkpoint_every_bytes: 4096,
         garbage_percent: 150,
         background: false,
@@ -127,6 +138,7 @@ impl Model {
 }
 
 struct World {
+    zstd: bool,
     disk: SimFs,
     node: Option<Node>,
     handles: BTreeMap<u64, Arc<Group>>,
@@ -147,16 +159,17 @@ impl World {
     }
 
     fn reopen_on(&mut self, disk: SimFs) {
-        let (node, handles) = open(&disk);
+        let (node, handles) = open(&disk, self.zstd);
         self.node = Some(node);
         self.handles = handles;
         self.disk = disk;
     }
 }
 
-fn open(disk: &SimFs) -> (Node, BTreeMap<u64, Arc<Group>>) {
+fn open(disk: &SimFs, zstd: bool) -> (Node, BTreeMap<u64, Arc<Group>>) {
     let fs: SharedFs = Arc::new(disk.clone());
-    let (node, _) = Node::open(&fs, Path::new(DIR), &Identity::of(&meta()), &options()).unwrap();
+    let (node, _) =
+        Node::open(&fs, Path::new(DIR), &Identity::of(&meta()), &options(zstd)).unwrap();
     let handles = node
         .groups()
         .into_iter()
@@ -165,13 +178,60 @@ fn open(disk: &SimFs) -> (Node, BTreeMap<u64, Arc<Group>>) {
     (node, handles)
 }
 
-fn entry(rng: &mut SimRng, group: u64, at: u64) -> Vec<u8> {
-    let len = 3 + rng.index(40);
-    let mut r = vec![0u8; len];
-    rng.fill(&mut r);
-    r[0] = group as u8;
-    r[1] = (at % 251) as u8;
-    r
+/// The records of one append to `group` at `base`.
+fn records(rng: &mut SimRng, w: &World, group: u64, base: u64, max: usize) -> Vec<Vec<u8>> {
+    let limit = options(w.zstd).log.max_batch_bytes;
+    record_sizes(rng, max, limit)
+        .into_iter()
+        .enumerate()
+        .map(|(i, len)| entry_bytes(rng, group, base + i as u64, len))
+        .collect()
+}
+
+/// Random reads of each group against the model (see
+/// [`crate::read_model`]).
+fn check_reads(rng: &mut SimRng, w: &World, m: &Model, what: &str) {
+    for (id, gm) in &m.groups {
+        let g = &w.handles[id];
+        let size = |b: &[u8]| b.len() as u64;
+        for _ in 0..4 {
+            // The log's writer may make queued entries readable while we
+            // read: a read counts when the readable end held still across it.
+            let mut log = ModelLog {
+                start: gm.start,
+                entries: &gm.entries,
+                readable_end: g.extent().end.0,
+                commit: gm.hw,
+            };
+            let q = random_read(rng, &log, size);
+            let isolation = if q.committed {
+                Isolation::Committed
+            } else {
+                Isolation::Uncommitted
+            };
+            let got = loop {
+                let got = match g.read_entries(Offset(q.from), Offset(q.to), q.max_bytes, isolation)
+                {
+                    Ok(es) => {
+                        assert!(es.iter().all(|e| !e.control), "{what}: a control entry");
+                        Some(
+                            es.into_iter()
+                                .map(|e| (e.offset.0, e.epoch.0, e.bytes))
+                                .collect::<Vec<_>>(),
+                        )
+                    }
+                    Err(Error::OffsetOutOfRange { .. }) => None,
+                    Err(e) => panic!("{what}: group {id} {q:?}: {e}"),
+                };
+                let after = g.extent().end.0;
+                if after == log.readable_end {
+                    break got;
+                }
+                log.readable_end = after;
+            };
+            check_read(&log, &q, got, size, &format!("{what}: group {id}"));
+        }
+    }
 }
 
 fn check(w: &World, m: &Model, what: &str) {
@@ -336,8 +396,8 @@ fn step(rng: &mut SimRng, w: &mut World, m: &mut Model, next_id: &mut u64) -> St
                 );
                 return format!("append {id} 3 at {base}: would wrap, refused");
             }
-            let n = 1 + rng.index(5);
-            let records: Vec<Vec<u8>> = (0..n).map(|i| entry(rng, id, base + i as u64)).collect();
+            let records = records(rng, w, id, base, 5);
+            let n = records.len();
             let queued = rng.below(2) == 0;
             let r = if queued {
                 g.append(Offset(base), Epoch(epoch), &records)
@@ -654,8 +714,13 @@ fn write_batch(rng: &mut SimRng, w: &World, m: &mut Model) -> String {
         } else {
             end
         };
-        let n = 1 + rng.index(3);
-        let records: Vec<Vec<u8>> = (0..n).map(|i| entry(rng, *id, base + i as u64)).collect();
+        // Up to nine records of one group may share a batch: each a sixteenth.
+        let mut records = records(rng, w, *id, base, 3);
+        records.truncate(1 + rng.index(3));
+        for r in &mut records {
+            r.truncate((options(w.zstd).log.max_batch_bytes / 16) as usize);
+        }
+        let n = records.len();
         batch
             .append(&w.handles[id], Offset(base), Epoch(epoch), &records)
             .unwrap();
@@ -808,9 +873,11 @@ pub fn run_engine_case(seed: u64, steps: usize) {
     let mut rng = SimRng::new(seed);
     let disk = SimFs::new(seed);
     let fs: SharedFs = Arc::new(disk.clone());
-    Node::format(&fs, Path::new(DIR), meta(), &options()).unwrap();
-    let (node, handles) = open(&disk);
+    let zstd = seed % 2 == 1;
+    Node::format(&fs, Path::new(DIR), meta(), &options(zstd)).unwrap();
+    let (node, handles) = open(&disk, zstd);
     let mut w = World {
+        zstd,
         disk,
         node: Some(node),
         handles,
@@ -858,7 +925,9 @@ pub fn run_engine_case(seed: u64, steps: usize) {
         if trace {
             eprintln!("{i}: {what}; space {:?}", w.node().stats().space);
         }
-        check(&w, &m, &format!("seed {seed} step {i} ({what})"));
+        let what = format!("seed {seed} step {i} ({what})");
+        check(&w, &m, &what);
+        check_reads(&mut rng, &w, &m, &what);
     }
     w.handles.clear();
 }

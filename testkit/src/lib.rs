@@ -19,6 +19,7 @@ pub mod engine_model;
 pub mod harness;
 pub mod hooked;
 pub mod kraft_crash;
+pub mod read_model;
 
 pub use append::AppendDurable;
 

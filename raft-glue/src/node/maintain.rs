@@ -172,7 +172,8 @@ impl Inner {
         let limit = self.options.log.max_batch_bytes / 2;
         for (id, runs) in victims {
             // Consecutive runs of one epoch become one batch, up to half the
-            // batch limit.
+            // batch limit of record bytes (not of their batches' sizes,
+            // which compression makes smaller than the records they hold).
             let mut i = 0;
             while i < runs.len() {
                 let mut j = i;
@@ -183,25 +184,19 @@ impl Inner {
                 while let Some(r) = runs.get(j) {
                     if (r.epoch, r.control()) != (first.epoch, first.control())
                         || (j > i && runs.get(j - 1).map(Run::end) != Some(r.offset))
-                        || (j > i && size + r.size() > limit)
                     {
                         break;
                     }
-                    let walked = quorumlog_log::walk_records(
-                        &self.log,
-                        Offset(r.shared),
-                        Offset(r.shared_end()),
-                        u64::MAX,
-                        quorumlog_log::WalkBatches::All,
-                    );
-                    let walked = match walked {
-                        Ok(w) => w,
-                        // Purged meanwhile: the next pass sees it.
-                        Err(quorumlog_log::Error::OffsetOutOfRange { .. }) => break,
-                        Err(e) => return self.note(Err(e.into())),
+                    // Purged meanwhile: the next pass sees it.
+                    let Some(records) = self.run_records(r)? else {
+                        break;
                     };
-                    size += r.size();
-                    entries.extend(walked.records.into_iter().map(|r| r.bytes));
+                    let raw: u64 = records.iter().map(|r| r.len() as u64 + 4).sum();
+                    if j > i && size + raw > limit {
+                        break;
+                    }
+                    size += raw;
+                    entries.extend(records);
                     j += 1;
                 }
                 if j == i {
@@ -219,6 +214,22 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// The records of run `r`; `None` if it was purged meanwhile.
+    fn run_records(&self, r: &Run) -> Result<Option<Vec<Vec<u8>>>> {
+        let walked = quorumlog_log::walk_records(
+            &self.log,
+            Offset(r.shared),
+            Offset(r.shared_end()),
+            u64::MAX,
+            quorumlog_log::WalkBatches::All,
+        );
+        match walked {
+            Ok(w) => Ok(Some(w.records.into_iter().map(|r| r.bytes).collect())),
+            Err(quorumlog_log::Error::OffsetOutOfRange { .. }) => Ok(None),
+            Err(e) => self.note(Err(e.into())),
+        }
     }
 
     /// Appends one rewrite batch of group `id` and, once it is written,

@@ -39,14 +39,23 @@ impl Group {
         .unwrap_or_default()
     }
 
-    /// The entries in `[from, to)`, up to `max_bytes` of entry bytes (at
-    /// least one entry when any is in range), within `isolation`: exactly
-    /// those offsets, each with its epoch. Each run of the group's index
-    /// is read straight from its batch: no other group's records are read.
+    /// The entries in `[from, to)` within `isolation`, contiguous from
+    /// `from`, each with its epoch: the first entry whenever one is in
+    /// range, whatever its size, then each following entry while the
+    /// total of entry bytes stays within `max_bytes`. The read stops at the
+    /// first entry that does not fit: it never skips one to take a later,
+    /// smaller one. A committed read that starts at or above the commit
+    /// point is empty. Each run of the group's index is read straight from
+    /// its batch: no other group's records are read.
     ///
     /// # Errors
-    /// `OffsetOutOfRange` outside the group's log; `GroupData` naming the
-    /// group and offset when the log finds corruption (never data).
+    /// `OffsetOutOfRange` when `from` is below the start or past the
+    /// readable end; `GroupData` naming the group and offset when the log
+    /// finds corruption (never data).
+    ///
+    /// # Panics
+    /// If the entries it would return are not contiguous from `from` or
+    /// pass `to` (a bug: a Raft library would take a hole for a log).
     pub fn read_entries(
         &self,
         from: Offset,
@@ -56,33 +65,32 @@ impl Group {
     ) -> Result<Vec<Entry>> {
         self.inner.check_poisoned()?;
         let mut out: Vec<Entry> = Vec::new();
-        let mut bytes = 0u64;
+        let mut left = max_bytes;
         // The index is taken [`READ_RUNS`] runs at a time: read on from
         // where the last part ended until the range or the budget is done.
         loop {
             let next = out.last().map_or(from, |e| Offset(e.offset.0 + 1));
-            if !out.is_empty() && (next >= to || bytes >= max_bytes) {
-                return Ok(out);
+            if !out.is_empty() && next >= to {
+                break;
             }
-            let part = self.read_part(
-                next,
-                to,
-                max_bytes - bytes.min(max_bytes),
-                isolation,
-                out.is_empty(),
-            )?;
-            if part.is_empty() {
-                return Ok(out);
-            }
-            bytes += part.iter().map(|e| e.bytes.len() as u64).sum::<u64>();
+            let (part, full) = self.read_part(next, to, left, isolation, out.is_empty())?;
+            let taken: u64 = part.iter().map(|e| e.bytes.len() as u64).sum();
+            left = left.saturating_sub(taken);
+            let done = full || part.is_empty();
             out.extend(part);
+            if done {
+                break;
+            }
         }
+        assert_contiguous(&out, from, to);
+        Ok(out)
     }
 
-    /// One part of a read: at most [`READ_RUNS`] runs. A rewrite may move
-    /// runs and free their old segment between taking the runs and reading
-    /// them: then it reads again with the new ones. `first`: the part must
-    /// return at least one entry when any is in range.
+    /// One part of a read: at most [`READ_RUNS`] runs, and whether the
+    /// budget stopped it. A rewrite may move runs and free their old
+    /// segment between taking the runs and reading them: then it reads
+    /// again with the new ones. `first`: the part returns its first entry
+    /// whatever its size.
     fn read_part(
         &self,
         from: Offset,
@@ -90,41 +98,27 @@ impl Group {
         max_bytes: u64,
         isolation: Isolation,
         first: bool,
-    ) -> Result<Vec<Entry>> {
-        if !first && max_bytes == 0 {
-            return Ok(Vec::new());
-        }
+    ) -> Result<(Vec<Entry>, bool)> {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            match self.try_read(from, to, max_bytes.max(1), isolation) {
+            match self.try_read(from, to, max_bytes, isolation, first) {
                 Err(Error::Log(quorumlog_log::Error::OffsetOutOfRange { .. })) if attempts < 8 => {}
-                Ok(part) if !first => {
-                    // Past the first part, an entry beyond the budget is not
-                    // returned (the first part returns one at least).
-                    let mut left = max_bytes;
-                    return Ok(part
-                        .into_iter()
-                        .take_while(|e| {
-                            let n = e.bytes.len() as u64;
-                            let keep = n <= left;
-                            left = left.saturating_sub(n);
-                            keep
-                        })
-                        .collect());
-                }
                 r => return r,
             }
         }
     }
 
+    /// One attempt at a part: the entries of the planned runs, in order,
+    /// until the first that does not fit (`true` then).
     fn try_read(
         &self,
         from: Offset,
         to: Offset,
         max_bytes: u64,
         isolation: Isolation,
-    ) -> Result<Vec<Entry>> {
+        first: bool,
+    ) -> Result<(Vec<Entry>, bool)> {
         let written = self.inner.log.log_end_offset().0;
         let snapshot = self.snapshots.latest().map(|s| s.id);
         let runs = self
@@ -135,31 +129,26 @@ impl Group {
                 end: Offset(end),
                 snapshot,
             })?;
-        let mut entries = Vec::new();
-        let mut bytes = 0u64;
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut left = max_bytes;
         for r in runs {
-            if !entries.is_empty() && bytes >= max_bytes {
-                break;
-            }
-            let left = max_bytes.saturating_sub(bytes).max(1);
+            // The walk takes a run's first record whatever its size: the
+            // loop below decides whether it fits.
             let walked = walk_records(
                 &self.inner.log,
                 Offset(r.shared),
                 Offset(r.shared_end()),
-                if entries.is_empty() {
-                    left
-                } else {
-                    left.max(1)
-                },
+                left.max(1),
                 WalkBatches::All,
             )
             .map_err(|e| self.data_error(e, r.offset))?;
             for rec in walked.records {
                 let len = rec.bytes.len() as u64;
-                if !entries.is_empty() && bytes + len > max_bytes {
-                    return Ok(entries);
+                let free = first && entries.is_empty();
+                if !free && len > left {
+                    return Ok((entries, true));
                 }
-                bytes += len;
+                left = left.saturating_sub(len);
                 entries.push(Entry {
                     offset: Offset(r.offset + (rec.offset.0 - r.shared)),
                     epoch: Epoch(r.epoch),
@@ -167,8 +156,13 @@ impl Group {
                     bytes: rec.bytes,
                 });
             }
+            if walked.next.0 < r.shared_end() {
+                // The walk stopped inside the run, before a record that
+                // does not fit: the read ends there.
+                return Ok((entries, true));
+            }
         }
-        Ok(entries)
+        Ok((entries, false))
     }
 
     /// A log error of a read at group offset `offset`, as the group's.
@@ -314,6 +308,11 @@ fn read_plan(
         limit = limit.min(g.hw.unwrap_or(g.start));
     }
     let mut out = Vec::new();
+    if from.0 >= limit {
+        // Nothing in range: `to` at or below `from`, or a committed read
+        // at or above the commit point.
+        return Ok(out);
+    }
     let mut budget = 0u64;
     let Some(first) = g.run_index(from.0) else {
         return Ok(out);
@@ -326,7 +325,9 @@ fn read_plan(
         let mut clipped = *r;
         clipped.shared = r.shared_at(a);
         clipped.offset = a;
-        clipped.count = u32::try_from(b - a).unwrap_or(0);
+        assert!(a < b, "a planned run holds entries");
+        // A clipped run holds no more than the run: its count fits.
+        clipped.count = u32::try_from(b - a).unwrap_or(r.count);
         out.push(clipped);
         budget += r.size();
         if budget >= max_bytes {
@@ -334,6 +335,18 @@ fn read_plan(
         }
     }
     Ok(out)
+}
+
+/// The rule every read keeps, checked before entries leave the engine:
+/// contiguous from `from`, all below `to`.
+fn assert_contiguous(entries: &[Entry], from: Offset, to: Offset) {
+    for (i, e) in entries.iter().enumerate() {
+        assert!(
+            e.offset.0 == from.0 + i as u64 && e.offset < to,
+            "a read of [{from}, {to}) would return entry {} at position {i}",
+            e.offset
+        );
+    }
 }
 
 /// The group's end of what the log has written.
