@@ -138,6 +138,17 @@ pub enum Error {
         /// The group id.
         group: u64,
     },
+    /// `Node::close` while group handles are alive: the node cannot close
+    /// (its log and its directory lock live on with them). Drop every
+    /// handle, then close.
+    #[error(
+        "the node cannot close: groups {groups:?} are still held by handles \
+         (drop them first; the directory stays locked while any lives)"
+    )]
+    GroupsHeld {
+        /// The groups whose handles are alive.
+        groups: Vec<u64>,
+    },
     /// A directory opened as a node is not one (a one-group store's
     /// directory: bring it over with `Node::import_store`), or a node's
     /// directory opened as a one-group store.

@@ -46,7 +46,8 @@ use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, 
 use quorumlog_io::{CrashPlan, SimFs, SimRng};
 use quorumlog_log::Compression;
 use quorumlog_raft::{
-    Error, Group, Identity, Isolation, Node, NodeOptions, Purge, QuorumState, SnapshotId,
+    Error, Group, Identity, Isolation, Node, NodeOpenReport, NodeOptions, Purge, QuorumState,
+    SnapshotId,
 };
 use quorumlog_snapshot::WriterOptions;
 
@@ -155,27 +156,28 @@ impl World {
         let disk = self.disk.crash_with(plan);
         self.handles.clear();
         self.node = None;
-        self.reopen_on(disk);
+        let _ = self.reopen_on(disk);
     }
 
-    fn reopen_on(&mut self, disk: SimFs) {
-        let (node, handles) = open(&disk, self.zstd);
+    fn reopen_on(&mut self, disk: SimFs) -> NodeOpenReport {
+        let (node, handles, report) = open(&disk, self.zstd);
         self.node = Some(node);
         self.handles = handles;
         self.disk = disk;
+        report
     }
 }
 
-fn open(disk: &SimFs, zstd: bool) -> (Node, BTreeMap<u64, Arc<Group>>) {
+fn open(disk: &SimFs, zstd: bool) -> (Node, BTreeMap<u64, Arc<Group>>, NodeOpenReport) {
     let fs: SharedFs = Arc::new(disk.clone());
-    let (node, _) =
+    let (node, report) =
         Node::open(&fs, Path::new(DIR), &Identity::of(&meta()), &options(zstd)).unwrap();
     let handles = node
         .groups()
         .into_iter()
         .map(|id| (id, Arc::new(node.group(id).unwrap())))
         .collect();
-    (node, handles)
+    (node, handles, report)
 }
 
 /// The records of one append to `group` at `base`.
@@ -875,7 +877,7 @@ pub fn run_engine_case(seed: u64, steps: usize) {
     let fs: SharedFs = Arc::new(disk.clone());
     let zstd = seed % 2 == 1;
     Node::format(&fs, Path::new(DIR), meta(), &options(zstd)).unwrap();
-    let (node, handles) = open(&disk, zstd);
+    let (node, handles, _) = open(&disk, zstd);
     let mut w = World {
         zstd,
         disk,
@@ -916,7 +918,13 @@ pub fn run_engine_case(seed: u64, steps: usize) {
                 w.handles.clear();
                 w.node.take().unwrap().close().unwrap();
                 let disk = w.disk.clone();
-                w.reopen_on(disk);
+                let report = w.reopen_on(disk);
+                // A clean close reopens clean, whatever the active
+                // segment's earlier life (recycled files included).
+                assert!(
+                    report.log.clean && report.log.torn_tail.is_none(),
+                    "seed {seed}: a clean close reopened as {report}"
+                );
                 m.all_durable();
                 "close and reopen".into()
             }

@@ -71,6 +71,10 @@ pub struct RecoveryReport {
     pub bytes_scanned: u64,
     /// A torn tail cut off, if any.
     pub torn_tail: Option<TornTail>,
+    /// After a clean close, bytes at the log's end that are not a batch:
+    /// a recycled segment's data from its earlier use, not a torn write
+    /// (segment, position). Left as they are: appends overwrite them.
+    pub stale_after_clean_end: Option<(Offset, u64)>,
     /// Corruption dropped in `TruncateAtCorruption` mode, if any.
     pub dropped: Option<DroppedCorruption>,
     /// Segments whose index was rebuilt, and why.
@@ -104,6 +108,7 @@ impl Default for RecoveryReport {
             },
             bytes_scanned: 0,
             torn_tail: None,
+            stale_after_clean_end: None,
             dropped: None,
             indexes_rebuilt: Vec::new(),
             segments_removed: Vec::new(),
@@ -114,5 +119,101 @@ impl Default for RecoveryReport {
             active_segment_extended: None,
             checkpoint_deferred: false,
         }
+    }
+}
+
+impl std::fmt::Display for RecoveryReport {
+    /// One line an operator can read: how the last close went, what was
+    /// verified, and every change recovery made.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.clean {
+            f.write_str("last close clean")?;
+        } else {
+            f.write_str("last close not clean")?;
+        }
+        match &self.scan_start {
+            ScanStart::RecoveryPoint { offset, .. } => write!(
+                f,
+                "; verified {} B from the recovery point at offset {offset}",
+                self.bytes_scanned
+            )?,
+            ScanStart::FullScan { reason } => write!(
+                f,
+                "; verified {} B from the first segment ({reason})",
+                self.bytes_scanned
+            )?,
+        }
+        if let Some(t) = &self.torn_tail {
+            write!(
+                f,
+                "; torn tail cut: log ends at offset {} (segment {}, bytes {}..{} zeroed: {})",
+                t.offset, t.segment, t.position, t.dropped_until, t.kind
+            )?;
+        }
+        if let Some((segment, position)) = self.stale_after_clean_end {
+            write!(
+                f,
+                "; stale bytes of a recycled segment after the clean end (segment {segment} at byte {position}), left"
+            )?;
+        }
+        self.fmt_repairs(f)
+    }
+}
+
+impl RecoveryReport {
+    /// The second half of the one line: what recovery dropped or changed.
+    fn fmt_repairs(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(d) = &self.dropped {
+            write!(
+                f,
+                "; CORRUPTION DROPPED: every record from offset {} (segment {} at byte {}: {}), {} later segments removed",
+                d.from_offset,
+                d.segment,
+                d.damage_at,
+                d.kind,
+                d.segments_removed.len()
+            )?;
+        }
+        if !self.indexes_rebuilt.is_empty() {
+            write!(
+                f,
+                "; {} segment indexes rebuilt",
+                self.indexes_rebuilt.len()
+            )?;
+        }
+        if !self.segments_removed.is_empty() {
+            let list: Vec<String> = self
+                .segments_removed
+                .iter()
+                .map(|(s, why)| format!("{s} ({why})"))
+                .collect();
+            write!(f, "; segments removed: {}", list.join(", "))?;
+        }
+        if let Some(i) = &self.intent_redone {
+            write!(f, "; redone: {i}")?;
+        }
+        if !self.unknown_files.is_empty() {
+            write!(f, "; unknown files left: {}", self.unknown_files.join(", "))?;
+        }
+        if let Some((found, to)) = self.high_watermark_clamped {
+            write!(f, "; high watermark {found} clamped to the log end {to}")?;
+        }
+        if !self.checkpoints_degraded.is_empty() {
+            write!(
+                f,
+                "; {} checkpoint files not trusted",
+                self.checkpoints_degraded.len()
+            )?;
+        }
+        if let Some((segment, len)) = self.active_segment_extended {
+            write!(
+                f,
+                "; active segment {segment} was {len} B, its zero tail restored"
+            )?;
+        }
+        if self.checkpoint_deferred {
+            f.write_str("; disk full: the recovery checkpoint was deferred")?;
+        }
+        Ok(())
     }
 }

@@ -126,8 +126,15 @@ impl KraftReplica {
     /// # Errors
     /// As [`Node::close`].
     pub fn close(self) -> Result<()> {
-        let KraftReplica { group, node, .. } = self;
-        drop(group);
+        // Every holder of the group's handle goes first (the election
+        // keeps one as its state file): the node closes only without them.
+        let KraftReplica {
+            group,
+            node,
+            election,
+            control,
+        } = self;
+        drop((group, election, control));
         node.map_or(Ok(()), Node::close)
     }
 

@@ -86,6 +86,30 @@ pub(super) fn check_position(position: u64, start: u64, end: u64) -> Result<()> 
     Ok(())
 }
 
+/// Checks each group's live runs against the shared log's start: every
+/// entry a group holds must be in the log. A run below the start means the
+/// log lost what the group needs (a cut or a lost segment): refused, naming
+/// the group and its first missing entry, before anything is changed.
+pub(super) fn check_runs<'a>(
+    groups: impl IntoIterator<Item = (&'a u64, &'a GroupState)>,
+    log_start: u64,
+) -> Result<()> {
+    for (id, g) in groups {
+        let first = g.runs.iter().find(|r| r.end() > g.start);
+        if let Some(r) = first {
+            let at = r.offset.max(g.start);
+            if r.shared_at(at) < log_start {
+                return Err(Error::NodeCorrupt {
+                    group: Some(*id),
+                    offset: Offset(at),
+                    what: "the group's entries start below the shared log's start",
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn fold(
     st: &mut NodeState,
     h: &Header,

@@ -166,7 +166,9 @@ impl Node {
             options.log.clone(),
             options.sync,
             &mut |plan| {
-                refusal = check_position(position, plan.log_start.0, plan.log_end.0).err();
+                refusal = check_position(position, plan.log_start.0, plan.log_end.0)
+                    .and_then(|()| fold::check_runs(checkpoint.groups.iter(), plan.log_start.0))
+                    .err();
                 refusal
                     .as_ref()
                     .map_or(Ok(()), |_| Err(quorumlog_log::Error::OpenRefused))
@@ -371,22 +373,51 @@ impl Node {
     }
 
     /// Closes cleanly: the log made durable, a checkpoint at its end (the
-    /// next open replays nothing), the log's clean close.
+    /// next open replays nothing), the log's clean close, the directory's
+    /// lock released. Every group handle must be dropped first (a router
+    /// or a Raft library that keeps one: remove it before closing).
     ///
     /// # Errors
-    /// As the log's close; the checkpoint's I/O.
+    /// `GroupsHeld` naming the groups whose handles are alive: nothing is
+    /// written, and the node is dropped as by `drop` (it stays open, and
+    /// its directory locked, until the last handle goes; the next open
+    /// then replays from the last checkpoint). As the log's close; the
+    /// checkpoint's I/O.
     pub fn close(self) -> Result<()> {
+        let held = self.held_groups();
+        if !held.is_empty() {
+            return Err(Error::GroupsHeld { groups: held });
+        }
         self.inner.signal.0.stop_and_join();
         self.inner.checkpoint()?;
         let inner = Arc::clone(&self.inner);
         drop(self);
         match Arc::try_unwrap(inner) {
             Ok(inner) => Ok(inner.log.close()?),
-            // A group handle outlives the node: the log closes with the
-            // last one (the checkpoint above is at its end either way).
-            Err(_) => Ok(()),
+            // Something still holds the node (a handle taken by another
+            // thread since the check above): the close did not complete.
+            Err(inner) => {
+                let groups = held_groups(&inner);
+                Err(Error::GroupsHeld { groups })
+            }
         }
     }
+
+    /// The groups whose handles are alive.
+    fn held_groups(&self) -> Vec<u64> {
+        held_groups(&self.inner)
+    }
+}
+
+/// The groups of `inner` whose handles are alive.
+fn held_groups(inner: &Inner) -> Vec<u64> {
+    inner
+        .state()
+        .groups
+        .iter()
+        .filter(|(_, g)| g.owned)
+        .map(|(id, _)| *id)
+        .collect()
 }
 
 impl Drop for Node {

@@ -101,6 +101,22 @@ pub struct NodeOpenReport {
     pub replayed_bytes: u64,
 }
 
+impl std::fmt::Display for NodeOpenReport {
+    /// One line: the groups, the checkpoint and the replay after it, then
+    /// the shared log's recovery.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} groups; checkpoint at log offset {}, {} batches ({} B) replayed after it; {}",
+            self.groups,
+            self.checkpoint_position,
+            self.replayed_batches,
+            self.replayed_bytes,
+            self.log
+        )
+    }
+}
+
 /// A node's work since it opened and what it holds now
 /// ([`Node::stats`](super::Node::stats)).
 #[derive(Debug, Clone, Default, PartialEq)]

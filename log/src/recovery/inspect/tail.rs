@@ -135,9 +135,25 @@ impl Recovery<'_> {
     /// corruption, as the table says.
     pub(super) fn verify_last(&mut self, j: usize, out: &ScanOutcome) -> Result<bool> {
         let quiet = !matches!(out.stop, Stop::Invalid { .. });
-        if self.clean_marker && quiet && out.bytes_scanned == 0 {
+        if self.clean_marker && out.bytes_scanned == 0 {
+            // A clean close: the log ends exactly at the recovery point
+            // (the marker goes before anything is appended again). Bytes
+            // there that are not a batch are the file's earlier life (a
+            // recycled segment's stale data), not a torn write: left, and
+            // reported as what they are.
+            if let Stop::Invalid { position, .. } = &out.stop {
+                if *position != out.end_position {
+                    return self.verify_unclean_last(j, out, quiet);
+                }
+                self.report.stale_after_clean_end = Some((self.segments[j].base, *position));
+            }
             return Ok(true);
         }
+        self.verify_unclean_last(j, out, quiet)
+    }
+
+    /// [`Self::verify_last`] without a clean close to trust.
+    fn verify_unclean_last(&mut self, j: usize, out: &ScanOutcome, quiet: bool) -> Result<bool> {
         if self.created_first_segment && quiet && out.bytes_scanned == 0 {
             // This open made the file: nothing after its header is the
             // log's, and reading it (a whole segment) would only fill the
