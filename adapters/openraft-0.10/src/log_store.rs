@@ -55,6 +55,10 @@ pub struct LogStore<C: RaftTypeConfig> {
     persist_every: Option<std::time::Duration>,
     /// The commit point openraft gave, deferred to durability.
     commit: Arc<Commit>,
+    /// The last commit point `save_committed` saved: what
+    /// `read_committed` answers until a restart (then the durable
+    /// watermark answers).
+    saved: Arc<Mutex<Option<LogIdOf<C>>>>,
     _config: PhantomData<fn() -> C>,
 }
 
@@ -235,6 +239,7 @@ impl<C: RaftTypeConfig> Clone for LogStore<C> {
             flushes: Arc::clone(&self.flushes),
             persist_every: self.persist_every,
             commit: Arc::clone(&self.commit),
+            saved: Arc::clone(&self.saved),
             _config: PhantomData,
         }
     }
@@ -307,6 +312,7 @@ where
             flushes: Arc::new(Mutex::new(Flushes::default())),
             persist_every: Some(COMMIT_PERSIST_EVERY),
             commit: Arc::new(Commit::default()),
+            saved: Arc::new(Mutex::new(None)),
             _config: PhantomData,
         }
     }
@@ -373,6 +379,32 @@ where
             })
             .map(|_| ())
             .map_err(io_err)
+    }
+
+    /// The group's refusals of a purge through `log_id`, asked of the
+    /// group before the adapter writes anything: the entry's epoch must be
+    /// the log's where the log holds it (`PurgeEpochMismatch`), and the
+    /// purge may not pass the latest snapshot (`MissingSnapshot`).
+    fn check_purge(&self, log_id: &LogIdOf<C>) -> io::Result<()> {
+        let epoch = C::LeaderId::committed_epoch(&log_id.leader_id).map_err(io_err)?;
+        let offset = Offset(log_id.index + 1);
+        if let Some(log) = self.store.epoch_at(Offset(log_id.index)) {
+            if log != epoch {
+                return Err(io_err(quorumlog_raft::Error::PurgeEpochMismatch {
+                    offset,
+                    log,
+                    given: epoch,
+                }));
+            }
+        }
+        let latest = self.store.extent().latest_snapshot;
+        if latest.is_some_and(|l| offset > l.end_offset) {
+            return Err(io_err(quorumlog_raft::Error::MissingSnapshot {
+                log_start: offset,
+                latest,
+            }));
+        }
+        Ok(())
     }
 
     /// The entries of `[lo, hi)`: the store's part, then the tail's.
@@ -489,6 +521,12 @@ where
         // have written yet: the rest is kept and the watermark rises to it
         // as the entries are written (`append`'s completion), never back.
         self.commit.target.fetch_max(c.index + 1, Ordering::AcqRel);
+        {
+            let mut saved = self.saved.lock().unwrap_or_else(PoisonError::into_inner);
+            if saved.as_ref().is_none_or(|s| s.index <= c.index) {
+                *saved = Some(c.clone());
+            }
+        }
         if raise_commit(self.store.as_ref(), &self.commit).map_err(io_err)? {
             self.schedule_persist();
         }
@@ -496,6 +534,17 @@ where
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogIdOf<C>>, io::Error> {
+        // openraft's contract: the last commit point `save_committed`
+        // saved, even past what the log has written (a follower's commit
+        // comes from its leader).
+        let saved = self
+            .saved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if saved.is_some() {
+            return Ok(saved);
+        }
         // After a restart the store's watermark is the durable one.
         let Some(hw) = self.store.extent().high_watermark else {
             return Ok(None);
@@ -604,6 +653,9 @@ where
         if meta.last_purged.as_ref().is_some_and(|p| p.index >= index) {
             return Ok(());
         }
+        // Every refusal the group would make comes before anything is
+        // written (metadata, cache): a refused purge changes nothing.
+        self.check_purge(&log_id)?;
         meta.last_purged = Some(log_id);
         let bytes = meta.encode().map_err(io_err)?;
         self.store.write_app_metadata(&bytes).map_err(io_err)?;

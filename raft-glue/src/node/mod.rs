@@ -377,16 +377,30 @@ impl Node {
     /// lock released. Every group handle must be dropped first (a router
     /// or a Raft library that keeps one: remove it before closing).
     ///
+    /// A handle that is being released elsewhere is waited for, up to five
+    /// seconds: a Raft library drops its storage from its own tasks
+    /// after its shutdown returns (openraft 0.10 does), so a close right
+    /// after a shutdown would otherwise be refused at random.
+    ///
     /// # Errors
-    /// `GroupsHeld` naming the groups whose handles are alive: nothing is
-    /// written, and the node is dropped as by `drop` (it stays open, and
-    /// its directory locked, until the last handle goes; the next open
-    /// then replays from the last checkpoint). As the log's close; the
-    /// checkpoint's I/O.
+    /// `GroupsHeld` naming the groups whose handles are still alive after five
+    /// seconds: nothing is written, and the node is dropped as by
+    /// `drop` (it stays open, and its directory locked, until the last
+    /// handle goes; the next open then replays from the last checkpoint).
+    /// As the log's close; the checkpoint's I/O.
     pub fn close(self) -> Result<()> {
-        let held = self.held_groups();
-        if !held.is_empty() {
-            return Err(Error::GroupsHeld { groups: held });
+        let deadline = std::time::Instant::now() + CLOSE_WAIT;
+        let mut pause = std::time::Duration::from_micros(100);
+        loop {
+            let held = self.held_groups();
+            if held.is_empty() {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(Error::GroupsHeld { groups: held });
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(20));
         }
         self.inner.signal.0.stop_and_join();
         self.inner.checkpoint()?;
@@ -419,6 +433,10 @@ fn held_groups(inner: &Inner) -> Vec<u64> {
         .map(|(id, _)| *id)
         .collect()
 }
+
+/// How long [`Node::close`] waits for group handles being released
+/// elsewhere before it refuses.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Drop for Node {
     /// Stops the background thread, unless a group handle outlives the

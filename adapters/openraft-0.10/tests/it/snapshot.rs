@@ -326,9 +326,10 @@ async fn a_lagging_follower_gets_the_snapshot_file_resumed_and_verified() {
     let id = got.extent().latest_snapshot.unwrap();
     assert!(id.end_offset.0 > 400, "{id}");
 
-    // Restarted after the install: from its snapshot file and its log.
-    stop(&router, members.remove(&follower).unwrap(), follower).await;
+    // Restarted after the install: from its snapshot file and its log
+    // (the test's own handle goes first, or the close is refused).
     drop(got);
+    stop(&router, members.remove(&follower).unwrap(), follower).await;
     write(&leader, 450, 470).await;
     members.insert(
         follower,
@@ -343,6 +344,8 @@ async fn a_lagging_follower_gets_the_snapshot_file_resumed_and_verified() {
             "k{i} after restart"
         );
     }
+    // The test's own handles of the leader go before its close.
+    drop((leader, leader_group));
     for (id, m) in members {
         stop(&router, m, id).await;
     }
