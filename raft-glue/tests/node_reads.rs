@@ -10,6 +10,7 @@
 #![allow(
     clippy::unwrap_used,
     clippy::indexing_slicing,
+    clippy::too_many_lines,
     missing_docs,
     reason = "test code: a panic is a failed assertion"
 )]
@@ -163,4 +164,132 @@ fn a_kraft_committed_read_above_the_commit_point_is_empty() {
         .read_entries(Offset(0), Offset(u64::MAX), u64::MAX, Isolation::Committed)
         .unwrap();
     assert_eq!(got.last().map(|e| e.offset.0 + 1), Some(commit.0));
+}
+
+/// The `KRaft` wing's reads (what a follower's fetch is answered with)
+/// held to the read model: random leader appends of every size (zstd on
+/// half the seeds), voter-set control records, commits; after each step
+/// random reads in every budget shape and both isolations. The model's
+/// user entries are what was appended; its control entries are taken from
+/// a whole read of the log (their bytes are the wing's), flagged.
+#[test]
+fn kraft_reads_match_the_read_model() {
+    use quorumlog_checkpoint::Voter;
+    use quorumlog_raft::voters::{VoterEntry, VoterSet};
+    use quorumlog_testkit::read_model::{check_read, entry_bytes, random_read, ModelLog};
+    let mut checked = 0;
+    for seed in 1..=16u64 {
+        let zstd = seed % 2 == 1;
+        let fs: SharedFs = Arc::new(SimFs::new(seed));
+        Node::format(&fs, Path::new(DIR), meta(), &options(zstd)).unwrap();
+        let (s, _) =
+            KraftReplica::open(&fs, Path::new(DIR), &Identity::of(&meta()), &options(zstd))
+                .unwrap();
+        let epoch = {
+            let mut e = s.election();
+            let epoch = e.become_candidate().unwrap();
+            e.become_leader().unwrap();
+            epoch
+        };
+        let mut rng = quorumlog_io::SimRng::new(seed);
+        let mut user: Vec<Vec<u8>> = Vec::new();
+        for step in 0..60 {
+            match rng.below(6) {
+                0..=3 => {
+                    let n = 1 + rng.index(6);
+                    let records: Vec<Vec<u8>> = (0..n)
+                        .map(|i| {
+                            let len = if rng.below(4) == 0 {
+                                3 + rng.index(5000)
+                            } else {
+                                3 + rng.index(80)
+                            };
+                            entry_bytes(&mut rng, 1, (user.len() + i) as u64, len)
+                        })
+                        .collect();
+                    s.append_durable(epoch, &records).unwrap();
+                    user.extend(records);
+                }
+                4 => {
+                    let end = s.wait_durable(s.extent().queued_end).unwrap();
+                    let x = s.extent();
+                    let at = x.high_watermark.map_or(x.start.0, |h| h.0);
+                    s.set_high_watermark(Offset(at + rng.below(end.0 - at + 1)))
+                        .unwrap();
+                }
+                _ => {
+                    // A voter set (committed changes first).
+                    let end = s.wait_durable(s.extent().queued_end).unwrap();
+                    s.set_high_watermark(end).unwrap();
+                    let set = VoterSet::new(vec![VoterEntry {
+                        voter: Voter {
+                            node_id: NodeId(1),
+                            directory_id: DirectoryId(2 + u128::from(rng.below(3))),
+                        },
+                        endpoint: None,
+                    }])
+                    .unwrap();
+                    s.append_voter_set(epoch, set).unwrap();
+                    s.wait_durable(s.extent().queued_end).unwrap();
+                }
+            }
+            let x = s.extent();
+            let all = s
+                .read_entries(x.start, x.end, u64::MAX, Isolation::Uncommitted)
+                .unwrap();
+            let users: Vec<&Vec<u8>> = all
+                .iter()
+                .filter(|e| !e.control)
+                .map(|e| &e.bytes)
+                .collect();
+            assert_eq!(
+                users,
+                user.iter().collect::<Vec<_>>(),
+                "seed {seed} step {step}"
+            );
+            let entries: Vec<(u64, Vec<u8>)> =
+                all.iter().map(|e| (e.epoch.0, e.bytes.clone())).collect();
+            let control: Vec<bool> = all.iter().map(|e| e.control).collect();
+            let log = ModelLog {
+                start: x.start.0,
+                entries: &entries,
+                readable_end: x.end.0,
+                commit: x.high_watermark.map(|h| h.0),
+            };
+            for _ in 0..8 {
+                let q = random_read(&mut rng, &log, |b| b.len() as u64);
+                let isolation = if q.committed {
+                    Isolation::Committed
+                } else {
+                    Isolation::Uncommitted
+                };
+                let got = match s.read_entries(Offset(q.from), Offset(q.to), q.max_bytes, isolation)
+                {
+                    Ok(es) => {
+                        for e in &es {
+                            let k = usize::try_from(e.offset.0 - x.start.0).unwrap();
+                            assert_eq!(e.control, control[k], "seed {seed}: flag of {}", e.offset);
+                        }
+                        Some(
+                            es.into_iter()
+                                .map(|e| (e.offset.0, e.epoch.0, e.bytes))
+                                .collect(),
+                        )
+                    }
+                    Err(quorumlog_raft::Error::OffsetOutOfRange { .. }) => None,
+                    Err(e) => panic!("seed {seed} step {step}: {q:?}: {e}"),
+                };
+                check_read(
+                    &log,
+                    &q,
+                    got,
+                    |b| b.len() as u64,
+                    &format!("seed {seed} step {step}"),
+                );
+                checked += 1;
+            }
+        }
+        s.close().unwrap();
+    }
+    eprintln!("KRaft reads checked against the model: {checked}");
 }

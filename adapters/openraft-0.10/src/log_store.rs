@@ -381,30 +381,17 @@ where
             .map_err(io_err)
     }
 
-    /// The group's refusals of a purge through `log_id`, asked of the
-    /// group before the adapter writes anything: the entry's epoch must be
-    /// the log's where the log holds it (`PurgeEpochMismatch`), and the
-    /// purge may not pass the latest snapshot (`MissingSnapshot`).
+    /// The group's refusals of a purge through `log_id` (`Purge::check`:
+    /// another epoch than the log's, past the latest snapshot), asked
+    /// before the adapter writes anything.
     fn check_purge(&self, log_id: &LogIdOf<C>) -> io::Result<()> {
         let epoch = C::LeaderId::committed_epoch(&log_id.leader_id).map_err(io_err)?;
-        let offset = Offset(log_id.index + 1);
-        if let Some(log) = self.store.epoch_at(Offset(log_id.index)) {
-            if log != epoch {
-                return Err(io_err(quorumlog_raft::Error::PurgeEpochMismatch {
-                    offset,
-                    log,
-                    given: epoch,
-                }));
-            }
+        Purge::To {
+            offset: Offset(log_id.index + 1),
+            epoch,
         }
-        let latest = self.store.extent().latest_snapshot;
-        if latest.is_some_and(|l| offset > l.end_offset) {
-            return Err(io_err(quorumlog_raft::Error::MissingSnapshot {
-                log_start: offset,
-                latest,
-            }));
-        }
-        Ok(())
+        .check(&self.store)
+        .map_err(io_err)
     }
 
     /// The entries of `[lo, hi)`: the store's part, then the tail's.
@@ -427,6 +414,16 @@ where
             }
         }
         out.extend(tail_part);
+        // openraft replicates what it reads as one contiguous run: a hole
+        // would become a follower's wrong log (a bug: the process stops).
+        let base = out.first().map_or(lo, RaftEntry::index).max(lo);
+        for (i, e) in out.iter().enumerate() {
+            assert!(
+                e.index() == base + i as u64 && e.index() < hi,
+                "entries [{lo}, {hi}) would return index {} at position {i}",
+                e.index()
+            );
+        }
         Ok(out)
     }
 

@@ -582,6 +582,17 @@ where
         if meta.last_purged.is_some_and(|p| p >= log_id) {
             return Ok(());
         }
+        // The group's refusals first: a refused purge changes nothing
+        // (metadata, cache, the purge point).
+        if self.purge == PurgeMode::Immediate {
+            let epoch = mapping::epoch_of(&log_id.leader_id).map_err(|e| logs_write(&e))?;
+            Purge::To {
+                offset: Offset(log_id.index + 1),
+                epoch,
+            }
+            .check(&self.store)
+            .map_err(|e| logs_write(&e))?;
+        }
         self.tail().purge(log_id.index + 1);
         self.purged_next
             .fetch_max(log_id.index + 1, std::sync::atomic::Ordering::Relaxed);

@@ -54,6 +54,24 @@ pub enum Error {
         /// The entry before's term.
         prev_term: u64,
     },
+    /// An entry larger than one batch of the store may hold.
+    #[error("entry {index} is {size} bytes, more than a batch holds ({max})")]
+    EntryTooLarge {
+        /// Its index.
+        index: u64,
+        /// Its encoded size.
+        size: u64,
+        /// The most an entry may be.
+        max: u64,
+    },
+    /// A hard state whose commit index is past the last index.
+    #[error("commit index {commit} is past the last index {last}")]
+    CommitPastLast {
+        /// The commit index given.
+        commit: u64,
+        /// The log's last index.
+        last: u64,
+    },
     /// A hard state whose commit index is below the one given before.
     #[error("commit index {commit} is below the commit index {current} given before")]
     CommitBackwards {

@@ -146,6 +146,21 @@ fn take_within<'a>(entries: impl Iterator<Item = &'a Entry>, max: u64) -> Vec<En
     out
 }
 
+/// `entries`, asserted contiguous from `low` and below `high`: raft-rs
+/// sends what `entries()` returns as one contiguous `MsgAppend`, so a hole
+/// handed to it would become a follower's wrong log. A bug, never input:
+/// the process stops.
+fn contiguous(entries: Vec<Entry>, low: u64, high: u64) -> Vec<Entry> {
+    for (i, e) in entries.iter().enumerate() {
+        assert!(
+            e.index == low + i as u64 && e.index < high,
+            "entries({low}, {high}) would return index {} at position {i}",
+            e.index
+        );
+    }
+    entries
+}
+
 /// Refuses entries whose indexes do not follow one another or whose
 /// terms go back.
 fn check_order(entries: &[Entry]) -> Result<()> {
@@ -303,13 +318,19 @@ impl RegionStorage {
     /// # Errors
     /// `Compacted` below the first index; `Gap` past the last index + 1;
     /// `Unordered` for indexes that do not follow one another or terms
-    /// that go back; the store's (a truncation below the commit point).
+    /// that go back (the first entry's against the log's entry before it
+    /// included); `EntryTooLarge` for an entry a batch cannot hold; the
+    /// store's (a truncation below the commit point). Each refusal comes
+    /// before anything is written: a refused append changes nothing.
     pub fn append(&self, entries: &[Entry]) -> Result<()> {
         let Some(head) = entries.first() else {
             return Ok(());
         };
         check_order(entries)?;
         let store = &self.inner.store;
+        // Every refusal before anything is written (a truncation is
+        // durable): a refused append changes nothing.
+        let limit = self.check_append(entries, head)?;
         let mut st = lock(&self.inner.state);
         let (first, last) = (self.first(), self.last());
         if head.index < first {
@@ -330,7 +351,6 @@ impl RegionStorage {
             cut?;
             st.tail.truncate(head.index);
         }
-        let limit = store.max_batch_bytes().saturating_sub(4096).max(1);
         let mut rest = entries;
         while let Some(h) = rest.first() {
             // One batch: one term, within the store's batch size.
@@ -381,6 +401,38 @@ impl RegionStorage {
         Ok(())
     }
 
+    /// The refusals of an append that come before anything is written:
+    /// an entry no batch holds, a first term behind the log's entry
+    /// before it. Returns the batch limit the append splits by.
+    fn check_append(&self, entries: &[Entry], head: &Entry) -> Result<u64> {
+        let limit = self
+            .inner
+            .store
+            .max_batch_bytes()
+            .saturating_sub(4096)
+            .max(1);
+        if let Some(e) = entries.iter().find(|e| u64::from(e.compute_size()) > limit) {
+            return Err(Error::EntryTooLarge {
+                index: e.index,
+                size: u64::from(e.compute_size()),
+                max: limit,
+            });
+        }
+        if head.index > self.first() && head.index <= self.last() + 1 {
+            let prev = self.term_of(head.index - 1)?;
+            if head.term < prev {
+                return Err(Error::Unordered {
+                    position: 0,
+                    index: head.index,
+                    term: head.term,
+                    prev_index: head.index - 1,
+                    prev_term: prev,
+                });
+            }
+        }
+        Ok(limit)
+    }
+
     /// Drops durable entries from the front of the tail past the cache's
     /// size (the queued ones stay: the store cannot read them yet).
     fn trim(&self, st: &mut State) {
@@ -398,7 +450,8 @@ impl RegionStorage {
     /// pass syncs; a restart re-learns what a cut before it loses).
     ///
     /// # Errors
-    /// `CommitBackwards`; the store's: the term going back or a second
+    /// `CommitBackwards`; `CommitPastLast` (checked before the term and
+    /// vote are written); the store's: the term going back or a second
     /// vote in one term (`Checkpoint(EpochRegression | VoteConflict)`), a
     /// commit index past the last index.
     pub fn set_hard_state(&self, hs: &HardState) -> Result<()> {
@@ -408,6 +461,15 @@ impl RegionStorage {
             return Err(Error::CommitBackwards {
                 commit: hs.commit,
                 current: st.hard.commit,
+            });
+        }
+        // Checked before the term and vote are written: a refused hard
+        // state changes nothing.
+        let last = self.last();
+        if hs.commit > st.hard.commit && hs.commit > last {
+            return Err(Error::CommitPastLast {
+                commit: hs.commit,
+                last,
             });
         }
         if hs.term != st.hard.term || hs.vote != st.hard.vote {
@@ -712,7 +774,7 @@ impl raft::Storage for RegionStorage {
                 if let Some(f) = st.fetched.take() {
                     if f.first().is_some_and(|e| e.index == low) {
                         let n = usize::try_from(high - low).unwrap_or(usize::MAX);
-                        return Ok(take_within(f.iter().take(n), max));
+                        return Ok(contiguous(take_within(f.iter().take(n), max), low, high));
                     }
                 }
                 if !st.fetching {
@@ -723,7 +785,7 @@ impl raft::Storage for RegionStorage {
                 return Err(raft::Error::Store(StorageError::LogTemporarilyUnavailable));
             }
         }
-        Ok(self.read(low, high, max)?)
+        Ok(contiguous(self.read(low, high, max)?, low, high))
     }
 
     fn term(&self, idx: u64) -> raft::Result<u64> {

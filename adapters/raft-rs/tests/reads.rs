@@ -13,6 +13,7 @@
     clippy::unwrap_used,
     clippy::indexing_slicing,
     clippy::cast_possible_truncation,
+    clippy::too_many_lines,
     missing_docs,
     reason = "test code: a panic is a failed assertion"
 )]

@@ -20,6 +20,7 @@ mod flush_order;
 mod mapping;
 mod multi_group;
 mod power_loss_groups;
+mod reads;
 mod recover;
 mod snapshot;
 mod suite;

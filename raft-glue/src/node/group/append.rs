@@ -113,6 +113,24 @@ pub enum Purge {
     },
 }
 
+impl Purge {
+    /// Whether `group` would refuse this purge now, with the error
+    /// [`Group::purge`] would return, changing nothing: for a caller that
+    /// records the purge elsewhere first (a Raft library's own metadata)
+    /// and must not when the group refuses. The checks are the purge's own.
+    ///
+    /// # Errors
+    /// As [`Group::purge`]'s refusals: `MissingSnapshot`,
+    /// `PurgeEpochMismatch`; `Poisoned`.
+    pub fn check(self, group: &Group) -> Result<()> {
+        group.inner.check_poisoned()?;
+        let Some((offset, epoch)) = group.purge_target(self)? else {
+            return Ok(());
+        };
+        group.with(|g| check_purge_epoch(g, offset, epoch))?
+    }
+}
+
 impl Group {
     /// Appends `records` in `epoch` at `base_offset` (the group's end),
     /// queued for the shared log's next sync round, which writes and syncs
@@ -301,28 +319,10 @@ impl Group {
     /// before `offset` in another epoch (nothing changes either way);
     /// `Poisoned`; I/O.
     pub fn purge(&self, purge: Purge) -> Result<Offset> {
-        let latest = self.latest();
-        let (offset, epoch) = match purge {
-            Purge::To { offset, epoch } => (offset, Some(epoch)),
-            Purge::Covered { up_to } => {
-                let to = latest.map_or(Offset(0), |l| up_to.min(l.end_offset));
-                (to, None)
-            }
-        };
         let id = self.id;
-        let start = self.with(|g| g.start)?;
-        if offset.0 <= start {
-            return Ok(Offset(start));
-        }
-        // A cleaning takes the epoch from the log; a caller's must be it.
-        let epoch = match epoch {
-            Some(e) => e,
-            None => match self.epoch_at(Offset(offset.0 - 1)) {
-                Some(e) => e,
-                None => return Ok(Offset(start)),
-            },
+        let Some((offset, epoch)) = self.purge_target(purge)? else {
+            return self.with(|g| Offset(g.start));
         };
-        check_purge_bound(offset, latest)?;
         let h = self.header(Kind::Purge, offset.0, epoch.0);
         self.inner.control(h, None, |st| {
             let g = st
@@ -332,6 +332,33 @@ impl Group {
             check_purge_epoch(g, offset, epoch)
         })?;
         self.with(|g| Offset(g.start))
+    }
+
+    /// Where `purge` would cut and the epoch it records, after the bound
+    /// of the latest snapshot; `None` when it would change nothing.
+    fn purge_target(&self, purge: Purge) -> Result<Option<(Offset, Epoch)>> {
+        let latest = self.latest();
+        let (offset, epoch) = match purge {
+            Purge::To { offset, epoch } => (offset, Some(epoch)),
+            Purge::Covered { up_to } => {
+                let to = latest.map_or(Offset(0), |l| up_to.min(l.end_offset));
+                (to, None)
+            }
+        };
+        let start = self.with(|g| g.start)?;
+        if offset.0 <= start {
+            return Ok(None);
+        }
+        // A cleaning takes the epoch from the log; a caller's must be it.
+        let epoch = match epoch {
+            Some(e) => e,
+            None => match self.epoch_at(Offset(offset.0 - 1)) {
+                Some(e) => e,
+                None => return Ok(None),
+            },
+        };
+        check_purge_bound(offset, latest)?;
+        Ok(Some((offset, epoch)))
     }
 
     /// Suffix truncation: the group's log ends at `offset`, durably (a
