@@ -87,25 +87,44 @@ pub(super) fn check_position(position: u64, start: u64, end: u64) -> Result<()> 
 }
 
 /// Checks each group's live runs against the shared log's start: every
-/// entry a group holds must be in the log. A run below the start means the
-/// log lost what the group needs (a cut or a lost segment): refused, naming
-/// the group and its first missing entry, before anything is changed.
+/// entry a group holds must be in the log, or covered by the group's
+/// latest snapshot (a crash may lose entries a snapshot already holds;
+/// the group's open then continues from the snapshot). Anything else means
+/// the log lost what the group needs (a cut or a lost segment): refused,
+/// naming the group and its first missing entry, before anything is
+/// changed. `snapshot_end` reads a group's latest snapshot's end without
+/// changing anything; it is asked only of a group with missing entries.
 pub(super) fn check_runs<'a>(
     groups: impl IntoIterator<Item = (&'a u64, &'a GroupState)>,
     log_start: u64,
+    snapshot_end: impl Fn(u64) -> Option<u64>,
 ) -> Result<()> {
     for (id, g) in groups {
-        let first = g.runs.iter().find(|r| r.end() > g.start);
-        if let Some(r) = first {
-            let at = r.offset.max(g.start);
-            if r.shared_at(at) < log_start {
-                return Err(Error::NodeCorrupt {
-                    group: Some(*id),
-                    offset: Offset(at),
-                    what: "the group's entries start below the shared log's start",
-                });
-            }
+        let mut live = g.runs.iter().filter(|r| r.end() > g.start);
+        let Some(first) = live.clone().next() else {
+            continue;
+        };
+        let at = first.offset.max(g.start);
+        if first.shared_at(at) >= log_start {
+            continue;
         }
+        // The group offset where its entries in the log begin again.
+        let lost_end = live
+            .find(|r| r.shared_end() > log_start)
+            .map_or(g.end, |r| {
+                let from = r.offset.max(g.start);
+                from + log_start
+                    .saturating_sub(r.shared_at(from))
+                    .min(u64::from(r.count))
+            });
+        if snapshot_end(*id).is_some_and(|end| end >= lost_end) {
+            continue;
+        }
+        return Err(Error::NodeCorrupt {
+            group: Some(*id),
+            offset: Offset(at),
+            what: "the group's entries start below the shared log's start, and no snapshot covers them",
+        });
     }
     Ok(())
 }

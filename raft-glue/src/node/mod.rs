@@ -167,7 +167,11 @@ impl Node {
             options.sync,
             &mut |plan| {
                 refusal = check_position(position, plan.log_start.0, plan.log_end.0)
-                    .and_then(|()| fold::check_runs(checkpoint.groups.iter(), plan.log_start.0))
+                    .and_then(|()| {
+                        fold::check_runs(checkpoint.groups.iter(), plan.log_start.0, |id| {
+                            latest_snapshot_end(fs, &group::snapshot_dir(&dd, id))
+                        })
+                    })
                     .err();
                 refusal
                     .as_ref()
@@ -445,6 +449,18 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.inner.signal.0.release();
     }
+}
+
+/// The end of the latest snapshot published in `dir`, read from the file
+/// names alone (nothing is changed: the open may still refuse).
+fn latest_snapshot_end(fs: &SharedFs, dir: &Path) -> Option<u64> {
+    fs.list(dir)
+        .ok()?
+        .iter()
+        .filter_map(|e| e.name.strip_suffix(".snapshot"))
+        .filter_map(quorumlog_snapshot::SnapshotId::parse_stem)
+        .map(|id| id.end_offset.0)
+        .max()
 }
 
 /// Removes a dropped group's snapshots, if any.
