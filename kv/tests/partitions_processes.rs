@@ -36,6 +36,8 @@ use quorumlog_kv::wire::admin::{leaders, AddingState, Listing, NodeView};
 use quorumlog_kv::wire::{GroupRequest, Request, Response};
 use quorumlog_kv_harness::processes::Processes;
 
+mod ends;
+
 const EXE: &str = env!("CARGO_BIN_EXE_quorumlog-kv");
 
 fn soon() -> tokio::time::Instant {
@@ -502,6 +504,9 @@ async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
     assert_eq!(sum(|m| m.pending_additions), 0);
     assert_eq!(sum(|m| m.under_replicated), 0, "{m:?}");
     assert!(sum(|m| m.bytes_moved) > 0);
+    // Every partition led, every voter hosted, every partition taking a
+    // fresh client's write.
+    ends::every_partition_serves(&nodes).await;
     println!(
         "{} acknowledged writes checked on every replica; {samples} majority samples",
         acked.len()

@@ -1,9 +1,11 @@
 //! The partitioned service in one process: 5 nodes on simulated disks
 //! (loopback sockets between them), 8 partitions of 3 replicas, writers
 //! throughout, and a seeded sequence of random alters (new targets for idle
-//! partitions), replacements and cancels of pending ones, cancel-alls, and
-//! power cuts of random nodes (the node drained, its disk's power cut
-//! with a random crash plan, the node restarted from what the disk kept).
+//! partitions, to three nodes or one), replacements and cancels of
+//! pending ones, cancel-alls, power cuts of random nodes (the node
+//! drained, its disk's power cut with a random crash plan, the node
+//! restarted from what the disk kept), and a node taken down for a few
+//! rounds while idle partitions are moved to targets that need it.
 //!
 //! Invariants:
 //! - consecutive voter sets a partition's replicas applied differ by one
@@ -16,7 +18,9 @@
 //!   final replica of its partition;
 //! - an alter is refused only for a cancel of a partition whose
 //!   reassignment finished meanwhile (nothing else the sequence asks is
-//!   invalid).
+//!   invalid);
+//! - at the end every partition has a leader, every voter's node hosts
+//!   its partition, and every partition takes a fresh client's write.
 //!
 //! `QUORUMLOG_PARTS_SEEDS=N` (default 1) seeds from 1;
 //! `QUORUMLOG_PARTS_SEED=s` replays one (the disks are deterministic, the
@@ -59,6 +63,10 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// What a node's stores called durable when it went down: (partition,
+/// durable end, end).
+type Durable = Vec<(u32, u64, u64)>;
+
 struct SimNode {
     args: HostArgs,
     disk: SimFs,
@@ -82,6 +90,13 @@ impl SimNode {
     /// A power cut: nothing enters a Raft any more, the disk loses power,
     /// the Rafts stop; the node restarts from what the disk kept.
     async fn power_cut(&mut self, plan: CrashPlan) {
+        let durable = self.down(plan).await;
+        self.up(durable).await;
+    }
+
+    /// The power cut of [`SimNode::power_cut`], the node left down;
+    /// returns what its stores called durable (for [`SimNode::up`]).
+    async fn down(&mut self, plan: CrashPlan) -> Durable {
         let host = self.host.take().unwrap();
         host.drain().await;
         self.disk.crash_after(0);
@@ -103,6 +118,12 @@ impl SimNode {
         self.disk = self.disk.crash_with(plan);
         // The old host's tasks hold it; it answers nothing any more.
         drop(host);
+        durable
+    }
+
+    /// Restarts a node [`SimNode::down`] stopped, from what its disk kept:
+    /// nothing its stores called durable is lost.
+    async fn up(&mut self, durable: Durable) {
         self.start().await;
         let host = self.host.as_ref().unwrap();
         for (p, flushed, end) in durable {
@@ -235,10 +256,12 @@ async fn settle(nodes: &[String], models: &mut BTreeMap<u32, Model>) {
     }
 }
 
+/// Three random nodes, or (one time in four) a single one.
 fn random_target(rng: &mut SimRng) -> Vec<u64> {
     let mut all: Vec<u64> = (1..=NODES).collect();
     let mut out = Vec::new();
-    for _ in 0..3 {
+    let n = if rng.below(4) == 0 { 1 } else { 3 };
+    for _ in 0..n {
         let i = rng.below(all.len() as u64) as usize;
         out.push(all.remove(i));
     }
@@ -389,6 +412,8 @@ async fn run(seed: u64, power: bool) -> String {
 
     let rounds = 14;
     let mut log = Vec::new();
+    // A node taken down: its index, the rounds left, what it had durable.
+    let mut down: Option<(usize, u64, Durable)> = None;
     for round in 0..rounds {
         settle(&addrs, &mut models).await;
         let pending: Vec<u32> = models
@@ -401,7 +426,16 @@ async fn run(seed: u64, power: bool) -> String {
             .filter(|(_, m)| m.origin.is_none())
             .map(|(p, _)| *p)
             .collect();
-        let mut action = rng.below(12);
+        // A node taken down earlier comes back after its rounds.
+        if let Some((id, left, durable)) = down.take() {
+            if left == 0 {
+                log.push(format!("{round}: node {} back", id + 1));
+                nodes[id].up(durable).await;
+            } else {
+                down = Some((id, left - 1, durable));
+            }
+        }
+        let mut action = rng.below(14);
         if std::env::var("QUORUMLOG_PARTS_ONLY_CUTS").is_ok() {
             action = 11;
         }
@@ -424,6 +458,26 @@ async fn run(seed: u64, power: bool) -> String {
                 let p = pending[rng.below(pending.len() as u64) as usize];
                 targets.push((p, Vec::new()));
             }
+            12 | 13 if down.is_none() && !idle.is_empty() => {
+                // A node goes down for 1–3 rounds, and idle partitions are
+                // moved to targets that need it (to it alone, sometimes):
+                // it is never made a voter before it acknowledges, and no
+                // partition loses its leader; cancels may come meanwhile.
+                let id = rng.below(NODES) as usize;
+                log.push(format!("{round}: node {} down", id + 1));
+                let durable = nodes[id].down(CrashPlan::KeepAll).await;
+                down = Some((id, 1 + rng.below(3), durable));
+                for _ in 0..=rng.below(2) {
+                    let p = idle[rng.below(idle.len() as u64) as usize];
+                    let mut t = random_target(&mut rng);
+                    if !t.contains(&(id as u64 + 1)) {
+                        t[0] = id as u64 + 1;
+                    }
+                    if targets.iter().all(|(q, _)| *q != p) {
+                        targets.push((p, t));
+                    }
+                }
+            }
             8 => {
                 let r = pclient::control(&addrs, Control::CancelAll, deadline(30)).await;
                 assert!(matches!(r, Ok(Ok(_))), "seed {seed}: cancel-all {r:?}");
@@ -433,7 +487,10 @@ async fn run(seed: u64, power: bool) -> String {
                 }
             }
             _ => {
-                let id = rng.below(NODES) as usize;
+                let mut id = rng.below(NODES) as usize;
+                if down.as_ref().is_some_and(|d| d.0 == id) {
+                    id = (id + 1) % NODES as usize; // a node up
+                }
                 let plan = match if keep_all { 9 } else { rng.below(3) } {
                     9 => CrashPlan::KeepAll,
                     0 => CrashPlan::LoseUnsynced,
@@ -469,6 +526,10 @@ async fn run(seed: u64, power: bool) -> String {
     }
 
     // Everything finishes (all nodes up).
+    if let Some((id, _, durable)) = down.take() {
+        log.push(format!("end: node {} back", id + 1));
+        nodes[id].up(durable).await;
+    }
     let t1 = Instant::now();
     loop {
         let l = pclient::list(&addrs, Vec::new(), deadline(30))
@@ -523,6 +584,34 @@ async fn run(seed: u64, power: bool) -> String {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+
+    // Every partition led, every voter's node hosting it, and every
+    // partition taking a fresh client's write.
+    let t4 = Instant::now();
+    loop {
+        let h = pclient::health(&addrs, PARTITIONS, deadline(5)).await;
+        if h.ok() {
+            break;
+        }
+        assert!(
+            t4.elapsed() < Duration::from_secs(60),
+            "seed {seed}: {h:?}\n{log:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut fresh = PartitionedClient::new(&addrs, PARTITIONS);
+    for p in 0..PARTITIONS {
+        let key = (0u64..100_000)
+            .map(|i| format!("end-{i}"))
+            .find(|k| partition_of(k, PARTITIONS) == p)
+            .unwrap();
+        fresh
+            .put(&key, "v", deadline(30))
+            .await
+            .unwrap_or_else(|e| {
+                panic!("seed {seed}: partition {p} takes no write: {e:?}\n{log:#?}")
+            });
+    }
 
     // Nothing acknowledged lost; voter changes one at a time.
     let mut sets_seen = 0;

@@ -41,7 +41,9 @@ fn a_soak_of_real_processes_under_kills_and_stops_is_linearizable() {
     let text = String::from_utf8_lossy(&out.stdout);
     eprintln!("{text}");
     assert!(
-        out.status.success() && text.contains("linearizable            PASS"),
+        out.status.success()
+            && text.contains("linearizable            PASS")
+            && text.contains("every partition served  PASS"),
         "seed {seed}: {text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -18,6 +18,7 @@
     clippy::unwrap_used,
     clippy::indexing_slicing,
     clippy::expect_used,
+    clippy::too_many_lines,
     missing_docs,
     reason = "test code: a panic is a failed assertion"
 )]
@@ -80,7 +81,14 @@ fn step(latest: &ControlState, leader: Voter, progress: &BTreeMap<Voter, Offset>
 /// Runs a reassignment to its end with every replica caught up (each
 /// step committed at once); returns the voter sets it went through.
 fn run(mut latest: ControlState, leader: Voter, replicas: &[Voter]) -> (Vec<Vec<u64>>, Step) {
-    let progress = caught_up(replicas);
+    // The current voters acknowledged too (a voter set whose majority
+    // needs a replica that acknowledged nothing is never entered).
+    let mut all: Vec<Voter> = replicas.to_vec();
+    all.extend(latest.voters.as_ref().unwrap().voters());
+    if let Some(r) = &latest.reassignment {
+        all.extend(r.original.voters());
+    }
+    let progress = caught_up(&all);
     let mut sets = Vec::new();
     for _ in 0..32 {
         match step(&latest, leader, &progress) {
@@ -196,7 +204,7 @@ fn growing_three_to_five_promotes_each_once_caught_up() {
     assert_eq!(step(&latest, l, &BTreeMap::new()), Step::CatchingUp(v(4)));
     let behind = BTreeMap::from([(v(4), Offset(80))]);
     assert_eq!(step(&latest, l, &behind), Step::CatchingUp(v(4)));
-    let close = BTreeMap::from([(v(4), Offset(90))]);
+    let close = BTreeMap::from([(v(2), Offset(100)), (v(3), Offset(95)), (v(4), Offset(90))]);
     assert!(matches!(step(&latest, l, &close), Step::Append(s) if s.len() == 4));
     // An uncommitted change holds everything back.
     let held = next_step(&StepInput {
@@ -234,7 +242,7 @@ fn a_voter_that_lost_its_disk_is_removed_before_its_replacement_joins() {
     // The old voter of node 3 is gone, the new one is in.
     let mut s = latest;
     for _ in 0..2 {
-        if let Step::Append(next) = step(&s, l, &caught_up(&[new3])) {
+        if let Step::Append(next) = step(&s, l, &caught_up(&[v(2), new3])) {
             s.voters = Some(next);
         }
     }
@@ -257,7 +265,8 @@ fn cancel_before_removals_returns_to_exactly_the_original_set() {
     let target = set(&[v(2), v(3), v(4), v(5)]);
     let r = plan_reassignment(&state(&cur, None), target, 0).unwrap();
     let mut latest = state(&cur, Some(r));
-    let progress = caught_up(&[v(4), v(5)]);
+    // The voters acknowledged, and the adding replicas.
+    let progress = caught_up(&[v(2), v(3), v(4), v(5)]);
     // Cancel at each step before the first removal: 0, 1 and 2 promoted.
     for promoted in 0..=2 {
         let mut s = latest.clone();
@@ -268,7 +277,7 @@ fn cancel_before_removals_returns_to_exactly_the_original_set() {
         let (_, end) = run(s.clone(), l, &[]);
         assert_eq!(end, Step::Idle, "after {promoted} promoted");
         let mut t = s;
-        while let Step::Append(next) = step(&t, l, &BTreeMap::new()) {
+        while let Step::Append(next) = step(&t, l, &progress) {
             t.voters = Some(next);
         }
         assert!(
@@ -311,7 +320,7 @@ fn replacing_a_pending_reassignment_starts_from_the_current_set() {
     let (l, cur) = (v(1), [v(1), v(2), v(3)]);
     let r = plan_reassignment(&state(&cur, None), set(&[v(1), v(2), v(3), v(4)]), 0).unwrap();
     let mut latest = state(&cur, Some(r));
-    let Step::Append(next) = step(&latest, l, &caught_up(&[v(4)])) else {
+    let Step::Append(next) = step(&latest, l, &caught_up(&[v(2), v(3), v(4)])) else {
         panic!("promotion")
     };
     latest.voters = Some(next);
@@ -362,4 +371,97 @@ fn targets_are_checked_before_anything_starts() {
     let same = plan_reassignment(&cur, set(&[v(1), v(2), v(3)]), 0).unwrap();
     let latest = state(&[v(1), v(2), v(3)], Some(same));
     assert_eq!(step(&latest, v(1), &BTreeMap::new()), Step::Finish);
+}
+
+/// The plan's property, for random reassignments, faults and progress
+/// maps: no promotion without an acknowledged position within the lag of
+/// the high watermark; no voter set entered whose majority needs a
+/// replica that has not caught up (acknowledged within the lag; the
+/// leader always); one voter at a time. Progress changes between steps:
+/// replicas catch up, fall behind, and lose their acknowledgement (a
+/// node down and back with nothing). A leader outside the voter set
+/// changes it no more (openraft asserts a leader is a voter when it
+/// changes membership). Fails on the plan before the rule
+/// (it promoted and removed regardless of the other replicas: checked).
+#[test]
+fn no_step_promotes_or_enters_a_set_without_acknowledged_progress() {
+    let mut checked = 0;
+    for seed in 0..2_000u64 {
+        let mut rng = quorumlog_io::SimRng::new(seed);
+        let n = 1 + rng.index(5);
+        let cur: Vec<Voter> = (1..=n as u64).map(v).collect();
+        let leader = cur[rng.index(n)];
+        // A target of 1..=5 nodes out of 1..=7, always keeping a majority path.
+        let mut target: Vec<Voter> = (1..=7u64).filter(|_| rng.below(2) == 0).map(v).collect();
+        if target.is_empty() {
+            target.push(v(1 + rng.below(7)));
+        }
+        target.truncate(5);
+        let Ok(r) = plan_reassignment(&state(&cur, None), set(&target), 0) else {
+            continue;
+        };
+        let mut latest = state(&cur, Some(r));
+        let hw = Offset(rng.below(200));
+        let max_lag = 10;
+        let mut progress: BTreeMap<Voter, Offset> = BTreeMap::new();
+        for step_no in 0..40 {
+            // Faults and catching up between steps.
+            for node in 1..=7u64 {
+                match rng.below(6) {
+                    0 => {
+                        progress.remove(&v(node));
+                    }
+                    1 => {
+                        progress.insert(v(node), Offset(hw.0.saturating_sub(rng.below(40))));
+                    }
+                    2 | 3 => {
+                        progress.insert(v(node), hw);
+                    }
+                    _ => {}
+                }
+            }
+            let got = next_step(&StepInput {
+                latest: &latest,
+                all_committed: true,
+                leader,
+                progress: &progress,
+                high_watermark: hw,
+                max_lag,
+            });
+            let outside = !latest.voters.as_ref().unwrap().contains(leader);
+            assert!(
+                !(outside && matches!(got, Step::Append(_) | Step::CatchingUp(_))),
+                "seed {seed}: a leader outside the voter set changes it: {got:?}"
+            );
+            let caught =
+                |x: Voter| x == leader || progress.get(&x).is_some_and(|e| hw.0 - e.0 <= max_lag);
+            match got {
+                Step::Append(next) => {
+                    let before = latest.voters.clone().unwrap();
+                    for added in next.voters().filter(|x| !before.contains(*x)) {
+                        assert!(
+                            caught(added),
+                            "seed {seed} step {step_no}: {added:?} promoted with progress {:?}",
+                            progress.get(&added)
+                        );
+                    }
+                    let changed = before.voters().filter(|x| !next.contains(*x)).count()
+                        + next.voters().filter(|x| !before.contains(*x)).count();
+                    assert_eq!(changed, 1, "seed {seed}: one voter at a time");
+                    let k = next.voters().filter(|x| caught(*x)).count();
+                    assert!(
+                        k * 2 > next.len(),
+                        "seed {seed} step {step_no}: entered {:?} with {k} caught up",
+                        next.voters().map(|x| x.node_id.0).collect::<Vec<_>>()
+                    );
+                    latest.voters = Some(next);
+                    checked += 1;
+                }
+                Step::Finish => latest.reassignment = None,
+                Step::Idle | Step::Resign => break,
+                Step::CatchingUp(_) | Step::WaitForCommit => {}
+            }
+        }
+    }
+    assert!(checked > 1_000, "only {checked} steps taken");
 }

@@ -215,6 +215,48 @@ pub async fn views(nodes: &[String], deadline: Instant) -> BTreeMap<String, Opti
     out
 }
 
+/// What [`health`] found: the partitions no answering node leads, and the
+/// voters (partition, node) whose node does not host their partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Health {
+    /// Partitions without a leader among the answering nodes.
+    pub unled: Vec<u32>,
+    /// (partition, node): a voter, by its leader, whose node answers and
+    /// does not host the partition, or does not answer.
+    pub unhosted: Vec<(u32, u64)>,
+}
+
+impl Health {
+    /// Every partition led and every voter hosted.
+    pub fn ok(&self) -> bool {
+        self.unled.is_empty() && self.unhosted.is_empty()
+    }
+}
+
+/// Asks every node of `nodes` its partitions: which of `partitions` have
+/// no leader, and which voters' nodes do not host their partition (a
+/// node that does not answer hosts nothing).
+pub async fn health(nodes: &[String], partitions: u32, deadline: Instant) -> Health {
+    let views: Vec<NodeView> = views(nodes, deadline)
+        .await
+        .into_values()
+        .flatten()
+        .collect();
+    let hosted: std::collections::BTreeSet<(u64, u32)> = views
+        .iter()
+        .flat_map(|n| n.partitions.iter().map(move |p| (n.node, p.partition)))
+        .collect();
+    let led = crate::wire::admin::leaders(&views);
+    Health {
+        unled: (0..partitions).filter(|p| !led.contains_key(p)).collect(),
+        unhosted: led
+            .iter()
+            .flat_map(|(p, l)| l.voters.iter().map(move |n| (*p, *n)))
+            .filter(|(p, n)| !hosted.contains(&(*n, *p)))
+            .collect(),
+    }
+}
+
 /// Every answering node's metrics.
 pub async fn metrics(nodes: &[String], deadline: Instant) -> Vec<Metrics> {
     let mut out = Vec::new();

@@ -43,6 +43,10 @@ fn failed(e: impl std::fmt::Display) -> Refusal {
     }
 }
 
+/// How recently a replica must have answered the leader for its position
+/// to count as progress.
+pub const FRESH: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// How far behind the commit index an adding replica may be to be
 /// promoted.
 pub const MAX_LAG: u64 = 64;
@@ -118,7 +122,16 @@ async fn view(node: &Running) -> Result<View, Refusal> {
                 Err(_) => continue,
             }
         };
-        let end = matched.map_or(0, |l| l.index + 1);
+        // Only what the replica acknowledged, and lately: one never
+        // replicated to, or not heard from within `FRESH` (a node down
+        // keeps its last position in the metrics), has no progress (the
+        // plan counts it as catching up).
+        let Some(end) = matched.map(|l| l.index + 1) else {
+            continue;
+        };
+        if id != node.id && !heard_lately(&m, id) {
+            continue;
+        }
         progress.insert(
             Voter {
                 node_id: NodeId(id),
@@ -141,6 +154,14 @@ async fn view(node: &Running) -> Result<View, Refusal> {
         committed_end: Offset(applied),
         settled,
     })
+}
+
+/// Whether replica `id` answered this leader within [`FRESH`].
+fn heard_lately(m: &openraft10::RaftMetrics<crate::TypeConfig>, id: u64) -> bool {
+    m.heartbeat
+        .as_ref()
+        .and_then(|h| h.get(&id).copied().flatten())
+        .is_some_and(|t| openraft10::Instant::elapsed(&*t) <= FRESH)
 }
 
 fn is_leader(node: &Running) -> bool {

@@ -167,13 +167,21 @@ pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
         })
         .unwrap_or_default();
     // Every step, not only before the learner joins: a node that retired
-    // its old replica meanwhile hosts a new one.
-    // A node that does not answer is not waited for: the others' steps go
-    // on (it is the stuck replica a new target may drop).
-    for n in &adding {
+    // its old replica meanwhile hosts a new one. Asked: every adding
+    // replica's node, and every voter's node that has acknowledged
+    // nothing (a node that lost the partition, or never made it), each
+    // with a backoff while it does not answer. A node that does not
+    // answer is not waited for: the others' steps go on.
+    let silent = unacknowledged_voters(part, &voters);
+    for n in adding.iter().chain(silent.iter()) {
+        if *n == host.id || !ask_due(host.id, p, *n) {
+            continue;
+        }
         if let Some(addr) = nodes.get(n).map(|i| i.addr.clone()) {
             let hosted = crate::server::host_on(&host.router, &addr, p, Duration::from_millis(500));
-            if let Err(e) = hosted.await {
+            let r = hosted.await;
+            asked(host.id, p, *n, r.is_ok());
+            if let Err(e) = r {
                 tracing::debug!("partition {p}: node {n} cannot host it yet: {e}");
             }
         }
@@ -184,6 +192,52 @@ pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
         Some(pending) => report_if_done(host, &nodes, part, p, &pending).await,
         None => Ok(()),
     }
+}
+
+/// The voters (node ids) of `part` the leader's replication has no
+/// acknowledged position from.
+fn unacknowledged_voters(part: &Partition, voters: &BTreeSet<u64>) -> Vec<u64> {
+    let m = part.raft.metrics().borrow_watched().clone();
+    let replication = m.replication.unwrap_or_default();
+    voters
+        .iter()
+        .copied()
+        .filter(|n| *n != part.id && replication.get(n).is_none_or(Option::is_none))
+        .collect()
+}
+
+/// When each (host, partition, node) may be asked to host again, and the
+/// pause after the next failure: from 500 ms, doubling to 30 s; cleared
+/// by an answer.
+type Asks = std::collections::HashMap<(u64, u32, u64), (std::time::Instant, Duration)>;
+
+fn asks() -> std::sync::MutexGuard<'static, Asks> {
+    static ASKS: std::sync::OnceLock<std::sync::Mutex<Asks>> = std::sync::OnceLock::new();
+    ASKS.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether node `n` may be asked to host `p` now.
+fn ask_due(me: u64, p: u32, n: u64) -> bool {
+    asks()
+        .get(&(me, p, n))
+        .is_none_or(|(at, _)| std::time::Instant::now() >= *at)
+}
+
+/// Notes an ask's outcome: an answer clears the backoff, a failure doubles it.
+fn asked(me: u64, p: u32, n: u64, answered: bool) {
+    let mut a = asks();
+    if answered {
+        a.remove(&(me, p, n));
+        return;
+    }
+    let pause = a
+        .get(&(me, p, n))
+        .map_or(Duration::from_millis(500), |(_, d)| {
+            (*d * 2).min(Duration::from_secs(30))
+        });
+    a.insert((me, p, n), (std::time::Instant::now() + pause, pause));
 }
 
 /// Starts the reassignment of `pending`'s generation.

@@ -19,7 +19,7 @@ use quorumlog_kv_harness::check::{self, Report};
 use quorumlog_kv_harness::processes::Processes;
 
 use crate::demo::{pick, Recorded};
-use quorumlog_kv::client::partitioned::PartitionedClient;
+use quorumlog_kv::client::partitioned::{health, Health, PartitionedClient};
 use quorumlog_kv::error::{Error, Result};
 use quorumlog_kv_harness::history::{record_get, record_put, Action, Op, Outcome, Recorder};
 
@@ -49,6 +49,9 @@ pub(crate) struct SoakReport {
     pub(crate) faults: BTreeMap<&'static str, usize>,
     /// The checker's verdict.
     pub(crate) check: Report,
+    /// At the end, with every fault healed: the partitions without a
+    /// leader and the voters whose node does not host their partition.
+    pub(crate) health: Health,
 }
 
 impl SoakReport {
@@ -74,12 +77,23 @@ impl SoakReport {
                 v.detail
             );
         }
-        let ok = self.check.ok() && self.check.ops > 0;
+        let lin = self.check.ok() && self.check.ops > 0;
         println!(
             "linearizable            {}",
-            if ok { "PASS" } else { "FAIL" }
+            if lin { "PASS" } else { "FAIL" }
         );
-        ok
+        let served = self.health.ok();
+        if !served {
+            println!(
+                "UNSERVED at the end: partitions without a leader {:?}, voters not hosting (partition, node) {:?}",
+                self.health.unled, self.health.unhosted
+            );
+        }
+        println!(
+            "every partition served  {}",
+            if served { "PASS" } else { "FAIL" }
+        );
+        lin && served
     }
 }
 
@@ -265,6 +279,7 @@ pub(crate) async fn run(exe: &Path, args: &SoakArgs) -> Result<SoakReport> {
         let _ = c.await;
     }
     read_every_key(&p, args.partitions.max(1), args.keys.max(1), &history).await;
+    let health = served(&p.addrs(), args.partitions.max(1)).await;
     drop(p);
     let ops = history.ops();
     let counts = count(&ops);
@@ -279,5 +294,19 @@ pub(crate) async fn run(exe: &Path, args: &SoakArgs) -> Result<SoakReport> {
         ops: counts,
         faults,
         check,
+        health,
     })
+}
+
+/// Every partition led and every voter hosted, waited for up to 30 s
+/// after the faults healed (an election may still be under way).
+async fn served(nodes: &[String], partitions: u32) -> Health {
+    let t0 = Instant::now();
+    loop {
+        let h = health(nodes, partitions, Instant::now() + Duration::from_secs(3)).await;
+        if h.ok() || t0.elapsed() > Duration::from_secs(30) {
+            return h;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -64,7 +64,10 @@ pub struct StepInput<'a> {
     pub all_committed: bool,
     /// The leader.
     pub leader: Voter,
-    /// Each replica's durable end, from its fetches.
+    /// Each replica's acknowledged durable end, from its fetches: a
+    /// replica that never acknowledged a position has no entry (never a
+    /// default such as 0: that would count a replica holding nothing as
+    /// caught up on a short log).
     pub progress: &'a BTreeMap<Voter, Offset>,
     /// The high watermark.
     pub high_watermark: Offset,
@@ -80,6 +83,23 @@ pub struct StepInput<'a> {
 /// up; only then are the removing voters removed, the leader last; then
 /// the reassignment ends, and a leader that is no longer a voter resigns.
 pub fn next_step(input: &StepInput<'_>) -> Step {
+    let step = plan_step(input);
+    // A leader that is no longer a voter changes no voter set (its
+    // removal is committed or in flight: a voter leads the rest); it may
+    // still append the reassignment's end.
+    let outside = input
+        .latest
+        .voters
+        .as_ref()
+        .is_some_and(|l| !l.contains(input.leader));
+    match step {
+        Step::Append(_) | Step::CatchingUp(_) if outside => Step::Resign,
+        s => s,
+    }
+}
+
+/// [`next_step`] before the rule for a leader outside the voter set.
+fn plan_step(input: &StepInput<'_>) -> Step {
     if !input.all_committed {
         return Step::WaitForCommit;
     }
@@ -101,7 +121,7 @@ pub fn next_step(input: &StepInput<'_>) -> Step {
     for v in replaced {
         if latest.contains(*v) {
             if let Some(next) = latest.without(*v) {
-                return Step::Append(next);
+                return guarded(input, next);
             }
         }
     }
@@ -109,13 +129,10 @@ pub fn next_step(input: &StepInput<'_>) -> Step {
         if latest.contains(a.voter) {
             continue;
         }
-        let behind = input
-            .progress
-            .get(&a.voter)
-            .map(|end| input.high_watermark.0.saturating_sub(end.0));
-        return match behind {
-            Some(lag) if lag <= input.max_lag => Step::Append(latest.with(a.clone())),
-            _ => Step::CatchingUp(a.voter),
+        return if caught_up(input, a.voter) {
+            guarded(input, latest.with(a.clone()))
+        } else {
+            Step::CatchingUp(a.voter)
         };
     }
     let mut order: Vec<Voter> = removing.clone();
@@ -123,11 +140,39 @@ pub fn next_step(input: &StepInput<'_>) -> Step {
     for v in order {
         if latest.contains(v) {
             if let Some(next) = latest.without(v) {
-                return Step::Append(next);
+                return guarded(input, next);
             }
         }
     }
     Step::Finish
+}
+
+/// Whether replica `v` counts as caught up: the leader, or a replica whose
+/// *acknowledged* durable end (a `progress` entry: what it reported, never
+/// a default) is within `max_lag` of the high watermark. A replica that
+/// acknowledged nothing is catching up, however short the log is.
+fn caught_up(input: &StepInput<'_>, v: Voter) -> bool {
+    v == input.leader
+        || input
+            .progress
+            .get(&v)
+            .is_some_and(|end| input.high_watermark.0.saturating_sub(end.0) <= input.max_lag)
+}
+
+/// `Append(next)` when the caught-up replicas of `next` are a majority of
+/// it (its new majority can commit without waiting for anyone behind);
+/// else `CatchingUp` of a replica of `next` that is behind. No voter set
+/// is entered whose majority needs a replica that has not caught up.
+fn guarded(input: &StepInput<'_>, next: VoterSet) -> Step {
+    let caught = next.voters().filter(|v| caught_up(input, *v)).count();
+    if caught * 2 > next.len() {
+        return Step::Append(next);
+    }
+    let behind = next.voters().find(|v| !caught_up(input, *v));
+    match behind {
+        Some(v) => Step::CatchingUp(v),
+        None => Step::Append(next),
+    }
 }
 
 /// Plans `alter_voters(Some(target))` from the current voter set and the

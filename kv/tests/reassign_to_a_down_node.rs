@@ -1,0 +1,180 @@
+//! A reassignment to a node that is down (found from outside: a partition
+//! wedged for good). Five node processes, 64 partitions; node 1 is
+//! killed; partition A (idle, a dozen entries) is moved to {1, a, b} (two
+//! of its voters kept) and partition B to {1} alone. Invariants:
+//! - while node 1 is down it is never made a voter of either (it
+//!   acknowledged nothing: the old plan promoted it at once, as a short
+//!   log's lag is under the promotion bound), and every partition keeps
+//!   a leader that takes writes;
+//! - with node 1 back, both moves complete, every partition has a leader
+//!   and every voter's node hosts its partition;
+//! - a move to a down node cancelled while it is down rolls back at once
+//!   (no removal waits for it) and its partition keeps taking writes.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::too_many_lines,
+    missing_docs,
+    reason = "test code: a panic is a failed assertion"
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use quorumlog_kv::client::partitioned as pclient;
+use quorumlog_kv::server::PARTITIONS;
+use quorumlog_kv::wire::admin::{leaders, NodeView};
+
+use quorumlog_kv_harness::processes::Processes;
+
+mod ends;
+use ends::{every_partition_led_and_hosted, write_to};
+
+const EXE: &str = env!("CARGO_BIN_EXE_quorumlog-kv");
+
+fn soon() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(5)
+}
+
+fn cli(args: &[&str]) -> (bool, String) {
+    let out = Command::new(EXE).args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+async fn views(nodes: &[String]) -> Vec<NodeView> {
+    pclient::views(nodes, soon())
+        .await
+        .into_values()
+        .flatten()
+        .collect()
+}
+
+/// Each led partition's voters, as its leader sees them.
+async fn voters(nodes: &[String]) -> BTreeMap<u32, BTreeSet<u64>> {
+    leaders(&views(nodes).await)
+        .into_iter()
+        .map(|(p, l)| (p, l.voters.iter().copied().collect()))
+        .collect()
+}
+
+/// Waits until nothing is pending and `want`'s partitions have exactly
+/// their voters.
+async fn wait_done(nodes: &[String], want: &BTreeMap<u32, BTreeSet<u64>>, limit: Duration) {
+    let t0 = Instant::now();
+    loop {
+        let l = pclient::list(nodes, Vec::new(), soon())
+            .await
+            .unwrap_or_default();
+        let v = voters(nodes).await;
+        let wrong: Vec<_> = want
+            .iter()
+            .filter(|(p, w)| v.get(p) != Some(w))
+            .map(|(p, w)| (*p, w.clone(), v.get(p).cloned()))
+            .collect();
+        if l.is_empty() && wrong.is_empty() {
+            return;
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "not done: pending {:?}, wrong voters (partition, want, have) {wrong:?}",
+            l.iter().map(|x| x.partition).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_to_a_down_node_never_promotes_it_and_never_wedges_a_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ps = Processes::new(EXE.as_ref(), dir.path(), 5).unwrap();
+    ps.init_every = true;
+    ps.extra = vec!["--segment-bytes".into(), (4u64 << 20).to_string()];
+    for id in 1..=5 {
+        ps.spawn(id).unwrap();
+    }
+    let nodes = ps.addrs();
+    let joined = nodes.join(",");
+    let t0 = Instant::now();
+    while !(voters(&nodes).await.len() == PARTITIONS as usize
+        && pclient::list(&nodes, Vec::new(), soon()).await.is_ok())
+    {
+        assert!(t0.elapsed() < Duration::from_secs(90), "never came up");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    every_partition_led_and_hosted(&nodes, Duration::from_secs(60)).await;
+    let placed = voters(&nodes).await;
+    // Three partitions without node 1, each with a few entries.
+    let without_1: Vec<u32> = placed
+        .iter()
+        .filter(|(_, v)| !v.contains(&1) && v.len() >= 3)
+        .map(|(p, _)| *p)
+        .take(3)
+        .collect();
+    assert_eq!(without_1.len(), 3, "{placed:?}");
+    let (a, b, c) = (without_1[0], without_1[1], without_1[2]);
+    for p in [a, b, c] {
+        for i in 0..4 {
+            write_to(&nodes, p, &format!("pre-{i}")).await;
+        }
+    }
+
+    ps.kill(1);
+    let kept: Vec<u64> = placed[&a].iter().copied().take(2).collect();
+    let target_a = format!("{a}=1,{},{}", kept[0], kept[1]);
+    let target_b = format!("{b}=1");
+    let (ok, out) = cli(&[
+        "alter", "--nodes", &joined, "--target", &target_a, "--target", &target_b,
+    ]);
+    assert!(ok, "{out}");
+    // For 8 s: node 1 is never a voter of either; both keep taking writes.
+    let t0 = Instant::now();
+    let mut rounds = 0;
+    while t0.elapsed() < Duration::from_secs(8) {
+        let v = voters(&nodes).await;
+        for p in [a, b] {
+            assert!(
+                v.get(&p).is_none_or(|s| !s.contains(&1)),
+                "partition {p}: node 1 made a voter while down: {:?}",
+                v.get(&p)
+            );
+        }
+        write_to(&nodes, a, &format!("down-{rounds}")).await;
+        write_to(&nodes, b, &format!("down-{rounds}")).await;
+        rounds += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    // Node 1 back: both moves complete; every partition led and hosted.
+    ps.spawn(1).unwrap();
+    let mut want = BTreeMap::new();
+    want.insert(a, [1, kept[0], kept[1]].into());
+    want.insert(b, [1].into());
+    wait_done(&nodes, &want, Duration::from_secs(90)).await;
+    write_to(&nodes, a, "after-a").await;
+    write_to(&nodes, b, "after-b").await;
+    every_partition_led_and_hosted(&nodes, Duration::from_secs(60)).await;
+
+    // A move to node 1 while it is down, cancelled while it is down: the
+    // rollback completes at once, and partition c keeps its voters.
+    ps.kill(1);
+    let before_c = voters(&nodes).await[&c].clone();
+    let target_c = format!("{c}=1");
+    let (ok, out) = cli(&["alter", "--nodes", &joined, "--target", &target_c]);
+    assert!(ok, "{out}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (ok, out) = cli(&["cancel", "--nodes", &joined, &c.to_string()]);
+    assert!(ok, "{out}");
+    let mut want = BTreeMap::new();
+    want.insert(c, before_c);
+    wait_done(&nodes, &want, Duration::from_secs(30)).await;
+    write_to(&nodes, c, "cancelled").await;
+    ps.spawn(1).unwrap();
+    every_partition_led_and_hosted(&nodes, Duration::from_secs(60)).await;
+    ends::every_partition_serves(&nodes).await;
+}
