@@ -629,9 +629,11 @@ where
 
     async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {
         let keep = last_log_id.map_or(0, |l| l.index + 1);
-        self.tail().truncate(keep);
         if keep < self.store.extent().queued_end.0 {
+            // The group first: a truncation it refuses (below the commit
+            // point) leaves the cache as it was too.
             self.store.truncate_to(Offset(keep)).map_err(io_err)?;
+            self.tail().truncate(keep);
             // Durable now, what survives of every append before: their
             // flushes complete, in order, before any later append's.
             let cuts = {
@@ -640,6 +642,8 @@ where
                 q.cuts
             };
             complete(&self.flushes, &self.tail, &Ok(Offset(keep)), u64::MAX, cuts);
+        } else {
+            self.tail().truncate(keep);
         }
         Ok(())
     }

@@ -565,8 +565,8 @@ where
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StoreError> {
         let at = Offset(log_id.index);
-        self.tail().truncate(log_id.index);
-        self.ahead().cut_from(log_id.index);
+        // The group first: a truncation it refuses (below the commit
+        // point) leaves the caches as they were too.
         self.blocking(move |s| {
             if at >= s.extent().queued_end {
                 return Ok(());
@@ -574,7 +574,10 @@ where
             s.truncate_to(at.max(s.extent().start))
                 .map_err(|e| logs_write(&e))
         })
-        .await
+        .await?;
+        self.tail().truncate(log_id.index);
+        self.ahead().cut_from(log_id.index);
+        Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StoreError> {

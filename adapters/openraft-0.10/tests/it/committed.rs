@@ -16,7 +16,7 @@ use openraft10::impls::leader_id_adv::LeaderId;
 use openraft10::storage::{IOFlushed, RaftLogStorage};
 use openraft10::type_config::alias::OneshotOf;
 use openraft10::type_config::async_runtime::Oneshot;
-use openraft10::LogId;
+use openraft10::{LogId, RaftLogReader};
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{Offset, SharedFs};
@@ -249,7 +249,8 @@ fn id_in(term: u64, index: u64) -> LogId<LeaderId<u64, u64>> {
 /// `last_purged` first, the group refused, and every later
 /// `LogStore::new` failed. Each refusal of the group's purge is made to
 /// happen here: another epoch than the log's (`PurgeEpochMismatch`), and
-/// past the latest snapshot (`MissingSnapshot`).
+/// past the latest snapshot (`MissingSnapshot`); and a truncation below
+/// the commit point (the adapter trimmed its cache before asking).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_the_group_refuses_changes_nothing_and_the_group_opens_again() {
     let sim = SimFs::new(9);
@@ -286,6 +287,16 @@ async fn a_purge_the_group_refuses_changes_nothing_and_the_group_opens_again() {
             "purge to {bad} ({why}) changed the log state"
         );
     }
+    // A truncation below the commit point (7): refused by the group, and
+    // the adapter's cache is left as it was too.
+    assert!(log.truncate_after(Some(id(4))).await.is_err());
+    assert_eq!(group_state(&store), before, "a refused truncation");
+    let all = log.try_get_log_entries(0..8).await.unwrap();
+    assert_eq!(
+        all.iter().map(RaftEntry::index).collect::<Vec<_>>(),
+        (0..8).collect::<Vec<_>>(),
+        "a refused truncation changed what the adapter reads"
+    );
     // A good purge still works, and the group opens again.
     log.purge(id(1)).await.unwrap();
     assert_eq!(store.extent().start, Offset(2));

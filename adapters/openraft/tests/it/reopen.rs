@@ -250,6 +250,21 @@ async fn a_purge_the_group_refuses_changes_nothing_and_the_group_opens_again() {
         let read = log.try_get_log_entries(1..7).await.unwrap();
         assert_eq!(ids(&read).len(), 6, "purge to {bad} changed the cache");
     }
+    // A truncation below the commit point: refused by the group, the
+    // caches left as they were.
+    log.save_committed(Some(log_id(1, 1, 5))).await.unwrap();
+    store
+        .wait_durable(quorumlog_raft::Offset(u64::MAX))
+        .unwrap();
+    let before = group_state(&store);
+    assert!(log.truncate(log_id(1, 1, 3)).await.is_err());
+    assert_eq!(group_state(&store), before, "a refused truncation");
+    let read = log.try_get_log_entries(1..7).await.unwrap();
+    assert_eq!(
+        ids(&read).len(),
+        6,
+        "a refused truncation changed the cache"
+    );
     log.purge(log_id(1, 1, 2)).await.unwrap();
     drop(log);
     drop(store);
