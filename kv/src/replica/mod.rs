@@ -92,6 +92,9 @@ pub struct Running {
     /// Where a node's directory id is known without asking it (the
     /// partitioned service's controller); `None`: the node is asked.
     pub directories: Option<Directories>,
+    /// Whether a node is alive by the node-level beats (the partitioned
+    /// service); `None`: every node counts as alive.
+    pub alive: Option<Alive>,
     /// The node its group lives on (its shared log's counts for the
     /// status); `None` for the benchmark's other log stores.
     pub node: Option<Arc<Node>>,
@@ -99,6 +102,9 @@ pub struct Running {
 
 /// A node's directory id by its node id, if known.
 pub type Directories = Arc<dyn Fn(u64) -> Option<DirectoryId> + Send + Sync>;
+
+/// Whether a node is alive (heard from lately), by its node id.
+pub type Alive = Arc<dyn Fn(u64) -> bool + Send + Sync>;
 
 impl Clone for Running {
     fn clone(&self) -> Self {
@@ -113,6 +119,7 @@ impl Clone for Running {
             confirmed: Arc::clone(&self.confirmed),
             partition: self.partition,
             directories: self.directories.clone(),
+            alive: self.alive.clone(),
             node: self.node.clone(),
         }
     }
@@ -209,6 +216,7 @@ where
         confirmed: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         partition: None,
         directories: None,
+        alive: None,
         node: None,
     })
 }

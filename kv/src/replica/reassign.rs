@@ -43,10 +43,6 @@ fn failed(e: impl std::fmt::Display) -> Refusal {
     }
 }
 
-/// How recently a replica must have answered the leader for its position
-/// to count as progress.
-pub const FRESH: std::time::Duration = std::time::Duration::from_secs(3);
-
 /// How far behind the commit index an adding replica may be to be
 /// promoted.
 pub const MAX_LAG: u64 = 64;
@@ -122,14 +118,14 @@ async fn view(node: &Running) -> Result<View, Refusal> {
                 Err(_) => continue,
             }
         };
-        // Only what the replica acknowledged, and lately: one never
-        // replicated to, or not heard from within `FRESH` (a node down
+        // Only what the replica acknowledged, from a node alive by the
+        // node-level beats: one never replicated to, or on a node down (it
         // keeps its last position in the metrics), has no progress (the
         // plan counts it as catching up).
         let Some(end) = matched.map(|l| l.index + 1) else {
             continue;
         };
-        if id != node.id && !heard_lately(&m, id) {
+        if id != node.id && !node.alive.as_ref().is_none_or(|alive| alive(id)) {
             continue;
         }
         progress.insert(
@@ -154,14 +150,6 @@ async fn view(node: &Running) -> Result<View, Refusal> {
         committed_end: Offset(applied),
         settled,
     })
-}
-
-/// Whether replica `id` answered this leader within [`FRESH`].
-fn heard_lately(m: &openraft10::RaftMetrics<crate::TypeConfig>, id: u64) -> bool {
-    m.heartbeat
-        .as_ref()
-        .and_then(|h| h.get(&id).copied().flatten())
-        .is_some_and(|t| openraft10::Instant::elapsed(&*t) <= FRESH)
 }
 
 fn is_leader(node: &Running) -> bool {

@@ -329,6 +329,11 @@ impl Host {
         part.directories = Some(Arc::new(move |id| {
             controller.with_controller(|c| c.nodes.get(&id).map(|n| DirectoryId(n.directory)))
         }));
+        let host = Arc::downgrade(self);
+        part.alive = Some(Arc::new(move |id| {
+            host.upgrade()
+                .is_some_and(|h| id == h.id || h.liveness.node_alive(id))
+        }));
         let hosted = Hosted {
             part: part.clone(),
             group,
@@ -617,38 +622,9 @@ impl Host {
                 GroupRequest::Get { .. } => Response::Get(Err::<Read, _>(Refusal::NotLeader {
                     leader: self.leader_hint(partition),
                 })),
-                _ => {
-                    // A Raft request for a partition this node is a replica
-                    // of by the controller's record (a voter or a target
-                    // whose node lost it, or never made it): host it at once,
-                    // so its peers find it on their next try.
-                    if self.listed_here(partition) {
-                        let me = Arc::clone(self);
-                        tokio::spawn(async move {
-                            if let Err(e) = me.host(partition).await {
-                                tracing::debug!("partition {partition}: not hosted here: {e}");
-                            }
-                        });
-                    }
-                    Response::NotHosted(partition)
-                }
+                _ => Response::NotHosted(partition),
             },
         }
-    }
-
-    /// Whether the controller's record (as this node's replica applied it)
-    /// names this node a replica of `p`: in its replica set, or in the
-    /// origin or target of its pending reassignment.
-    fn listed_here(&self, p: u32) -> bool {
-        p != CONTROLLER
-            && self.controller.machine.with_controller(|c| {
-                c.partitions.get(&p).is_some_and(|r| {
-                    r.replicas.iter().any(|x| x.node == self.id)
-                        || r.pending.as_ref().is_some_and(|q| {
-                            q.target.contains(&self.id) || q.origin.contains(&self.id)
-                        })
-                })
-            })
     }
 
     /// The node's own answer to `req`.

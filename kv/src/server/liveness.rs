@@ -111,6 +111,15 @@ impl Liveness {
         self.lock().heard.insert(from, Heard { at, leads });
     }
 
+    /// Whether node `node` beat within [`DEAD`].
+    pub fn node_alive(&self, node: u64) -> bool {
+        let now = Instant::now();
+        self.lock()
+            .heard
+            .get(&node)
+            .is_some_and(|h| now.duration_since(h.at) < DEAD)
+    }
+
     /// The live node whose beats claim partition `p` in the highest term.
     pub fn leader_of(&self, p: u32) -> Option<u64> {
         let now = Instant::now();

@@ -168,12 +168,11 @@ pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
         .unwrap_or_default();
     // Every step, not only before the learner joins: a node that retired
     // its old replica meanwhile hosts a new one. Asked: every adding
-    // replica's node, and every voter's node that has acknowledged
-    // nothing (a node that lost the partition, or never made it), each
-    // with a backoff while it does not answer. A node that does not
-    // answer is not waited for: the others' steps go on.
-    let silent = unacknowledged_voters(part, &voters);
-    for n in adding.iter().chain(silent.iter()) {
+    // replica's node (never a voter's: a voter made anew, empty, could
+    // vote a candidate without committed entries into leadership), with a
+    // backoff while it does not answer. A node that does not answer is not
+    // waited for: the others' steps go on.
+    for n in &adding {
         if *n == host.id || !ask_due(host.id, p, *n) {
             continue;
         }
@@ -192,18 +191,6 @@ pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
         Some(pending) => report_if_done(host, &nodes, part, p, &pending).await,
         None => Ok(()),
     }
-}
-
-/// The voters (node ids) of `part` the leader's replication has no
-/// acknowledged position from.
-fn unacknowledged_voters(part: &Partition, voters: &BTreeSet<u64>) -> Vec<u64> {
-    let m = part.raft.metrics().borrow_watched().clone();
-    let replication = m.replication.unwrap_or_default();
-    voters
-        .iter()
-        .copied()
-        .filter(|n| *n != part.id && replication.get(n).is_none_or(Option::is_none))
-        .collect()
 }
 
 /// When each (host, partition, node) may be asked to host again, and the
