@@ -2,7 +2,8 @@
 //! wedged for good). Five node processes, 64 partitions; node 1 is
 //! killed; partition A (idle, a dozen entries) is moved to {1, a, b} (two
 //! of its voters kept) and partition B to {1} alone. Invariants:
-//! - while node 1 is down it is never made a voter of either (it
+//! - while node 1 is down, `list` shows it down (why the move waits), and
+//!   it is never made a voter of either (it
 //!   acknowledged nothing: the old plan promoted it at once, as a short
 //!   log's lag is under the promotion bound), and every partition keeps
 //!   a leader that takes writes;
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use quorumlog_kv::client::partitioned as pclient;
 use quorumlog_kv::server::PARTITIONS;
-use quorumlog_kv::wire::admin::{leaders, NodeView};
+use quorumlog_kv::wire::admin::{leaders, AddingState, NodeView};
 
 use quorumlog_kv_harness::processes::Processes;
 
@@ -142,6 +143,17 @@ async fn a_move_to_a_down_node_never_promotes_it_and_never_wedges_a_partition() 
                 v.get(&p).is_none_or(|s| !s.contains(&1)),
                 "partition {p}: node 1 made a voter while down: {:?}",
                 v.get(&p)
+            );
+        }
+        // `list` says why the move waits: the adding replica's node is down.
+        let listed = pclient::list(&nodes, vec![a, b], soon()).await.unwrap();
+        for l in &listed {
+            let one = l.adding.iter().find(|x| x.node == 1);
+            assert!(
+                one.is_none_or(|x| x.state == AddingState::NodeDown),
+                "partition {}: node 1 listed as {:?} while down",
+                l.partition,
+                one.map(|x| x.state)
             );
         }
         write_to(&nodes, a, &format!("down-{rounds}")).await;
