@@ -364,7 +364,8 @@ impl Group {
     /// Suffix truncation: the group's log ends at `offset`, durably (a
     /// crash never brings the removed entries back, and a read never
     /// returns them). Refused below the high watermark and the latest
-    /// snapshot's end.
+    /// snapshot's end. At or past the end (queued appends included) it is
+    /// accepted and changes nothing: there is nothing to remove.
     ///
     /// # Errors
     /// `BelowHighWatermark`; `Poisoned`; I/O.
