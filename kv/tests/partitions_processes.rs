@@ -25,79 +25,21 @@
 )]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use quorumlog_kv::client::partitioned::{self as pclient, PartitionedClient};
 use quorumlog_kv::server::{partition_of, PARTITIONS};
-use quorumlog_kv::wire::admin::{leaders, AddingState, Listing, NodeView};
+use quorumlog_kv::wire::admin::{AddingState, Listing, NodeView};
 use quorumlog_kv::wire::{GroupRequest, Request, Response};
 use quorumlog_kv_harness::processes::Processes;
 
 mod ends;
-
-const EXE: &str = env!("CARGO_BIN_EXE_quorumlog-kv");
-
-fn soon() -> tokio::time::Instant {
-    tokio::time::Instant::now() + Duration::from_secs(5)
-}
-
-/// Runs the command line; returns its success and output.
-fn cli(args: &[&str]) -> (bool, String) {
-    let out = Command::new(EXE).args(args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-async fn views(nodes: &[String]) -> Vec<NodeView> {
-    pclient::views(nodes, soon())
-        .await
-        .into_values()
-        .flatten()
-        .collect()
-}
-
-/// Each partition's voters, as its leader sees them.
-async fn voters(nodes: &[String]) -> BTreeMap<u32, BTreeSet<u64>> {
-    let v = views(nodes).await;
-    leaders(&v)
-        .into_iter()
-        .map(|(p, l)| (p, l.voters.iter().copied().collect()))
-        .collect()
-}
+use ends::{cli, soon, voters, wait_done, EXE};
 
 async fn listing(nodes: &[String]) -> Vec<Listing> {
     pclient::list(nodes, Vec::new(), soon()).await.unwrap()
-}
-
-/// Waits until nothing is pending and each of `want`'s partitions has
-/// exactly its voters.
-async fn wait_done(nodes: &[String], want: &BTreeMap<u32, BTreeSet<u64>>, limit: Duration) {
-    let t0 = Instant::now();
-    loop {
-        let l = listing(nodes).await;
-        let v = voters(nodes).await;
-        let wrong: Vec<_> = want
-            .iter()
-            .filter(|(p, w)| v.get(p) != Some(w))
-            .map(|(p, w)| (*p, w.clone(), v.get(p).cloned()))
-            .collect();
-        if l.is_empty() && wrong.is_empty() {
-            return;
-        }
-        assert!(
-            t0.elapsed() < limit,
-            "not done: pending {:?}, wrong voters (partition, want, have) {wrong:?}",
-            l.iter().map(|x| x.partition).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Samples every partition's voters and live replicas until stopped;

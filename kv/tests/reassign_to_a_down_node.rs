@@ -19,76 +19,17 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use quorumlog_kv::client::partitioned as pclient;
 use quorumlog_kv::server::PARTITIONS;
-use quorumlog_kv::wire::admin::{leaders, AddingState, NodeView};
+use quorumlog_kv::wire::admin::AddingState;
 
 use quorumlog_kv_harness::processes::Processes;
 
 mod ends;
-use ends::{every_partition_led_and_hosted, write_to};
-
-const EXE: &str = env!("CARGO_BIN_EXE_quorumlog-kv");
-
-fn soon() -> tokio::time::Instant {
-    tokio::time::Instant::now() + Duration::from_secs(5)
-}
-
-fn cli(args: &[&str]) -> (bool, String) {
-    let out = Command::new(EXE).args(args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-async fn views(nodes: &[String]) -> Vec<NodeView> {
-    pclient::views(nodes, soon())
-        .await
-        .into_values()
-        .flatten()
-        .collect()
-}
-
-/// Each led partition's voters, as its leader sees them.
-async fn voters(nodes: &[String]) -> BTreeMap<u32, BTreeSet<u64>> {
-    leaders(&views(nodes).await)
-        .into_iter()
-        .map(|(p, l)| (p, l.voters.iter().copied().collect()))
-        .collect()
-}
-
-/// Waits until nothing is pending and `want`'s partitions have exactly
-/// their voters.
-async fn wait_done(nodes: &[String], want: &BTreeMap<u32, BTreeSet<u64>>, limit: Duration) {
-    let t0 = Instant::now();
-    loop {
-        let l = pclient::list(nodes, Vec::new(), soon())
-            .await
-            .unwrap_or_default();
-        let v = voters(nodes).await;
-        let wrong: Vec<_> = want
-            .iter()
-            .filter(|(p, w)| v.get(p) != Some(w))
-            .map(|(p, w)| (*p, w.clone(), v.get(p).cloned()))
-            .collect();
-        if l.is_empty() && wrong.is_empty() {
-            return;
-        }
-        assert!(
-            t0.elapsed() < limit,
-            "not done: pending {:?}, wrong voters (partition, want, have) {wrong:?}",
-            l.iter().map(|x| x.partition).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+use ends::{cli, every_partition_led_and_hosted, soon, voters, wait_done, write_to, EXE};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_to_a_down_node_never_promotes_it_and_never_wedges_a_partition() {

@@ -217,3 +217,44 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// What a refused call may not change of a group: its extent (start,
+/// end, high watermark, last purged entry, latest snapshot), its metadata,
+/// its election state and every entry it serves.
+#[derive(Debug, PartialEq)]
+pub struct GroupImage {
+    start: Offset,
+    end: Offset,
+    high_watermark: Option<Offset>,
+    last_purged: Option<(Offset, Epoch)>,
+    latest_snapshot: Option<quorumlog_snapshot::SnapshotId>,
+    metadata: Option<Vec<u8>>,
+    vote: quorumlog_checkpoint::QuorumState,
+    entries: Vec<quorumlog_raft::Entry>,
+}
+
+/// The [`GroupImage`] of `g` now.
+///
+/// # Panics
+/// If the group's entries cannot be read.
+pub fn group_image(g: &quorumlog_raft::Group) -> GroupImage {
+    let x = g.extent();
+    let entries = g
+        .read_entries(
+            x.start,
+            x.end,
+            u64::MAX,
+            quorumlog_raft::Isolation::Uncommitted,
+        )
+        .unwrap_or_else(|e| panic!("a group's entries do not read: {e}"));
+    GroupImage {
+        start: x.start,
+        end: x.end,
+        high_watermark: x.high_watermark,
+        last_purged: x.last_purged,
+        latest_snapshot: x.latest_snapshot,
+        metadata: g.app_metadata(),
+        vote: g.quorum_state(),
+        entries,
+    }
+}

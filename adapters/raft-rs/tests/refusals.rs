@@ -20,29 +20,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use quorumlog_io::SimFs;
-use quorumlog_raft::{Group, Isolation, SharedFs};
+use quorumlog_raft::SharedFs;
 use quorumlog_raftrs::RegionStorage;
+use quorumlog_testkit::group_image;
 use raft::eraftpb::{ConfState, Entry, HardState};
 use raft::{GetEntriesContext, Storage};
-
-fn group_state(g: &Group) -> impl PartialEq + std::fmt::Debug {
-    let x = g.extent();
-    let entries = g
-        .read_entries(x.start, x.end, u64::MAX, Isolation::Uncommitted)
-        .unwrap();
-    (
-        (
-            x.start,
-            x.end,
-            x.high_watermark,
-            x.last_purged,
-            x.latest_snapshot,
-        ),
-        g.app_metadata(),
-        g.quorum_state(),
-        entries,
-    )
-}
 
 fn adapter_state(s: &RegionStorage) -> impl PartialEq + std::fmt::Debug {
     let (first, last) = (s.first_index().unwrap(), s.last_index().unwrap());
@@ -102,7 +84,7 @@ fn every_refused_call_through_the_adapter_changes_nothing() {
     assert_eq!(snap.index, 2);
     s.compact(2).unwrap();
     sync(&s);
-    let (group, adapter) = (group_state(s.store()), adapter_state(&s));
+    let (group, adapter) = (group_image(s.store()), adapter_state(&s));
     let max = s.store().max_batch_bytes();
     let refusals: Vec<(&str, Refusal<'_>)> = vec![
         (
@@ -180,7 +162,7 @@ fn every_refused_call_through_the_adapter_changes_nothing() {
     for (what, call) in &refusals {
         assert!(call(), "{what}: accepted");
         sync(&s);
-        assert_eq!(group_state(s.store()), group, "{what}: the group changed");
+        assert_eq!(group_image(s.store()), group, "{what}: the group changed");
         assert_eq!(adapter_state(&s), adapter, "{what}: the adapter changed");
     }
     drop(refusals);
@@ -188,7 +170,7 @@ fn every_refused_call_through_the_adapter_changes_nothing() {
     node.close().unwrap();
     let node = common::open(&fs, dir, 1);
     let s = common::region(&node, 5, 1);
-    assert_eq!(group_state(s.store()), group, "after a reopen");
+    assert_eq!(group_image(s.store()), group, "after a reopen");
     assert_eq!(adapter_state(&s), adapter, "after a reopen");
     drop(s);
     node.close().unwrap();

@@ -1,16 +1,82 @@
-//! The end checks every fault test of the partitioned service makes: every
-//! partition has a leader and every voter's node hosts its partition
-//! (`pclient::health`), and a fresh client writes and reads back a key of
-//! every partition.
+//! What the partitioned service's process tests share: the command line,
+//! the nodes' views and voters, waiting for moves to finish, and the end
+//! checks every fault test makes (every partition has a leader and every
+//! voter's node hosts its partition, `pclient::health`; a fresh client
+//! writes and reads back a key of every partition).
 #![allow(dead_code, reason = "each test binary uses part of it")]
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use quorumlog_kv::client::partitioned::{self as pclient, PartitionedClient};
 use quorumlog_kv::server::{partition_of, PARTITIONS};
+use quorumlog_kv::wire::admin::{leaders, NodeView};
 
-fn soon() -> tokio::time::Instant {
+pub(crate) const EXE: &str = env!("CARGO_BIN_EXE_quorumlog-kv");
+
+/// Five seconds from now.
+pub(crate) fn soon() -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(5)
+}
+
+/// Runs the command line; returns its success and output.
+pub(crate) fn cli(args: &[&str]) -> (bool, String) {
+    let out = Command::new(EXE).args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Every answering node's view.
+pub(crate) async fn views(nodes: &[String]) -> Vec<NodeView> {
+    pclient::views(nodes, soon())
+        .await
+        .into_values()
+        .flatten()
+        .collect()
+}
+
+/// Each led partition's voters, as its leader sees them.
+pub(crate) async fn voters(nodes: &[String]) -> BTreeMap<u32, BTreeSet<u64>> {
+    leaders(&views(nodes).await)
+        .into_iter()
+        .map(|(p, l)| (p, l.voters.iter().copied().collect()))
+        .collect()
+}
+
+/// Waits until nothing is pending and each of `want`'s partitions has
+/// exactly its voters (a listing that fails is not "nothing pending").
+///
+/// # Panics
+/// Past `limit`, naming what is pending and the wrong voters.
+pub(crate) async fn wait_done(
+    nodes: &[String],
+    want: &BTreeMap<u32, BTreeSet<u64>>,
+    limit: Duration,
+) {
+    let t0 = Instant::now();
+    loop {
+        let l = pclient::list(nodes, Vec::new(), soon()).await;
+        let v = voters(nodes).await;
+        let wrong: Vec<_> = want
+            .iter()
+            .filter(|(p, w)| v.get(p) != Some(w))
+            .map(|(p, w)| (*p, w.clone(), v.get(p).cloned()))
+            .collect();
+        if l.as_ref().is_ok_and(Vec::is_empty) && wrong.is_empty() {
+            return;
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "not done: pending {:?}, wrong voters (partition, want, have) {wrong:?}",
+            l.map(|l| l.iter().map(|x| x.partition).collect::<Vec<_>>())
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Every partition has a leader and every voter's node hosts it, within

@@ -218,26 +218,6 @@ async fn read_committed_answers_the_last_saved_commit_point_at_once() {
     assert_eq!(log.read_committed().await.unwrap(), Some(id(5)));
 }
 
-/// What a refused call may not change: the group's extent, metadata,
-/// election state and entries.
-fn group_state(g: &quorumlog_raft::Group) -> impl PartialEq + std::fmt::Debug {
-    let x = g.extent();
-    let entries = g
-        .read_entries(
-            x.start,
-            x.end,
-            u64::MAX,
-            quorumlog_raft::Isolation::Uncommitted,
-        )
-        .unwrap();
-    (
-        (x.start, x.end, x.last_purged, x.latest_snapshot),
-        g.app_metadata(),
-        g.quorum_state(),
-        entries,
-    )
-}
-
 fn id_in(term: u64, index: u64) -> LogId<LeaderId<u64, u64>> {
     LogId::new(LeaderId { term, node_id: 1 }, index)
 }
@@ -271,7 +251,7 @@ async fn a_purge_the_group_refuses_changes_nothing_and_the_group_opens_again() {
     };
     files.save_built::<Adv>(&meta, b"state").unwrap();
     let state = log.get_log_state().await.unwrap();
-    let before = group_state(&store);
+    let before = quorumlog_testkit::group_image(&store);
     for (bad, why) in [
         (id_in(3, 0), "another epoch than the log's"),
         (id_in(3, 1), "another epoch than the log's"),
@@ -279,7 +259,11 @@ async fn a_purge_the_group_refuses_changes_nothing_and_the_group_opens_again() {
     ] {
         let r = log.purge(bad).await;
         assert!(r.is_err(), "purge to {bad} ({why}) accepted");
-        assert_eq!(group_state(&store), before, "purge to {bad} ({why})");
+        assert_eq!(
+            quorumlog_testkit::group_image(&store),
+            before,
+            "purge to {bad} ({why})"
+        );
         let after = log.get_log_state().await.unwrap();
         assert_eq!(
             (after.last_purged_log_id, after.last_log_id),
@@ -290,7 +274,11 @@ async fn a_purge_the_group_refuses_changes_nothing_and_the_group_opens_again() {
     // A truncation below the commit point (7): refused by the group, and
     // the adapter's cache is left as it was too.
     assert!(log.truncate_after(Some(id(4))).await.is_err());
-    assert_eq!(group_state(&store), before, "a refused truncation");
+    assert_eq!(
+        quorumlog_testkit::group_image(&store),
+        before,
+        "a refused truncation"
+    );
     let all = log.try_get_log_entries(0..8).await.unwrap();
     assert_eq!(
         all.iter().map(RaftEntry::index).collect::<Vec<_>>(),

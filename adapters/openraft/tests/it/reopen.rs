@@ -210,26 +210,6 @@ async fn the_commit_point_survives_a_power_cut() {
     }
 }
 
-/// What a refused call may not change: the group's extent, metadata,
-/// election state and entries.
-fn group_state(g: &quorumlog_raft::Group) -> impl PartialEq + std::fmt::Debug {
-    let x = g.extent();
-    let entries = g
-        .read_entries(
-            x.start,
-            x.end,
-            u64::MAX,
-            quorumlog_raft::Isolation::Uncommitted,
-        )
-        .unwrap();
-    (
-        (x.start, x.end, x.last_purged, x.latest_snapshot),
-        g.app_metadata(),
-        g.quorum_state(),
-        entries,
-    )
-}
-
 /// Invariant: a purge the group refuses (another term than the log's at
 /// that index) changes nothing through the adapter: not its metadata, not
 /// its cache, not the log state openraft reads, and the group opens again.
@@ -241,10 +221,14 @@ async fn a_purge_the_group_refuses_changes_nothing_and_the_group_opens_again() {
     let entries: Vec<_> = (1..=6).map(|i| entry(1, 1, i)).collect();
     log.blocking_append(entries).await.unwrap();
     let state = log.get_log_state().await.unwrap();
-    let before = group_state(&store);
+    let before = quorumlog_testkit::group_image(&store);
     for bad in [log_id(3, 1, 2), log_id(3, 1, 6)] {
         assert!(log.purge(bad).await.is_err(), "purge to {bad} accepted");
-        assert_eq!(group_state(&store), before, "purge to {bad}");
+        assert_eq!(
+            quorumlog_testkit::group_image(&store),
+            before,
+            "purge to {bad}"
+        );
         let after = log.get_log_state().await.unwrap();
         assert_eq!(after, state, "purge to {bad} changed the log state");
         let read = log.try_get_log_entries(1..7).await.unwrap();
@@ -256,9 +240,13 @@ async fn a_purge_the_group_refuses_changes_nothing_and_the_group_opens_again() {
     store
         .wait_durable(quorumlog_raft::Offset(u64::MAX))
         .unwrap();
-    let before = group_state(&store);
+    let before = quorumlog_testkit::group_image(&store);
     assert!(log.truncate(log_id(1, 1, 3)).await.is_err());
-    assert_eq!(group_state(&store), before, "a refused truncation");
+    assert_eq!(
+        quorumlog_testkit::group_image(&store),
+        before,
+        "a refused truncation"
+    );
     let read = log.try_get_log_entries(1..7).await.unwrap();
     assert_eq!(
         ids(&read).len(),
