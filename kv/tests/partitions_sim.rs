@@ -292,8 +292,10 @@ fn check_history(p: u32, node: u64, history: &[(u64, Vec<Vec<u64>>)]) -> usize {
 
 /// One seed; `power`: cuts lose unsynced writes (a power cut), else they
 /// keep everything written (a process kill: the OS kept its page cache).
-async fn run(seed: u64, power: bool) -> String {
-    let mut rng = SimRng::new(seed);
+/// Five nodes of a new cluster on simulated disks (seeded by `seed`),
+/// started, once the controller knows the cluster and every partition
+/// has a leader; and their addresses.
+async fn cluster(seed: u64) -> (Vec<SimNode>, Vec<String>) {
     let peers: Vec<(u64, String)> = (1..=NODES)
         .map(|id| (id, format!("127.0.0.1:{}", free_port())))
         .collect();
@@ -328,7 +330,6 @@ async fn run(seed: u64, power: bool) -> String {
     // Ready: the controller knows the cluster, every partition has a
     // leader.
     let t0 = Instant::now();
-    let placed = quorumlog_kv::server::placement(PARTITIONS, NODES, 3);
     loop {
         let created = matches!(
             pclient::control(&addrs, Control::CancelAll, deadline(2)).await,
@@ -354,6 +355,13 @@ async fn run(seed: u64, power: bool) -> String {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    (nodes, addrs)
+}
+
+async fn run(seed: u64, power: bool) -> String {
+    let mut rng = SimRng::new(seed);
+    let (mut nodes, addrs) = cluster(seed).await;
+    let placed = quorumlog_kv::server::placement(PARTITIONS, NODES, 3);
     let mut models: BTreeMap<u32, Model> = (0..PARTITIONS)
         .map(|p| {
             (
@@ -733,5 +741,169 @@ async fn random_alters_cancels_and_node_kills_keep_every_promise() {
 async fn random_alters_cancels_and_power_cuts_keep_every_promise() {
     for seed in seeds() {
         println!("{}", run(seed, true).await);
+    }
+}
+
+/// Partition `p`'s leader among `nodes`' hosts, by their own metrics.
+fn leader_of(nodes: &[SimNode], p: u32) -> Option<usize> {
+    use openraft10::async_runtime::WatchReceiver;
+    nodes.iter().position(|n| {
+        n.host
+            .as_ref()
+            .and_then(|h| h.partition(p))
+            .is_some_and(|part| {
+                part.raft.metrics().borrow_watched().current_leader == Some(part.id)
+            })
+    })
+}
+
+/// Waits (up to a minute) for `ready` on `nodes`.
+async fn until(what: &str, mut ready: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !ready() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "never: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The wedge an older version left (issue 56's partition 36): a replica
+/// made a voter while its node was down, before it held anything. The
+/// partition's leader then goes down too, and no election can win
+/// without the replica that holds nothing. Its node, back, makes the
+/// replica itself from the controller's record (no leader is there to
+/// ask it): the partition elects, takes a write, and every voter's node
+/// hosts it.
+///
+/// Invariant: every voter's node hosts its partition, so no partition is
+/// left without a leader by a voter that cannot answer. Fails without
+/// `reconcile::adopt` (checked: "never: partition 0 led").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_that_never_held_its_partition_is_made_by_its_own_node() {
+    use openraft10::async_runtime::WatchReceiver;
+    let (mut nodes, addrs) = cluster(3).await;
+    let p = 0u32;
+    let placed = quorumlog_kv::server::placement(PARTITIONS, NODES, 3);
+    let x = (1..=NODES)
+        .find(|n| !placed[p as usize].contains(n))
+        .unwrap();
+    let xi = (x - 1) as usize;
+    let x_durable = nodes[xi].down(CrashPlan::KeepAll).await;
+
+    // The older version's step, by hand: the move to the set plus node x
+    // is asked, node x joins as a learner, and is made a voter at once.
+    let mut target = placed[p as usize].clone();
+    target.push(x);
+    let now_ms = 1;
+    let alter = Control::Alter {
+        targets: vec![(p, target)],
+        now_ms,
+    };
+    pclient::control(&addrs, alter, deadline(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let learner = || {
+        leader_of(&nodes, p).is_some_and(|l| {
+            let part = nodes[l].host.as_ref().unwrap().partition(p).unwrap();
+            let m = part.raft.metrics().borrow_watched().clone();
+            m.membership_config.membership().get_node(&x).is_some()
+        })
+    };
+    until("node x a learner", learner).await;
+    let lead = leader_of(&nodes, p).unwrap();
+    let raft = nodes[lead]
+        .host
+        .as_ref()
+        .unwrap()
+        .partition(p)
+        .unwrap()
+        .raft;
+    let ids: BTreeSet<u64> = [x].into_iter().collect();
+    raft.change_membership(openraft10::ChangeMembers::AddVoterIds(ids), false)
+        .await
+        .unwrap();
+    drop(raft);
+    // Its leader down as well: the two voters left need node x's vote.
+    let l_durable = nodes[lead].down(CrashPlan::KeepAll).await;
+    nodes[xi].up(x_durable).await;
+    until("partition 0 led", || leader_of(&nodes, p).is_some()).await;
+    let mut fresh = PartitionedClient::new(&addrs, PARTITIONS);
+    let key = (0u64..100_000)
+        .map(|i| format!("k{i}"))
+        .find(|k| partition_of(k, PARTITIONS) == p)
+        .unwrap();
+    fresh.put(&key, "after", deadline(30)).await.unwrap();
+    nodes[lead].up(l_durable).await;
+    let t0 = Instant::now();
+    loop {
+        let h = pclient::health(&addrs, PARTITIONS, deadline(5)).await;
+        if h.ok() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "{h:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Node x holds the partition's log: the write is in its replica.
+    let part = nodes[xi].host.as_ref().unwrap().partition(p).unwrap();
+    let t1 = Instant::now();
+    while part.machine.get(&key).is_none() {
+        assert!(
+            t1.elapsed() < Duration::from_secs(30),
+            "node {x} lacks the write"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Where a voter made anew could have forgotten what it acknowledged,
+    // it is refused: a directory that held the partition (an incarnation
+    // dropped), and a node on a directory that replaced its first.
+    let host = Arc::clone(nodes[xi].host.as_ref().unwrap());
+    let held = (0..PARTITIONS)
+        .find(|q| host.partition(*q).is_none())
+        .unwrap();
+    let gone = quorumlog_kv::server::group_id(held, 0);
+    host.node
+        .create_group(gone, quorumlog_raft::Offset(0))
+        .unwrap();
+    host.node.drop_group(gone).unwrap();
+    let refused = host.host(held, true).await;
+    assert!(
+        matches!(&refused, Err(quorumlog_kv::wire::Refusal::Refused { reason }) if reason.contains("held partition")),
+        "{refused:?}"
+    );
+    assert!(host.partition(held).is_none());
+    let replaced = Control::Register {
+        node: x,
+        addr: addrs[xi].clone(),
+        directory: 12345,
+    };
+    pclient::control(&addrs, replaced, deadline(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let registered = || {
+        host.controller
+            .machine
+            .with_controller(|c| c.nodes[&x].directory == 12345)
+    };
+    until("the replacement known on node x", registered).await;
+    let others = (0..PARTITIONS)
+        .filter(|r| *r != held && host.partition(*r).is_none())
+        .collect::<Vec<u32>>();
+    for other in others {
+        let a = host.host(other, true).await;
+        assert!(
+            matches!(&a, Err(quorumlog_kv::wire::Refusal::Refused { reason }) if reason.contains("first directory")),
+            "{a:?}"
+        );
+    }
+    drop(host);
+    for n in &mut nodes {
+        if let Some(h) = n.host.take() {
+            h.stop().await;
+        }
+        if let Some(s) = n.server.take() {
+            s.abort();
+        }
     }
 }

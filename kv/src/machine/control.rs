@@ -48,7 +48,15 @@ impl Controller {
                 addr,
                 directory,
             } => {
-                self.nodes.insert(node, NodeInfo { addr, directory });
+                let first = self.nodes.get(&node).map_or(directory, |n| n.first);
+                self.nodes.insert(
+                    node,
+                    NodeInfo {
+                        addr,
+                        directory,
+                        first,
+                    },
+                );
             }
             Control::Alter { targets, now_ms } => return self.alter(targets, now_ms),
             Control::CancelAll => self.cancel_all(),
@@ -77,7 +85,15 @@ impl Controller {
             return;
         }
         for (id, addr, directory) in nodes {
-            self.nodes.insert(id, NodeInfo { addr, directory });
+            let first = directory;
+            self.nodes.insert(
+                id,
+                NodeInfo {
+                    addr,
+                    directory,
+                    first,
+                },
+            );
         }
         for (p, set) in placement.into_iter().enumerate() {
             let replicas = set
@@ -347,6 +363,33 @@ mod tests {
             assert_eq!(pending.generation, g);
         }
         assert_eq!(c.reassigning().count(), 2);
+    }
+
+    /// Invariant: a node's first directory is kept through every
+    /// registration, so a node is `original` only while it never had
+    /// another directory (a new node is original on its first one).
+    #[test]
+    fn a_registered_replacement_is_not_original() {
+        let mut c = cluster();
+        assert!(c.nodes.values().all(NodeInfo::original));
+        let first = c.nodes[&2].directory;
+        for directory in [999, 1000] {
+            c.apply(Control::Register {
+                node: 2,
+                addr: String::new(),
+                directory,
+            })
+            .unwrap();
+            assert_eq!(c.nodes[&2].first, first);
+            assert!(!c.nodes[&2].original());
+        }
+        c.apply(Control::Register {
+            node: 9,
+            addr: String::new(),
+            directory: 77,
+        })
+        .unwrap();
+        assert!(c.nodes[&9].original());
     }
 
     /// Invariant: a target that keeps replicas on replaced directories

@@ -222,6 +222,7 @@ impl Host {
             tokio::spawn(register(Arc::clone(&host)));
         }
         tokio::spawn(crate::server::liveness::run(Arc::clone(&host)));
+        tokio::spawn(crate::server::reconcile::adopt(Arc::clone(&host)));
         Ok(host)
     }
 
@@ -475,13 +476,25 @@ impl Host {
         });
     }
 
-    /// Hosts partition `p` (an adding replica): its group is created empty
-    /// and its Raft started, to be filled by the partition's leader. A
-    /// partition hosted already is left as it is.
+    /// Hosts partition `p`: its group is created empty and its Raft
+    /// started, to be filled by the partition's leader. A partition hosted
+    /// already is left as it is.
+    ///
+    /// An adding replica (`voter` false) is a new incarnation when an
+    /// older one was dropped: a learner votes for no one, and is promoted
+    /// only once it acknowledged the log. A voter (`voter` true) is made
+    /// only on a directory that never held the partition (incarnation 0,
+    /// neither present nor dropped), of a node that never had another
+    /// directory (`NodeInfo::original`): it never acknowledged an entry
+    /// or granted a vote, so it starts as any voter starts. A voter whose
+    /// directory held the partition and lost it is refused: made anew, it
+    /// could vote a candidate without committed entries into leadership;
+    /// it is replaced instead (`alter`).
     ///
     /// # Errors
-    /// Creating the group; starting its Raft.
-    pub async fn host(self: &Arc<Self>, p: u32) -> Result<(), Refusal> {
+    /// `Refused` for a voter whose directory held the partition before;
+    /// creating the group; starting its Raft.
+    pub async fn host(self: &Arc<Self>, p: u32, voter: bool) -> Result<(), Refusal> {
         let _one = self.creating.lock().await;
         if p == CONTROLLER || self.partition(p).is_some() {
             return Ok(());
@@ -489,13 +502,35 @@ impl Host {
         let failed = |e: Error| Refusal::Failed {
             reason: e.to_string(),
         };
-        // A new incarnation: ids of dropped (or not yet dropped) ones are
-        // skipped.
+        let original = self.controller.machine.with_controller(|c| {
+            c.nodes
+                .get(&self.id)
+                .is_some_and(|n| n.original() && n.directory == self.directory.0)
+        });
+        if voter && !original {
+            return Err(Refusal::Refused {
+                reason: format!(
+                    "node {} is not on its first directory: a voter is never made anew (replace it)",
+                    self.id
+                ),
+            });
+        }
         let mut incarnation = 0;
         let group = loop {
             let g = group_id(p, incarnation);
             match self.node.create_group(g, Offset(0)) {
                 Ok(()) => break g,
+                Err(
+                    quorumlog_raft::Error::GroupDropped { .. }
+                    | quorumlog_raft::Error::GroupExists { .. },
+                ) if voter => {
+                    return Err(Refusal::Refused {
+                        reason: format!(
+                            "node {} held partition {p} before and does not now: a voter is never made anew (replace it)",
+                            self.id
+                        ),
+                    })
+                }
                 Err(
                     quorumlog_raft::Error::GroupDropped { .. }
                     | quorumlog_raft::Error::GroupExists { .. },
@@ -630,7 +665,9 @@ impl Host {
     /// The node's own answer to `req`.
     async fn answer_node(self: &Arc<Self>, req: NodeRequest) -> Response {
         match req {
-            NodeRequest::Host { partition } => Response::Done(self.host(partition).await),
+            NodeRequest::Host { partition, voter } => {
+                Response::Done(self.host(partition, voter).await)
+            }
             NodeRequest::Status => match self.enter(CONTROLLER).await {
                 Some((c, _open)) => Response::Status(replica::status(&c).await),
                 None => Response::NotHosted(CONTROLLER),

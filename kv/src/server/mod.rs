@@ -66,7 +66,8 @@ pub const REPLICATION: usize = 3;
 pub const NODES: u64 = 5;
 
 /// Asks the node at `addr` to host partition `partition` (an adding
-/// replica), waiting at most `wait`.
+/// replica, or a voter: see [`NodeRequest::Host`]), waiting at most
+/// `wait`.
 ///
 /// # Errors
 /// The node cannot be reached or refuses.
@@ -74,12 +75,11 @@ pub async fn host_on(
     router: &crate::net::Router,
     addr: &str,
     partition: u32,
+    voter: bool,
     wait: std::time::Duration,
 ) -> Result<(), Refusal> {
-    match router
-        .call_addr(addr, Request::Node(NodeRequest::Host { partition }), wait)
-        .await
-    {
+    let req = Request::Node(NodeRequest::Host { partition, voter });
+    match router.call_addr(addr, req, wait).await {
         Ok(Response::Done(r)) => r,
         Ok(_) => Err(Refusal::Failed {
             reason: format!("{addr}: unexpected answer to host"),

@@ -167,19 +167,25 @@ pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
         })
         .unwrap_or_default();
     // Every step, not only before the learner joins: a node that retired
-    // its old replica meanwhile hosts a new one. Asked: every adding
-    // replica's node (never a voter's: a voter made anew, empty, could
-    // vote a candidate without committed entries into leadership), with a
-    // backoff while it does not answer. A node that does not answer is not
-    // waited for: the others' steps go on.
-    for n in &adding {
-        if *n == host.id || !ask_due(host.id, p, *n) {
+    // its old replica meanwhile hosts a new one. Asked, with a backoff
+    // while it does not answer: every adding replica's node, and every
+    // voter's node that acknowledged nothing to this leader (it may not
+    // host the partition: `Host::host` makes a voter only where that is
+    // safe). A node that does not answer is not waited for: the others'
+    // steps go on.
+    let silent = unacknowledged(part, &voters);
+    let asks = adding
+        .iter()
+        .map(|n| (*n, false))
+        .chain(silent.into_iter().map(|n| (n, true)));
+    for (n, voter) in asks {
+        if n == host.id || !ask_due(host.id, p, n) {
             continue;
         }
-        if let Some(addr) = nodes.get(n).map(|i| i.addr.clone()) {
-            let hosted = crate::server::host_on(&host.router, &addr, p, Duration::from_millis(500));
-            let r = hosted.await;
-            asked(host.id, p, *n, r.is_ok());
+        if let Some(addr) = nodes.get(&n).map(|i| i.addr.clone()) {
+            let wait = Duration::from_millis(500);
+            let r = crate::server::host_on(&host.router, &addr, p, voter, wait).await;
+            asked(host.id, p, n, r.is_ok() && !voter);
             if let Err(e) = r {
                 tracing::debug!("partition {p}: node {n} cannot host it yet: {e}");
             }
@@ -191,6 +197,66 @@ pub async fn step(host: &Arc<Host>, part: &Partition) -> Result<(), Refusal> {
         Some(pending) => report_if_done(host, &nodes, part, p, &pending).await,
         None => Ok(()),
     }
+}
+
+/// The voters (other than the leader) that acknowledged nothing to this
+/// leader.
+fn unacknowledged(part: &Partition, voters: &BTreeSet<u64>) -> Vec<u64> {
+    let m = part.raft.metrics().borrow_watched().clone();
+    let replication = m.replication.unwrap_or_default();
+    voters
+        .iter()
+        .copied()
+        .filter(|n| *n != part.id && replication.get(n).is_none_or(Option::is_none))
+        .collect()
+}
+
+/// Hosts, for as long as `host` runs, every partition its controller
+/// replica names this node a replica of (in its set or a pending target)
+/// that it does not host, where [`Host::host`] may make it as a voter: a
+/// replica the partition counts on but that cannot answer (made a voter
+/// by an older version before it acknowledged anything) is made at once
+/// by its own node, without a leader (one that no election can win
+/// without it has none). Runs on every change of the controller's state
+/// and every [`IDLE_POLL`].
+pub async fn adopt(host: Arc<Host>) {
+    let mut control = host.controller.raft.data_metrics();
+    loop {
+        control.borrow_and_update();
+        if host.stopped() {
+            return;
+        }
+        for p in unhosted(&host) {
+            if let Err(e) = host.host(p, true).await {
+                tracing::debug!("partition {p}: not made here: {e}");
+            }
+        }
+        tokio::select! {
+            r = control.changed() => if r.is_err() { return },
+            () = tokio::time::sleep(IDLE_POLL) => {}
+        }
+    }
+}
+
+/// The partitions the controller's record names this node a replica of
+/// that it does not host.
+fn unhosted(host: &Host) -> Vec<u32> {
+    let named = host.controller.machine.with_controller(|c| {
+        c.partitions
+            .iter()
+            .filter(|(_, r)| {
+                r.replicas.iter().any(|x| x.node == host.id)
+                    || r.pending
+                        .as_ref()
+                        .is_some_and(|x| x.target.contains(&host.id))
+            })
+            .map(|(p, _)| *p)
+            .collect::<Vec<u32>>()
+    });
+    named
+        .into_iter()
+        .filter(|p| host.partition(*p).is_none())
+        .collect()
 }
 
 /// When each (host, partition, node) may be asked to host again, and the

@@ -14,6 +14,21 @@ pub struct NodeInfo {
     pub addr: String,
     /// Its data directory's id (a new one after its disk was lost).
     pub directory: u128,
+    /// The first data directory it was known by (at the cluster's
+    /// creation, or its first registration): while it is `directory`, the
+    /// node never had another, so a partition its directory never held is
+    /// one it never acknowledged anything of. 0 in a record written
+    /// before the field existed (never equal: such a node is never made a
+    /// voter anew).
+    #[serde(default)]
+    pub first: u128,
+}
+
+impl NodeInfo {
+    /// Whether the node has only ever had its present directory.
+    pub fn original(&self) -> bool {
+        self.first == self.directory
+    }
 }
 
 /// A replica: a node and the directory it was placed on.

@@ -248,11 +248,16 @@ pub enum NodeRequest {
     /// The node's status (its controller replica's Raft state, its log's
     /// syncs).
     Status,
-    /// Node to node: create partition `partition`'s group here (an adding
-    /// replica), empty, to receive its log.
+    /// Node to node: create partition `partition`'s group here, empty, to
+    /// receive its log: an adding replica (a new incarnation if an older
+    /// one was dropped), or a voter (only on a directory that never held
+    /// the partition: a voter that forgot what it acknowledged is never
+    /// made anew).
     Host {
         /// The partition.
         partition: u32,
+        /// Asked for a voter.
+        voter: bool,
     },
     /// To the controller's leader: change the controller state (alter
     /// reassignments, cancel them all, a finished reassignment).
