@@ -3,8 +3,10 @@
 //! opening it (no lock, no repair, no write), so they show a directory
 //! exactly as a crash or a bad disk left it.
 //!
-//! Exit codes: 0 when all is well, 1 when damage was found, 2 when the
-//! command could not run (bad arguments, not a data directory, I/O).
+//! Exit codes: 0 when all is well, 1 when damage was found (for `verify`:
+//! damage that costs something), 2 when the command could not run (bad
+//! arguments, not a data directory, I/O), 3 when `verify` found only
+//! harmless damage (reclaimable bytes, an index the open rebuilds).
 
 mod dump;
 mod import;
@@ -199,7 +201,7 @@ fn main() -> ExitCode {
             dir,
             cluster_id,
             node_id,
-        } => format(&fs, &dir, cluster_id, node_id),
+        } => status(format(&fs, &dir, cluster_id, node_id)),
         Cmd::Dump {
             at,
             group,
@@ -208,7 +210,7 @@ fn main() -> ExitCode {
             records,
             json,
             raw,
-        } => formatted(fs.as_ref(), &at).and_then(|()| {
+        } => status(formatted(fs.as_ref(), &at).and_then(|()| {
             dump::run(
                 fs.as_ref(),
                 &at.dir,
@@ -221,42 +223,57 @@ fn main() -> ExitCode {
                     raw,
                 },
             )
-        }),
-        Cmd::DumpSnapshot { file, chunks, json } => snapshot::run(fs.as_ref(), &file, chunks, json),
-        Cmd::Info { at, json } => {
-            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, None, true, json))
+        })),
+        Cmd::DumpSnapshot { file, chunks, json } => {
+            status(snapshot::run(fs.as_ref(), &file, chunks, json))
         }
-        Cmd::QuorumState { at, group, json } => {
-            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, group, false, json))
-        }
-        Cmd::Verify { at, json } => {
-            formatted(fs.as_ref(), &at).and_then(|()| verify::run(&fs, &at.dir, json))
-        }
+        Cmd::Info { at, json } => status(
+            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, None, true, json)),
+        ),
+        Cmd::QuorumState { at, group, json } => status(
+            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, group, false, json)),
+        ),
+        Cmd::Verify { at, json } => formatted(fs.as_ref(), &at)
+            .and_then(|()| verify::run(&fs, &at.dir, json))
+            .map(|v| match v {
+                verify::Verdict::Clean => 0,
+                verify::Verdict::Damaged => 1,
+                verify::Verdict::Harmless => 3,
+            }),
         Cmd::Import {
             store_dir,
             node_dir,
             group,
-        } => import::run(&fs, &store_dir, &node_dir, group),
+        } => status(import::run(&fs, &store_dir, &node_dir, group)),
         Cmd::RecoverQuorum {
             at,
             group,
             voters,
             yes,
-        } => formatted(fs.as_ref(), &at)
-            .and_then(|()| recover::run(&fs, &at.dir, group, &voters, yes)),
+        } => status(
+            formatted(fs.as_ref(), &at)
+                .and_then(|()| recover::run(&fs, &at.dir, group, &voters, yes)),
+        ),
         Cmd::Repair {
             at, yes, side_dir, ..
-        } => formatted(fs.as_ref(), &at)
-            .and_then(|()| repair::run(&fs, &at.dir, yes, side_dir.as_deref())),
+        } => status(
+            formatted(fs.as_ref(), &at)
+                .and_then(|()| repair::run(&fs, &at.dir, yes, side_dir.as_deref())),
+        ),
     };
     match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
         }
     }
+}
+
+/// A command's exit status: 0 when all is well, 1 when it found damage
+/// or changed nothing it was asked to.
+fn status(r: Result<bool, String>) -> Result<u8, String> {
+    r.map(|ok| u8::from(!ok))
 }
 
 /// `format`: a node's directory (a `KRaft` replica's too: its group is

@@ -15,7 +15,9 @@ use quorumlog_io::FileSystem;
 use quorumlog_log::inspect::{
     check_index, first_record_unverified, segment_files, walk_segments, IndexCheck, Problem, Walk,
 };
-use quorumlog_raft::{describe_node_record, NodeFold, NodeRecordInfo, NodeSummary, SharedFs};
+use quorumlog_raft::{
+    describe_node_record, DamageCost, NodeFold, NodeRecordInfo, NodeSummary, Offset, SharedFs,
+};
 use quorumlog_snapshot::describe_snapshot;
 use serde_json::json;
 
@@ -31,6 +33,12 @@ pub(crate) struct Finding {
     /// which was first: each of them (`group` is then `None`).
     pub(crate) groups: Vec<u64>,
     pub(crate) what: String,
+    /// What the damaged bytes cost, for damage in the log where the
+    /// node's groups fold (`None`: a file outside the log, or a log that
+    /// does not fold: counted as live).
+    pub(crate) cost: Option<DamageCost>,
+    /// An index the open rebuilds: harmless.
+    pub(crate) rebuilt: bool,
 }
 
 impl Finding {
@@ -47,6 +55,24 @@ impl Finding {
             group,
             groups: Vec::new(),
             what: format!("{}{skipped}", p.kind),
+            cost: None,
+            rebuilt: false,
+        }
+    }
+
+    /// Whether the damage costs nothing: reclaimable bytes, or an index
+    /// the open rebuilds.
+    pub(crate) fn harmless(&self) -> bool {
+        self.rebuilt || self.cost.as_ref().is_some_and(DamageCost::reclaimable)
+    }
+
+    /// A word for scripts: `live`, `replayed`, `reclaimable`, `index`, or
+    /// `file` (damage outside the log).
+    fn cost_word(&self) -> &'static str {
+        match (&self.cost, self.rebuilt) {
+            (_, true) => "index",
+            (Some(c), false) => c.word(),
+            (None, false) => "file",
         }
     }
 }
@@ -63,15 +89,19 @@ impl std::fmt::Display for Finding {
                 .offset
                 .map_or_else(String::new, |o| format!("offset {o}, "));
             write!(f, " ({o}entries of groups {} lost)", gs.join(", "))?;
-            return write!(f, ": {}", self.what);
+        } else {
+            match (self.offset, self.group) {
+                (Some(o), Some(g)) => write!(f, " (offset {o}, group {g})")?,
+                (Some(o), None) => write!(f, " (offset {o})")?,
+                (None, Some(g)) => write!(f, " (group {g})")?,
+                (None, None) => {}
+            }
         }
-        match (self.offset, self.group) {
-            (Some(o), Some(g)) => write!(f, " (offset {o}, group {g})")?,
-            (Some(o), None) => write!(f, " (offset {o})")?,
-            (None, Some(g)) => write!(f, " (group {g})")?,
-            (None, None) => {}
+        write!(f, ": {}", self.what)?;
+        match &self.cost {
+            Some(c) => write!(f, "; {c}"),
+            None => Ok(()),
         }
-        write!(f, ": {}", self.what)
     }
 }
 
@@ -86,6 +116,10 @@ struct Tally {
     files: usize,
     batches: usize,
     problems: usize,
+    /// Problems that cost something (live data, a file outside the log).
+    harmful: usize,
+    /// The files problems were found in.
+    damaged: Vec<PathBuf>,
 }
 
 impl Tally {
@@ -99,8 +133,17 @@ impl Tally {
         }
     }
 
+    /// Whether a problem in `file` was found already (kept or counted).
+    fn kept_damage_in(&self, file: &Path) -> bool {
+        self.damaged.iter().any(|f| f == file)
+    }
+
     fn found(&mut self, f: &Finding) {
+        self.damaged.push(f.file.clone());
         self.problems += 1;
+        if !f.harmless() {
+            self.harmful += 1;
+        }
         if self.quiet {
             self.kept.push(f.clone());
         }
@@ -109,6 +152,8 @@ impl Tally {
                 &json!({
                     "type": "problem", "file": f.file.display().to_string(),
                     "position": f.position, "offset": f.offset, "group": f.group, "groups": f.groups, "what": f.what,
+                    "cost": f.cost_word(), "harmless": f.harmless(),
+                    "live_groups": match &f.cost { Some(DamageCost::Live { groups }) => groups.clone(), _ => Vec::new() },
                 })
                 .to_string(),
             );
@@ -134,13 +179,29 @@ impl Tally {
     }
 }
 
-/// Ok(false) when any problem was found.
-pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool) -> Result<bool, String> {
-    Ok(check(fs, dir, json, false)?.problems == 0)
+/// What `verify` found, for its exit status.
+pub(crate) enum Verdict {
+    /// No problem.
+    Clean,
+    /// Problems, every one harmless (reclaimable bytes, an index the open
+    /// rebuilds).
+    Harmless,
+    /// Damage that costs something.
+    Damaged,
 }
 
-/// What `verify` finds in `dir`, printed nothing (tests).
-#[cfg(test)]
+/// Checks `dir` (see the module doc), printing as it goes.
+pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool) -> Result<Verdict, String> {
+    let t = check(fs, dir, json, false)?;
+    Ok(match (t.problems, t.harmful) {
+        (0, _) => Verdict::Clean,
+        (_, 0) => Verdict::Harmless,
+        _ => Verdict::Damaged,
+    })
+}
+
+/// What `verify` finds in `dir`, printed nothing (for `repair`'s plan
+/// and tests).
 pub(crate) fn findings(fs: &SharedFs, dir: &Path) -> Result<Vec<Finding>, String> {
     Ok(check(fs, dir, false, true)?.kept)
 }
@@ -168,6 +229,8 @@ fn check(fs: &SharedFs, dir: &Path, json: bool, quiet: bool) -> Result<Tally, St
         files: 0,
         batches: 0,
         problems: 0,
+        harmful: 0,
+        damaged: Vec::new(),
     };
     let t0 = Instant::now();
     small_files(fs, dir, &mut t);
@@ -180,7 +243,8 @@ fn check(fs: &SharedFs, dir: &Path, json: bool, quiet: bool) -> Result<Tally, St
             None
         }
     };
-    let (problems, after) = segments_and_indexes(fs.as_ref(), &dir.join("log"), &mut t, &mut fold)?;
+    let (problems, after, last) =
+        segments_and_indexes(fs.as_ref(), &dir.join("log"), &mut t, &mut fold)?;
     let summary = match fold {
         Some(Ok(f)) => Some(f.finish()),
         Some(Err(f)) => {
@@ -192,6 +256,7 @@ fn check(fs: &SharedFs, dir: &Path, json: bool, quiet: bool) -> Result<Tally, St
     // Each problem in the log with its group: the damaged batch's own
     // header if it still reads, else the group the checkpoint and the
     // records before the damage place at its offset.
+    let bases: Vec<u64> = segments.iter().map(|(b, _)| b.0).collect();
     let mut first = true;
     for lp in problems {
         let p = &lp.problem;
@@ -220,7 +285,21 @@ fn check(fs: &SharedFs, dir: &Path, json: bool, quiet: bool) -> Result<Tally, St
             (None, _) => f.groups = lost,
         }
         f.what.push_str(lp.note);
+        f.rebuilt = !lp.note.is_empty();
+        if !f.rebuilt {
+            let to = lp.to.or_else(|| {
+                let base = lp.segment?;
+                bases.iter().copied().find(|b| *b > base)
+            });
+            f.cost = match (summary.as_ref(), p.offset) {
+                (Some(s), Some(from)) => Some(s.cost(from, Offset(to.unwrap_or(u64::MAX)))),
+                _ => None,
+            };
+        }
         t.found(&f);
+    }
+    if let (Some(summary), Some(last)) = (&summary, last) {
+        short_of_checkpoint(summary, &last, &mut t);
     }
     snapshots_read(fs.as_ref(), &snapshots, &mut t);
     if let Some(b) = t.bar.take() {
@@ -228,6 +307,36 @@ fn check(fs: &SharedFs, dir: &Path, json: bool, quiet: bool) -> Result<Tally, St
     }
     print_summary(&t, t0, segments.len(), snapshots.len());
     Ok(t)
+}
+
+/// The log's data ending below the node checkpoint's position: the
+/// checkpoint was written once the log was durable to it, so what is
+/// missing is damage (an open cuts the groups back to the data's end).
+fn short_of_checkpoint(summary: &NodeSummary, last: &LastSegment, t: &mut Tally) {
+    let (end, claimed) = (last.end_offset, summary.checkpoint_position.0);
+    if end >= claimed || t.kept_damage_in(&last.file) {
+        return;
+    }
+    t.found(&Finding {
+        file: last.file.clone(),
+        position: Some(last.data_end),
+        offset: Some(end),
+        group: None,
+        groups: Vec::new(),
+        what: format!(
+            "the data ends at offset {end}, short of the node checkpoint's position {claimed}, \
+             which was written once the log was durable to it"
+        ),
+        cost: Some(summary.cost(Offset(end), Offset(claimed))),
+        rebuilt: false,
+    });
+}
+
+/// The last segment as the walk left it.
+struct LastSegment {
+    file: PathBuf,
+    data_end: u64,
+    end_offset: u64,
 }
 
 /// The last line: counts, bytes, the read rate and the problems.
@@ -293,6 +402,8 @@ fn snapshots_read(fs: &dyn FileSystem, snapshots: &[(Option<u64>, PathBuf)], t: 
                     group: *group,
                     groups: Vec::new(),
                     what: e.to_string(),
+                    cost: None,
+                    rebuilt: false,
                 };
                 t.found(&f);
                 t.done(
@@ -317,6 +428,8 @@ fn small_files(fs: &SharedFs, dir: &Path, t: &mut Tally) {
                 group: None,
                 groups: Vec::new(),
                 what: e.to_string(),
+                cost: None,
+                rebuilt: false,
             });
         }
     }
@@ -366,6 +479,8 @@ fn fold_finding(node: &Path, e: &quorumlog_raft::Error) -> Finding {
         group,
         groups: Vec::new(),
         what: format!("the node's group state does not fold: {e}"),
+        cost: None,
+        rebuilt: false,
     }
 }
 
@@ -375,6 +490,11 @@ struct LogProblem {
     problem: Problem,
     group: Option<u64>,
     note: &'static str,
+    /// Its segment's base offset.
+    segment: Option<u64>,
+    /// The offset of the batch the walk resumed at (the damage's end), if
+    /// it resumed in the same segment.
+    to: Option<u64>,
 }
 
 /// After the first damage in a node's log: each group's first entries
@@ -389,8 +509,9 @@ fn segments_and_indexes(
     log_dir: &Path,
     t: &mut Tally,
     fold: &mut Fold,
-) -> Result<(Vec<LogProblem>, After), String> {
+) -> Result<(Vec<LogProblem>, After, Option<LastSegment>), String> {
     let mut failed = None;
+    let mut last = None;
     let mut problems: Vec<LogProblem> = Vec::new();
     let mut after = After::new();
     walk_segments::<_, quorumlog_log::Error>(fs, log_dir, Walk::Raw, |s, bytes, sealed| {
@@ -426,10 +547,17 @@ fn segments_and_indexes(
                 .iter()
                 .find(|b| b.position == p.position + p.skipped && Some(b.base_offset) == p.offset);
             let own = group_at(p.position).or_else(|| group_at(resumed?.position));
+            let to = s
+                .batches
+                .iter()
+                .find(|b| b.position >= p.position + p.skipped && p.skipped > 0)
+                .map(|b| b.base_offset.0);
             problems.push(LogProblem {
                 problem: p.clone(),
                 group: own,
                 note: "",
+                segment: Some(s.base_offset.0),
+                to,
             });
         }
         match check_index(fs, &s, sealed) {
@@ -437,6 +565,8 @@ fn segments_and_indexes(
                 problem: p,
                 group: None,
                 note: " (open rebuilds the index)",
+                segment: Some(s.base_offset.0),
+                to: None,
             }),
             Ok(IndexCheck::Missing | IndexCheck::Valid(_)) => {}
             Err(e) => {
@@ -444,6 +574,11 @@ fn segments_and_indexes(
                 return Ok(false);
             }
         }
+        last = Some(LastSegment {
+            file: s.file.clone(),
+            data_end: s.data_end,
+            end_offset: s.end_offset.0,
+        });
         t.done(
             &s.file,
             "segment",
@@ -454,7 +589,7 @@ fn segments_and_indexes(
         Ok(true)
     })
     .map_err(|e| format!("{}: {e}", log_dir.display()))?;
-    failed.map_or(Ok((problems, after)), Err)
+    failed.map_or(Ok((problems, after, last)), Err)
 }
 
 /// The published snapshot files: a store's in `snapshots/`, a node's in

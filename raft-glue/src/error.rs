@@ -165,7 +165,7 @@ pub enum Error {
     /// format requires: `group` and `offset` name where (the group's own
     /// offset, or the shared log's offset of the record when `group` is
     /// none).
-    #[error("node data corrupt at group {group:?}, offset {offset}: {what}")]
+    #[error("node data corrupt at {}: {what}", corrupt_at(*group, *offset))]
     NodeCorrupt {
         /// The group, when known.
         group: Option<u64>,
@@ -173,6 +173,19 @@ pub enum Error {
         offset: Offset,
         /// What is wrong.
         what: &'static str,
+    },
+    /// A repair's first damage lies in reclaimable bytes (nothing live,
+    /// below the checkpoint's position) of a segment that still holds
+    /// live batches: a cut there would remove live entries a later,
+    /// intact part of the log serves. Nothing was changed.
+    #[error(
+        "the first damage, at shared offset {at}, is in reclaimable bytes (nothing live) of a \
+         segment that still holds live batches: a cut there would remove live entries; nothing \
+         changed (the node's rewrite moves them out and its next checkpoint deletes the segment)"
+    )]
+    CutInReclaimable {
+        /// The damaged shared offset.
+        at: Offset,
     },
     /// A read of a group's entries found the log corrupt: the group and
     /// its offset, and the log's error (segment, position, shared offset).
@@ -284,5 +297,14 @@ impl Error {
             Error::Log(e) => e.is_io().then(|| e.failure()),
             _ => None,
         }
+    }
+}
+
+/// Where node data is corrupt, for people: the group's offset, or the
+/// shared log's.
+fn corrupt_at(group: Option<u64>, offset: Offset) -> String {
+    match group {
+        Some(g) => format!("group {g}, offset {offset}"),
+        None => format!("shared offset {offset}"),
     }
 }

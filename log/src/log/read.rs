@@ -57,11 +57,8 @@ impl Log {
     /// of a range never reads, verifies or decodes the segment beyond it.
     ///
     /// # Errors
-    /// As [`Log::read`].
-    ///
-    /// # Panics
-    /// If the segment's sparse index places a batch outside the segment
-    /// (a bug).
+    /// As [`Log::read`]; `Corruption` where a batch's header gives a
+    /// length that leaves its segment.
     pub fn read_range(&self, from: Offset, to: Offset, max_bytes: u64) -> Result<ReadBatches> {
         self.check_poisoned()?;
         let end = self.log_end_offset();
@@ -101,10 +98,22 @@ impl Log {
         } else if to <= first.next_offset() {
             stop = pos + u64::from(first.batch_len);
         }
-        assert!(
-            stop > pos && stop <= seg.end_position,
-            "a read ends within its segment"
-        );
+        if stop <= pos || stop > seg.end_position {
+            // A header whose length leaves the segment: damage on disk
+            // (a sealed segment's batches are verified when read, not at
+            // open).
+            return Err(crate::segment::corruption(
+                crate::segment::Location {
+                    segment: seg.base,
+                    position: pos,
+                    offset: from,
+                },
+                None,
+                quorumlog_checkpoint::CorruptionKind::Malformed(
+                    "a batch whose length leaves its segment",
+                ),
+            ));
+        }
         let len = want.min(stop - pos);
         // Lossless: bounded by max_bytes or one batch, which fit in memory.
         let mut buf = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];

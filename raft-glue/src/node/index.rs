@@ -330,11 +330,15 @@ impl GroupState {
 
     /// The smallest shared offset any live run needs (its batch's start).
     pub(crate) fn min_shared(&self) -> Option<u64> {
-        self.runs
-            .iter()
-            .filter(|r| r.end() > self.start)
-            .map(|r| r.shared - 1)
-            .min()
+        self.live_runs().map(|r| r.shared - 1).min()
+    }
+
+    /// The runs the group still serves: those holding an entry at or
+    /// above its start. The one rule of what is live in the shared log,
+    /// for reclamation, for the inspectors' classification of damage and
+    /// for repair.
+    pub(crate) fn live_runs(&self) -> impl Iterator<Item = &Run> {
+        self.runs.iter().filter(|r| r.end() > self.start)
     }
 
     /// Live bytes: the sizes of the batches its runs live in.
@@ -449,4 +453,13 @@ impl std::hash::Hasher for IdHasher {
         // the high ones: fold the well-mixed high half down.
         self.0 ^ (self.0 >> 29)
     }
+}
+
+/// The shared offset below which nothing is needed: every group's oldest
+/// live batch ([`GroupState::min_shared`]) and the checkpoint's position
+/// (an open replays the log from there). Segments wholly below it are
+/// reclaimable: the engine's reclamation frees them, and damage in them
+/// costs nothing.
+pub(crate) fn reclaim_floor(live: impl Iterator<Item = u64>, checkpoint: u64) -> u64 {
+    live.min().map_or(checkpoint, |l| l.min(checkpoint))
 }

@@ -30,9 +30,10 @@ pub struct GroupSummary {
     pub quorum_state: QuorumState,
     /// Whether it holds application metadata.
     pub app_metadata: bool,
-    /// The shared-log offset of its oldest live entry: the log's segments
-    /// from the one holding it on are kept for this group. `None` for an
-    /// empty log.
+    /// The shared-log offset of the batch holding its oldest live entry
+    /// (the lowest over its runs: a rewrite moves runs forward): the log's
+    /// segments from the one holding it on are kept for this group. `None`
+    /// for an empty log.
     pub oldest_live: Option<Offset>,
 }
 
@@ -58,14 +59,73 @@ pub struct NodeSummary {
     pub dropped: Vec<u64>,
     /// The shared-log position the checkpoint covers.
     pub checkpoint_position: Offset,
+    /// Where an open after a crash starts reading the log: the lower of
+    /// the checkpoint's position and the log's recovery point (0 without
+    /// one: the open then verifies the whole log).
+    pub replay_from: Offset,
     /// The end of the shared log's intact data (the replay stops at
     /// damage).
     pub log_end: Offset,
     /// The first damage the walk met (the groups are then as of before it).
     pub damage: Option<NodeDamage>,
     /// Each group's runs of entries as (group, first shared offset, shared
-    /// offset after), for [`NodeSummary::group_at`].
-    runs: Vec<(u64, u64, u64)>,
+    /// offset after, live), for [`NodeSummary::group_at`] and
+    /// [`NodeSummary::cost`].
+    runs: Vec<(u64, u64, u64, bool)>,
+}
+
+/// What damaged bytes of a node's shared log cost, by the engine's own
+/// rule of what is live ([`NodeSummary::cost`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DamageCost {
+    /// They hold a batch a group still serves (entries at or above its
+    /// start, and no later copy replaces it).
+    Live {
+        /// The groups served from them.
+        groups: Vec<u64>,
+    },
+    /// At or past where an open after a crash starts reading the log (the
+    /// checkpoint's position, or the log's recovery point if lower).
+    Replayed,
+    /// Nothing live, below where any open reads: superseded by a
+    /// rewrite, below every group's start, or in a segment the next
+    /// checkpoint deletes. No open reads them and no read serves them.
+    Reclaimable,
+}
+
+impl DamageCost {
+    /// Whether the damage costs nothing.
+    #[must_use]
+    pub fn reclaimable(&self) -> bool {
+        *self == DamageCost::Reclaimable
+    }
+
+    /// A word for scripts: `live`, `replayed` or `reclaimable`.
+    #[must_use]
+    pub fn word(&self) -> &'static str {
+        match self {
+            DamageCost::Live { .. } => "live",
+            DamageCost::Replayed => "replayed",
+            DamageCost::Reclaimable => "reclaimable",
+        }
+    }
+}
+
+impl std::fmt::Display for DamageCost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DamageCost::Live { groups } => {
+                let gs: Vec<String> = groups.iter().map(u64::to_string).collect();
+                let s = if groups.len() == 1 { "" } else { "s" };
+                write!(f, "live: entries group{s} {} still serve", gs.join(", "))
+            }
+            DamageCost::Replayed => write!(f, "live: every open replays these bytes"),
+            DamageCost::Reclaimable => write!(
+                f,
+                "reclaimable: nothing live, no open reads them (the node's reclamation deletes them)"
+            ),
+        }
+    }
 }
 
 impl NodeSummary {
@@ -75,8 +135,40 @@ impl NodeSummary {
     pub fn group_at(&self, offset: Offset) -> Option<u64> {
         self.runs
             .iter()
-            .find(|(_, from, to)| (*from..*to).contains(&offset.0))
-            .map(|(g, _, _)| *g)
+            .find(|(_, from, to, _)| (*from..*to).contains(&offset.0))
+            .map(|(g, _, _, _)| *g)
+    }
+
+    /// The shared offset below which nothing is needed (every group's
+    /// oldest live batch, and the checkpoint's position): the engine's
+    /// reclamation frees the segments wholly below it.
+    #[must_use]
+    pub fn keep_from(&self) -> Offset {
+        let live = self.groups.iter().filter_map(|g| g.oldest_live.map(|o| o.0));
+        Offset(super::index::reclaim_floor(live, self.checkpoint_position.0))
+    }
+
+    /// What damage to the shared offsets `[from, to)` costs: live where a
+    /// live run of some group lies in it, replayed where it reaches
+    /// [`NodeSummary::replay_from`], else reclaimable.
+    #[must_use]
+    pub fn cost(&self, from: Offset, to: Offset) -> DamageCost {
+        let to = to.0.max(from.0 + 1);
+        let mut groups: Vec<u64> = self
+            .runs
+            .iter()
+            .filter(|(_, a, b, live)| *live && *a < to && from.0 < *b)
+            .map(|(g, _, _, _)| *g)
+            .collect();
+        groups.sort_unstable();
+        groups.dedup();
+        if !groups.is_empty() {
+            DamageCost::Live { groups }
+        } else if to > self.replay_from.0 {
+            DamageCost::Replayed
+        } else {
+            DamageCost::Reclaimable
+        }
     }
 }
 
@@ -102,6 +194,7 @@ pub fn inspect_node(fs: &SharedFs, dir: &Path) -> Result<NodeSummary> {
 pub struct NodeFold {
     state: NodeState,
     position: u64,
+    replay_from: u64,
     log_end: Offset,
     damage: Option<NodeDamage>,
 }
@@ -113,7 +206,10 @@ impl NodeFold {
     /// As [`inspect_node`].
     pub fn start(fs: &SharedFs, dir: &Path) -> Result<NodeFold> {
         let c = read_checkpoint(fs, dir)?;
+        let claims = quorumlog_log::inspect::Claims::read(fs.as_ref(), &dir.join("log"), None)?;
+        let recovery_point = claims.recovery_point.map_or(0, |(_, offset)| offset.0);
         Ok(NodeFold {
+            replay_from: recovery_point.min(c.position),
             state: NodeState {
                 groups: c.groups,
                 dropped: c.dropped,
@@ -195,6 +291,7 @@ impl NodeFold {
             groups: summaries(&self.state),
             dropped: self.state.dropped.iter().copied().collect(),
             checkpoint_position: Offset(self.position),
+            replay_from: Offset(self.replay_from),
             log_end: self.log_end,
             damage: self.damage,
             runs: runs(&self.state),
@@ -215,17 +312,17 @@ fn first_two_records(raw: &[u8]) -> std::result::Result<TwoRecords, CorruptionKi
     Ok((head, second))
 }
 
-/// Each group's runs as (group, first shared offset, shared offset after):
-/// a run's batch begins one shared offset before its first entry (the node
-/// record header).
-fn runs(state: &NodeState) -> Vec<(u64, u64, u64)> {
+/// Each group's runs as (group, first shared offset, shared offset after,
+/// live): a run's batch begins one shared offset before its first entry
+/// (the node record header).
+fn runs(state: &NodeState) -> Vec<(u64, u64, u64, bool)> {
     state
         .groups
         .iter()
         .flat_map(|(id, g)| {
             g.runs.iter().map(move |r| {
                 let from = r.shared.saturating_sub(1);
-                (*id, from, r.shared + u64::from(r.count))
+                (*id, from, r.shared + u64::from(r.count), r.end() > g.start)
             })
         })
         .collect()
@@ -242,11 +339,7 @@ fn summaries(state: &NodeState) -> Vec<GroupSummary> {
             high_watermark: g.durable_hw.map(|h| Offset(h.clamp(g.start, g.end))),
             quorum_state: g.vote.clone(),
             app_metadata: g.app_meta.is_some(),
-            oldest_live: g
-                .runs
-                .front()
-                .filter(|_| g.end > g.start)
-                .map(|r| Offset(r.shared + g.start.saturating_sub(r.offset))),
+            oldest_live: g.min_shared().map(Offset),
         })
         .collect();
     groups.sort_by_key(|g| g.group);

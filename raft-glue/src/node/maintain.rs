@@ -116,9 +116,8 @@ impl Inner {
     fn free_prefix(&self) -> Result<usize> {
         let cut = {
             let st = self.state();
-            let live = st.groups.values().filter_map(GroupState::min_shared).min();
-            let ckpt = st.ckpt_position;
-            live.map_or(ckpt, |l| l.min(ckpt))
+            let live = st.groups.values().filter_map(GroupState::min_shared);
+            super::index::reclaim_floor(live, st.ckpt_position)
         };
         let before = self.log.segment_bases().len();
         if Offset(cut) > self.log.log_start_offset() {

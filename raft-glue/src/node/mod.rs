@@ -52,7 +52,7 @@ pub use batch::WriteBatch;
 pub use group::{Encode, Extent, Group, GroupInstall, GroupSnapshot, GroupWriter, Purge, Records};
 pub use import::ImportReport;
 pub use index::RUN_BYTES;
-pub use inspect::{inspect_node, GroupSummary, NodeDamage, NodeFold, NodeSummary};
+pub use inspect::{inspect_node, DamageCost, GroupSummary, NodeDamage, NodeFold, NodeSummary};
 pub use options::{NodeOpenReport, NodeOptions, NodeStats, SpaceUse, WatermarkDurability};
 pub use record::{describe_node_record, NodeRecordInfo};
 pub use repair::NodeRepairReport;

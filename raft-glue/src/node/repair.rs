@@ -8,7 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use quorumlog_checkpoint::{DataDir, Offset, SharedFs};
-use quorumlog_log::{DurableLog, LogOptions, PlanCheck, RecoveryMode, RecoveryReport};
+use quorumlog_io::FileSystem;
+use quorumlog_log::{
+    DurableLog, LogOptions, PlanCheck, RecoveryMode, RecoveryPlan, RecoveryReport,
+};
 
 use super::ckpt::{self, read_checkpoint, write_checkpoint_file};
 use super::{Node, NodeOptions};
@@ -52,6 +55,15 @@ impl Node {
     ) -> Result<NodeRepairReport> {
         let dd = Arc::new(DataDir::open(fs.clone(), dir, &expect.open_options())?);
         let mut checkpoint = read_checkpoint(fs, dd.path())?;
+        // What is live, by the engine's rule, as the directory holds it
+        // before the repair (unknown where the log after the checkpoint
+        // does not fold: the repair then cuts as before). Segments wholly
+        // below what anything needs go first, as the engine's reclamation
+        // would delete them: damage there costs nothing.
+        let summary = super::inspect::inspect_node(fs, dir).ok();
+        if let Some(s) = &summary {
+            free_reclaimable(fs.as_ref(), &dd, s.keep_from())?;
+        }
         // Damage may lie anywhere, below the recovery point too: without
         // it and without the clean marker, the open verifies everything.
         let clean = dd.log_dir().join("clean");
@@ -66,7 +78,26 @@ impl Node {
             recovery_mode: RecoveryMode::TruncateAtCorruption,
             ..options.log.clone()
         };
-        let log = DurableLog::open_checked(Arc::clone(&dd), lenient, options.sync, check)?;
+        // A cut at damage in reclaimable bytes would remove the live
+        // batches after it: refused, nothing changed.
+        let mut refused = None;
+        let mut guard = |plan: RecoveryPlan| {
+            let at = plan.log_end;
+            let dead = summary
+                .as_ref()
+                .is_some_and(|s| s.cost(at, Offset(at.0 + 1)).reclaimable());
+            if plan.cut.is_some() && dead {
+                refused = Some(at);
+                return Err(quorumlog_log::Error::OpenRefused);
+            }
+            check(plan)
+        };
+        let opened = DurableLog::open_checked(Arc::clone(&dd), lenient, options.sync, &mut guard);
+        let log = match (opened, refused) {
+            (Ok(log), _) => log,
+            (Err(_), Some(at)) => return Err(Error::CutInReclaimable { at }),
+            (Err(e), None) => return Err(e.into()),
+        };
         let report = log.recovery_report();
         let end = log.log_end_offset();
         let groups_cut = if checkpoint.position > end.0 {
@@ -113,4 +144,26 @@ fn cut_groups(c: &mut ckpt::Checkpoint, at: u64) -> Vec<(u64, Offset, Offset)> {
     cut.sort_unstable();
     c.position = at;
     cut
+}
+
+/// Moves the log's start to the segment holding `floor` when it is past
+/// the start: the segments wholly below it (nothing live, nothing an open
+/// replays) are then removed by the log's recovery, as the engine's
+/// reclamation would remove them.
+fn free_reclaimable(fs: &dyn FileSystem, dd: &DataDir, floor: Offset) -> Result<()> {
+    let bases = quorumlog_log::inspect::segment_files(fs, &dd.log_dir())?;
+    let Some(base) = bases.iter().map(|(b, _)| *b).filter(|b| *b <= floor).max() else {
+        return Ok(());
+    };
+    let cp = dd.checkpoints();
+    let start = cp.log_start_offset.map_or(Offset(0), |l| l.offset);
+    if base <= start || bases.first().is_none_or(|(b, _)| *b >= base) {
+        return Ok(());
+    }
+    let purged = cp
+        .epoch_map
+        .as_ref()
+        .and_then(|m| m.epoch_at(Offset(base.0 - 1)));
+    dd.write_log_start_offset(base, purged)?;
+    Ok(())
 }
