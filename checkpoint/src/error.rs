@@ -31,7 +31,7 @@ pub enum CorruptionKind {
         expected: u64,
     },
     /// The structure does not start with the magic of its kind.
-    #[error("bad magic {found:?}, expected {expected:?}")]
+    #[error("magic \"{}\" where \"{}\" belongs (not this kind of file)", magic_text(found), magic_text(expected))]
     BadMagic {
         /// The magic of this kind of structure.
         expected: [u8; 4],
@@ -369,3 +369,17 @@ impl Error {
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Four magic bytes as text: printable ASCII as it is, any other byte as
+/// `\xNN`.
+pub(crate) fn magic_text(m: &[u8; 4]) -> String {
+    m.iter()
+        .map(|b| {
+            if b.is_ascii_graphic() || *b == b' ' {
+                char::from(*b).to_string()
+            } else {
+                format!("\\x{b:02x}")
+            }
+        })
+        .collect()
+}

@@ -228,13 +228,7 @@ fn segments(fs: &dyn FileSystem, dir: &Path, node: &NodeSummary, json: bool) -> 
     let log = dir.join("log");
     let segs =
         inspect_log_dir(fs, &log, Walk::Stop).map_err(|e| format!("{}: {e}", log.display()))?;
-    let keep_from = node
-        .groups
-        .iter()
-        .filter_map(|g| g.oldest_live)
-        .chain([node.checkpoint_position])
-        .min()
-        .map_or(0, |o| o.0);
+    let keep_from = node.keep_from().0;
     if !json {
         say!("segments:");
     }

@@ -210,7 +210,7 @@ fn main() -> ExitCode {
             records,
             json,
             raw,
-        } => status(formatted(fs.as_ref(), &at).and_then(|()| {
+        } => status(reading(fs.as_ref(), &at).and_then(|_| {
             dump::run(
                 fs.as_ref(),
                 &at.dir,
@@ -228,13 +228,13 @@ fn main() -> ExitCode {
             status(snapshot::run(fs.as_ref(), &file, chunks, json))
         }
         Cmd::Info { at, json } => status(
-            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, None, true, json)),
+            reading(fs.as_ref(), &at).and_then(|_| info::run(&fs, &at.dir, None, true, json)),
         ),
         Cmd::QuorumState { at, group, json } => status(
-            formatted(fs.as_ref(), &at).and_then(|()| info::run(&fs, &at.dir, group, false, json)),
+            reading(fs.as_ref(), &at).and_then(|_| info::run(&fs, &at.dir, group, false, json)),
         ),
-        Cmd::Verify { at, json } => formatted(fs.as_ref(), &at)
-            .and_then(|()| verify::run(&fs, &at.dir, json))
+        Cmd::Verify { at, json } => reading(fs.as_ref(), &at)
+            .and_then(|running| verify::run(&fs, &at.dir, json, running.is_some()))
             .map(|v| match v {
                 verify::Verdict::Clean => 0,
                 verify::Verdict::Damaged => 1,
@@ -244,20 +244,35 @@ fn main() -> ExitCode {
             store_dir,
             node_dir,
             group,
-        } => status(import::run(&fs, &store_dir, &node_dir, group)),
+        } => status(
+            writing(
+                fs.as_ref(),
+                &DirArgs {
+                    dir: node_dir.clone(),
+                    cluster_id: None,
+                },
+            )
+            .and_then(|()| match running(fs.as_ref(), &store_dir)? {
+                Some(pid) => Err(format!(
+                    "{}: a process (pid {pid}) has it open: stop it first; nothing changed",
+                    store_dir.display()
+                )),
+                None => import::run(&fs, &store_dir, &node_dir, group),
+            }),
+        ),
         Cmd::RecoverQuorum {
             at,
             group,
             voters,
             yes,
         } => status(
-            formatted(fs.as_ref(), &at)
+            writing(fs.as_ref(), &at)
                 .and_then(|()| recover::run(&fs, &at.dir, group, &voters, yes)),
         ),
         Cmd::Repair {
             at, yes, side_dir, ..
         } => status(
-            formatted(fs.as_ref(), &at)
+            writing(fs.as_ref(), &at)
                 .and_then(|()| repair::run(&fs, &at.dir, yes, side_dir.as_deref())),
         ),
     };
@@ -290,27 +305,89 @@ fn format(fs: &SharedFs, dir: &Path, cluster: u128, node: u64) -> Result<bool, S
     Ok(true)
 }
 
-/// Refuses a directory that is not a formatted data directory, saying how
-/// to make one (the reading commands never format anything), or that
-/// belongs to another cluster than `--cluster-id`, showing both ids.
+/// The pid of the process holding `dir`'s lock (a node running on it),
+/// found without taking the lock.
+fn running(fs: &dyn FileSystem, dir: &Path) -> Result<Option<u32>, String> {
+    let lock = dir.join(quorumlog_checkpoint::LOCK_FILE);
+    fs.lock_holder(&lock)
+        .map_err(|e| format!("{}: {e}", lock.display()))
+}
+
+/// A reading command's check: the directory as [`formatted`] wants it,
+/// and a warning (on stderr) when a node is running on it. Returns the
+/// running node's pid.
+fn reading(fs: &dyn FileSystem, at: &DirArgs) -> Result<Option<u32>, String> {
+    formatted(fs, at)?;
+    let pid = running(fs, &at.dir)?;
+    if let Some(pid) = pid {
+        eprintln!(
+            "warning: {}: node running (pid {pid}): figures may be moving",
+            at.dir.display()
+        );
+    }
+    Ok(pid)
+}
+
+/// A writing command's check: the directory as [`formatted`] wants it,
+/// and no node running on it (refused before anything is read or copied).
+fn writing(fs: &dyn FileSystem, at: &DirArgs) -> Result<(), String> {
+    formatted(fs, at)?;
+    match running(fs, &at.dir)? {
+        Some(pid) => Err(format!(
+            "{}: the node is running (pid {pid}): stop it first; nothing was read, copied or changed",
+            at.dir.display()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Refuses what is not a formatted data directory, diagnosing in order:
+/// a path that does not exist; one that is a file; an empty directory
+/// (then, and only then, the way to format it); a directory without our
+/// `meta` file (another program's: no hint to format it); a `meta` that is
+/// not ours or is damaged. Then a directory of another cluster than
+/// `--cluster-id`, showing both ids.
 fn formatted(fs: &dyn FileSystem, at: &DirArgs) -> Result<(), String> {
     let dir = at.dir.as_path();
+    let shown = dir.display();
     let has = |p: &Path| fs.exists(p).map_err(|e| format!("{}: {e}", p.display()));
     if !has(dir)? {
-        return Err(format!("{} does not exist", dir.display()));
+        return Err(format!("{shown} does not exist"));
+    }
+    // The command line runs on the real file system: a file is a file.
+    if dir.is_file() {
+        return Err(format!("{shown} is a file, not a data directory"));
+    }
+    let entries = fs.list(dir).map_err(|e| format!("{shown}: {e}"))?;
+    if entries.is_empty() {
+        return Err(format!(
+            "{shown} is empty, not a data directory yet: make one with \
+             `quorumlog format {shown} --cluster-id ID --node-id ID`"
+        ));
     }
     if !has(&dir.join("meta"))? {
         return Err(format!(
-            "{} is not a quorumlog data directory (no meta file): NotFormatted; \
-             make one with `quorumlog format {} --cluster-id ID --node-id ID`",
-            dir.display(),
-            dir.display()
+            "{shown} holds files but no quorumlog meta file: not a quorumlog data directory \
+             (another program's? check the path)"
+        ));
+    }
+    // A meta file of another kind is refused here; a damaged one of ours
+    // is damage, for `verify` to report.
+    if let Err(
+        e @ quorumlog_checkpoint::Error::Corruption {
+            kind: quorumlog_checkpoint::CorruptionKind::BadMagic { .. },
+            ..
+        },
+    ) = read_meta(fs, dir)
+    {
+        return Err(format!(
+            "{shown} is not a quorumlog data directory: its meta file is another kind of file ({e})"
         ));
     }
     if let Some(expected) = at.cluster_id {
         let meta = read_meta(fs, dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?
-            .ok_or_else(|| format!("{}: no meta file", dir.display()))?;
+            .map_err(|e| format!("{shown}: {e}"))?
+            .ok_or_else(|| format!("{shown}: no meta file"))?;
         if meta.cluster_id.0 != expected {
             return Err(format!(
                 "{} belongs to cluster {}, not cluster {expected} (--cluster-id): \

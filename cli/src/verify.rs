@@ -190,9 +190,73 @@ pub(crate) enum Verdict {
     Damaged,
 }
 
-/// Checks `dir` (see the module doc), printing as it goes.
-pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool) -> Result<Verdict, String> {
+/// Checks `dir` (see the module doc), printing as it goes. Beside a
+/// running node (`running`) the files move while they are read (a segment
+/// grows, rolls or is reclaimed between the listing and the read), so the
+/// check is made quietly up to three times and only what every pass finds
+/// counts: damage on disk stays where it is, a moving figure does not.
+pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool, running: bool) -> Result<Verdict, String> {
+    if running {
+        return run_moving(fs, dir, json);
+    }
     let t = check(fs, dir, json, false)?;
+    Ok(match (t.problems, t.harmful) {
+        (0, _) => Verdict::Clean,
+        (_, 0) => Verdict::Harmless,
+        _ => Verdict::Damaged,
+    })
+}
+
+/// [`run`] beside a running node.
+fn run_moving(fs: &SharedFs, dir: &Path, json: bool) -> Result<Verdict, String> {
+    let key = |f: &Finding| (f.file.clone(), f.position, f.what.clone());
+    let mut stable: Option<Vec<Finding>> = None;
+    let mut last_err = None;
+    for _ in 0..3 {
+        match check(fs, dir, false, true) {
+            Ok(t) => {
+                let now = t.kept;
+                stable = Some(match stable {
+                    None => now,
+                    Some(before) => before
+                        .into_iter()
+                        .filter(|f| now.iter().any(|g| key(g) == key(f)))
+                        .collect(),
+                });
+                if stable.as_ref().is_some_and(Vec::is_empty) {
+                    break;
+                }
+            }
+            Err(e) => last_err = Some(e),
+        }
+    }
+    let Some(found) = stable else {
+        return Err(last_err.unwrap_or_default());
+    };
+    let mut t = Tally {
+        bar: None,
+        json,
+        quiet: false,
+        kept: Vec::new(),
+        bytes: 0,
+        files: 0,
+        batches: 0,
+        problems: 0,
+        harmful: 0,
+        damaged: Vec::new(),
+    };
+    for f in &found {
+        t.found(f);
+    }
+    let summary = if json {
+        json!({"type": "summary", "problems": t.problems, "running": true}).to_string()
+    } else {
+        format!(
+            "{} problems found on every one of the passes beside the running node",
+            t.problems
+        )
+    };
+    say!("{summary}");
     Ok(match (t.problems, t.harmful) {
         (0, _) => Verdict::Clean,
         (_, 0) => Verdict::Harmless,

@@ -323,7 +323,7 @@ fn a_directory_that_is_not_formatted_is_refused_with_the_way_to_format_it() {
         let o = quorumlog(&[cmd, d]);
         assert_eq!(code(&o), 2, "{}", text(&o));
         let t = text(&o);
-        assert!(t.contains("NotFormatted"), "{t}");
+        assert!(t.contains("is empty, not a data directory yet"), "{t}");
         assert!(t.contains(&format!("quorumlog format {d}")), "{t}");
     }
     assert_eq!(
@@ -602,12 +602,13 @@ fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_b
         assert_eq!(code(&o), 2, "{}", text(&o));
         assert!(
             text(&o).contains(&format!(
-                "is locked by another open instance (process {})",
+                "the node is running (pid {}): stop it first; nothing was read, copied or changed",
                 std::process::id()
             )),
             "{}",
             text(&o)
         );
+        assert!(!side.exists(), "a refused repair copied");
         drop(held);
     }
 
@@ -779,7 +780,7 @@ fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_over
         let o = quorumlog(&["recover-quorum", d, "--voters", &mine, "--yes"]);
         assert_eq!(code(&o), 2, "{}", text(&o));
         assert!(
-            text(&o).contains(&format!("(process {})", std::process::id())),
+            text(&o).contains(&format!("the node is running (pid {})", std::process::id())),
             "{}",
             text(&o)
         );
@@ -984,7 +985,7 @@ fn recover_quorum_rewrites_an_openraft_groups_voters_in_a_nodes_directory() {
         ]);
         assert_eq!(code(&o), 2, "{}", text(&o));
         assert!(
-            text(&o).contains(&format!("(process {})", std::process::id())),
+            text(&o).contains(&format!("the node is running (pid {})", std::process::id())),
             "{}",
             text(&o)
         );

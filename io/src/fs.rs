@@ -111,6 +111,15 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// `WouldBlock` if another holder has it, or any error the OS reports.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>>;
 
+    /// Whether a lock on the file at `path` is held, and by which process,
+    /// found without taking it: `Some(pid)` while held (the holder's, or
+    /// this process's for a lock it holds itself), `None` while free or
+    /// when `path` does not exist.
+    ///
+    /// # Errors
+    /// Any error the OS reports reading the lock table.
+    fn lock_holder(&self, path: &Path) -> io::Result<Option<u32>>;
+
     /// Which I/O backend serves writes and syncs, for reports.
     fn backend_description(&self) -> String;
 }

@@ -219,6 +219,15 @@ impl FileSystem for Overlay {
         Ok(())
     }
 
+    fn lock_holder(&self, path: &Path) -> io::Result<Option<u32>> {
+        // A holder of the lower directory's lock is running on the files
+        // this overlay reads.
+        match self.upper.lock_holder(path)? {
+            Some(pid) => Ok(Some(pid)),
+            None => self.lower.lock_holder(path),
+        }
+    }
+
     fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
         // The real lock writes its holder's pid into the file.
         if self.in_lower(path)? {

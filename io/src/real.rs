@@ -214,6 +214,33 @@ impl FileSystem for RealFs {
         }
     }
 
+    fn lock_holder(&self, path: &Path) -> io::Result<Option<u32>> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = match fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(path_error("stat", path, e)),
+        };
+        // The kernel's table of locks: `N: FLOCK ADVISORY WRITE PID
+        // MAJ:MIN:INODE START END`, device numbers in hex.
+        let table = fs::read_to_string("/proc/locks")
+            .map_err(|e| path_error("read", Path::new("/proc/locks"), e))?;
+        let dev = meta.dev();
+        let want = format!(
+            "{:02x}:{:02x}:{}",
+            libc::major(dev),
+            libc::minor(dev),
+            meta.ino()
+        );
+        Ok(table.lines().find_map(|line| {
+            let mut f = line.split_whitespace().skip(1);
+            let kind = f.next()?;
+            let pid = f.nth(2)?.parse().ok()?;
+            let id = f.next()?;
+            (kind == "FLOCK" && id == want).then_some(pid)
+        }))
+    }
+
     fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
         let file = fs::OpenOptions::new()
             .read(true)

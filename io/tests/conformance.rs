@@ -42,6 +42,22 @@ fn check(fs: &dyn FileSystem, root: &Path) {
 
     positional_io_and_length(fs, &*f, &a);
     renames_removes_and_listing(fs, &dir, &a);
+    locks(fs, &dir);
+}
+
+/// A lock is exclusive, and its holder is found without taking it: this
+/// process while held, nobody once released or for a missing file.
+fn locks(fs: &dyn FileSystem, dir: &Path) {
+    let path = dir.join("lock");
+    assert_eq!(fs.lock_holder(&path).unwrap(), None);
+    let held = fs.lock(&path).unwrap();
+    assert_eq!(fs.lock_holder(&path).unwrap(), Some(std::process::id()));
+    assert_eq!(fs.lock(&path).unwrap_err().kind(), ErrorKind::WouldBlock);
+    // Looking did not take it: still held, still refused.
+    assert_eq!(fs.lock_holder(&path).unwrap(), Some(std::process::id()));
+    drop(held);
+    assert_eq!(fs.lock_holder(&path).unwrap(), None);
+    drop(fs.lock(&path).unwrap());
 }
 
 fn positional_io_and_length(fs: &dyn FileSystem, f: &dyn quorumlog_io::File, a: &Path) {

@@ -69,6 +69,9 @@ impl<F: FileSystem, H: Hooks> FileSystem for HookedFs<F, H> {
     fn lock(&self, p: &Path) -> io::Result<Box<dyn LockGuard>> {
         self.inner.lock(p)
     }
+    fn lock_holder(&self, p: &Path) -> io::Result<Option<u32>> {
+        self.inner.lock_holder(p)
+    }
     fn backend_description(&self) -> String {
         format!("hooked {}", self.inner.backend_description())
     }

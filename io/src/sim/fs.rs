@@ -193,6 +193,11 @@ impl FileSystem for SimFs {
         Ok(())
     }
 
+    fn lock_holder(&self, path: &Path) -> io::Result<Option<u32>> {
+        let st = self.lock_state();
+        Ok(st.locks.contains(path).then(std::process::id))
+    }
+
     fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
         {
             let mut st = self.lock_state();

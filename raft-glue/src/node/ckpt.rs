@@ -276,18 +276,24 @@ pub(crate) fn read_checkpoint(fs: &SharedFs, dir: &Path) -> Result<Checkpoint> {
         Ok(f) => f.read_to_end().map_err(|e| Error::Checkpoint(e.into()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // Told apart by what the log holds, not by the file alone: a
-            // node that lost its checkpoint is damage, never a store.
-            if log_holds_node_records(fs, dir)? {
-                return Err(Error::NodeCorrupt {
+            // node that lost its checkpoint is damage, never a store; a
+            // store only where its log holds its records.
+            return Err(match log_holds(fs, dir)? {
+                LogHolds::Node => Error::NodeCorrupt {
                     group: None,
                     offset: Offset(0),
                     what: "the node checkpoint (groups.ckpt) is missing, but the log holds node records",
-                });
-            }
-            return Err(Error::WrongLayout {
-                path: dir.to_path_buf(),
-                found: "a one-group store's directory (previous format: bring it over with `quorumlog import`)",
-                expected: "a node's directory",
+                },
+                LogHolds::Store => Error::WrongLayout {
+                    path: dir.to_path_buf(),
+                    found: "a one-group store's directory (previous format: bring it over with `quorumlog import`)",
+                    expected: "a node's directory",
+                },
+                LogHolds::Nothing => Error::WrongLayout {
+                    path: dir.to_path_buf(),
+                    found: "a directory with a meta file but no node checkpoint (groups.ckpt) and no log records (an interrupted format, or another layout)",
+                    expected: "a node's directory",
+                },
             });
         }
         Err(e) => return Err(Error::Checkpoint(e.into())),
@@ -303,22 +309,42 @@ pub(crate) fn read_checkpoint(fs: &SharedFs, dir: &Path) -> Result<Checkpoint> {
 /// first record is a node record header, in the node's batch epoch): read
 /// only, nothing changed. An empty log holds none.
 pub(super) fn log_holds_node_records(fs: &SharedFs, dir: &Path) -> Result<bool> {
+    Ok(log_holds(fs, dir)? == LogHolds::Node)
+}
+
+/// What a directory's log holds, by its first batch.
+#[derive(Debug, PartialEq, Eq)]
+enum LogHolds {
+    /// A node's records.
+    Node,
+    /// Another layout's records (a one-group store's).
+    Store,
+    /// No batch at all (no log directory, no segment, empty segments).
+    Nothing,
+}
+
+fn log_holds(fs: &SharedFs, dir: &Path) -> Result<LogHolds> {
     use quorumlog_log::inspect::{batch_records, walk_segments, Walk};
-    let mut node = false;
-    walk_segments::<_, Error>(fs.as_ref(), &dir.join("log"), Walk::Stop, |s, file, _| {
+    let log = dir.join("log");
+    if !fs.exists(&log).map_err(|e| Error::Checkpoint(e.into()))? {
+        return Ok(LogHolds::Nothing);
+    }
+    let mut holds = LogHolds::Nothing;
+    walk_segments::<_, Error>(fs.as_ref(), &log, Walk::Stop, |s, file, _| {
         let Some(b) = s.batches.first() else {
             return Ok(s.problems.is_empty());
         };
         let start = usize::try_from(b.position).unwrap_or(usize::MAX);
         let raw = file.get(start..start.saturating_add(b.bytes as usize));
-        node = b.epoch == NODE_EPOCH
+        let node = b.epoch == NODE_EPOCH
             && raw
                 .and_then(|raw| batch_records(raw).ok())
                 .and_then(|r| r.first().map(|h| Header::decode(h).is_ok()))
                 .unwrap_or(false);
+        holds = if node { LogHolds::Node } else { LogHolds::Store };
         Ok(false)
     })?;
-    Ok(node)
+    Ok(holds)
 }
 
 /// Decodes a node checkpoint file (fuzzing).
