@@ -11,7 +11,7 @@ use quorumlog_io::{FileSystem, OpenMode};
 use quorumlog_log::inspect::{
     batch_records, inspect_log_dir, BatchInfo, Problem, SegmentReport, Walk,
 };
-use quorumlog_raft::{describe_node_record, NodeRecordInfo};
+use quorumlog_raft::{describe_node_record, NodeRecordInfo, SharedFs};
 use serde_json::json;
 
 use crate::units;
@@ -25,13 +25,44 @@ pub(crate) struct Filter {
     pub(crate) records: bool,
     pub(crate) json: bool,
     pub(crate) raw: bool,
+    /// Each entry decoded as its Raft library wrote it (implies records).
+    pub(crate) data: bool,
 }
 
 /// Prints the dump; Ok(false) when damage was found.
-pub(crate) fn run(fs: &dyn FileSystem, dir: &Path, f: &Filter) -> Result<bool, String> {
+pub(crate) fn run(fs: &SharedFs, dir: &Path, f: &Filter) -> Result<bool, String> {
+    if let (Some(from), Some(to)) = (f.from, f.to) {
+        if from >= to {
+            return Err(format!(
+                "--from {from} --to {to} is an empty range [{from}, {to}): --from must be below --to"
+            ));
+        }
+    }
     let node = fs
         .exists(&dir.join("groups.ckpt"))
         .map_err(|e| e.to_string())?;
+    if let Some(g) = f.group {
+        if !node {
+            return Err(format!(
+                "{}: --group needs a node's directory (no groups.ckpt)",
+                dir.display()
+            ));
+        }
+        let s = quorumlog_raft::inspect_node(fs, dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if !s.groups.iter().any(|x| x.group == g) {
+            let ids: Vec<String> = s.groups.iter().map(|x| x.group.to_string()).collect();
+            return Err(if s.dropped.contains(&g) {
+                format!("{}: group {g} was dropped", dir.display())
+            } else {
+                format!(
+                    "{}: no group {g} (its groups: {})",
+                    dir.display(),
+                    if ids.is_empty() { "none".to_string() } else { ids.join(", ") }
+                )
+            });
+        }
+    }
+    let fs = fs.as_ref();
     let walk = if f.raw { Walk::Raw } else { Walk::Stop };
     let log_dir = dir.join("log");
     let segments =
@@ -51,8 +82,27 @@ fn dump_segment(
     f: &Filter,
 ) -> Result<bool, String> {
     let mut clean = true;
-    segment_line(s, f.json);
-    let bytes = if f.records || node {
+    // Only a segment holding the range prints (without `--group` the
+    // range is the shared log's offsets, known from the segment's line;
+    // with it, the segment's line comes before its first batch shown).
+    if f.group.is_none() {
+        let count = s.end_offset.0.saturating_sub(s.base_offset.0).max(1);
+        if !in_range(s.base_offset.0, count, f) {
+            return Ok(s.problems.is_empty());
+        }
+    }
+    let mut headed = false;
+    let head = |headed: &mut bool| {
+        if !*headed {
+            segment_line(s, f.json);
+            *headed = true;
+        }
+    };
+    if f.group.is_none() {
+        head(&mut headed);
+    }
+    let records_wanted = f.records || f.data;
+    let bytes = if records_wanted || node {
         fs.open(&s.file, OpenMode::Read)
             .and_then(|file| file.read_to_end())
             .map_err(|e| format!("{}: {e}", s.file.display()))?
@@ -64,6 +114,7 @@ fn dump_segment(
     for b in &s.batches {
         while let Some(p) = problems.next_if(|p| p.position < b.position) {
             clean = false;
+            head(&mut headed);
             print_problem(p, f.json);
         }
         // Without --group the range is the shared log's offsets; with it,
@@ -72,7 +123,7 @@ fn dump_segment(
             continue;
         }
         let raw = batch_bytes(&bytes, b);
-        let records = if f.records || node {
+        let records = if records_wanted || node {
             raw.map(batch_records)
         } else {
             None
@@ -88,10 +139,11 @@ fn dump_segment(
                 continue;
             }
         }
+        head(&mut headed);
         print_batch(b, header.as_ref(), f.json);
-        if f.records {
+        if records_wanted {
             match records {
-                Some(Ok(r)) => print_records(b, &r, header.as_ref(), f.json),
+                Some(Ok(r)) => print_records(b, &r, header.as_ref(), f),
                 Some(Err(e)) => say!("  records do not decode: {e}"),
                 None => {}
             }
@@ -99,6 +151,7 @@ fn dump_segment(
     }
     for p in problems {
         clean = false;
+        head(&mut headed);
         print_problem(p, f.json);
     }
     Ok(clean)
@@ -187,16 +240,35 @@ fn print_batch(b: &BatchInfo, header: Option<&Header>, json: bool) {
     say!("{line}");
 }
 
-fn print_records(b: &BatchInfo, records: &[Vec<u8>], header: Option<&Header>, json: bool) {
+fn print_records(b: &BatchInfo, records: &[Vec<u8>], header: Option<&Header>, f: &Filter) {
     // A node batch: the header record, then the group's entries from its
     // group offset. A one-group log: every record is an entry at its log
     // offset.
-    let (skip, first) = match header {
-        Some(Ok(h)) => (1, h.offset),
-        _ => (0, b.base_offset.0),
+    let (skip, first, epoch) = match header {
+        Some(Ok(h)) => (1, h.offset, h.epoch),
+        _ => (0, b.base_offset.0, b.epoch.0),
     };
+    let entries = header.is_none_or(|h| {
+        h.as_ref()
+            .is_ok_and(|h| h.kind == "Entries" || h.kind == "Rewrite")
+    });
+    let json = f.json;
     for (i, r) in records.iter().skip(skip).enumerate() {
         let offset = first + i as u64;
+        if f.data && entries {
+            let d = crate::data::read(r, offset, epoch);
+            let text = crate::data::shown(d.data, 256);
+            if json {
+                say!(
+                    "{}",
+                    json!({"type": "entry", "offset": offset, "kind": d.kind,
+                           "len": d.data.len(), "data": text})
+                );
+            } else {
+                say!("  entry {offset}: {}: {} bytes: {text}", d.kind, d.data.len());
+            }
+            continue;
+        }
         let text = preview(r);
         if json {
             say!(

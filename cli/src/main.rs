@@ -8,6 +8,7 @@
 //! arguments, not a data directory, I/O), 3 when `verify` found only
 //! harmless damage (reclaimable bytes, an index the open rebuilds).
 
+mod data;
 mod dump;
 mod import;
 mod info;
@@ -33,12 +34,17 @@ use quorumlog_raft::{ClusterId, DirectoryId, Meta, Node, NodeId, NodeOptions, Sh
 #[derive(Debug, Parser)]
 #[command(name = "quorumlog", version)]
 struct Cli {
-    /// How epochs read: `auto` shows an epoch of 2^32 or more as openraft's
-    /// term and leader node, any other as the epoch.
-    #[arg(long, global = true, value_enum, default_value_t)]
-    raft: units::Implementation,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+/// How the epochs a command prints read.
+#[derive(Debug, clap::Args)]
+struct RaftArgs {
+    /// How epochs read: `auto` shows an epoch of 2^32 or more as openraft's
+    /// term and leader node, any other as the epoch.
+    #[arg(long, value_enum, default_value_t)]
+    raft: units::Implementation,
 }
 
 /// The data directory a command reads or changes.
@@ -65,12 +71,19 @@ enum Cmd {
         /// This node's id.
         #[arg(long)]
         node_id: u64,
+        /// The size of each log segment file, preallocated in full (the
+        /// node is then opened with the same size: it is an open option,
+        /// `NodeOptions::with_segment_bytes`).
+        #[arg(long, default_value_t = 128 << 20)]
+        segment_bytes: u64,
     },
     /// Prints the log's batches (and with `--records`, their records),
     /// decoding a node's records: group, kind, group offset.
     Dump {
         #[command(flatten)]
         at: DirArgs,
+        #[command(flatten)]
+        epochs: RaftArgs,
         /// Only the batches of this group (a node's directory); `--from`
         /// and `--to` are then the group's own Raft indexes.
         #[arg(long)]
@@ -92,6 +105,12 @@ enum Cmd {
         /// what was skipped.
         #[arg(long)]
         raw: bool,
+        /// Each group entry decoded as the Raft library that wrote it
+        /// encoded it (raft-rs, openraft 0.10: the entry's kind and the
+        /// application's bytes, printable text as text); implies
+        /// `--records`.
+        #[arg(long)]
+        print_data: bool,
     },
     /// Verifies one snapshot file end to end and prints what it holds:
     /// id, compression, creation time, metadata, sizes and checksums.
@@ -112,7 +131,9 @@ enum Cmd {
     Info {
         #[command(flatten)]
         at: DirArgs,
-        /// JSON lines, one object per line (docs/operations.md).
+        #[command(flatten)]
+        epochs: RaftArgs,
+        /// JSON lines, one object per line.
         #[arg(long)]
         json: bool,
     },
@@ -120,6 +141,8 @@ enum Cmd {
     QuorumState {
         #[command(flatten)]
         at: DirArgs,
+        #[command(flatten)]
+        epochs: RaftArgs,
         /// Only this group.
         #[arg(long)]
         group: Option<u64>,
@@ -128,7 +151,9 @@ enum Cmd {
         json: bool,
     },
     /// Reads every segment of the log and checks every batch; prints each
-    /// problem with its file, position and offset; exits 1 on any.
+    /// problem with its file, position, offset and what it costs (live
+    /// data, or reclaimable bytes nothing needs); exits 1 on damage that
+    /// costs something, 3 when every problem is harmless.
     Verify {
         #[command(flatten)]
         at: DirArgs,
@@ -136,10 +161,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Cuts the log at its first corruption, for a replica that will fetch
-    /// the rest from its leader. Shows what it would drop (groups, offsets,
-    /// epochs, bytes) and changes nothing without `--yes`; then copies every
-    /// file it changes into a side directory first and says how to undo.
+    /// Cuts the log at its first corruption of live data, for a replica
+    /// that will fetch the rest from its leader (damage only in
+    /// reclaimable bytes is never cut). Shows what it would drop (groups,
+    /// offsets, epochs, bytes) and changes nothing without `--yes`; then
+    /// copies every file it changes into a side directory first and says
+    /// how to undo. Refuses a running node's directory.
     Repair {
         #[command(flatten)]
         at: DirArgs,
@@ -194,14 +221,20 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    units::set_raft(cli.raft);
+    if let Cmd::Dump { epochs, .. }
+    | Cmd::Info { epochs, .. }
+    | Cmd::QuorumState { epochs, .. } = &cli.cmd
+    {
+        units::set_raft(epochs.raft);
+    }
     let fs: SharedFs = Arc::new(RealFs::new());
     let result = match cli.cmd {
         Cmd::Format {
             dir,
             cluster_id,
             node_id,
-        } => status(format(&fs, &dir, cluster_id, node_id)),
+            segment_bytes,
+        } => status(format(&fs, &dir, cluster_id, node_id, segment_bytes)),
         Cmd::Dump {
             at,
             group,
@@ -210,9 +243,11 @@ fn main() -> ExitCode {
             records,
             json,
             raw,
+            print_data,
+            ..
         } => status(reading(fs.as_ref(), &at).and_then(|_| {
             dump::run(
-                fs.as_ref(),
+                &fs,
                 &at.dir,
                 &dump::Filter {
                     group,
@@ -221,16 +256,19 @@ fn main() -> ExitCode {
                     records,
                     json,
                     raw,
+                    data: print_data,
                 },
             )
         })),
         Cmd::DumpSnapshot { file, chunks, json } => {
             status(snapshot::run(fs.as_ref(), &file, chunks, json))
         }
-        Cmd::Info { at, json } => status(
+        Cmd::Info { at, json, .. } => status(
             reading(fs.as_ref(), &at).and_then(|_| info::run(&fs, &at.dir, None, true, json)),
         ),
-        Cmd::QuorumState { at, group, json } => status(
+        Cmd::QuorumState {
+            at, group, json, ..
+        } => status(
             reading(fs.as_ref(), &at).and_then(|_| info::run(&fs, &at.dir, group, false, json)),
         ),
         Cmd::Verify { at, json } => reading(fs.as_ref(), &at)
@@ -292,17 +330,56 @@ fn status(r: Result<bool, String>) -> Result<u8, String> {
 }
 
 /// `format`: a node's directory (a `KRaft` replica's too: its group is
-/// made at its first open). Ok(true) when formatted.
-fn format(fs: &SharedFs, dir: &Path, cluster: u128, node: u64) -> Result<bool, String> {
+/// made at its first open), with segments of `segment_bytes`. Ok(true)
+/// when formatted; says what disk the empty node takes.
+fn format(
+    fs: &SharedFs,
+    dir: &Path,
+    cluster: u128,
+    node: u64,
+    segment_bytes: u64,
+) -> Result<bool, String> {
     let meta = Meta::new(ClusterId(cluster), NodeId(node), DirectoryId::random());
-    Node::format(fs, dir, meta, &NodeOptions::default())
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let options = NodeOptions::with_segment_bytes(segment_bytes);
+    options
+        .log
+        .validate()
+        .map_err(|e| format!("--segment-bytes {segment_bytes}: {e}"))?;
+    Node::format(fs, dir, meta, &options).map_err(|e| format!("{}: {e}", dir.display()))?;
     say!(
         "formatted {}: cluster {cluster}, node {node}, directory id {:032x}",
         dir.display(),
         meta.directory_id.0
     );
+    let (files, allocated) = disk_use(dir);
+    say!(
+        "the empty node takes {allocated} bytes of disk in {files} files: segments of {segment_bytes} bytes \
+         are preallocated whole (open it with the same size: NodeOptions::with_segment_bytes)"
+    );
     Ok(true)
+}
+
+/// Files under `dir` and the bytes of disk they take (allocated blocks).
+fn disk_use(dir: &Path) -> (usize, u64) {
+    use std::os::unix::fs::MetadataExt as _;
+    let (mut files, mut bytes) = (0, 0);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => {
+                    files += 1;
+                    bytes += m.blocks() * 512;
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    (files, bytes)
 }
 
 /// The pid of the process holding `dir`'s lock (a node running on it),
