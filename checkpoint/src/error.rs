@@ -31,7 +31,11 @@ pub enum CorruptionKind {
         expected: u64,
     },
     /// The structure does not start with the magic of its kind.
-    #[error("magic \"{}\" where \"{}\" belongs (not this kind of file)", magic_text(found), magic_text(expected))]
+    #[error(
+        "magic \"{}\" where \"{}\" belongs (not this kind of file)",
+        magic_text(*found),
+        magic_text(*expected)
+    )]
     BadMagic {
         /// The magic of this kind of structure.
         expected: [u8; 4],
@@ -372,7 +376,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Four magic bytes as text: printable ASCII as it is, any other byte as
 /// `\xNN`.
-pub(crate) fn magic_text(m: &[u8; 4]) -> String {
+pub(crate) fn magic_text(m: [u8; 4]) -> String {
     m.iter()
         .map(|b| {
             if b.is_ascii_graphic() || *b == b' ' {

@@ -61,7 +61,8 @@ fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
 
 /// raft-rs's protobuf `Entry`, if `record` is one at `index` in `epoch`.
 fn raft_rs(record: &[u8], index: u64, epoch: u64) -> Option<Data<'_>> {
-    let (mut kind, mut term, mut at, mut data) = (0u64, 0u64, 0u64, &record[..0]);
+    let (mut kind, mut term, mut at) = (0u64, 0u64, 0u64);
+    let mut data: &[u8] = &[];
     let mut rest = record;
     while !rest.is_empty() {
         let (key, r) = varint(rest)?;
@@ -174,21 +175,25 @@ mod tests {
     #[test]
     fn raft_rs_entries_read_as_written() {
         use protobuf::Message as _;
-        let mut e = raft::eraftpb::Entry::default();
-        e.set_entry_type(raft::eraftpb::EntryType::EntryConfChange);
-        e.term = 5;
-        e.index = 9;
-        e.data = b"ab".to_vec().into();
-        e.context = b"c".to_vec().into();
+        let e = raft::eraftpb::Entry {
+            entry_type: raft::eraftpb::EntryType::EntryConfChange,
+            term: 5,
+            index: 9,
+            data: b"ab".to_vec().into(),
+            context: b"c".to_vec().into(),
+            ..Default::default()
+        };
         let bytes = e.write_to_bytes().unwrap();
         let d = read(&bytes, 9, 5);
         assert_eq!(d.kind, "raft-rs conf change");
         assert_eq!(d.data, b"ab");
         assert_eq!(read(&bytes, 9, 6).kind, "bytes");
-        let mut normal = raft::eraftpb::Entry::default();
-        normal.term = 5;
-        normal.index = 9;
-        normal.data = b"x".to_vec().into();
+        let normal = raft::eraftpb::Entry {
+            term: 5,
+            index: 9,
+            data: b"x".to_vec().into(),
+            ..Default::default()
+        };
         let bytes = normal.write_to_bytes().unwrap();
         assert_eq!(read(&bytes, 9, 5).kind, "raft-rs normal");
         assert_eq!(shown(b"x\x00", 64), "x\\x00");

@@ -18,6 +18,7 @@ use crate::units;
 
 /// What `dump` shows.
 #[derive(Debug, Clone)]
+#[expect(clippy::struct_excessive_bools, reason = "the command line's flags")]
 pub(crate) struct Filter {
     pub(crate) group: Option<u64>,
     pub(crate) from: Option<u64>,
@@ -48,7 +49,8 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path, f: &Filter) -> Result<bool, String>
                 dir.display()
             ));
         }
-        let s = quorumlog_raft::inspect_node(fs, dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let s =
+            quorumlog_raft::inspect_node(fs, dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         if !s.groups.iter().any(|x| x.group == g) {
             let ids: Vec<String> = s.groups.iter().map(|x| x.group.to_string()).collect();
             return Err(if s.dropped.contains(&g) {
@@ -57,7 +59,11 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path, f: &Filter) -> Result<bool, String>
                 format!(
                     "{}: no group {g} (its groups: {})",
                     dir.display(),
-                    if ids.is_empty() { "none".to_string() } else { ids.join(", ") }
+                    if ids.is_empty() {
+                        "none".to_string()
+                    } else {
+                        ids.join(", ")
+                    }
                 )
             });
         }
@@ -91,21 +97,27 @@ fn dump_segment(
             return Ok(s.problems.is_empty());
         }
     }
-    let mut headed = false;
-    let head = |headed: &mut bool| {
-        if !*headed {
+    let mut shown = false;
+    let heading = |shown: &mut bool| {
+        if !*shown {
             segment_line(s, f.json);
-            *headed = true;
+            *shown = true;
         }
     };
     if f.group.is_none() {
-        head(&mut headed);
+        heading(&mut shown);
     }
     let records_wanted = f.records || f.data;
     let bytes = if records_wanted || node {
-        fs.open(&s.file, OpenMode::Read)
+        match fs
+            .open(&s.file, OpenMode::Read)
             .and_then(|file| file.read_to_end())
-            .map_err(|e| format!("{}: {e}", s.file.display()))?
+        {
+            Ok(b) => b,
+            // Gone since it was walked: a running node reclaimed it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+            Err(e) => return Err(format!("{}: {e}", s.file.display())),
+        }
     } else {
         Vec::new()
     };
@@ -114,7 +126,7 @@ fn dump_segment(
     for b in &s.batches {
         while let Some(p) = problems.next_if(|p| p.position < b.position) {
             clean = false;
-            head(&mut headed);
+            heading(&mut shown);
             print_problem(p, f.json);
         }
         // Without --group the range is the shared log's offsets; with it,
@@ -139,7 +151,7 @@ fn dump_segment(
                 continue;
             }
         }
-        head(&mut headed);
+        heading(&mut shown);
         print_batch(b, header.as_ref(), f.json);
         if records_wanted {
             match records {
@@ -151,7 +163,7 @@ fn dump_segment(
     }
     for p in problems {
         clean = false;
-        head(&mut headed);
+        heading(&mut shown);
         print_problem(p, f.json);
     }
     Ok(clean)
@@ -265,7 +277,11 @@ fn print_records(b: &BatchInfo, records: &[Vec<u8>], header: Option<&Header>, f:
                            "len": d.data.len(), "data": text})
                 );
             } else {
-                say!("  entry {offset}: {}: {} bytes: {text}", d.kind, d.data.len());
+                say!(
+                    "  entry {offset}: {}: {} bytes: {text}",
+                    d.kind,
+                    d.data.len()
+                );
             }
             continue;
         }

@@ -219,11 +219,11 @@ enum Cmd {
     },
 }
 
+#[expect(clippy::too_many_lines, reason = "one arm per command")]
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Cmd::Dump { epochs, .. }
-    | Cmd::Info { epochs, .. }
-    | Cmd::QuorumState { epochs, .. } = &cli.cmd
+    if let Cmd::Dump { epochs, .. } | Cmd::Info { epochs, .. } | Cmd::QuorumState { epochs, .. } =
+        &cli.cmd
     {
         units::set_raft(epochs.raft);
     }
@@ -245,32 +245,37 @@ fn main() -> ExitCode {
             raw,
             print_data,
             ..
-        } => status(reading(fs.as_ref(), &at).and_then(|_| {
-            dump::run(
-                &fs,
-                &at.dir,
-                &dump::Filter {
-                    group,
-                    from,
-                    to,
-                    records,
-                    json,
-                    raw,
-                    data: print_data,
-                },
-            )
+        } => status(reading(fs.as_ref(), &at).and_then(|running| {
+            let tries = if running.is_some() { 3 } else { 1 };
+            out::settled(tries, || {
+                dump::run(
+                    &fs,
+                    &at.dir,
+                    &dump::Filter {
+                        group,
+                        from,
+                        to,
+                        records,
+                        json,
+                        raw,
+                        data: print_data,
+                    },
+                )
+            })
         })),
         Cmd::DumpSnapshot { file, chunks, json } => {
             status(snapshot::run(fs.as_ref(), &file, chunks, json))
         }
-        Cmd::Info { at, json, .. } => status(
-            reading(fs.as_ref(), &at).and_then(|_| info::run(&fs, &at.dir, None, true, json)),
-        ),
+        Cmd::Info { at, json, .. } => status(reading(fs.as_ref(), &at).and_then(|running| {
+            let tries = if running.is_some() { 3 } else { 1 };
+            out::settled(tries, || info::run(&fs, &at.dir, None, true, json))
+        })),
         Cmd::QuorumState {
             at, group, json, ..
-        } => status(
-            reading(fs.as_ref(), &at).and_then(|_| info::run(&fs, &at.dir, group, false, json)),
-        ),
+        } => status(reading(fs.as_ref(), &at).and_then(|running| {
+            let tries = if running.is_some() { 3 } else { 1 };
+            out::settled(tries, || info::run(&fs, &at.dir, group, false, json))
+        })),
         Cmd::Verify { at, json } => reading(fs.as_ref(), &at)
             .and_then(|running| verify::run(&fs, &at.dir, json, running.is_some()))
             .map(|v| match v {

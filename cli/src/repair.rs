@@ -83,25 +83,7 @@ pub(crate) fn run(
         background: false,
         ..NodeOptions::default()
     };
-    // Damage that costs nothing is never a reason to cut (a cut there
-    // would take the live batches after it).
-    let found = crate::verify::findings(fs, dir)?;
-    let in_log: Vec<&crate::verify::Finding> = found
-        .iter()
-        .filter(|f| f.file.starts_with(dir.join("log")))
-        .collect();
-    if !in_log.is_empty() && in_log.iter().all(|f| f.harmless()) {
-        say!(
-            "{}: the log's damage is only in bytes nothing needs: nothing to cut",
-            dir.display()
-        );
-        for f in &in_log {
-            say!("  {f}");
-        }
-        say!(
-            "no open reads them and no read serves them: the node's reclamation deletes \
-             reclaimable segments at its next checkpoint, and an open rebuilds a damaged index"
-        );
+    if harmless_only(fs, dir)? {
         return Ok(true);
     }
     let Some(plan) = plan(fs, dir, &expect, &options)? else {
@@ -144,6 +126,31 @@ pub(crate) fn run(
     say!(
         "to undo, with the node stopped and before it runs again: sh {}",
         undo.display()
+    );
+    Ok(true)
+}
+
+/// Whether the log's damage is all harmless (then said, and nothing is
+/// cut: a cut there would take the live batches after it).
+fn harmless_only(fs: &SharedFs, dir: &Path) -> Result<bool, String> {
+    let found = crate::verify::findings(fs, dir)?;
+    let in_log: Vec<&crate::verify::Finding> = found
+        .iter()
+        .filter(|f| f.file.starts_with(dir.join("log")))
+        .collect();
+    if in_log.is_empty() || !in_log.iter().all(|f| f.harmless()) {
+        return Ok(false);
+    }
+    say!(
+        "{}: the log's damage is only in bytes nothing needs: nothing to cut",
+        dir.display()
+    );
+    for f in &in_log {
+        say!("  {f}");
+    }
+    say!(
+        "no open reads them and no read serves them: the node's reclamation deletes \
+         reclaimable segments at its next checkpoint, and an open rebuilds a damaged index"
     );
     Ok(true)
 }
@@ -235,7 +242,11 @@ fn what_goes(
     let node = quorumlog_raft::inspect_node(fs, dir)
         .ok()
         .map(|s| (s.checkpoint_position, "the node checkpoint"));
-    let claimed = claims.required_end(last.base_offset).into_iter().chain(node).max();
+    let claimed = claims
+        .required_end(last.base_offset)
+        .into_iter()
+        .chain(node)
+        .max();
     let Some((claimed, by)) = claimed else {
         return Ok(None);
     };
@@ -495,10 +506,14 @@ mod tests {
     #![allow(
         clippy::unwrap_used,
         clippy::indexing_slicing,
+        clippy::too_many_lines,
         reason = "test code: a panic is a failed assertion"
     )]
 
     use std::collections::BTreeMap;
+
+    /// Each group's entries: (index, bytes).
+    type Served = BTreeMap<u64, Vec<(u64, Vec<u8>)>>;
 
     use quorumlog_io::{CrashPlan, SimFs, Tear};
     use quorumlog_log::inspect::inspect_log_dir;
@@ -834,7 +849,7 @@ mod tests {
     /// Every group's entries as a node opened on `disk` after a crash
     /// serves them (on an overlay: nothing is written to `disk`) (its clean marker removed: the open reads all it
     /// would read after a crash), or why it cannot.
-    fn served(disk: &SimFs) -> Result<BTreeMap<u64, Vec<(u64, Vec<u8>)>>, String> {
+    fn served(disk: &SimFs) -> Result<Served, String> {
         let below: SharedFs = Arc::new(disk.clone());
         let fs: SharedFs = Arc::new(Overlay::new(below));
         let _ = fs.remove_file(&Path::new(DIR).join("log").join("clean"));
@@ -850,9 +865,17 @@ mod tests {
             let group = n.group(g).map_err(|e| e.to_string())?;
             let x = group.extent();
             let entries = group
-                .read_entries(x.start, x.end, u64::MAX, quorumlog_raft::Isolation::Uncommitted)
+                .read_entries(
+                    x.start,
+                    x.end,
+                    u64::MAX,
+                    quorumlog_raft::Isolation::Uncommitted,
+                )
                 .map_err(|e| e.to_string())?;
-            out.insert(g, entries.into_iter().map(|e| (e.offset.0, e.bytes)).collect());
+            out.insert(
+                g,
+                entries.into_iter().map(|e| (e.offset.0, e.bytes)).collect(),
+            );
         }
         Ok(out)
     }
@@ -863,7 +886,11 @@ mod tests {
     fn serving(fs: &dyn FileSystem) -> BTreeMap<(u64, u64), u64> {
         let mut out = BTreeMap::new();
         for s in inspect_log_dir(fs, &Path::new(DIR).join("log"), Walk::Raw).unwrap() {
-            let bytes = fs.open(&s.file, OpenMode::Read).unwrap().read_to_end().unwrap();
+            let bytes = fs
+                .open(&s.file, OpenMode::Read)
+                .unwrap()
+                .read_to_end()
+                .unwrap();
             for b in &s.batches {
                 let Some(h) = crate::verify::node_header(&bytes, b.position) else {
                     continue;
@@ -902,7 +929,9 @@ mod tests {
         let dir = Path::new(DIR);
         let (mut harmless, mut live) = (0, 0);
         let seeds = 240u64;
-        let only: Option<u64> = std::env::var("QUORUMLOG_SEED").ok().and_then(|s| s.parse().ok());
+        let only: Option<u64> = std::env::var("QUORUMLOG_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok());
         for seed in 1..=seeds {
             if only.is_some_and(|o| o != seed) {
                 continue;
@@ -924,12 +953,36 @@ mod tests {
             if in_log.is_empty() {
                 let segs = inspect_log_dir(fs.as_ref(), &dir.join("log"), Walk::Raw).unwrap();
                 for s in &segs {
-                    eprintln!("{} base {} end {} data_end {} problems {:?}", s.file.display(), s.base_offset.0, s.end_offset.0, s.data_end, s.problems);
+                    eprintln!(
+                        "{} base {} end {} data_end {} problems {:?}",
+                        s.file.display(),
+                        s.base_offset.0,
+                        s.end_offset.0,
+                        s.data_end,
+                        s.problems
+                    );
                 }
-                eprintln!("{:?}", fs.list(&dir.join("log")).unwrap().iter().map(|e| e.name.clone()).collect::<Vec<_>>());
-                eprintln!("{:?}", quorumlog_raft::inspect_node(&fs, dir).map(|s| (s.checkpoint_position, s.replay_from, s.log_end)));
+                eprintln!(
+                    "{:?}",
+                    fs.list(&dir.join("log"))
+                        .unwrap()
+                        .iter()
+                        .map(|e| e.name.clone())
+                        .collect::<Vec<_>>()
+                );
+                eprintln!(
+                    "{:?}",
+                    quorumlog_raft::inspect_node(&fs, dir).map(|s| (
+                        s.checkpoint_position,
+                        s.replay_from,
+                        s.log_end
+                    ))
+                );
             }
-            assert!(!in_log.is_empty(), "seed {seed}: a flipped bit unseen: {b:?} at {at}: {found:?}");
+            assert!(
+                !in_log.is_empty(),
+                "seed {seed}: a flipped bit unseen: {b:?} at {at}: {found:?}"
+            );
             let classified = in_log.iter().all(|f| f.harmless());
             let after = served(&disk);
             let truth = after.as_ref() == Ok(&before);
@@ -939,7 +992,7 @@ mod tests {
                 "seed {seed}: flip in batch at offset {} (group {:?}): verify says {:?}; a node {}",
                 b.3,
                 b.4,
-                in_log.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+                in_log.iter().map(ToString::to_string).collect::<Vec<_>>(),
                 match &after {
                     Ok(a) if a == &before => "serves every entry".to_string(),
                     Ok(_) => "serves other entries".to_string(),
@@ -960,28 +1013,41 @@ mod tests {
                     &mut |_| Ok(()),
                 );
                 match r {
-                    Ok(r) => assert!(r.groups_cut.is_empty(), "seed {seed}: cut {:?}", r.groups_cut),
+                    Ok(r) => assert!(
+                        r.groups_cut.is_empty(),
+                        "seed {seed}: cut {:?}",
+                        r.groups_cut
+                    ),
                     Err(quorumlog_raft::Error::CutInReclaimable { .. }) => {}
                     Err(e) => panic!("seed {seed}: {e}"),
                 }
                 let side = Path::new("/side");
                 assert!(run(&fs, dir, true, Some(side)).unwrap());
-                assert_eq!(tree(fs.as_ref(), dir), tree_before, "seed {seed}: repair wrote");
+                assert_eq!(
+                    tree(fs.as_ref(), dir),
+                    tree_before,
+                    "seed {seed}: repair wrote"
+                );
                 continue;
             }
             live += 1;
             let planned = plan(&fs, dir, &expect, &options())
                 .unwrap()
                 .unwrap_or_else(|| panic!("seed {seed}: live damage, no cut planned"));
-            assert_eq!(tree(fs.as_ref(), dir), tree_before, "seed {seed}: the plan wrote");
-            let done = Node::repair_truncate_at_corruption(&fs, dir, &expect, &options(), &mut |p| {
-                if p == planned.recovery {
-                    Ok(())
-                } else {
-                    Err(quorumlog_log::Error::OpenRefused)
-                }
-            })
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            assert_eq!(
+                tree(fs.as_ref(), dir),
+                tree_before,
+                "seed {seed}: the plan wrote"
+            );
+            let done =
+                Node::repair_truncate_at_corruption(&fs, dir, &expect, &options(), &mut |p| {
+                    if p == planned.recovery {
+                        Ok(())
+                    } else {
+                        Err(quorumlog_log::Error::OpenRefused)
+                    }
+                })
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             let cut = done.log_end.0;
             assert_eq!(cut, planned.dropped.from_offset.0, "seed {seed}");
             let kept = served(&disk).unwrap_or_else(|e| panic!("seed {seed}: after repair: {e}"));
@@ -990,7 +1056,8 @@ mod tests {
                     .iter()
                     .take_while(|(i, _)| serve.get(&(*g, *i)).is_some_and(|s| *s < cut))
                     .collect();
-                let now: Vec<&(u64, Vec<u8>)> = kept.get(g).map(|v| v.iter().collect()).unwrap_or_default();
+                let now: Vec<&(u64, Vec<u8>)> =
+                    kept.get(g).map(|v| v.iter().collect()).unwrap_or_default();
                 assert_eq!(
                     now.len(),
                     expected.len(),

@@ -13,7 +13,8 @@ use std::time::Instant;
 use quorumlog_checkpoint::verify_small_files;
 use quorumlog_io::FileSystem;
 use quorumlog_log::inspect::{
-    check_index, first_record_unverified, segment_files, walk_segments, IndexCheck, Problem, Walk,
+    check_index, first_record_unverified, segment_files, walk_segments, IndexCheck, Problem,
+    SegmentReport, Walk,
 };
 use quorumlog_raft::{
     describe_node_record, DamageCost, NodeFold, NodeRecordInfo, NodeSummary, Offset, SharedFs,
@@ -83,19 +84,19 @@ impl std::fmt::Display for Finding {
         if let Some(p) = self.position {
             write!(f, " at {p}")?;
         }
-        if !self.groups.is_empty() {
-            let gs: Vec<String> = self.groups.iter().map(u64::to_string).collect();
-            let o = self
-                .offset
-                .map_or_else(String::new, |o| format!("offset {o}, "));
-            write!(f, " ({o}entries of groups {} lost)", gs.join(", "))?;
-        } else {
+        if self.groups.is_empty() {
             match (self.offset, self.group) {
                 (Some(o), Some(g)) => write!(f, " (offset {o}, group {g})")?,
                 (Some(o), None) => write!(f, " (offset {o})")?,
                 (None, Some(g)) => write!(f, " (group {g})")?,
                 (None, None) => {}
             }
+        } else {
+            let gs: Vec<String> = self.groups.iter().map(u64::to_string).collect();
+            let o = self
+                .offset
+                .map_or_else(String::new, |o| format!("offset {o}, "));
+            write!(f, " ({o}entries of groups {} lost)", gs.join(", "))?;
         }
         write!(f, ": {}", self.what)?;
         match &self.cost {
@@ -307,7 +308,7 @@ fn check(fs: &SharedFs, dir: &Path, json: bool, quiet: bool) -> Result<Tally, St
             None
         }
     };
-    let (problems, after, last) =
+    let (problems, after, last_seg) =
         segments_and_indexes(fs.as_ref(), &dir.join("log"), &mut t, &mut fold)?;
     let summary = match fold {
         Some(Ok(f)) => Some(f.finish()),
@@ -317,10 +318,35 @@ fn check(fs: &SharedFs, dir: &Path, json: bool, quiet: bool) -> Result<Tally, St
         }
         None => None,
     };
+    let bases: Vec<u64> = segments.iter().map(|(b, _)| b.0).collect();
+    for f in log_findings(problems, summary.as_ref(), &after, &bases) {
+        t.found(&f);
+    }
+    if let (Some(summary), Some(last_seg)) = (&summary, last_seg) {
+        short_of_checkpoint(summary, &last_seg, &mut t);
+    }
+    snapshots_read(fs.as_ref(), &snapshots, &mut t);
+    if let Some(b) = t.bar.take() {
+        b.finish_and_clear();
+    }
+    print_summary(&t, t0, segments.len(), snapshots.len());
+    Ok(t)
+}
+
+/// Each problem in the log as a finding: with its group (the damaged
+/// batch's own header if it still reads, else the group the checkpoint
+/// and the records before the damage place at its offset) and what it
+/// costs; `bases`: every segment's base offset.
+fn log_findings(
+    problems: Vec<LogProblem>,
+    summary: Option<&NodeSummary>,
+    after: &After,
+    bases: &[u64],
+) -> Vec<Finding> {
+    let mut out = Vec::new();
     // Each problem in the log with its group: the damaged batch's own
     // header if it still reads, else the group the checkpoint and the
     // records before the damage place at its offset.
-    let bases: Vec<u64> = segments.iter().map(|(b, _)| b.0).collect();
     let mut first = true;
     for lp in problems {
         let p = &lp.problem;
@@ -330,16 +356,12 @@ fn check(fs: &SharedFs, dir: &Path, json: bool, quiet: bool) -> Result<Tally, St
         // it); then (the first damage only, where the fold's groups end)
         // the groups whose entries resume past their end: the damage took
         // entries of each.
-        let by_runs = p.offset.and_then(|at| summary.as_ref()?.group_at(at));
-        let lost = match summary.as_ref() {
-            Some(summary) if first && lp.note.is_empty() => lost_entries(summary, &after),
+        let by_runs = p.offset.and_then(|at| summary?.group_at(at));
+        let lost = match summary {
+            Some(summary) if first && lp.note.is_empty() => lost_entries(summary, after),
             _ => Vec::new(),
         };
-        let known = |g: &u64| {
-            summary
-                .as_ref()
-                .is_none_or(|s| s.groups.iter().any(|x| x.group == *g))
-        };
+        let known = |g: &u64| summary.is_none_or(|s| s.groups.iter().any(|x| x.group == *g));
         let own = lp.group.filter(known);
         first &= !lp.note.is_empty();
         let mut f = Finding::of(p, by_runs.or(own));
@@ -355,22 +377,14 @@ fn check(fs: &SharedFs, dir: &Path, json: bool, quiet: bool) -> Result<Tally, St
                 let base = lp.segment?;
                 bases.iter().copied().find(|b| *b > base)
             });
-            f.cost = match (summary.as_ref(), p.offset) {
+            f.cost = match (summary, p.offset) {
                 (Some(s), Some(from)) => Some(s.cost(from, Offset(to.unwrap_or(u64::MAX)))),
                 _ => None,
             };
         }
-        t.found(&f);
+        out.push(f);
     }
-    if let (Some(summary), Some(last)) = (&summary, last) {
-        short_of_checkpoint(summary, &last, &mut t);
-    }
-    snapshots_read(fs.as_ref(), &snapshots, &mut t);
-    if let Some(b) = t.bar.take() {
-        b.finish_and_clear();
-    }
-    print_summary(&t, t0, segments.len(), snapshots.len());
-    Ok(t)
+    out
 }
 
 /// The log's data ending below the node checkpoint's position: the
@@ -520,14 +534,14 @@ fn lost_entries(summary: &NodeSummary, after: &After) -> Vec<u64> {
 /// does not fold is a finding.
 type Fold = Option<Result<NodeFold, Finding>>;
 
-fn fold_start(fs: &SharedFs, dir: &Path) -> Result<Fold, Finding> {
+fn fold_start(fs: &SharedFs, dir: &Path) -> Result<Fold, Box<Finding>> {
     let node = dir.join("groups.ckpt");
     if !fs.exists(&node).unwrap_or(false) {
         return Ok(None);
     }
     NodeFold::start(fs, dir)
         .map(|f| Some(Ok(f)))
-        .map_err(|e| fold_finding(&node, &e))
+        .map_err(|e| Box::new(fold_finding(&node, &e)))
 }
 
 /// The group state as an open folds it does not fold.
@@ -601,29 +615,7 @@ fn segments_and_indexes(
                 }
             }
         }
-        for p in &s.problems {
-            let group_at = |position: u64| node_header(bytes, position).map(|h| h.group);
-            // The damaged batch's own header; or, where the walk goes on
-            // at the very offset the damaged place held (damage in sync
-            // padding took nothing), the batch there.
-            let resumed = s
-                .batches
-                .iter()
-                .find(|b| b.position == p.position + p.skipped && Some(b.base_offset) == p.offset);
-            let own = group_at(p.position).or_else(|| group_at(resumed?.position));
-            let to = s
-                .batches
-                .iter()
-                .find(|b| b.position >= p.position + p.skipped && p.skipped > 0)
-                .map(|b| b.base_offset.0);
-            problems.push(LogProblem {
-                problem: p.clone(),
-                group: own,
-                note: "",
-                segment: Some(s.base_offset.0),
-                to,
-            });
-        }
+        problems.extend(s.problems.iter().map(|p| log_problem(&s, bytes, p)));
         match check_index(fs, &s, sealed) {
             Ok(IndexCheck::Damaged(p)) => problems.push(LogProblem {
                 problem: p,
@@ -654,6 +646,32 @@ fn segments_and_indexes(
     })
     .map_err(|e| format!("{}: {e}", log_dir.display()))?;
     failed.map_or(Ok((problems, after, last)), Err)
+}
+
+/// A problem of segment `s` (its bytes: `bytes`), with the group its
+/// damaged batch's own header names, if it still reads (or, where the
+/// walk goes on at the very offset the damaged place held, as for damage
+/// in sync padding that took nothing, the batch's there), and where the
+/// damage ends.
+fn log_problem(s: &SegmentReport, bytes: &[u8], p: &Problem) -> LogProblem {
+    let group_at = |position: u64| node_header(bytes, position).map(|h| h.group);
+    let resumed = s
+        .batches
+        .iter()
+        .find(|b| b.position == p.position + p.skipped && Some(b.base_offset) == p.offset);
+    let own = group_at(p.position).or_else(|| group_at(resumed?.position));
+    let to = s
+        .batches
+        .iter()
+        .find(|b| b.position >= p.position + p.skipped && p.skipped > 0)
+        .map(|b| b.base_offset.0);
+    LogProblem {
+        problem: p.clone(),
+        group: own,
+        note: "",
+        segment: Some(s.base_offset.0),
+        to,
+    }
 }
 
 /// The published snapshot files: a store's in `snapshots/`, a node's in

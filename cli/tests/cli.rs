@@ -1350,3 +1350,297 @@ fn dump_ranges_are_group_indexes_and_times_are_iso8601() {
         .iter()
         .any(|l| l["type"] == "file" && l["kind"] == "segment"));
 }
+
+/// One regression per diagnosis, in the order they are made: a path that
+/// is a file; an empty directory (the only one given the `format` hint);
+/// another program's directory; a `meta` of another kind (its magic as
+/// text); a `meta` of ours beside no node checkpoint and no log records
+/// (not called the previous layout). No message names a Rust variant or
+/// an `Option`, and nothing is written anywhere.
+#[test]
+fn each_wrong_directory_is_diagnosed_for_what_it_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let no_rust = |t: &str| {
+        for leak in ["Some(", "None", "NotFormatted", "WrongLayout", "[1"] {
+            assert!(!t.contains(leak), "{leak} in {t}");
+        }
+    };
+    // A file.
+    let file = root.join("afile");
+    std::fs::write(&file, b"x").unwrap();
+    let f = file.to_str().unwrap();
+    for cmd in ["info", "verify", "dump"] {
+        let o = quorumlog(&[cmd, f]);
+        assert_eq!(code(&o), 2);
+        assert!(
+            text(&o).contains("is a file, not a data directory"),
+            "{}",
+            text(&o)
+        );
+        no_rust(&text(&o));
+    }
+    // An empty directory: the format hint.
+    let empty = root.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = quorumlog(&["info", empty.to_str().unwrap()]);
+    assert!(
+        text(&o).contains("is empty") && text(&o).contains("quorumlog format"),
+        "{}",
+        text(&o)
+    );
+    // Another program's directory: no hint to format it.
+    let other = root.join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("data.db"), b"theirs").unwrap();
+    let o = quorumlog(&["info", other.to_str().unwrap()]);
+    assert_eq!(code(&o), 2);
+    let t = text(&o);
+    assert!(
+        t.contains("no quorumlog meta file") && !t.contains("quorumlog format"),
+        "{t}"
+    );
+    no_rust(&t);
+    // A meta file of another kind: named by its magic, as text.
+    std::fs::write(other.join("meta"), b"ELF!0123456789abcdef0123456789").unwrap();
+    std::fs::create_dir(other.join("log")).unwrap();
+    let o = quorumlog(&["info", other.to_str().unwrap()]);
+    let t = text(&o);
+    assert!(t.contains("magic \"ELF!\""), "{t}");
+    assert!(
+        !t.contains("previous format") && !t.contains("I/O error"),
+        "{t}"
+    );
+    no_rust(&t);
+    // Our meta, no node checkpoint, an empty log: not the previous layout.
+    let half = root.join("half");
+    formatted(&half, 3);
+    std::fs::remove_file(half.join("groups.ckpt")).unwrap();
+    for f in std::fs::read_dir(half.join("log")).unwrap() {
+        std::fs::remove_file(f.unwrap().path()).unwrap();
+    }
+    let o = quorumlog(&["info", half.to_str().unwrap()]);
+    let t = text(&o);
+    assert_eq!(code(&o), 2, "{t}");
+    assert!(
+        t.contains("no node checkpoint") && !t.contains("previous format"),
+        "{t}"
+    );
+    no_rust(&t);
+    // Refused import: the target node's directory unchanged, byte for byte.
+    let node = root.join("node");
+    formatted(&node, 3);
+    let before = tree_of(&node, true);
+    let o = quorumlog(&[
+        "import",
+        other.to_str().unwrap(),
+        node.to_str().unwrap(),
+        "--group",
+        "1",
+    ]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert_eq!(
+        tree_of(&node, true),
+        before,
+        "a refused import changed the node"
+    );
+}
+
+/// Every command beside a node that holds the lock and writes: the
+/// reading commands warn that it runs and report no damage (over many
+/// runs, while segments fill, roll and are reclaimed), the writing ones
+/// refuse at once, naming its pid, and copy nothing.
+#[test]
+fn every_command_beside_a_running_writing_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("node");
+    let d = dir.to_str().unwrap();
+    formatted(&dir, 3);
+    let fs: SharedFs = Arc::new(RealFs::new());
+    let expect = Identity::node(ClusterId(5), NodeId(3));
+    let options = NodeOptions {
+        checkpoint_every_bytes: 256 << 10,
+        ..NodeOptions::with_segment_bytes(64 << 10)
+    };
+    let node = Arc::new(Node::open(&fs, &dir, &expect, &options).unwrap().0);
+    for g in [1, 2] {
+        node.create_group(g, Offset(0)).unwrap();
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (node, stop) = (Arc::clone(&node), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut next = [0u64; 2];
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let g = usize::try_from(i % 2).unwrap();
+                let group = node.group(g as u64 + 1).unwrap();
+                let fill = b'a' + u8::try_from(i % 26).unwrap();
+                let rec = vec![fill; 1 + usize::try_from(i * 37 % 3000).unwrap()];
+                group
+                    .append_durable(Offset(next[g]), Epoch(1), &[rec])
+                    .unwrap();
+                next[g] += 1;
+                if next[g] % 50 == 0 {
+                    let to = next[g] - 10;
+                    group
+                        .purge(quorumlog_raft::Purge::To {
+                            offset: Offset(to),
+                            epoch: Epoch(1),
+                        })
+                        .unwrap();
+                }
+                i += 1;
+            }
+        })
+    };
+    let pid = std::process::id();
+    let running = format!("node running (pid {pid})");
+    let mut runs = 0;
+    for _ in 0..8 {
+        for args in [
+            vec!["verify", d],
+            vec!["info", d],
+            vec!["quorum-state", d],
+            vec!["dump", d, "--records"],
+        ] {
+            let o = quorumlog(&args);
+            let t = text(&o);
+            assert_eq!(code(&o), 0, "{args:?}: {t}");
+            assert!(t.contains(&running), "{args:?}: {t}");
+            assert!(!t.contains("DAMAGED"), "{args:?}: {t}");
+            runs += 1;
+        }
+    }
+    let side = tmp.path().join("side");
+    for args in [
+        vec![
+            "repair",
+            d,
+            "--truncate-at-corruption",
+            "--yes",
+            "--side-dir",
+            side.to_str().unwrap(),
+        ],
+        vec![
+            "recover-quorum",
+            d,
+            "--voters",
+            "3:00000000000000000000000000000001",
+            "--yes",
+        ],
+        vec!["import", d, d, "--group", "5"],
+    ] {
+        let o = quorumlog(&args);
+        let t = text(&o);
+        assert_eq!(code(&o), 2, "{args:?}: {t}");
+        assert!(
+            t.contains(&format!("the node is running (pid {pid})")),
+            "{args:?}: {t}"
+        );
+        assert!(!side.exists(), "{args:?} copied");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    Arc::try_unwrap(node).ok().unwrap().close().unwrap();
+    eprintln!("{runs} reading runs beside the node");
+}
+
+/// dump: an unknown or dropped group and an empty range are refused;
+/// only segments holding the range print; `--print-data` shows openraft
+/// entries as their kind and data; `format --segment-bytes` makes
+/// segments of that size and says what the empty node takes.
+#[test]
+fn dump_refuses_what_it_cannot_show_and_decodes_what_raft_wrote() {
+    let tmp = openraft_node_dir();
+    let dir = tmp.path().join("node");
+    let d = dir.to_str().unwrap();
+    refused(
+        &["dump", d, "--group", "77"],
+        "no group 77 (its groups: 4, 9)",
+    );
+    refused(
+        &["dump", d, "--from", "9", "--to", "3"],
+        "empty range [9, 3)",
+    );
+    refused(
+        &["dump", d, "--from", "3", "--to", "3"],
+        "empty range [3, 3)",
+    );
+    let o = quorumlog(&["dump", d, "--group", "4", "--print-data"]);
+    let t = text(&o);
+    assert_eq!(code(&o), 0, "{t}");
+    assert!(t.contains("openraft membership"), "{t}");
+    assert!(t.contains("openraft normal") && t.contains("v20"), "{t}");
+    // Only segments holding the range.
+    let rich = rich_node_dir();
+    let r = rich.path().join("node");
+    let all = text(&quorumlog(&["dump", r.to_str().unwrap()]));
+    let segments = all.lines().filter(|l| l.starts_with("segment ")).count();
+    assert!(segments > 1, "{all}");
+    let one = text(&quorumlog(&[
+        "dump",
+        r.to_str().unwrap(),
+        "--from",
+        "0",
+        "--to",
+        "1",
+    ]));
+    assert_eq!(
+        one.lines().filter(|l| l.starts_with("segment ")).count(),
+        1,
+        "{one}"
+    );
+    let g = text(&quorumlog(&[
+        "dump",
+        r.to_str().unwrap(),
+        "--group",
+        "7",
+        "--from",
+        "0",
+        "--to",
+        "10",
+    ]));
+    assert_eq!(
+        g.lines().filter(|l| l.starts_with("segment ")).count(),
+        1,
+        "{g}"
+    );
+    // format --segment-bytes.
+    let small = tmp.path().join("small");
+    let o = quorumlog(&[
+        "format",
+        small.to_str().unwrap(),
+        "--cluster-id",
+        "5",
+        "--node-id",
+        "3",
+        "--segment-bytes",
+        "65536",
+    ]);
+    let t = text(&o);
+    assert_eq!(code(&o), 0, "{t}");
+    assert!(
+        t.contains("the empty node takes") && t.contains("segments of 65536 bytes"),
+        "{t}"
+    );
+    let seg = std::fs::read_dir(small.join("log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "log"))
+        .unwrap();
+    assert_eq!(std::fs::metadata(seg).unwrap().len(), 65536);
+    refused(
+        &[
+            "format",
+            tmp.path().join("tiny").to_str().unwrap(),
+            "--cluster-id",
+            "5",
+            "--node-id",
+            "3",
+            "--segment-bytes",
+            "10",
+        ],
+        "--segment-bytes 10",
+    );
+}

@@ -212,7 +212,9 @@ pub enum SegmentEnd {
 /// kept for them all), each judged as recovery judges it (a sealed one
 /// must reach the next one's base; the last one's end against the
 /// directory's [`Claims`]). `each` gets the walk, the file's bytes and
-/// whether it is sealed (not the last), and returns whether to go on.
+/// whether it is sealed (not the last), and returns whether to go on. A
+/// file at the front gone since the listing is skipped: a running node
+/// reclaimed it.
 ///
 /// # Errors
 /// `Io` listing or reading the directory; what `each` returns.
@@ -250,7 +252,9 @@ where
                     }
                     let mut buf = empty_rx.try_recv().unwrap_or_default();
                     let read = paths.get(i).map_or(Ok(()), |p| read_whole(fs, p, &mut buf));
-                    let failed = read.is_err();
+                    // A file gone since the listing is the walk's to judge;
+                    // any other failure ends this reader.
+                    let failed = read.as_ref().is_err_and(|e| !vanished(e));
                     if full_tx.send(read.map(|()| buf)).is_err() || failed {
                         return;
                     }
@@ -258,11 +262,18 @@ where
             });
         }
         let mut prev_epoch = None;
+        let mut delivered = false;
         for (i, (base, path)) in files.iter().enumerate() {
             let Some(Ok(read)) = full.get(i % READERS).map(std::sync::mpsc::Receiver::recv) else {
                 break;
             };
-            let buf = read?;
+            let buf = match read {
+                // Segments at the front gone since the listing: a running
+                // node reclaimed them (it deletes only the log's prefix).
+                Err(e) if !delivered && vanished(&e) => continue,
+                r => r?,
+            };
+            delivered = true;
             let next = files.get(i + 1);
             let end = match next {
                 Some((next_base, _)) => SegmentEnd::Sealed(*next_base),
@@ -280,6 +291,11 @@ where
         }
         Ok(())
     })
+}
+
+/// Whether `e` is a file's absence.
+fn vanished(e: &crate::Error) -> bool {
+    matches!(e, crate::Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Threads reading segment files ahead of the walk.

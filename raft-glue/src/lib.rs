@@ -71,10 +71,10 @@ pub use kraft::election::{Election, LogPosition, Role, VoteDecision};
 pub use kraft::fetch::{validate_offset_and_epoch, FetchPosition, LogView};
 pub use kraft::{voters, KraftInstall, KraftReplica, QuorumRecovery, KRAFT_GROUP};
 pub use node::{
-    describe_node_record, inspect_node, DamageCost, Encode, Extent, Group, GroupInstall, GroupSnapshot,
-    GroupSummary, GroupWriter, ImportReport, Node, NodeDamage, NodeFold, NodeOpenReport,
-    NodeOptions, NodeRecordInfo, NodeRepairReport, NodeStats, NodeSummary, Purge, Records,
-    SpaceUse, WatermarkDurability, WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
+    describe_node_record, inspect_node, DamageCost, Encode, Extent, Group, GroupInstall,
+    GroupSnapshot, GroupSummary, GroupWriter, ImportReport, Node, NodeDamage, NodeFold,
+    NodeOpenReport, NodeOptions, NodeRecordInfo, NodeRepairReport, NodeStats, NodeSummary, Purge,
+    Records, SpaceUse, WatermarkDurability, WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
 };
 pub use recent::RecentEntries;
 pub use types::{Entry, Identity, Isolation, OnDurable};

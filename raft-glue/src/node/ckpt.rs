@@ -341,7 +341,11 @@ fn log_holds(fs: &SharedFs, dir: &Path) -> Result<LogHolds> {
                 .and_then(|raw| batch_records(raw).ok())
                 .and_then(|r| r.first().map(|h| Header::decode(h).is_ok()))
                 .unwrap_or(false);
-        holds = if node { LogHolds::Node } else { LogHolds::Store };
+        holds = if node {
+            LogHolds::Node
+        } else {
+            LogHolds::Store
+        };
         Ok(false)
     })?;
     Ok(holds)

@@ -144,8 +144,14 @@ impl NodeSummary {
     /// reclamation frees the segments wholly below it.
     #[must_use]
     pub fn keep_from(&self) -> Offset {
-        let live = self.groups.iter().filter_map(|g| g.oldest_live.map(|o| o.0));
-        Offset(super::index::reclaim_floor(live, self.checkpoint_position.0))
+        let live = self
+            .groups
+            .iter()
+            .filter_map(|g| g.oldest_live.map(|o| o.0));
+        Offset(super::index::reclaim_floor(
+            live,
+            self.checkpoint_position.0,
+        ))
     }
 
     /// What damage to the shared offsets `[from, to)` costs: live where a
