@@ -109,15 +109,10 @@ fn dump_segment(
     }
     let records_wanted = f.records || f.data;
     let bytes = if records_wanted || node {
-        match fs
-            .open(&s.file, OpenMode::Read)
-            .and_then(|file| file.read_to_end())
-        {
-            Ok(b) => b,
-            // Gone since it was walked: a running node reclaimed it.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
-            Err(e) => return Err(format!("{}: {e}", s.file.display())),
-        }
+        let Some(b) = segment_bytes(fs, s)? else {
+            return Ok(true);
+        };
+        b
     } else {
         Vec::new()
     };
@@ -167,6 +162,19 @@ fn dump_segment(
         print_problem(p, f.json);
     }
     Ok(clean)
+}
+
+/// Segment `s`'s bytes; `None` when it is gone since it was walked (a
+/// running node reclaimed it).
+fn segment_bytes(fs: &dyn FileSystem, s: &SegmentReport) -> Result<Option<Vec<u8>>, String> {
+    match fs
+        .open(&s.file, OpenMode::Read)
+        .and_then(|file| file.read_to_end())
+    {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", s.file.display())),
+    }
 }
 
 /// The last part of `path`, for a line.

@@ -36,7 +36,7 @@ pub enum Error {
     #[error(transparent)]
     Checkpoint(#[from] quorumlog_checkpoint::Error),
     /// Bytes that failed verification, and where. Never returned as data.
-    #[error("corruption in {at} (epoch {epoch:?}): {kind}")]
+    #[error("corruption in {at}{}: {kind}", epoch.map_or_else(String::new, |e| format!(" (epoch {e})")))]
     Corruption {
         /// Where: a segment, the byte position, and the offset expected (or
         /// found) there.
@@ -94,7 +94,7 @@ pub enum Error {
     /// the end are not the log's: the log holds `offset` in epoch `log`,
     /// the batch in epoch `batch` (nothing written; the follower must
     /// truncate to where it diverges first).
-    #[error("a raw batch overlaps the log at offset {offset} in epoch {batch}, but the log holds epoch {log:?} there")]
+    #[error("a raw batch overlaps the log at offset {offset} in epoch {batch}, but the log holds {} there", log.map_or_else(|| "no epoch".to_string(), |e| format!("epoch {e}")))]
     RawOverlapDiverges {
         /// The first offset where the epochs differ.
         offset: Offset,

@@ -41,7 +41,7 @@ pub enum Error {
         proposed: NodeId,
     },
     /// An offset outside what the log holds.
-    #[error("offset {offset} is outside the log [{start}, {end}) (latest snapshot: {snapshot:?})")]
+    #[error("offset {offset} is outside the log [{start}, {end}){}", snapshot.as_ref().map_or_else(String::new, |s| format!(" (latest snapshot: {s})")))]
     OffsetOutOfRange {
         /// The offset asked for.
         offset: Offset,
@@ -84,7 +84,7 @@ pub enum Error {
     NoSnapshot,
     /// Entries below the log start have no snapshot covering them
     /// (invariant 7): found at open.
-    #[error("the log starts at {log_start} but the latest snapshot ends at {latest:?}")]
+    #[error("the log starts at {log_start} but {}", latest.as_ref().map_or_else(|| "there is no snapshot below it".to_string(), |s| format!("the latest snapshot is {s}")))]
     MissingSnapshot {
         /// The log start offset.
         log_start: Offset,
