@@ -48,7 +48,7 @@ mod data_dir;
 mod epoch_map;
 mod error;
 mod format;
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(any(test, feature = "__fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod meta;

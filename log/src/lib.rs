@@ -54,7 +54,7 @@ mod dir;
 mod durable;
 mod error;
 mod format;
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(any(test, feature = "__fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod inspect;

@@ -50,5 +50,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args().nth(1).ok_or("usage: first_steps DIR")?;
     run(Path::new(&dir))?;
     println!("2 entries written, durable, reopened and read back");
+    // The backend the default features give (io_uring on Linux, with its
+    // fallback's reason otherwise).
+    let fs: SharedFs = Arc::new(RealFs::new());
+    println!("backend: {}", fs.backend_description());
     Ok(())
 }

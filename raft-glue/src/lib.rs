@@ -56,7 +56,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(any(test, feature = "__fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod kraft;

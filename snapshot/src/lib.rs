@@ -42,7 +42,7 @@ mod describe;
 mod dir;
 mod error;
 mod format;
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(any(test, feature = "__fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod id;

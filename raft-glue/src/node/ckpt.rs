@@ -352,13 +352,13 @@ fn log_holds(fs: &SharedFs, dir: &Path) -> Result<LogHolds> {
 }
 
 /// Decodes a node checkpoint file (fuzzing).
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(any(test, feature = "__fuzzing"))]
 pub(crate) fn ckpt_decode(bytes: &[u8]) -> std::result::Result<Checkpoint, &'static str> {
     decode(bytes)
 }
 
 /// Encodes a decoded node checkpoint again (fuzzing).
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(any(test, feature = "__fuzzing"))]
 pub(crate) fn ckpt_encode(c: &Checkpoint) -> Vec<u8> {
     encode(c.position, c.groups.iter(), &c.dropped)
 }

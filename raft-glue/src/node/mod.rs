@@ -156,6 +156,14 @@ impl Node {
         options: &NodeOptions,
     ) -> Result<(Node, NodeOpenReport)> {
         let dd = Arc::new(DataDir::open(fs.clone(), dir, &expect.open_options())?);
+        // Once per open: which backend writes and syncs, and why (the
+        // io_uring probe's refusal, or a build without the feature).
+        tracing::info!(
+            target: "quorumlog",
+            dir = %dir.display(),
+            backend = %fs.backend_description(),
+            "opening the node"
+        );
         let checkpoint = read_checkpoint(fs, dd.path())?;
         let position = checkpoint.position;
         // The checkpoint is checked against what recovery will leave before
