@@ -518,11 +518,22 @@ mod tests {
     use quorumlog_io::{CrashPlan, SimFs, Tear};
     use quorumlog_log::inspect::inspect_log_dir;
     use quorumlog_raft::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset};
-    use quorumlog_testkit::AppendDurable as _;
 
     use super::*;
 
     const DIR: &str = "/node";
+
+    /// Appends `records` to `group` at `at` and waits for them to be
+    /// durable.
+    fn append_durable(
+        group: &quorumlog_raft::Group,
+        at: Offset,
+        epoch: Epoch,
+        records: &[Vec<u8>],
+    ) {
+        let info = group.append(at, epoch, records).unwrap();
+        group.wait_durable(info.next_offset).unwrap();
+    }
 
     fn options() -> NodeOptions {
         NodeOptions {
@@ -566,13 +577,12 @@ mod tests {
             let size = usize::try_from(1 + rng.below(8192)).unwrap();
             let g = usize::try_from(i % 2).unwrap();
             let group = n.group(g as u64 + 1).unwrap();
-            group
-                .append_durable(
-                    Offset(next[g]),
-                    Epoch(1),
-                    &[vec![b'a' + (i % 26) as u8; size]],
-                )
-                .unwrap();
+            append_durable(
+                &group,
+                Offset(next[g]),
+                Epoch(1),
+                &[vec![b'a' + (i % 26) as u8; size]],
+            );
             next[g] += 1;
         }
         if seed % 3 == 0 {
@@ -820,9 +830,7 @@ mod tests {
             let size = usize::try_from(1 + rng.below(1500)).unwrap();
             let group = n.group(g as u64 + 1).unwrap();
             let fill = b'a' + u8::try_from(i % 26).unwrap();
-            group
-                .append_durable(Offset(next[g]), Epoch(1), &[vec![fill; size]])
-                .unwrap();
+            append_durable(&group, Offset(next[g]), Epoch(1), &[vec![fill; size]]);
             next[g] += 1;
             if g < 2 && rng.below(4) == 0 && next[g] > 2 {
                 let to = next[g] - rng.below(3);

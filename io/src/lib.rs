@@ -1,57 +1,6 @@
-//! `quorumlog-io`: the only code of quorumlog that touches the operating
-//! system.
-//!
-//! Every other crate does its file I/O through the [`FileSystem`] and
-//! [`File`] traits, with one of two implementations behind them:
-//!
-//! - [`RealFs`]: Linux files, `fallocate`, directory `fsync` and `flock`;
-//!   writes and data syncs through `io_uring` (linked write + `fdatasync`
-//!   where both are wanted) or `pwrite` + `fdatasync`, chosen at open
-//!   ([`IoBackend`]; `Auto` falls back when the kernel refuses `io_uring`);
-//! - `SimFs` (feature `sim`): a deterministic, seedable simulated disk that keeps durable
-//!   and unsynced state apart, loses, keeps or tears unsynced writes at a
-//!   crash, and injects `EIO`/`ENOSPC` and bit flips. Crash tests and fuzz
-//!   targets run the production code paths on it.
-//!
-//! Guarantees of the trait (both implementations honour them; the
-//! conformance tests in `tests/` check it):
-//! - written bytes are durable only after [`File::sync_data`] /
-//!   [`File::sync_all`] returns `Ok`;
-//! - creates, renames and removes are durable only after
-//!   [`FileSystem::sync_dir`] of their directory returns `Ok`;
-//! - a rename replaces its target atomically;
-//! - every error keeps its [`std::io::ErrorKind`] and names the path
-//!   ([`PathError`]).
-//!
-//! Features: `io-uring` (default; Linux only) builds the `io_uring` backend;
-//! `sim` builds the simulated disk.
-//!
-//! ```
-//! # #[cfg(feature = "sim")] {
-//! use std::path::Path;
-//! use quorumlog_io::{CrashPlan, FileSystem, OpenMode, SimFs};
-//!
-//! let fs = SimFs::new(42);
-//! fs.create_dir_all(Path::new("/data")).unwrap();
-//! fs.sync_dir(Path::new("/")).unwrap();
-//! let f = fs.open(Path::new("/data/a"), OpenMode::CreateNew).unwrap();
-//! f.write_all_at(b"durable", 0).unwrap();
-//! f.sync_data().unwrap();
-//! fs.sync_dir(Path::new("/data")).unwrap();
-//! f.write_all_at(b"lost", 7).unwrap(); // never synced
-//!
-//! let rebooted = fs.crash_with(CrashPlan::LoseUnsynced);
-//! let f = rebooted.open(Path::new("/data/a"), OpenMode::Read).unwrap();
-//! assert_eq!(f.read_to_end().unwrap(), b"durable");
-//! # }
-//! ```
-
-//! Unsafe code policy: this crate is the only one with `unsafe`, denied by
-//! default and allowed, each with `#[expect(unsafe_code, reason)]` and a
-//! `// SAFETY:` note, at five system-call sites: `flock`, `posix_fadvise`,
-//! `fallocate`, `getrusage`, and pushing a submission to the `io_uring` queue. Every
-//! other crate is `#![forbid(unsafe_code)]`.
+#![doc = include_str!("../README.md")]
 #![deny(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod codec;
 mod fs;
@@ -72,9 +21,11 @@ pub use fs::{
     WriteTicket, DIRECT_ALIGN,
 };
 #[cfg(any(test, feature = "sim"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub use overlay::{Changes, Overlay};
 pub use real::{BackendInUse, IoBackend, RealFile, RealFs};
 #[cfg(any(test, feature = "sim"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub use sim::{CrashPlan, FaultKind, FaultOp, SimFs, SimRng, Tear};
 pub use uring::probe as probe_io_uring;
 pub use usage::{process_usage, Usage};

@@ -155,15 +155,8 @@ impl Node {
         expect: &Identity,
         options: &NodeOptions,
     ) -> Result<(Node, NodeOpenReport)> {
-        let dd = Arc::new(DataDir::open(fs.clone(), dir, &expect.open_options())?);
-        // Once per open: which backend writes and syncs, and why (the
-        // io_uring probe's refusal, or a build without the feature).
-        tracing::info!(
-            target: "quorumlog",
-            dir = %dir.display(),
-            backend = %fs.backend_description(),
-            "opening the node"
-        );
+        let dd = DataDir::open(fs.clone(), dir, &expect.open_options());
+        let dd = Arc::new(dd.inspect(|_| log_backend(fs, dir))?);
         let checkpoint = read_checkpoint(fs, dd.path())?;
         let position = checkpoint.position;
         // The checkpoint is checked against what recovery will leave before
@@ -197,12 +190,7 @@ impl Node {
             queued_hw: IdMap::default(),
         };
         let (replayed_batches, replayed_bytes) = replay(&log, &mut state, position)?;
-        for g in state.groups.values_mut() {
-            g.pending.clear();
-            g.durable_end = g.end;
-            g.hw = g.durable_hw.map(|h| h.clamp(g.start, g.end));
-        }
-        state.since_ckpt = replayed_bytes;
+        settle_replayed(&mut state, replayed_bytes);
         // A drop whose snapshot directory outlived a crash.
         for id in &state.dropped {
             remove_snapshots(fs, &group::snapshot_dir(&dd, *id))?;
@@ -469,6 +457,28 @@ fn latest_snapshot_end(fs: &SharedFs, dir: &Path) -> Option<u64> {
         .filter_map(quorumlog_snapshot::SnapshotId::parse_stem)
         .map(|id| id.end_offset.0)
         .max()
+}
+
+/// After the replay: everything replayed is durable, the high watermarks
+/// within their logs.
+fn settle_replayed(state: &mut NodeState, replayed_bytes: u64) {
+    for g in state.groups.values_mut() {
+        g.pending.clear();
+        g.durable_end = g.end;
+        g.hw = g.durable_hw.map(|h| h.clamp(g.start, g.end));
+    }
+    state.since_ckpt = replayed_bytes;
+}
+
+/// Logs, once per open, which backend writes and syncs and why (the
+/// `io_uring` probe's refusal, or a build without the feature).
+fn log_backend(fs: &SharedFs, dir: &Path) {
+    tracing::info!(
+        target: "quorumlog",
+        dir = %dir.display(),
+        backend = %fs.backend_description(),
+        "opening the node"
+    );
 }
 
 /// Removes a dropped group's snapshots, if any.
