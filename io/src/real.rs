@@ -222,9 +222,13 @@ impl FileSystem for RealFs {
             Err(e) => return Err(path_error("stat", path, e)),
         };
         // The kernel's table of locks: `N: FLOCK ADVISORY WRITE PID
-        // MAJ:MIN:INODE START END`, device numbers in hex.
-        let table = fs::read_to_string("/proc/locks")
-            .map_err(|e| path_error("read", Path::new("/proc/locks"), e))?;
+        // MAJ:MIN:INODE START END`, device numbers in hex. Without it (no
+        // procfs), a shared lock tried and let go at once tells.
+        let table = match fs::read_to_string("/proc/locks") {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return probe_lock(path),
+            Err(e) => return Err(path_error("read", Path::new("/proc/locks"), e)),
+        };
         let dev = meta.dev();
         let want = format!(
             "{:02x}:{:02x}:{}",
@@ -420,4 +424,26 @@ impl LockGuard for RealLock {
     fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Whether the lock on `path` is held, without `/proc/locks`: a shared
+/// lock is tried and, if taken, let go at once; if refused, the holder's
+/// pid is read from the file (the lock's holder writes it).
+fn probe_lock(path: &Path) -> io::Result<Option<u32>> {
+    let file = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(path_error("open", path, e)),
+    };
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    #[expect(unsafe_code, reason = "flock has no safe wrapper in std")]
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(None); // Taken shared, released as the file closes.
+    }
+    let pid = fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
+    Ok(Some(pid))
 }
