@@ -5,7 +5,7 @@
 //! group places the replicas (KIP-455's alter, list and cancel). Nodes
 //! talk over one connection per pair; an idle partition sends nothing.
 //!
-//! What a client can rely on (docs/design.md §8c):
+//! What a client can rely on (docs/design.md §14):
 //! - **Linearizable reads** by default: a partition's leader answers a
 //!   `get` only after a quorum confirmed that it still leads and its state
 //!   machine applied everything committed when the read arrived (a read

@@ -1,4 +1,4 @@
-//! The memory a node's groups take, held to the bound docs/design.md §8d
+//! The memory a node's groups take, held to the bound docs/design.md §9
 //! states: an idle group (created, never written) takes at most
 //! `IDLE_GROUP_BYTES`; a group's index takes `RUN_BYTES` (32) per batch
 //! of its live log, so 1 GiB of log in batches of `b` bytes takes about

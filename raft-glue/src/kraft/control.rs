@@ -225,7 +225,7 @@ impl KraftReplica {
     /// returns the record to append (or `None`, or a refusal); the record
     /// is appended as the leader of `epoch` and noted before the lock is
     /// released, so two concurrent changes can never both pass a check
-    /// ("one change at a time", docs/design.md §8b). Lock order: the
+    /// ("one change at a time", docs/design.md §10). Lock order: the
     /// history, then the election.
     pub(super) fn change_control(
         &self,

@@ -1,5 +1,5 @@
 //! [`Node`]: many Raft groups in one data directory, one shared log and
-//! one group commit for all of them (docs/design.md §8d).
+//! one group commit for all of them (docs/design.md §9).
 //!
 //! Every change to a group is a batch of the shared log whose first
 //! record, the node record header ([`record`]), names the group and what
