@@ -496,8 +496,9 @@ fn keep_copies(
 mod tests {
     //! The plan is the cut, and the undo restores every byte, over node
     //! directories written on the simulated disk under crash plans with
-    //! record sizes from 1 byte to 2 pages, then damaged (a bit flip, a
-    //! zeroed page at any alignment, a truncation) anywhere in the log.
+    //! record sizes from 1 byte to 2 pages (and over logs the engine
+    //! reclaimed and rewrote), then damaged (a bit flip, a zeroed page at
+    //! any alignment, a truncation) anywhere in the log.
     //! Invariants: the real repair's recovery plans exactly the printed cut
     //! (its check refuses otherwise) and ends the log at the printed
     //! offset; every file the real repair changes, creates or removes is
@@ -738,8 +739,11 @@ mod tests {
         let expect = Identity::node(ClusterId(5), NodeId(3));
         let dir = Path::new(DIR);
         let mut cuts = 0;
-        for seed in 1..=600u64 {
-            let disk = node(seed);
+        // Append-only logs, then logs the engine reclaimed and rewrote.
+        let disks = (1..=600u64)
+            .map(|seed| (seed, node(seed)))
+            .chain((1..=120u64).map(|seed| (10_000 + seed, rewritten(seed))));
+        for (seed, disk) in disks {
             let _ = damage(&disk, seed);
             let fs: SharedFs = Arc::new(disk.clone());
             let before = tree(fs.as_ref(), dir);
