@@ -246,8 +246,7 @@ fn main() -> ExitCode {
             print_data,
             ..
         } => status(reading(fs.as_ref(), &at).and_then(|running| {
-            let tries = if running.is_some() { 3 } else { 1 };
-            out::settled(tries, || {
+            out::settled(passes(running), || {
                 dump::run(
                     &fs,
                     &at.dir,
@@ -267,14 +266,16 @@ fn main() -> ExitCode {
             status(snapshot::run(fs.as_ref(), &file, chunks, json))
         }
         Cmd::Info { at, json, .. } => status(reading(fs.as_ref(), &at).and_then(|running| {
-            let tries = if running.is_some() { 3 } else { 1 };
-            out::settled(tries, || info::run(&fs, &at.dir, None, true, json))
+            out::settled(passes(running), || {
+                info::run(&fs, &at.dir, None, true, json)
+            })
         })),
         Cmd::QuorumState {
             at, group, json, ..
         } => status(reading(fs.as_ref(), &at).and_then(|running| {
-            let tries = if running.is_some() { 3 } else { 1 };
-            out::settled(tries, || info::run(&fs, &at.dir, group, false, json))
+            out::settled(passes(running), || {
+                info::run(&fs, &at.dir, group, false, json)
+            })
         })),
         Cmd::Verify { at, json } => reading(fs.as_ref(), &at)
             .and_then(|running| verify::run(&fs, &at.dir, json, running.is_some()))
@@ -408,6 +409,16 @@ fn reading(fs: &dyn FileSystem, at: &DirArgs) -> Result<Option<u32>, String> {
         );
     }
     Ok(pid)
+}
+
+/// How many passes a reading command may make: beside a running node,
+/// up to three (its files move under a pass), else one.
+fn passes(running: Option<u32>) -> usize {
+    if running.is_some() {
+        3
+    } else {
+        1
+    }
 }
 
 /// A writing command's check: the directory as [`formatted`] wants it,

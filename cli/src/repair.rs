@@ -626,10 +626,16 @@ mod tests {
         (seg.file.clone(), at, to)
     }
 
-    /// Each batch of the log: its file, position, end, offset and the
-    /// group its node header names.
-    fn batches(fs: &dyn FileSystem) -> Vec<(PathBuf, u64, u64, u64, Option<u64>)> {
-        let mut out = Vec::new();
+    /// Calls `each` with every batch of the log, its segment's file and
+    /// its node header (read without the checksum), if it has one.
+    fn each_batch(
+        fs: &dyn FileSystem,
+        mut each: impl FnMut(
+            &Path,
+            &quorumlog_log::inspect::BatchInfo,
+            Option<quorumlog_raft::NodeRecordInfo>,
+        ),
+    ) {
         for s in inspect_log_dir(fs, &Path::new(DIR).join("log"), Walk::Raw).unwrap() {
             let bytes = fs
                 .open(&s.file, OpenMode::Read)
@@ -637,11 +643,25 @@ mod tests {
                 .read_to_end()
                 .unwrap();
             for b in &s.batches {
-                let group = crate::verify::node_header(&bytes, b.position).map(|h| h.group);
-                let end = b.position + u64::from(b.bytes);
-                out.push((s.file.clone(), b.position, end, b.base_offset.0, group));
+                each(&s.file, b, crate::verify::node_header(&bytes, b.position));
             }
         }
+    }
+
+    /// Each batch of the log: its file, position, end, offset and the
+    /// group its node header names.
+    fn batches(fs: &dyn FileSystem) -> Vec<(PathBuf, u64, u64, u64, Option<u64>)> {
+        let mut out = Vec::new();
+        each_batch(fs, |file, b, h| {
+            let end = b.position + u64::from(b.bytes);
+            out.push((
+                file.to_path_buf(),
+                b.position,
+                end,
+                b.base_offset.0,
+                h.map(|h| h.group),
+            ));
+        });
         out
     }
 
@@ -897,24 +917,15 @@ mod tests {
     /// as (group, index) -> the shared offset of its batch.
     fn serving(fs: &dyn FileSystem) -> BTreeMap<(u64, u64), u64> {
         let mut out = BTreeMap::new();
-        for s in inspect_log_dir(fs, &Path::new(DIR).join("log"), Walk::Raw).unwrap() {
-            let bytes = fs
-                .open(&s.file, OpenMode::Read)
-                .unwrap()
-                .read_to_end()
-                .unwrap();
-            for b in &s.batches {
-                let Some(h) = crate::verify::node_header(&bytes, b.position) else {
-                    continue;
-                };
-                if h.kind == "Entries" || h.kind == "Rewrite" {
-                    for k in 0..u64::from(b.record_count.saturating_sub(1)) {
-                        let at = out.entry((h.group, h.offset + k)).or_insert(0);
-                        *at = (*at).max(b.base_offset.0);
-                    }
-                }
+        each_batch(fs, |_, b, h| {
+            let Some(h) = h.filter(|h| h.kind == "Entries" || h.kind == "Rewrite") else {
+                return;
+            };
+            for k in 0..u64::from(b.record_count.saturating_sub(1)) {
+                let at = out.entry((h.group, h.offset + k)).or_insert(0);
+                *at = (*at).max(b.base_offset.0);
             }
-        }
+        });
         out
     }
 

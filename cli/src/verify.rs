@@ -124,6 +124,30 @@ struct Tally {
 }
 
 impl Tally {
+    fn new(bar: Option<indicatif::ProgressBar>, json: bool, quiet: bool) -> Self {
+        Tally {
+            bar,
+            json,
+            quiet,
+            kept: Vec::new(),
+            bytes: 0,
+            files: 0,
+            batches: 0,
+            problems: 0,
+            harmful: 0,
+            damaged: Vec::new(),
+        }
+    }
+
+    /// What was found, for the exit status.
+    fn verdict(&self) -> Verdict {
+        match (self.problems, self.harmful) {
+            (0, _) => Verdict::Clean,
+            (_, 0) => Verdict::Harmless,
+            _ => Verdict::Damaged,
+        }
+    }
+
     fn say(&self, line: &str) {
         if self.quiet {
             return;
@@ -200,12 +224,7 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path, json: bool, running: bool) -> Resul
     if running {
         return run_moving(fs, dir, json);
     }
-    let t = check(fs, dir, json, false)?;
-    Ok(match (t.problems, t.harmful) {
-        (0, _) => Verdict::Clean,
-        (_, 0) => Verdict::Harmless,
-        _ => Verdict::Damaged,
-    })
+    Ok(check(fs, dir, json, false)?.verdict())
 }
 
 /// [`run`] beside a running node.
@@ -234,18 +253,7 @@ fn run_moving(fs: &SharedFs, dir: &Path, json: bool) -> Result<Verdict, String> 
     let Some(found) = stable else {
         return Err(last_err.unwrap_or_default());
     };
-    let mut t = Tally {
-        bar: None,
-        json,
-        quiet: false,
-        kept: Vec::new(),
-        bytes: 0,
-        files: 0,
-        batches: 0,
-        problems: 0,
-        harmful: 0,
-        damaged: Vec::new(),
-    };
+    let mut t = Tally::new(None, json, false);
     for f in &found {
         t.found(f);
     }
@@ -258,11 +266,7 @@ fn run_moving(fs: &SharedFs, dir: &Path, json: bool) -> Result<Verdict, String> 
         )
     };
     say!("{summary}");
-    Ok(match (t.problems, t.harmful) {
-        (0, _) => Verdict::Clean,
-        (_, 0) => Verdict::Harmless,
-        _ => Verdict::Damaged,
-    })
+    Ok(t.verdict())
 }
 
 /// What `verify` finds in `dir`, printed nothing (for `repair`'s plan
@@ -285,18 +289,7 @@ fn check(fs: &SharedFs, dir: &Path, json: bool, quiet: bool) -> Result<Tally, St
         );
         b
     });
-    let mut t = Tally {
-        bar,
-        json,
-        quiet,
-        kept: Vec::new(),
-        bytes: 0,
-        files: 0,
-        batches: 0,
-        problems: 0,
-        harmful: 0,
-        damaged: Vec::new(),
-    };
+    let mut t = Tally::new(bar, json, quiet);
     let t0 = Instant::now();
     small_files(fs, dir, &mut t);
     // One read of each segment: the walk, and the node's fold of the same

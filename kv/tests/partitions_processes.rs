@@ -33,10 +33,9 @@ use quorumlog_kv::client::partitioned::{self as pclient, PartitionedClient};
 use quorumlog_kv::server::{partition_of, PARTITIONS};
 use quorumlog_kv::wire::admin::{AddingState, Listing, NodeView};
 use quorumlog_kv::wire::{GroupRequest, Request, Response};
-use quorumlog_kv_harness::processes::Processes;
 
 mod ends;
-use ends::{cli, soon, voters, wait_done, EXE};
+use ends::{cli, five_nodes, soon, voters, wait_done};
 
 async fn listing(nodes: &[String]) -> Vec<Listing> {
     pclient::list(nodes, Vec::new(), soon()).await.unwrap()
@@ -161,35 +160,10 @@ fn plan_file(dir: &std::path::Path, name: &str, moves: &[(u32, Vec<u64>)]) -> St
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_partitions_move_through_a_kill_a_cancel_and_a_stuck_replica() {
     let dir = tempfile::tempdir().unwrap();
-    let mut ps = Processes::new(EXE.as_ref(), dir.path(), 5).unwrap();
-    ps.init_every = true;
-    // 4 MiB segments: five nodes do not write 384 MiB of segments each
-    // before they serve.
-    ps.extra = vec!["--segment-bytes".into(), (4u64 << 20).to_string()];
-    for id in 1..=5 {
-        ps.spawn(id).unwrap();
-    }
+    let mut ps = five_nodes(dir.path()).await;
     let nodes = ps.addrs();
     let joined = nodes.join(",");
 
-    // Every partition has a leader and the controller knows the cluster.
-    let t0 = Instant::now();
-    loop {
-        let ready = voters(&nodes).await.len() == PARTITIONS as usize
-            && pclient::list(&nodes, Vec::new(), soon()).await.is_ok()
-            && !matches!(
-                pclient::alter(&nodes, vec![(0, vec![1, 2, 3])], soon()).await,
-                Ok(Err(ref e)) if e.iter().any(|(_, e)| matches!(e, quorumlog_kv::wire::admin::AlterError::UnknownPartition))
-            );
-        if ready {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the cluster never came up"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
     let placed = voters(&nodes).await;
     wait_done(&nodes, &placed, Duration::from_secs(30)).await;
 

@@ -23,32 +23,17 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use quorumlog_kv::client::partitioned as pclient;
-use quorumlog_kv::server::PARTITIONS;
 use quorumlog_kv::wire::admin::AddingState;
 
-use quorumlog_kv_harness::processes::Processes;
-
 mod ends;
-use ends::{cli, every_partition_led_and_hosted, soon, voters, wait_done, write_to, EXE};
+use ends::{cli, every_partition_led_and_hosted, five_nodes, soon, voters, wait_done, write_to};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_move_to_a_down_node_never_promotes_it_and_never_wedges_a_partition() {
     let dir = tempfile::tempdir().unwrap();
-    let mut ps = Processes::new(EXE.as_ref(), dir.path(), 5).unwrap();
-    ps.init_every = true;
-    ps.extra = vec!["--segment-bytes".into(), (4u64 << 20).to_string()];
-    for id in 1..=5 {
-        ps.spawn(id).unwrap();
-    }
+    let mut ps = five_nodes(dir.path()).await;
     let nodes = ps.addrs();
     let joined = nodes.join(",");
-    let t0 = Instant::now();
-    while !(voters(&nodes).await.len() == PARTITIONS as usize
-        && pclient::list(&nodes, Vec::new(), soon()).await.is_ok())
-    {
-        assert!(t0.elapsed() < Duration::from_secs(90), "never came up");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
     every_partition_led_and_hosted(&nodes, Duration::from_secs(60)).await;
     let placed = voters(&nodes).await;
     // Three partitions without node 1, each with a few entries.

@@ -122,3 +122,43 @@ pub(crate) async fn every_partition_serves(nodes: &[String]) {
         write_to(nodes, p, "end-probe").await;
     }
 }
+
+/// Five node processes under `dir` on 4 MiB segments (five nodes do not
+/// write 384 MiB of segments each before they serve), started, once every
+/// partition has voters, `list` answers and the controller knows every
+/// partition (an alter of partition 0 to its own set is not refused as of
+/// an unknown partition).
+pub(crate) async fn five_nodes(
+    dir: &std::path::Path,
+) -> quorumlog_kv_harness::processes::Processes {
+    let mut ps = quorumlog_kv_harness::processes::Processes::new(EXE.as_ref(), dir, 5).unwrap();
+    ps.init_every = true;
+    ps.extra = vec!["--segment-bytes".into(), (4u64 << 20).to_string()];
+    for id in 1..=5 {
+        ps.spawn(id).unwrap();
+    }
+    let nodes = ps.addrs();
+    let t0 = Instant::now();
+    loop {
+        // The probe's target is partition 0's own set: it moves nothing.
+        let now = voters(&nodes).await;
+        let same: Vec<u64> = now
+            .get(&0)
+            .map(|v| v.iter().copied().collect())
+            .unwrap_or_default();
+        let ready = now.len() == PARTITIONS as usize
+            && pclient::list(&nodes, Vec::new(), soon()).await.is_ok()
+            && !matches!(
+                pclient::alter(&nodes, vec![(0, same)], soon()).await,
+                Ok(Err(ref e)) if e.iter().any(|(_, e)| matches!(e, quorumlog_kv::wire::admin::AlterError::UnknownPartition))
+            );
+        if ready {
+            return ps;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "the cluster never came up"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
