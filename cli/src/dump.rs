@@ -11,7 +11,7 @@ use quorumlog_io::{FileSystem, OpenMode};
 use quorumlog_log::inspect::{
     batch_records, inspect_log_dir, BatchInfo, Problem, SegmentReport, Walk,
 };
-use quorumlog_raft::{describe_node_record, NodeRecordInfo, SharedFs};
+use quorumlog_raft::{inspect::describe_node_record, inspect::NodeRecordInfo, SharedFs};
 use serde_json::json;
 
 use crate::units;
@@ -49,8 +49,8 @@ pub(crate) fn run(fs: &SharedFs, dir: &Path, f: &Filter) -> Result<bool, String>
                 dir.display()
             ));
         }
-        let s =
-            quorumlog_raft::inspect_node(fs, dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let s = quorumlog_raft::inspect::inspect_node(fs, dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
         if !s.groups.iter().any(|x| x.group == g) {
             let ids: Vec<String> = s.groups.iter().map(|x| x.group.to_string()).collect();
             return Err(if s.dropped.contains(&g) {

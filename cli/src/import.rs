@@ -34,7 +34,7 @@ pub(crate) fn run(
     // directories (nothing reaches the disk): an import refused for its
     // input changes nothing anywhere, the node's directory included (an
     // open marks it not cleanly closed until its close).
-    let once = |fs: &SharedFs| -> Result<quorumlog_raft::ImportReport, String> {
+    let once = |fs: &SharedFs| -> Result<quorumlog_raft::inspect::ImportReport, String> {
         let (node, _) = Node::open(fs, node_dir, &node_id, &NodeOptions::default())
             .map_err(|e| format!("{}: {e}", node_dir.display()))?;
         let report = node

@@ -1,6 +1,6 @@
 //! `quorumlog info` and `quorumlog quorum-state`: a node directory's
 //! identity, groups, segments, snapshots and disk use, read without
-//! opening it (`quorumlog_raft::inspect_node` and the log's read-only
+//! opening it (`quorumlog_raft::inspect::inspect_node` and the log's read-only
 //! walk).
 
 use crate::out::say;
@@ -10,7 +10,9 @@ use std::path::Path;
 use quorumlog_checkpoint::read_meta;
 use quorumlog_io::FileSystem;
 use quorumlog_log::inspect::{inspect_log_dir, Walk};
-use quorumlog_raft::{inspect_node, GroupSummary, NodeSummary, SharedFs};
+use quorumlog_raft::{
+    inspect::inspect_node, inspect::GroupSummary, inspect::NodeSummary, SharedFs,
+};
 use quorumlog_snapshot::SnapshotId;
 use serde_json::json;
 

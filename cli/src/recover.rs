@@ -22,10 +22,10 @@ use std::sync::Arc;
 use openraft10::BasicNode;
 use quorumlog_checkpoint::read_meta;
 use quorumlog_openraft10::recover::{self, InForce, MembershipSource, Survey};
-use quorumlog_raft::voters::{VoterEntry, VoterSet};
+use quorumlog_raft::kraft::voters::{VoterEntry, VoterSet};
 use quorumlog_raft::{
-    DirectoryId, Group, Identity, KraftReplica, Node, NodeId, NodeOptions, SharedFs, Voter,
-    KRAFT_GROUP,
+    kraft::KraftReplica, kraft::KRAFT_GROUP, DirectoryId, Group, Identity, Node, NodeId,
+    NodeOptions, SharedFs, Voter,
 };
 
 /// An entry's application data, read as nothing: a normal entry's head
@@ -276,7 +276,7 @@ fn kraft(
         .map_err(|e| at(&e))?
         .ok_or_else(|| at(&"no meta file"))?;
     // Read without opening (the plan changes nothing).
-    let summary = quorumlog_raft::inspect_node(fs, dir).map_err(|e| at(&e))?;
+    let summary = quorumlog_raft::inspect::inspect_node(fs, dir).map_err(|e| at(&e))?;
     let state = summary
         .groups
         .iter()

@@ -25,7 +25,7 @@ use quorumlog_checkpoint::CorruptionKind;
 use quorumlog_io::{Changes, FileSystem, OpenMode, Overlay};
 use quorumlog_log::inspect::{inspect_log_dir, Claims, SegmentReport, Walk};
 use quorumlog_log::{DroppedCorruption, RecoveryPlan};
-use quorumlog_raft::{Identity, Node, NodeOptions, NodeRepairReport, SharedFs};
+use quorumlog_raft::{inspect::NodeRepairReport, Identity, Node, NodeOptions, SharedFs};
 
 /// What one group loses.
 #[derive(Debug, Default)]
@@ -239,7 +239,7 @@ fn what_goes(
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     // The node checkpoint vouches for the log to its position too: it was
     // written once the log was durable to there.
-    let node = quorumlog_raft::inspect_node(fs, dir)
+    let node = quorumlog_raft::inspect::inspect_node(fs, dir)
         .ok()
         .map(|s| (s.checkpoint_position, "the node checkpoint"));
     let claimed = claims
@@ -633,7 +633,7 @@ mod tests {
         mut each: impl FnMut(
             &Path,
             &quorumlog_log::inspect::BatchInfo,
-            Option<quorumlog_raft::NodeRecordInfo>,
+            Option<quorumlog_raft::inspect::NodeRecordInfo>,
         ),
     ) {
         for s in inspect_log_dir(fs, &Path::new(DIR).join("log"), Walk::Raw).unwrap() {
@@ -995,7 +995,7 @@ mod tests {
                 );
                 eprintln!(
                     "{:?}",
-                    quorumlog_raft::inspect_node(&fs, dir).map(|s| (
+                    quorumlog_raft::inspect::inspect_node(&fs, dir).map(|s| (
                         s.checkpoint_position,
                         s.replay_from,
                         s.log_end

@@ -17,7 +17,8 @@ use quorumlog_log::inspect::{
     SegmentReport, Walk,
 };
 use quorumlog_raft::{
-    describe_node_record, DamageCost, NodeFold, NodeRecordInfo, NodeSummary, Offset, SharedFs,
+    inspect::describe_node_record, inspect::DamageCost, inspect::NodeFold, inspect::NodeRecordInfo,
+    inspect::NodeSummary, Offset, SharedFs,
 };
 use quorumlog_snapshot::describe_snapshot;
 use serde_json::json;

@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use quorumlog_io::RealFs;
 use quorumlog_raft::{
-    ClusterId, Epoch, Identity, Isolation, Node, NodeId, NodeOptions, Offset, QuorumState,
-    SharedFs, WriterOptions,
+    options::WriterOptions, ClusterId, Epoch, Identity, Isolation, Node, NodeId, NodeOptions,
+    Offset, QuorumState, SharedFs,
 };
 use quorumlog_testkit::AppendDurable;
 
@@ -697,8 +697,8 @@ fn repair_shows_what_it_drops_changes_nothing_without_yes_keeps_copies_and_can_b
 
 #[test]
 fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_overrides() {
-    use quorumlog_raft::voters::{VoterEntry, VoterSet};
-    use quorumlog_raft::{KraftReplica, Voter};
+    use quorumlog_raft::kraft::voters::{VoterEntry, VoterSet};
+    use quorumlog_raft::{kraft::KraftReplica, Voter};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     let d = dir.to_str().unwrap();

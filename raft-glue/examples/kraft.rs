@@ -10,8 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use quorumlog_raft::{
-    ClusterId, DirectoryId, Epoch, FetchPosition, Identity, Isolation, KraftReplica, Meta, Node,
-    NodeId, NodeOptions, Offset, RealFs, SharedFs,
+    kraft::FetchPosition, kraft::KraftReplica, ClusterId, DirectoryId, Epoch, Identity, Isolation,
+    Meta, Node, NodeId, NodeOptions, Offset, RealFs, SharedFs,
 };
 
 type Error = Box<dyn std::error::Error>;

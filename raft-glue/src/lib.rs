@@ -12,15 +12,9 @@ mod types;
 mod vote;
 
 pub use error::{Error, Result};
-pub use kraft::commit::{CommitTracker, Progress};
-pub use kraft::election::{Election, LogPosition, Role, VoteDecision};
-pub use kraft::fetch::{validate_offset_and_epoch, FetchPosition, LogView};
-pub use kraft::{voters, KraftInstall, KraftReplica, QuorumRecovery, KRAFT_GROUP};
 pub use node::{
-    describe_node_record, inspect_node, DamageCost, Encode, Extent, Group, GroupInstall,
-    GroupSnapshot, GroupSummary, GroupWriter, ImportReport, Node, NodeDamage, NodeFold,
-    NodeOpenReport, NodeOptions, NodeRecordInfo, NodeRepairReport, NodeStats, NodeSummary, Purge,
-    Records, SpaceUse, WatermarkDurability, WriteBatch, NODE_BATCH_OVERHEAD, RUN_BYTES,
+    Encode, Extent, Group, GroupInstall, GroupSnapshot, GroupWriter, Node, NodeOpenReport,
+    NodeOptions, Purge, Records, WatermarkDurability, WriteBatch,
 };
 pub use recent::RecentEntries;
 pub use types::{Entry, Identity, Isolation, OnDurable};
@@ -31,9 +25,33 @@ pub use vote::{library_vote, library_voter};
 pub use quorumlog_checkpoint::{
     ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, QuorumState, SharedFs, Vote, Voter,
 };
-pub use quorumlog_io::{Failure, RealFs};
-pub use quorumlog_log::{
-    AppendInfo, Compression, LatencyHistogram, LogOptions, LogStats, SyncPolicy,
-    LATENCY_BUCKETS_SECONDS,
-};
-pub use quorumlog_snapshot::{Retention, SnapshotId, SnapshotInfo, WriterOptions};
+pub use quorumlog_io::RealFs;
+pub use quorumlog_log::{AppendInfo, LogOptions, SyncPolicy};
+pub use quorumlog_snapshot::{SnapshotId, SnapshotInfo};
+
+pub mod options {
+    //! The options beside [`NodeOptions`](crate::NodeOptions) and
+    //! [`LogOptions`](crate::LogOptions): compression, snapshot writing
+    //! and retention.
+    pub use quorumlog_log::{Compression, TailWrites};
+    pub use quorumlog_snapshot::{Retention, WriterOptions};
+}
+
+pub mod stats {
+    //! What a node counts: its log's appends, syncs and latencies, its
+    //! groups' memory and its disk use.
+    pub use crate::node::{NodeStats, SpaceUse};
+    pub use quorumlog_log::{LatencyHistogram, LogStats, LATENCY_BUCKETS_SECONDS};
+}
+
+pub mod inspect {
+    //! A node's directory read without opening it, and repaired: the
+    //! operator's tools' view. Nothing here takes the lock or writes,
+    //! except [`Node::repair_truncate_at_corruption`](crate::Node::repair_truncate_at_corruption)
+    //! and [`Node::import_store`](crate::Node::import_store), whose reports
+    //! these are.
+    pub use crate::node::{
+        describe_node_record, inspect_node, DamageCost, GroupSummary, ImportReport, NodeDamage,
+        NodeFold, NodeRecordInfo, NodeRepairReport, NodeSummary, NODE_BATCH_OVERHEAD, RUN_BYTES,
+    };
+}

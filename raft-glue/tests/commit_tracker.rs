@@ -13,7 +13,7 @@
 )]
 
 use quorumlog_checkpoint::{NodeId, Offset};
-use quorumlog_raft::CommitTracker;
+use quorumlog_raft::kraft::CommitTracker;
 
 fn three(epoch_start: u64) -> CommitTracker {
     CommitTracker::new(

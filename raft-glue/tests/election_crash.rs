@@ -19,7 +19,7 @@ use quorumlog_checkpoint::{
     QuorumState, SharedFs,
 };
 use quorumlog_io::SimFs;
-use quorumlog_raft::{Election, LogPosition};
+use quorumlog_raft::{kraft::Election, kraft::LogPosition};
 use quorumlog_testkit::CRASH_PLANS;
 
 const DIR: &str = "/data";

@@ -18,7 +18,9 @@ use quorumlog_checkpoint::{
     SharedFs,
 };
 use quorumlog_io::SimFs;
-use quorumlog_raft::{Election, Error, LogPosition, Role, VoteDecision};
+use quorumlog_raft::{
+    kraft::Election, kraft::LogPosition, kraft::Role, kraft::VoteDecision, Error,
+};
 
 const DIR: &str = "/data";
 

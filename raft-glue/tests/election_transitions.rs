@@ -16,7 +16,7 @@ use std::path::Path;
 use common::DIR;
 use quorumlog_checkpoint::{path_of, DirectoryId, Epoch, NodeId, QuorumState, SmallFile};
 use quorumlog_io::SimFs;
-use quorumlog_raft::{Election, Error, Role};
+use quorumlog_raft::{kraft::Election, kraft::Role, Error};
 
 fn fresh() -> (SimFs, Election) {
     common::fresh_election()

@@ -23,7 +23,9 @@ use quorumlog_checkpoint::{
     SmallFile,
 };
 use quorumlog_io::SimFs;
-use quorumlog_raft::{Election, Error, LogPosition, Role, VoteDecision};
+use quorumlog_raft::{
+    kraft::Election, kraft::LogPosition, kraft::Role, kraft::VoteDecision, Error,
+};
 
 fn fresh() -> (SimFs, Election) {
     common::fresh_election()

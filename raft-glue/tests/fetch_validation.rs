@@ -20,7 +20,9 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::SimFs;
 use quorumlog_log::Log;
-use quorumlog_raft::{validate_offset_and_epoch, Error, FetchPosition, LogView};
+use quorumlog_raft::{
+    kraft::validate_offset_and_epoch, kraft::FetchPosition, kraft::LogView, Error,
+};
 use quorumlog_snapshot::SnapshotId;
 use quorumlog_testkit::small_log_options;
 

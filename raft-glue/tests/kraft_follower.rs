@@ -19,7 +19,7 @@ mod common;
 use common::{lead, replica};
 use quorumlog_checkpoint::{Epoch, NodeId, Offset};
 use quorumlog_log::Error as LogError;
-use quorumlog_raft::{Entry, Error, Isolation, KraftReplica};
+use quorumlog_raft::{kraft::KraftReplica, Entry, Error, Isolation};
 
 /// Every entry of `s` from `from` (once its appends are written).
 fn entries_from(s: &KraftReplica, from: u64) -> Vec<Entry> {

@@ -33,8 +33,8 @@ use std::sync::Arc;
 
 use quorumlog_checkpoint::{DirectoryId, Epoch, NodeId, Offset, SharedFs, Voter};
 use quorumlog_io::SimFs;
-use quorumlog_raft::voters::{ControlState, Step, VoterEntry, VoterError, VoterSet};
-use quorumlog_raft::{Error, KraftReplica};
+use quorumlog_raft::kraft::voters::{ControlState, Step, VoterEntry, VoterError, VoterSet};
+use quorumlog_raft::{kraft::KraftReplica, Error};
 use quorumlog_snapshot::WriterOptions;
 use quorumlog_testkit::CRASH_PLANS;
 
@@ -389,7 +389,7 @@ fn a_crash_at_every_call_of_a_reassignment_recovers_a_whole_state() {
         sequence(&s, &mut states, &mut acked).unwrap();
         assert_eq!(nodes(s.voters()), vec![2, 3]);
         assert!(
-            s.election().role() != quorumlog_raft::Role::Leader,
+            s.election().role() != quorumlog_raft::kraft::Role::Leader,
             "resigned"
         );
         (disk.calls() - before, states)
@@ -420,7 +420,7 @@ fn votes_go_only_to_the_voter_addressed_by_its_directory() {
     let (_disk, s) = new_store(9);
     let me = s.me();
     assert_eq!((me.node_id, me.directory_id), (NodeId(1), DirectoryId(2)));
-    let pos = quorumlog_raft::LogPosition {
+    let pos = quorumlog_raft::kraft::LogPosition {
         last_epoch: None,
         end_offset: Offset(0),
     };
@@ -439,7 +439,7 @@ fn votes_go_only_to_the_voter_addressed_by_its_directory() {
     // node knows (its view may be stale).
     assert_eq!(
         s.grant_vote_to(Epoch(5), v(9), me, pos).unwrap(),
-        quorumlog_raft::VoteDecision::Granted
+        quorumlog_raft::kraft::VoteDecision::Granted
     );
     // A replica that is not a voter of its latest set may not stand.
     let epoch = common::lead(&s);

@@ -26,8 +26,8 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::SimFs;
 use quorumlog_log::{DurableLog, LogOptions, SyncPolicy};
-use quorumlog_raft::voters::{ControlRecord, VoterEntry, VoterSet};
-use quorumlog_raft::{Error, Identity, Isolation, KraftReplica, Node, NodeOptions};
+use quorumlog_raft::kraft::voters::{ControlRecord, VoterEntry, VoterSet};
+use quorumlog_raft::{kraft::KraftReplica, Error, Identity, Isolation, Node, NodeOptions};
 use quorumlog_snapshot::{SnapshotId, SnapshotStore, WriterOptions};
 use quorumlog_testkit::dir_image;
 
@@ -175,13 +175,13 @@ fn a_kraft_replicas_directory_imports_with_its_control_entries() {
     write_previous(&fs, Some(&ControlRecord::VoterSet(voters.clone()).encode()));
     let node = new_node(&fs);
     node.import_store(
-        quorumlog_raft::KRAFT_GROUP,
+        quorumlog_raft::kraft::KRAFT_GROUP,
         &fs,
         Path::new("/old"),
         &Identity::of(&meta()),
     )
     .unwrap();
-    let g = node.group(quorumlog_raft::KRAFT_GROUP).unwrap();
+    let g = node.group(quorumlog_raft::kraft::KRAFT_GROUP).unwrap();
     let flags: Vec<u64> = g
         .read_entries(Offset(11), Offset(41), u64::MAX, Isolation::Uncommitted)
         .unwrap()

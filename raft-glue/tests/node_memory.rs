@@ -13,7 +13,7 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::SimFs;
 use quorumlog_raft::Purge;
-use quorumlog_raft::{Identity, Node, NodeOptions, RUN_BYTES};
+use quorumlog_raft::{inspect::RUN_BYTES, Identity, Node, NodeOptions};
 
 /// The bound for a group that holds nothing.
 const IDLE_GROUP_BYTES: usize = 256;
@@ -113,7 +113,7 @@ fn an_idle_group_and_a_batch_of_log_cost_what_the_design_states() {
 /// (`wait_durable`, or a completion through `on_durable`) grew the queue
 /// by 16 bytes per append without bound, and every wait scanned it from
 /// the front under the node's lock (64 writers on one group ran at 0.28x a
-/// one-group store; docs/performance.md, "One group: a node against a
+/// one-group store; the measurements listed in docs/history.md, "One group: a node against a
 /// store"). Invariant: the queue holds at most what is not yet durable:
 /// waits and completions pop what the log made durable.
 #[test]

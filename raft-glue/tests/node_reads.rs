@@ -21,7 +21,7 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::SimFs;
 use quorumlog_log::Compression;
-use quorumlog_raft::{Identity, Isolation, KraftReplica, Node, NodeOptions};
+use quorumlog_raft::{kraft::KraftReplica, Identity, Isolation, Node, NodeOptions};
 
 const DIR: &str = "/node";
 
@@ -175,7 +175,7 @@ fn a_kraft_committed_read_above_the_commit_point_is_empty() {
 #[test]
 fn kraft_reads_match_the_read_model() {
     use quorumlog_checkpoint::Voter;
-    use quorumlog_raft::voters::{VoterEntry, VoterSet};
+    use quorumlog_raft::kraft::voters::{VoterEntry, VoterSet};
     use quorumlog_testkit::read_model::{check_read, entry_bytes, random_read, ModelLog};
     let mut checked = 0;
     for seed in 1..=16u64 {

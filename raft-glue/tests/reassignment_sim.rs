@@ -40,8 +40,10 @@ use std::collections::BTreeMap;
 
 use quorumlog_checkpoint::{DirectoryId, Epoch, NodeId, Offset, Voter};
 use quorumlog_io::{SimFs, SimRng};
-use quorumlog_raft::voters::{Step, VoterEntry, VoterError, VoterSet};
-use quorumlog_raft::{Error, Isolation, KraftReplica, LogPosition, VoteDecision};
+use quorumlog_raft::kraft::voters::{Step, VoterEntry, VoterError, VoterSet};
+use quorumlog_raft::{
+    kraft::KraftReplica, kraft::LogPosition, kraft::VoteDecision, Error, Isolation,
+};
 
 const DIR: &str = "/data";
 const MAX_LAG: u64 = 8;

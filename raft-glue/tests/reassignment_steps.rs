@@ -1,5 +1,5 @@
 //! The voter-set records and the reassignment state machine, step by step
-//! (`quorumlog_raft::voters`). Invariants protected:
+//! (`quorumlog_raft::kraft::voters`). Invariants protected:
 //! - a voter set is non-empty, names each node once, and its record
 //!   decodes to exactly what was encoded (other control records, trailing
 //!   bytes and non-canonical order are not taken for voter records);
@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 
 use quorumlog_checkpoint::{DirectoryId, NodeId, Offset, Voter};
-use quorumlog_raft::voters::{
+use quorumlog_raft::kraft::voters::{
     next_step, plan_cancel, plan_reassignment, status, ControlHistory, ControlRecord, ControlState,
     Reassignment, Step, StepInput, VoterEntry, VoterError, VoterSet,
 };

@@ -35,7 +35,9 @@ use std::time::{Duration, Instant};
 use quorumlog_checkpoint::{Epoch, NodeId, Offset};
 use quorumlog_io::{SimFs, SimRng};
 use quorumlog_raft::kraft::compaction::{LeaderCompaction, RetentionCap};
-use quorumlog_raft::{CommitTracker, Isolation, KraftReplica, LogPosition, VoteDecision};
+use quorumlog_raft::{
+    kraft::CommitTracker, kraft::KraftReplica, kraft::LogPosition, kraft::VoteDecision, Isolation,
+};
 use quorumlog_snapshot::WriterOptions;
 
 const DIR: &str = "/data";

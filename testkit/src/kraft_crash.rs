@@ -1,4 +1,4 @@
-//! Random crash cycles of the `KRaft` wing ([`quorumlog_raft::KraftReplica`]
+//! Random crash cycles of the `KRaft` wing ([`quorumlog_raft::kraft::KraftReplica`]
 //! over a one-group node): a seed draws a sequence of its operations on one
 //! replica (votes,
 //! following, fetches from a leader — valid, diverging or snapshot needed —,
@@ -24,7 +24,9 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::{CrashPlan, SimFs, SimRng, Tear};
 use quorumlog_log::{LogOptions, SegmentPreparation, SyncPolicy};
-use quorumlog_raft::{FetchPosition, Identity, Isolation, KraftReplica, LogPosition, NodeOptions};
+use quorumlog_raft::{
+    kraft::FetchPosition, kraft::KraftReplica, kraft::LogPosition, Identity, Isolation, NodeOptions,
+};
 use quorumlog_snapshot::WriterOptions;
 
 const DIR: &str = "/data";

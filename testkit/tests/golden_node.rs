@@ -25,8 +25,8 @@ use std::sync::Arc;
 
 use quorumlog_io::{CrashPlan, RealFs, SimFs};
 use quorumlog_raft::{
-    ClusterId, DirectoryId, Epoch, Group, Identity, Isolation, LogOptions, Meta, Node, NodeId,
-    NodeOptions, Offset, Purge, QuorumState, SharedFs, Voter, WriterOptions,
+    options::WriterOptions, ClusterId, DirectoryId, Epoch, Group, Identity, Isolation, LogOptions,
+    Meta, Node, NodeId, NodeOptions, Offset, Purge, QuorumState, SharedFs, Voter,
 };
 
 /// The node format version the workload writes today.

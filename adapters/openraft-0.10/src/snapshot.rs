@@ -41,7 +41,9 @@ use std::sync::Arc;
 use openraft10::storage::Snapshot;
 use openraft10::type_config::alias::{CommittedLeaderIdOf, SnapshotMetaOf};
 use openraft10::RaftTypeConfig;
-use quorumlog_raft::{Epoch, Group, GroupInstall, Offset, Retention, SnapshotId, WriterOptions};
+use quorumlog_raft::{
+    options::Retention, options::WriterOptions, Epoch, Group, GroupInstall, Offset, SnapshotId,
+};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::mapping::EpochLeaderId;

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use openraft::{ErrorSubject, ErrorVerb, SnapshotMeta, StorageError, StorageIOError};
+use quorumlog_raft::{options::Retention, options::WriterOptions, SnapshotId};
 use quorumlog_raft::{Epoch, Group, Offset};
-use quorumlog_raft::{Retention, SnapshotId, WriterOptions};
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::{SnapshotStream, StoreError};

@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use protobuf::Message as _;
 use quorumlog_raft::{
-    Encode, Epoch, Group, Isolation, NodeId, Offset, Purge, QuorumState, RecentEntries, SnapshotId,
-    WriterOptions,
+    options::WriterOptions, Encode, Epoch, Group, Isolation, NodeId, Offset, Purge, QuorumState,
+    RecentEntries, SnapshotId,
 };
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};

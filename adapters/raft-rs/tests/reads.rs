@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use protobuf::Message as _;
 use quorumlog_io::{SimFs, SimRng};
-use quorumlog_raft::{Compression, Identity, Node, NodeOptions, Offset, SharedFs};
+use quorumlog_raft::{options::Compression, Identity, Node, NodeOptions, Offset, SharedFs};
 use quorumlog_raftrs::RegionStorage;
 use quorumlog_testkit::read_model::{
     check_read, entry_bytes, random_read, record_sizes, ModelLog, READS_CHECKED,

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::wire::{Command, Put, ReassignmentState, Reply, RequestId, TypeConfig};
 use control::Controller;
-use quorumlog_raft::voters::Reassignment;
+use quorumlog_raft::kraft::voters::Reassignment;
 
 /// Client sessions kept at most (see the module documentation).
 pub const MAX_SESSIONS: usize = 10_000;

@@ -1,6 +1,6 @@
 //! Reassignment of the cluster's voters (issue 14) over openraft's
 //! membership, driven by the same pure state machine as the store's
-//! (`quorumlog_raft::voters::next_step`).
+//! (`quorumlog_raft::kraft::voters::next_step`).
 //!
 //! - The voters are openraft's voter ids, each with the directory id of
 //!   its data directory (asked of the node: a node back with an empty disk
@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use openraft10::async_runtime::WatchReceiver;
 use openraft10::BasicNode;
-use quorumlog_raft::voters::{
+use quorumlog_raft::kraft::voters::{
     next_step, plan_reassignment, ControlState, Reassignment, Step, StepInput, VoterEntry, VoterSet,
 };
 use quorumlog_raft::{DirectoryId, NodeId, Offset, Voter};

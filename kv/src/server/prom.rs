@@ -73,7 +73,7 @@ impl Recorder for Registry {
     fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
         let (name, labels) = split(key);
         let bounds: Vec<f64> = if name.ends_with("_seconds") {
-            quorumlog_raft::LATENCY_BUCKETS_SECONDS.to_vec()
+            quorumlog_raft::stats::LATENCY_BUCKETS_SECONDS.to_vec()
         } else {
             (0..=16).map(|i| f64::from(1u32 << i)).collect()
         };

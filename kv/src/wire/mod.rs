@@ -23,7 +23,7 @@ use openraft10::raft::{
     TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft10::type_config::alias::{SnapshotMetaOf, VoteOf};
-use quorumlog_raft::voters::{ControlRecord, Reassignment};
+use quorumlog_raft::kraft::voters::{ControlRecord, Reassignment};
 use serde::{de::DeserializeOwned, Deserialize, Deserializer, Serialize, Serializer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

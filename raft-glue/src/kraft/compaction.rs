@@ -73,7 +73,7 @@ impl LogExtent {
 /// snapshot's end and the fetch offsets of every replica (voter or
 /// observer) seen within the window — and each replica deletes only up to
 /// the lower of that bound and its own latest durable snapshot
-/// ([`crate::KraftReplica::clean_log_prefix`]). A [`RetentionCap`] lets the leader
+/// ([`crate::kraft::KraftReplica::clean_log_prefix`]). A [`RetentionCap`] lets the leader
 /// move the bound past a replica that lags too far; that replica is then
 /// answered `SnapshotNeeded`. Times are the caller's clock (`Instant`).
 #[derive(Debug, Clone)]

@@ -1,4 +1,4 @@
-//! The wing's voter-set history and reassignment ([`crate::voters`]).
+//! The wing's voter-set history and reassignment ([`crate::kraft::voters`]).
 //!
 //! Kept in memory by offset ([`ControlHistory`]) and updated by every log
 //! change the wing makes: control entries appended by the leader or a

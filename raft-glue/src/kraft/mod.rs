@@ -46,12 +46,14 @@ pub mod voters;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 pub use api::KraftInstall;
+pub use commit::{CommitTracker, Progress};
 pub use control::snapshot_user_metadata;
+pub use election::{Election, LogPosition, Role, VoteDecision};
+pub use fetch::{validate_offset_and_epoch, FetchPosition, LogView};
 pub use recover::QuorumRecovery;
 
 use crate::error::Result;
 use crate::{Group, Identity, Node, NodeOpenReport, NodeOptions};
-use election::Election;
 
 /// The group a one-group `KRaft` directory keeps its log in
 /// ([`KraftReplica::open`]); its log starts at offset 0.

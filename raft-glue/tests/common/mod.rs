@@ -15,7 +15,7 @@ use quorumlog_checkpoint::{
 };
 use quorumlog_io::SimFs;
 use quorumlog_log::SyncPolicy;
-use quorumlog_raft::{Election, Identity, KraftReplica, NodeOptions};
+use quorumlog_raft::{kraft::Election, kraft::KraftReplica, Identity, NodeOptions};
 
 pub(crate) mod replicas;
 use quorumlog_testkit::small_log_options;

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{ClusterId, DirectoryId, Epoch, Meta, NodeId, Offset, SharedFs};
 use quorumlog_io::{CrashPlan, SimFs};
 use quorumlog_log::SyncPolicy;
-use quorumlog_raft::{FetchPosition, Identity, Isolation, KraftReplica, LogPosition, NodeOptions};
+use quorumlog_raft::{
+    kraft::FetchPosition, kraft::KraftReplica, kraft::LogPosition, Identity, Isolation, NodeOptions,
+};
 use quorumlog_snapshot::SnapshotId;
 
 /// The simulations' options: no background syncs (the simulation decides

@@ -25,8 +25,8 @@ use openraft10::{EntryPayload, LogId, RaftLogReader};
 use quorumlog_io::{SimFs, SimRng};
 use quorumlog_openraft10::LogStore;
 use quorumlog_raft::{
-    ClusterId, Compression, DirectoryId, Identity, Meta, Node, NodeId, NodeOptions, Offset,
-    SharedFs,
+    options::Compression, ClusterId, DirectoryId, Identity, Meta, Node, NodeId, NodeOptions,
+    Offset, SharedFs,
 };
 use quorumlog_testkit::read_model::{entry_bytes, expected_read, random_read, ModelLog};
 

@@ -7,7 +7,7 @@
 //! Each range is a store read (an index lookup and a walk to its end);
 //! serving 64 ranges from one read of 4,096 entries cut a restart with
 //! 100,000 entries since the last snapshot from 860 ms to the figure in
-//! docs/performance.md.
+//! the measurements listed in docs/history.md.
 
 #[allow(
     clippy::wildcard_imports,
