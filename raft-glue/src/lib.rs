@@ -9,7 +9,7 @@ pub mod kraft;
 mod node;
 mod recent;
 mod types;
-mod vote;
+pub mod vote;
 
 pub use error::{Error, Result};
 pub use node::{
@@ -18,7 +18,6 @@ pub use node::{
 };
 pub use recent::RecentEntries;
 pub use types::{Entry, Identity, Isolation, OnDurable};
-pub use vote::{library_vote, library_voter};
 
 // What an embedder names, from one crate: the identities and positions,
 // the file system, the log's and snapshots' options.

@@ -1,5 +1,6 @@
-//! A Raft library's vote as the group's quorum state, written once for
-//! every adapter: [`library_vote`]. A library without directory ids names
+//! A Raft library's vote and leader id as the group's quorum state and
+//! epochs, written once for every adapter: [`library_vote`],
+//! [`pack_leader`]. A library without directory ids names
 //! a node only; the voter it records is that node with directory id
 //! `node + 1` (never zero), the same in every adapter, so a state written
 //! by one reads the same in another.
@@ -40,9 +41,48 @@ pub fn library_vote(
     }
 }
 
+/// A leader id `(term, node)` as one epoch, `term << 32 | node`, for a
+/// library whose leader ids order by term and then node (openraft's
+/// advanced leader ids): epochs then order as its leader ids do, and the
+/// leader of each entry comes back from the log's epochs
+/// ([`unpack_leader`]). `None` when the term or the node needs more than
+/// 32 bits.
+pub fn pack_leader(term: u64, node: u64) -> Option<Epoch> {
+    let t = u32::try_from(term).ok()?;
+    let n = u32::try_from(node).ok()?;
+    Some(Epoch((u64::from(t) << 32) | u64::from(n)))
+}
+
+/// The `(term, node)` an epoch of [`pack_leader`] holds.
+pub fn unpack_leader(epoch: Epoch) -> (u64, u64) {
+    (epoch.0 >> 32, epoch.0 & u64::from(u32::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packed_leader_ids_order_as_term_then_node_and_unpack() {
+        let ids = [
+            (0, 0),
+            (0, 7),
+            (1, 0),
+            (1, 3),
+            (2, 1),
+            (u64::from(u32::MAX), u64::from(u32::MAX)),
+        ];
+        let epochs: Vec<Epoch> = ids
+            .iter()
+            .map(|&(t, n)| pack_leader(t, n).unwrap())
+            .collect();
+        assert!(epochs.windows(2).all(|w| w[0] < w[1]), "{epochs:?}");
+        for (&(t, n), &e) in ids.iter().zip(&epochs) {
+            assert_eq!(unpack_leader(e), (t, n));
+        }
+        assert_eq!(pack_leader(1 << 32, 0), None);
+        assert_eq!(pack_leader(0, 1 << 32), None);
+    }
 
     #[test]
     fn a_committed_vote_keeps_the_epochs_vote_and_a_cast_one_its_leader() {

@@ -23,6 +23,7 @@
 use openraft10::impls::{leader_id_adv, leader_id_std, Vote};
 use openraft10::vote::RaftLeaderId;
 use openraft10::{LogId, RaftTypeConfig};
+use quorumlog_raft::vote::{pack_leader, unpack_leader};
 use quorumlog_raft::{Epoch, NodeId, QuorumState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
@@ -71,14 +72,7 @@ pub trait EpochLeaderId: RaftLeaderId<Term = u64, NodeId = u64> + Copy {
 }
 
 fn packed(term: u64, node_id: u64) -> Result<Epoch, MappingError> {
-    let bad = MappingError { term, node_id };
-    let t = u32::try_from(term).map_err(|_| bad)?;
-    let n = u32::try_from(node_id).map_err(|_| bad)?;
-    Ok(Epoch((u64::from(t) << 32) | u64::from(n)))
-}
-
-fn unpacked(epoch: Epoch) -> (u64, u64) {
-    (epoch.0 >> 32, epoch.0 & u64::from(u32::MAX))
+    pack_leader(term, node_id).ok_or(MappingError { term, node_id })
 }
 
 impl EpochLeaderId for leader_id_adv::LeaderId<u64, u64> {
@@ -91,7 +85,7 @@ impl EpochLeaderId for leader_id_adv::LeaderId<u64, u64> {
     }
 
     fn committed_of(epoch: Epoch) -> Self::Committed {
-        let (term, node_id) = unpacked(epoch);
+        let (term, node_id) = unpack_leader(epoch);
         leader_id_adv::LeaderId { term, node_id }
     }
 
@@ -215,7 +209,7 @@ pub fn vote_to_state<L: EpochLeaderId>(
             });
         }
     }
-    Ok(quorumlog_raft::library_vote(
+    Ok(quorumlog_raft::vote::library_vote(
         prev,
         epoch,
         Some(NodeId(*vote.leader_id.node_id())),

@@ -9,6 +9,11 @@
 //! | `save_vote`, `truncate`, `purge` | on tokio's blocking pool (`spawn_blocking`): one record of the shared log each, durable on return (one shared sync round) |
 //! | `try_get_log_entries`, `get_log_state`, `read_vote`, `read_committed` | on the caller's task: reads never wait behind a sync |
 //! | `save_committed` | on the caller's task: sets the group's high watermark (queued as one small record for the shared log's next round, which later appends share); a task forces that round at most every [`COMMIT_PERSIST_EVERY`] (100 ms, on the blocking pool) while the log is idle, so a restarted node re-applies up to where it was (`read_committed`) instead of waiting for a leader; after a crash it may return an id up to that interval older, which openraft allows |
+//!
+//! Not shared with the 0.10 adapter: 0.9's `RaftLogStorage` is another
+//! trait over other types (its append completes a `LogFlushed`, and its purge
+//! may not pass a snapshot file); what both need is the engine's
+//! (`RecentEntries`, `quorumlog_raft::vote`).
 
 mod ahead;
 mod cut;

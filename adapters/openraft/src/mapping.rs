@@ -21,8 +21,13 @@
 //!   `DirectoryId(node + 1)`, fixed per node, never zero;
 //! - **last purged log id** (openraft needs the leader's node id, which the
 //!   log does not keep below its start): the application-metadata file.
+//!
+//! Shared with the 0.10 adapter: the leader-id packing and the vote's
+//! quorum state (`quorumlog_raft::vote`); the rest names openraft 0.9's
+//! types (`Entry`, `LeaderId`, `Vote`), which 0.10's are not.
 
 use openraft::{CommittedLeaderId, Entry, LeaderId, LogId, RaftTypeConfig, Vote};
+use quorumlog_raft::vote::{pack_leader, unpack_leader};
 use quorumlog_raft::{Epoch, NodeId, QuorumState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
@@ -101,18 +106,15 @@ impl std::error::Error for MappingError {}
 /// # Errors
 /// `MappingError` if the term or the node id needs more than 32 bits.
 pub fn epoch_of(leader: &LeaderId<u64>) -> Result<Epoch, MappingError> {
-    let bad = MappingError {
+    pack_leader(leader.term, leader.node_id).ok_or(MappingError {
         term: leader.term,
         node_id: leader.node_id,
-    };
-    let term = u32::try_from(leader.term).map_err(|_| bad)?;
-    let node = u32::try_from(leader.node_id).map_err(|_| bad)?;
-    Ok(Epoch((u64::from(term) << 32) | u64::from(node)))
+    })
 }
 
 /// The leader id (term, node id) an epoch holds ([`epoch_of`]).
 pub fn leader_of(epoch: Epoch) -> (u64, u64) {
-    (epoch.0 >> 32, epoch.0 & u64::from(u32::MAX))
+    unpack_leader(epoch)
 }
 
 /// Why a vote cannot be recorded.
@@ -164,7 +166,7 @@ pub fn vote_to_state(prev: &QuorumState, vote: &Vote<u64>) -> Result<QuorumState
             });
         }
     }
-    Ok(quorumlog_raft::library_vote(
+    Ok(quorumlog_raft::vote::library_vote(
         prev,
         epoch,
         Some(NodeId(vote.leader_id.node_id)),

@@ -7,6 +7,10 @@
 //! file covers it, so a power cut never leaves entries below the log start
 //! without one (openraft 0.9 issues a purge while an install is still
 //! running).
+//!
+//! Not shared with the 0.10 adapter: 0.9's snapshot types (`SnapshotMeta`,
+//! `Snapshot` over a stream) are not 0.10's (`SnapshotData` on the state
+//! machine); both write the group's snapshot files through its own checks.
 
 use std::sync::Arc;
 

@@ -17,6 +17,9 @@
 //!
 //! Each chunk's read or write is a short blocking call on the task that
 //! polls it (one positioned read or one write and sync).
+//!
+//! 0.9 only: 0.9 moves snapshot data as a byte stream; 0.10 hands the
+//! network a whole `Snapshot`.
 
 use std::io::{Cursor, SeekFrom};
 use std::pin::Pin;

@@ -109,12 +109,12 @@ fn encode<M: protobuf::Message>(what: &'static str, m: &M) -> Result<Vec<u8>> {
 
 /// The quorum state of raft-rs's hard state: its term and vote (the
 /// voter every adapter records for a library's node,
-/// [`quorumlog_raft::library_voter`]); raft-rs keeps no leader in it.
+/// [`quorumlog_raft::vote::library_voter`]); raft-rs keeps no leader in it.
 fn vote_of(hs: &HardState) -> QuorumState {
     QuorumState {
         epoch: Epoch(hs.term),
         leader: None,
-        voted: (hs.vote != 0).then(|| quorumlog_raft::library_voter(NodeId(hs.vote))),
+        voted: (hs.vote != 0).then(|| quorumlog_raft::vote::library_voter(NodeId(hs.vote))),
     }
 }
 

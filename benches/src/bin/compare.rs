@@ -362,8 +362,7 @@ fn run() -> Result<(), BenchError> {
 }
 
 /// E1: the three-node openraft 0.10 cluster persisted by quorumlog,
-/// raft-log, raft-engine and memory (and quorumlog on openraft 0.9 for
-/// reference), with 1, 16 and 256 clients and 64 B and 4 KiB values; the
+/// raft-log, raft-engine and memory, with 1, 16 and 256 clients and 64 B and 4 KiB values; the
 /// stores' order rotates between configurations. Then the many-groups run:
 /// 16 groups per node, 256 clients spread over them.
 fn run_e1(
@@ -379,7 +378,6 @@ fn run_e1(
         E1Store::RaftLog,
         E1Store::RaftEngine,
         E1Store::Memory,
-        E1Store::Quorumlog09,
     ]
     .into_iter()
     .filter(|s| selected(args, s.name()))
@@ -424,12 +422,10 @@ fn run_e1(
             let rate = |s: E1Store| e1_rate(&got, s);
             let _ = writeln!(
                 extra,
-                "{name:<13} quorumlog / raft-log = {:.2}x; / raft-engine = {:.2}x; / memory = {:.2}x; \
-                 / quorumlog on 0.9 = {:.2}x; {}",
+                "{name:<13} quorumlog / raft-log = {:.2}x; / raft-engine = {:.2}x; / memory = {:.2}x; {}",
                 rate(E1Store::Quorumlog) / rate(E1Store::RaftLog),
                 rate(E1Store::Quorumlog) / rate(E1Store::RaftEngine),
                 rate(E1Store::Quorumlog) / rate(E1Store::Memory),
-                rate(E1Store::Quorumlog) / rate(E1Store::Quorumlog09),
                 e1_latencies(&got)
             );
         }

@@ -5,12 +5,10 @@
 //! (`quorumlog-openraft10`: `append` returns at once, `IOFlushed` from the
 //! shared log's group-commit rounds), raft-log 0.4, raft-engine or memory
 //! (the ceiling), the peers written for the benchmark the way their best
-//! users run them ([`stores`]); and, for reference, quorumlog on openraft
-//! 0.9 ([`legacy`]). A write counts once openraft acknowledges it
+//! users run them ([`stores`]). A write counts once openraft acknowledges it
 //! (committed on a majority and applied by the leader).
 
 pub mod groups;
-pub mod legacy;
 pub mod stores;
 
 use std::path::Path;
@@ -39,9 +37,6 @@ pub enum E1Store {
     RaftEngine,
     /// [`MemLog`].
     Memory,
-    /// quorumlog through `quorumlog-openraft` on openraft 0.9
-    /// ([`legacy`]).
-    Quorumlog09,
 }
 
 impl E1Store {
@@ -52,7 +47,6 @@ impl E1Store {
             E1Store::RaftLog => "raft-log",
             E1Store::RaftEngine => "raft-engine",
             E1Store::Memory => "memory",
-            E1Store::Quorumlog09 => "quorumlog-or0.9",
         }
     }
 }
@@ -146,7 +140,6 @@ async fn start(store: E1Store, dir: &Path) -> Result<LocalCluster, BenchError> {
                 .collect();
             LocalCluster::start(parts, config, true).await
         }
-        E1Store::Quorumlog09 => return Err(BenchError::from("openraft 0.9 runs in legacy::run")),
     };
     started.map_err(|e| BenchError::from(e.to_string()))
 }
@@ -243,9 +236,6 @@ pub fn run(
     value_bytes: usize,
     limit: Limit,
 ) -> Result<(E1Result, Duration), BenchError> {
-    if store == E1Store::Quorumlog09 {
-        return legacy::run(dir, clients, value_bytes, limit);
-    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

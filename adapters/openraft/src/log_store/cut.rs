@@ -1,4 +1,6 @@
 //! The physical cut of the log below openraft's last purged id: all of it, or (bounded) only what the latest snapshot file covers.
+//!
+//! 0.9 only: 0.10 waits for the snapshot that covers a purge itself.
 
 #[allow(
     clippy::wildcard_imports,
