@@ -16,6 +16,7 @@
 )]
 
 mod reclaimed;
+use reclaimed::rewritten;
 
 use std::collections::BTreeMap;
 

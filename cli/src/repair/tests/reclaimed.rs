@@ -12,7 +12,7 @@ use super::*;
 /// group 3 kept whole, so old segments hold superseded copies and
 /// batches below their groups' starts beside live ones. Closed, or
 /// crashed by `seed`'s plan.
-fn rewritten(seed: u64) -> SimFs {
+pub(super) fn rewritten(seed: u64) -> SimFs {
     let disk = SimFs::new(seed);
     let fs: SharedFs = Arc::new(disk.clone());
     let options = NodeOptions {
