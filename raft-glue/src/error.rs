@@ -215,7 +215,7 @@ pub enum Error {
     Log(quorumlog_log::Error),
     /// A voter-set change or reassignment request was refused.
     #[error(transparent)]
-    Voters(#[from] crate::kraft::voters::VoterError),
+    Voters(#[from] crate::voters::VoterError),
 }
 
 // Each part's own poisoned error becomes the store's one `Poisoned`.

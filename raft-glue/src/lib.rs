@@ -9,7 +9,11 @@ pub mod kraft;
 mod node;
 mod recent;
 mod types;
+// Below `error` (whose `Voters` variant names its refusals), published as
+// `kraft::voters`.
 pub mod vote;
+#[doc(hidden)]
+pub mod voters;
 
 pub use error::{Error, Result};
 pub use node::{

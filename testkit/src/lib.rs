@@ -20,6 +20,7 @@ pub mod harness;
 pub mod hooked;
 pub mod kraft_crash;
 pub mod read_model;
+pub mod shape;
 
 pub use append::AppendDurable;
 

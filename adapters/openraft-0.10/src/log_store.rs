@@ -12,6 +12,12 @@
 //! These calls block the calling task for a sync at most (`save_vote`,
 //! `truncate_after`, `purge`); `append` never does.
 
+mod commit;
+mod flushes;
+
+use commit::{raise_commit, schedule_persist, Commit};
+use flushes::{complete, Flushes};
+
 use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::io;
@@ -76,65 +82,6 @@ pub const READ_CACHE_ENTRIES: u64 = 8192;
 /// to that interval older, which openraft allows.
 pub const COMMIT_PERSIST_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The commit point openraft gave: openraft saves one up to what it
-/// *submitted* to the log, which may be ahead of what the log has written;
-/// none of it is dropped: the store's watermark rises to it as the entries
-/// are written.
-#[derive(Debug, Default)]
-struct Commit {
-    /// The log end the latest `save_committed` asks for (its index + 1;
-    /// 0: none yet). Only grows.
-    target: AtomicU64,
-    /// A persist of the watermark is scheduled.
-    pending: AtomicBool,
-}
-
-/// Raises `store`'s watermark towards `commit`'s target, as far as the log
-/// is written; returns whether it moved.
-fn raise_commit(store: &Group, commit: &Commit) -> quorumlog_raft::Result<bool> {
-    let target = commit.target.load(Ordering::Acquire);
-    let x = store.extent();
-    let to = Offset(target).min(x.end);
-    if target == 0 || x.high_watermark.is_some_and(|h| h >= to) {
-        return Ok(false);
-    }
-    match store.set_high_watermark(to) {
-        Ok(()) => Ok(true),
-        // Raised past `to` meanwhile (a snapshot of applied entries,
-        // `SnapshotFiles::save_built`, or another completion).
-        Err(_) if store.extent().high_watermark.is_some_and(|h| h >= to) => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Schedules a persist of the watermark `every` from now on `runtime`'s
-/// blocking pool, unless one is scheduled (`None`: never).
-fn schedule_persist(
-    store: &Weak<Group>,
-    commit: &Arc<Commit>,
-    every: Option<std::time::Duration>,
-    runtime: &tokio::runtime::Handle,
-) {
-    let Some(every) = every else {
-        return;
-    };
-    if commit.pending.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    // Weak: a pending persist never keeps a store from closing.
-    let (store, commit) = (Weak::clone(store), Arc::clone(commit));
-    runtime.spawn(async move {
-        tokio::time::sleep(every).await;
-        // Cleared first: a commit from now on schedules the next one.
-        commit.pending.store(false, Ordering::Release);
-        if let Some(store) = store.upgrade() {
-            // A failure poisons the store; openraft sees it at its next
-            // call.
-            let _ = tokio::task::spawn_blocking(move || store.wait_durable(Offset(u64::MAX))).await;
-        }
-    });
-}
-
 /// One batch of an append: its epoch, entries and their encoded bytes.
 type Batch<C> = (Epoch, Vec<<C as RaftTypeConfig>::Entry>, u64);
 
@@ -163,71 +110,6 @@ where
         }
     }
     Ok(batches)
-}
-
-/// The flushes not yet completed, each with its sequence number, in
-/// submission order; the next number; how many truncations there were.
-///
-/// A completion names the flushes it completes by sequence number, never
-/// by log offset: after a truncation, a later append's entries can end
-/// below an earlier append's end, and a completion of that earlier append
-/// (due at once, as the truncation's sync made it durable, but run a
-/// moment later on the log's thread) must not complete the later one
-/// before its entries are durable. (Completing by offset did: a follower
-/// then acknowledged entries a power cut took back, and openraft's leader
-/// saw its log revert; found by the partitioned service's simulation.)
-struct Flushes<C: RaftTypeConfig> {
-    queue: VecDeque<(u64, IOFlushed<C>)>,
-    next: u64,
-    cuts: u64,
-}
-
-impl<C: RaftTypeConfig> Default for Flushes<C> {
-    fn default() -> Self {
-        Flushes {
-            queue: VecDeque::new(),
-            next: 0,
-            cuts: 0,
-        }
-    }
-}
-
-/// Completes, in order, the flushes numbered up to `through` (all of them
-/// with the error once the store failed); prunes the tail below the
-/// durable offset unless a truncation came since the completion was
-/// registered (`cuts` then differs: the offset may be past entries
-/// appended since, not yet durable).
-fn complete<C: RaftTypeConfig>(
-    pending: &Mutex<Flushes<C>>,
-    tail: &Mutex<RecentEntries<C::Entry>>,
-    r: &quorumlog_raft::Result<Offset>,
-    through: u64,
-    cuts: u64,
-) {
-    // Under the lock: two threads completing at once keep the order
-    // (`io_completed` only sends).
-    let mut q = pending.lock().unwrap_or_else(PoisonError::into_inner);
-    match r {
-        Ok(durable) => {
-            if q.cuts == cuts {
-                // Everything below the flushed offset is written: the
-                // store serves it from now on, but for the cache's last.
-                tail.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .trim(durable.0);
-            }
-            while q.queue.front().is_some_and(|(seq, _)| *seq <= through) {
-                if let Some((_, f)) = q.queue.pop_front() {
-                    f.io_completed(Ok(()));
-                }
-            }
-        }
-        Err(e) => {
-            for (_, f) in q.queue.drain(..) {
-                f.io_completed(Err(io::Error::other(e.to_string())));
-            }
-        }
-    }
 }
 
 impl<C: RaftTypeConfig> Clone for LogStore<C> {

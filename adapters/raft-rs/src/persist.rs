@@ -45,46 +45,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use raft::eraftpb::Message;
-use raft::{GetEntriesContext, Ready};
+use raft::Ready;
 
 use quorumlog_raft::{Group, Offset};
 
 use crate::error::Result;
-use crate::storage::{Fetcher, RegionStorage};
-
-/// A read the fetch thread runs.
-pub(crate) type Job = Box<dyn FnOnce() + Send>;
-
-/// What the Ready loop is told, in order per region.
-#[derive(Debug)]
-pub enum Event {
-    /// Every Ready of `region` up to `number` is durable: call
-    /// `on_persist_ready(number)`, then send `messages` (the Ready's
-    /// `persisted_messages`).
-    Persisted {
-        /// The region.
-        region: u64,
-        /// The Ready's number.
-        number: u64,
-        /// Messages that could leave only after persistence.
-        messages: Vec<Message>,
-    },
-    /// An asynchronous fetch finished: call `on_entries_fetched(context)`.
-    Fetched {
-        /// The region.
-        region: u64,
-        /// The context `entries` was called with.
-        context: GetEntriesContext,
-    },
-    /// The region's store failed (a sync or a read): it is poisoned, and
-    /// nothing of its later Readies is reported persisted.
-    Failed {
-        /// The region.
-        region: u64,
-        /// What failed.
-        error: crate::Error,
-    },
-}
+use crate::event::{wake, Event, Fetcher, Job, Waker};
+use crate::storage::RegionStorage;
 
 /// What [`AsyncPersister::persist`] leaves to the loop.
 #[derive(Debug, Default)]
@@ -182,17 +149,6 @@ impl Order {
     }
 }
 
-pub(crate) fn wake(waker: Option<&Waker>, pending: &AtomicBool) {
-    if let Some(w) = waker {
-        if !pending.swap(true, Ordering::AcqRel) {
-            w();
-        }
-    }
-}
-
-/// Called after each event is queued (from a sync thread: keep it short).
-pub type Waker = Arc<dyn Fn() + Send + Sync>;
-
 impl std::fmt::Debug for AsyncPersister {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AsyncPersister").finish_non_exhaustive()
@@ -232,7 +188,15 @@ impl AsyncPersister {
         }
     }
 
-    pub(crate) fn fetcher(&self) -> Fetcher {
+    /// Lets `storage`'s `entries` answer `LogTemporarilyUnavailable` to a
+    /// caller that can wait (`context.can_async()`) when the range is not
+    /// in memory, and read it on this persister's fetch thread; the Ready
+    /// loop then gets [`Event::Fetched`] and calls `on_entries_fetched`.
+    pub fn enable_async_fetch(&self, storage: &RegionStorage) {
+        storage.set_fetcher(self.fetcher());
+    }
+
+    fn fetcher(&self) -> Fetcher {
         Fetcher {
             jobs: self.jobs.clone().unwrap_or_else(|| mpsc::channel().0),
             events: self.events_tx.clone(),

@@ -45,7 +45,7 @@ fn a_range_outside_the_tail_is_fetched_on_the_fetch_thread() {
     persister.set_waker(Arc::new(move || {
         w.fetch_add(1, Ordering::Relaxed);
     }));
-    s.enable_async_fetch(&persister);
+    persister.enable_async_fetch(&s);
 
     // A caller that cannot wait reads at once.
     let sync = s
@@ -102,7 +102,7 @@ fn with_no_cache_a_durable_entry_is_fetched_even_at_the_end() {
     // The append trims every durable entry before it from the tail.
     s.append(&[common::entry(3, 1)]).unwrap();
     let persister = AsyncPersister::new();
-    s.enable_async_fetch(&persister);
+    persister.enable_async_fetch(&s);
     assert_eq!(
         s.entries(2, 3, None, GetEntriesContext::empty(true)),
         Err(raft::Error::Store(StorageError::LogTemporarilyUnavailable))

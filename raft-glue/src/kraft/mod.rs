@@ -41,7 +41,7 @@ mod control;
 pub mod election;
 pub mod fetch;
 mod recover;
-pub mod voters;
+pub use crate::voters;
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 

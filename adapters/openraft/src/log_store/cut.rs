@@ -46,3 +46,56 @@ pub(crate) fn physical_cut(store: &Group, purge: PurgeMode) -> Result<(), CutErr
 
 /// Why a physical cut failed, its source kept.
 pub(crate) type CutError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+impl<C> LogStore<C>
+where
+    C: RaftTypeConfig<NodeId = u64, Entry = Entry<C>>,
+    Entry<C>: Serialize + DeserializeOwned + Clone,
+{
+    /// Bounded mode, at open: a purge that no snapshot file covers (a power
+    /// cut came before the state machine's file) is taken back to what the
+    /// files and the log still hold, so openraft re-applies those entries
+    /// over the latest snapshot instead of skipping them. The entries are
+    /// there: the bounded cut kept them.
+    pub(super) fn undo_uncovered_purge(&self) -> Result<(), StoreError> {
+        let Some(purged) = self.meta()?.last_purged else {
+            return Ok(());
+        };
+        let snapshot = self.store.extent().latest_snapshot;
+        let covered = self
+            .store
+            .extent()
+            .start
+            .0
+            .max(snapshot.map_or(0, |s| s.end_offset.0));
+        if purged.index < covered {
+            return Ok(());
+        }
+        let last_purged = match covered.checked_sub(1) {
+            None => None,
+            Some(index) => {
+                let epoch = self
+                    .store
+                    .epoch_at(Offset(index))
+                    .or_else(|| {
+                        snapshot
+                            .filter(|s| s.end_offset.0 == covered)
+                            .map(|s| s.epoch)
+                    })
+                    .ok_or_else(|| {
+                        logs_write(&std::io::Error::other(
+                            "the entry below the covered log is neither in the log nor a snapshot",
+                        ))
+                    })?;
+                let (term, node) = mapping::leader_of(epoch);
+                Some(mapping::log_id(term, node, index))
+            }
+        };
+        let bytes = AppMeta { last_purged }
+            .encode()
+            .map_err(|e| logs_write(&e))?;
+        self.store
+            .write_app_metadata(&bytes)
+            .map_err(|e| logs_write(&e))
+    }
+}

@@ -303,7 +303,7 @@ impl Loop {
                 s.initialize_with_conf_state(ConfState::from((NODES.to_vec(), vec![])))
                     .unwrap();
             }
-            s.enable_async_fetch(&persister);
+            persister.enable_async_fetch(&s);
             let mut raw = RawNode::with_default_logger(&self.config(), s).unwrap();
             // Node 1 stands first everywhere: elections end quickly.
             if self.fresh && self.id == 1 {

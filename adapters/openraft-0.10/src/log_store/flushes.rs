@@ -1,0 +1,72 @@
+//! The flushes openraft waits for, completed in submission order.
+
+#[allow(
+    clippy::wildcard_imports,
+    reason = "a child module: the parent's items and imports, as it sees them"
+)]
+use super::*;
+
+/// The flushes not yet completed, each with its sequence number, in
+/// submission order; the next number; how many truncations there were.
+///
+/// A completion names the flushes it completes by sequence number, never
+/// by log offset: after a truncation, a later append's entries can end
+/// below an earlier append's end, and a completion of that earlier append
+/// (due at once, as the truncation's sync made it durable, but run a
+/// moment later on the log's thread) must not complete the later one
+/// before its entries are durable. (Completing by offset did: a follower
+/// then acknowledged entries a power cut took back, and openraft's leader
+/// saw its log revert; found by the partitioned service's simulation.)
+pub(super) struct Flushes<C: RaftTypeConfig> {
+    pub(super) queue: VecDeque<(u64, IOFlushed<C>)>,
+    pub(super) next: u64,
+    pub(super) cuts: u64,
+}
+
+impl<C: RaftTypeConfig> Default for Flushes<C> {
+    fn default() -> Self {
+        Flushes {
+            queue: VecDeque::new(),
+            next: 0,
+            cuts: 0,
+        }
+    }
+}
+
+/// Completes, in order, the flushes numbered up to `through` (all of them
+/// with the error once the store failed); prunes the tail below the
+/// durable offset unless a truncation came since the completion was
+/// registered (`cuts` then differs: the offset may be past entries
+/// appended since, not yet durable).
+pub(super) fn complete<C: RaftTypeConfig>(
+    pending: &Mutex<Flushes<C>>,
+    tail: &Mutex<RecentEntries<C::Entry>>,
+    r: &quorumlog_raft::Result<Offset>,
+    through: u64,
+    cuts: u64,
+) {
+    // Under the lock: two threads completing at once keep the order
+    // (`io_completed` only sends).
+    let mut q = pending.lock().unwrap_or_else(PoisonError::into_inner);
+    match r {
+        Ok(durable) => {
+            if q.cuts == cuts {
+                // Everything below the flushed offset is written: the
+                // store serves it from now on, but for the cache's last.
+                tail.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .trim(durable.0);
+            }
+            while q.queue.front().is_some_and(|(seq, _)| *seq <= through) {
+                if let Some((_, f)) = q.queue.pop_front() {
+                    f.io_completed(Ok(()));
+                }
+            }
+        }
+        Err(e) => {
+            for (_, f) in q.queue.drain(..) {
+                f.io_completed(Err(io::Error::other(e.to_string())));
+            }
+        }
+    }
+}
