@@ -87,6 +87,9 @@ impl<T> RecentEntries<T> {
 
     /// Adds entry `index` of `size` bytes; an index that does not follow
     /// the last one clears the cache first (it holds one contiguous run).
+    ///
+    /// # Panics
+    /// If the cache's invariants (module documentation) break: a bug.
     pub fn push(&mut self, index: u64, entry: T, size: usize) {
         if self.next() != Some(index) {
             self.clear();
@@ -94,25 +97,41 @@ impl<T> RecentEntries<T> {
         }
         self.bytes += size;
         self.entries.push_back((entry, size));
+        assert_eq!(self.next(), Some(index + 1), "the entries run contiguously");
     }
 
     /// Drops the entries from the front, below `durable` only, while the
     /// cache holds more than its bounds.
+    ///
+    /// # Panics
+    /// If the cache's invariants (module documentation) break: a bug.
     pub fn trim(&mut self, durable: u64) {
+        let first = self.first;
         while (self.entries.len() > self.max_entries || self.bytes > self.max_bytes)
             && self.first < durable
         {
             self.pop_front();
         }
+        assert!(
+            self.first <= first.max(durable),
+            "no entry at or above the durable point is trimmed"
+        );
     }
 
     /// Drops the entries at `index` and after (a suffix truncation).
+    ///
+    /// # Panics
+    /// If the cache's invariants (module documentation) break: a bug.
     pub fn truncate(&mut self, index: u64) {
         while self.next().is_some_and(|n| n > index) {
             if let Some((_, n)) = self.entries.pop_back() {
                 self.bytes -= n;
             }
         }
+        assert!(
+            self.next().is_none_or(|n| n <= index) && (!self.entries.is_empty() || self.bytes == 0),
+            "nothing at or after a truncation point is kept"
+        );
     }
 
     /// Drops the entries below `index` (a purge).
@@ -139,6 +158,9 @@ impl<T: Clone> RecentEntries<T> {
     /// what it holds up to `hi`: its first index (`hi` when none) and the
     /// entries from there to `hi`. The caller reads `[lo, first)` from the
     /// log.
+    ///
+    /// # Panics
+    /// If the cache's invariants (module documentation) break: a bug.
     pub fn suffix(&self, lo: u64, hi: u64) -> (u64, Vec<T>) {
         let Some(next) = self.next() else {
             return (hi, Vec::new());
@@ -156,7 +178,12 @@ impl<T: Clone> RecentEntries<T> {
             .skip(skip)
             .take(take)
             .map(|(e, _)| e.clone())
-            .collect();
+            .collect::<Vec<T>>();
+        assert_eq!(
+            got.len(),
+            take,
+            "a read of the cache is contiguous from its start"
+        );
         (from, got)
     }
 

@@ -480,6 +480,10 @@ where
             let mut q = self.flushes.lock().unwrap_or_else(PoisonError::into_inner);
             let seq = q.next;
             q.next += 1;
+            assert!(
+                q.queue.back().is_none_or(|&(s, _)| s < seq),
+                "flushes are numbered in submission order"
+            );
             q.queue.push_back((seq, callback));
             (seq, q.cuts)
         };

@@ -516,6 +516,11 @@ where
         self.store.on_durable(
             Offset(end),
             Box::new(move |r| {
+                // openraft is told only once its entries are durable.
+                assert!(
+                    r.as_ref().is_err() || r.as_ref().is_ok_and(|d| d.0 >= end),
+                    "a flush completed below its entries' end {end}"
+                );
                 callback.log_io_completed(r.map(|_| ()).map_err(std::io::Error::other));
             }),
         );

@@ -77,6 +77,9 @@ pub struct AsyncPersister {
     lead: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     /// Passes that need no sync, held behind the passes before them.
     order: Arc<Mutex<Order>>,
+    /// Each region's last Ready reported persisted: reports go out in
+    /// Ready order per region (asserted as they are sent).
+    reported: Arc<Mutex<std::collections::HashMap<u64, u64>>>,
 }
 
 /// A pass's report: its events, sent in its Readies' order.
@@ -185,6 +188,7 @@ impl AsyncPersister {
             wake_pending: Arc::default(),
             lead: Mutex::new(None),
             order: Arc::default(),
+            reported: Arc::default(),
         }
     }
 
@@ -387,28 +391,9 @@ impl Pass<'_> {
         let tx = p.events_tx.clone();
         let waker = p.waker();
         let pending = Arc::clone(&p.wake_pending);
+        let reported = Arc::clone(&p.reported);
         let report: Report = Box::new(move |r| {
-            let mut error = r.err();
-            for (region, number, messages) in readies {
-                let _ = tx.send(match error.take() {
-                    None => Event::Persisted {
-                        region,
-                        number,
-                        messages,
-                    },
-                    Some(e) => {
-                        // A failed round poisons the node: every region
-                        // of the pass gets it (the others as `Poisoned`).
-                        error = Some(match &e {
-                            crate::Error::Store(quorumlog_raft::Error::Poisoned(f)) => {
-                                crate::Error::Store(quorumlog_raft::Error::Poisoned(*f))
-                            }
-                            other => crate::Error::PassFailed(other.to_string()),
-                        });
-                        Event::Failed { region, error: e }
-                    }
-                });
-            }
+            send_reports(readies, r, &tx, &reported);
             wake(waker.as_ref(), &pending);
         });
         if p.early.load(Ordering::Relaxed) {
@@ -462,6 +447,46 @@ impl Pass<'_> {
 impl Drop for Pass<'_> {
     fn drop(&mut self) {
         self.complete();
+    }
+}
+
+/// Sends a pass's events, in its Readies' order: each region's Ready
+/// persisted, or (after a failed round) failed; asserts each region's
+/// Readies are reported in order.
+fn send_reports(
+    readies: Vec<(u64, u64, Vec<Message>)>,
+    r: std::result::Result<(), crate::Error>,
+    tx: &Sender<Event>,
+    reported: &Mutex<std::collections::HashMap<u64, u64>>,
+) {
+    let mut error = r.err();
+    let mut last = reported.lock().unwrap_or_else(PoisonError::into_inner);
+    for (region, number, messages) in readies {
+        if error.is_none() {
+            let before = last.insert(region, number);
+            assert!(
+                before.is_none_or(|b| b < number),
+                "region {region}: Ready {number} reported persisted after {before:?}"
+            );
+        }
+        let _ = tx.send(match error.take() {
+            None => Event::Persisted {
+                region,
+                number,
+                messages,
+            },
+            Some(e) => {
+                // A failed round poisons the node: every region
+                // of the pass gets it (the others as `Poisoned`).
+                error = Some(match &e {
+                    crate::Error::Store(quorumlog_raft::Error::Poisoned(f)) => {
+                        crate::Error::Store(quorumlog_raft::Error::Poisoned(*f))
+                    }
+                    other => crate::Error::PassFailed(other.to_string()),
+                });
+                Event::Failed { region, error: e }
+            }
+        });
     }
 }
 

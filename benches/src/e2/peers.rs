@@ -1,5 +1,5 @@
 //! The peers' stores under the same loop: raft-engine written once per
-//! loop pass (as TiKV does), and raft-rs's `MemStorage`.
+//! loop pass (as `TiKV` does), and raft-rs's `MemStorage`.
 
 #[allow(
     clippy::wildcard_imports,

@@ -342,8 +342,18 @@ impl KvMachine {
     }
 
     /// Applies one committed entry; its reply.
+    ///
+    /// # Panics
+    /// If `e` is not the entry after the last applied (each entry is
+    /// applied once, in index order: openraft's contract).
     pub fn apply_one(&self, e: EntryOf<TypeConfig>) -> Reply {
         let mut s = self.lock();
+        assert!(
+            s.last_applied.is_none_or(|l| e.log_id.index == l.index + 1),
+            "entry {} applied after {:?}: each once, in index order",
+            e.log_id.index,
+            s.last_applied.map(|l| l.index)
+        );
         s.last_applied = Some(e.log_id);
         match e.payload {
             EntryPayload::Blank => Reply::Done,

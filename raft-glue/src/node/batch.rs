@@ -104,6 +104,62 @@ impl<'a> WriteBatch<'a> {
         self.items.is_empty()
     }
 
+    /// Each append's end, checked once (offsets never wrap, each group's
+    /// items continue each other), in the items' order; purges checked
+    /// against the log's epochs.
+    fn checked_ends(&self, st: &super::NodeState) -> Result<Vec<u64>> {
+        // Each append's end, checked once (offsets never wrap).
+        let mut nexts = Vec::with_capacity(self.items.len());
+        // Items after a group's first continue the one before them.
+        let mut ends: IdMap<(u64, u64)> = IdMap::default();
+        for (group, h, _, count) in &self.items {
+            let id = group.id();
+            if h.kind == Kind::Purge {
+                // A purge may follow its group's appends in the batch;
+                // its epoch is checked against the log as it is.
+                if let Some(g) = st.groups.get(&id) {
+                    super::group::check_purge_epoch(g, Offset(h.offset), Epoch(h.epoch))?;
+                }
+                continue;
+            }
+            let next = if let Some(&(end, epoch)) = ends.get(&id) {
+                if h.offset != end {
+                    return Err(Error::Log(quorumlog_log::Error::NonContiguous {
+                        expected: Offset(end),
+                        found: Offset(h.offset),
+                    }));
+                }
+                if h.epoch < epoch {
+                    return Err(Error::Log(quorumlog_log::Error::EpochRegression {
+                        current: Epoch(epoch),
+                        proposed: Epoch(h.epoch),
+                    }));
+                }
+                h.offset.checked_add(u64::from(*count)).ok_or(Error::Log(
+                    quorumlog_log::Error::OffsetOverflow {
+                        base: Offset(h.offset),
+                        records: u64::from(*count),
+                    },
+                ))?
+            } else {
+                let g = st
+                    .groups
+                    .get(&id)
+                    .ok_or(Error::UnknownGroup { group: id })?;
+                // The snapshots matter to an empty log only.
+                let latest = if g.start == g.end {
+                    group.latest()
+                } else {
+                    None
+                };
+                Group::check_entries(g, h, *count, latest)?.0
+            };
+            ends.insert(id, (next, h.epoch));
+            nexts.push(next);
+        }
+        Ok(nexts)
+    }
+
     /// Checks every append, places them all, and returns once they are
     /// durable (the calling thread leads the round if none is in flight).
     /// Returns where each append landed, in order (purges are not
@@ -121,58 +177,10 @@ impl<'a> WriteBatch<'a> {
         let mut out = Vec::with_capacity(self.items.len());
         let end = {
             let mut st = self.inner.state();
-            // Each append's end, checked once (offsets never wrap).
-            let mut nexts = Vec::with_capacity(self.items.len());
-            // Items after a group's first continue the one before them.
-            let mut ends: IdMap<(u64, u64)> = IdMap::default();
-            for (group, h, _, count) in &self.items {
-                let id = group.id();
-                if h.kind == Kind::Purge {
-                    // A purge may follow its group's appends in the batch;
-                    // its epoch is checked against the log as it is.
-                    if let Some(g) = st.groups.get(&id) {
-                        super::group::check_purge_epoch(g, Offset(h.offset), Epoch(h.epoch))?;
-                    }
-                    continue;
-                }
-                let next = if let Some(&(end, epoch)) = ends.get(&id) {
-                    if h.offset != end {
-                        return Err(Error::Log(quorumlog_log::Error::NonContiguous {
-                            expected: Offset(end),
-                            found: Offset(h.offset),
-                        }));
-                    }
-                    if h.epoch < epoch {
-                        return Err(Error::Log(quorumlog_log::Error::EpochRegression {
-                            current: Epoch(epoch),
-                            proposed: Epoch(h.epoch),
-                        }));
-                    }
-                    h.offset.checked_add(u64::from(*count)).ok_or(Error::Log(
-                        quorumlog_log::Error::OffsetOverflow {
-                            base: Offset(h.offset),
-                            records: u64::from(*count),
-                        },
-                    ))?
-                } else {
-                    let g = st
-                        .groups
-                        .get(&id)
-                        .ok_or(Error::UnknownGroup { group: id })?;
-                    // The snapshots matter to an empty log only.
-                    let latest = if g.start == g.end {
-                        group.latest()
-                    } else {
-                        None
-                    };
-                    Group::check_entries(g, h, *count, latest)?.0
-                };
-                ends.insert(id, (next, h.epoch));
-                nexts.push(next);
-            }
+            let nexts = self.checked_ends(&st)?;
             let mut end = 0;
             let mut nexts = nexts.into_iter();
-            for (_, h, batch, count) in self.items {
+            for (group, h, batch, count) in self.items {
                 end = self.inner.place(&mut st, &h, batch, None, count, true)?;
                 if h.kind == Kind::Purge {
                     continue;
@@ -183,11 +191,17 @@ impl<'a> WriteBatch<'a> {
                     h.offset + u64::from(count),
                     "an append's end checked above"
                 );
+                assert_eq!(
+                    st.groups.get(&group.id()).map(|g| g.end),
+                    Some(next),
+                    "a placed append ends its group where it was checked to"
+                );
                 out.push(AppendInfo {
                     base_offset: Offset(h.offset),
                     next_offset: Offset(next),
                 });
             }
+            assert!(nexts.next().is_none(), "every append checked was placed");
             end
         };
         self.inner.make_durable(end)?;

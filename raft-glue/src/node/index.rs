@@ -110,6 +110,30 @@ impl GroupState {
         }
     }
 
+    /// The bounds every change keeps, asserted after each (constant time):
+    /// `start <= durable_end <= end`; the runs end at `end` and the first
+    /// begins at or below `start`; no pending append ends past `end`.
+    fn assert_bounds(&self) {
+        assert!(
+            self.start <= self.durable_end && self.durable_end <= self.end,
+            "a group's start {} <= durable end {} <= end {}",
+            self.start,
+            self.durable_end,
+            self.end
+        );
+        assert!(
+            self.runs.back().is_none_or(|r| r.end() == self.end)
+                && self.runs.front().is_none_or(|r| r.offset <= self.start),
+            "a group's runs cover [{}, {}) and end there",
+            self.start,
+            self.end
+        );
+        assert!(
+            self.pending.back().is_none_or(|&(g, _)| g <= self.end),
+            "no pending append ends past the group's end"
+        );
+    }
+
     /// Adds the run of an `Entries` batch. An empty log restarts at
     /// `offset` if it is beyond its end.
     ///
@@ -133,6 +157,7 @@ impl GroupState {
         self.end = run.end();
         self.pending.push_back((self.end, run.shared_end()));
         self.runs.push_back(run);
+        self.assert_bounds();
         Ok(())
     }
 
@@ -176,6 +201,7 @@ impl GroupState {
         if let Some(h) = self.hw {
             self.hw = Some(h.min(to));
         }
+        self.assert_bounds();
     }
 
     /// Prefix purge to `to`, the entry before it in `epoch`; past the end
@@ -197,6 +223,7 @@ impl GroupState {
         if self.hw.is_some_and(|h| h < to) {
             self.hw = Some(to);
         }
+        self.assert_bounds();
     }
 
     /// The log restarts, empty, at `at`.
@@ -297,6 +324,7 @@ impl GroupState {
             next.push_back(run);
         }
         self.runs = next;
+        self.assert_bounds();
         true
     }
 
@@ -312,8 +340,8 @@ impl GroupState {
         if self.pending.is_empty() {
             self.durable_end = self.end;
         }
-
-        self.durable_end.clamp(self.start, self.end)
+        self.assert_bounds();
+        self.durable_end
     }
 
     /// The shared offset the log must make durable for every entry below

@@ -21,6 +21,8 @@ pub(super) struct Flushes<C: RaftTypeConfig> {
     pub(super) queue: VecDeque<(u64, IOFlushed<C>)>,
     pub(super) next: u64,
     pub(super) cuts: u64,
+    /// The number of the last flush completed (`None`: none yet).
+    pub(super) done: Option<u64>,
 }
 
 impl<C: RaftTypeConfig> Default for Flushes<C> {
@@ -29,6 +31,7 @@ impl<C: RaftTypeConfig> Default for Flushes<C> {
             queue: VecDeque::new(),
             next: 0,
             cuts: 0,
+            done: None,
         }
     }
 }
@@ -58,13 +61,23 @@ pub(super) fn complete<C: RaftTypeConfig>(
                     .trim(durable.0);
             }
             while q.queue.front().is_some_and(|(seq, _)| *seq <= through) {
-                if let Some((_, f)) = q.queue.pop_front() {
+                if let Some((seq, f)) = q.queue.pop_front() {
+                    // Completions are a prefix of submissions: each one
+                    // after the last, never one skipped.
+                    assert!(
+                        q.done.is_none_or(|d| seq == d + 1),
+                        "flush {seq} completed after {:?}",
+                        q.done
+                    );
+                    q.done = Some(seq);
                     f.io_completed(Ok(()));
                 }
             }
         }
         Err(e) => {
-            for (_, f) in q.queue.drain(..) {
+            let failed: Vec<(u64, IOFlushed<C>)> = q.queue.drain(..).collect();
+            for (seq, f) in failed {
+                q.done = Some(seq);
                 f.io_completed(Err(io::Error::other(e.to_string())));
             }
         }

@@ -145,6 +145,10 @@ impl Shared {
                 None
             } else if st.may_lead() {
                 st.rounds += 1;
+                assert!(
+                    st.rounds <= MAX_ROUNDS && st.inflight.is_none(),
+                    "a round starts only with room for it and no write in flight"
+                );
                 Some(Round::start(&mut st))
             } else {
                 return false;
@@ -180,6 +184,28 @@ impl Shared {
         let (prepared, written) = write.finish();
         let (log, r) = self.publish(prepared, written, &batches);
         self.close_round(gate, log, r, pipeline, started);
+    }
+
+    /// A round's sync succeeded with no truncation since its capture: the
+    /// flushed offset moves to its target.
+    fn advance(&self, st: &mut SyncState, target: Offset, round: &Round) {
+        // A round makes durable only what was written before its capture,
+        // and appended before that.
+        assert!(
+            target <= st.written && st.written <= st.next_offset,
+            "a round's target {target:?} is written ({:?}) and appended ({:?})",
+            st.written,
+            st.next_offset
+        );
+        // The watermark only moves forward (a concurrent explicit flush
+        // may have passed this round's target).
+        let before = st.flushed;
+        st.flushed = before.max(target);
+        st.syncs += 1;
+        let depth = st.next_offset.0.saturating_sub(st.flushed.0);
+        let made = st.flushed.0 - before.0;
+        st.meters
+            .round_done(&self.facade, made, round.started, round.oldest, depth);
     }
 
     /// The rest of a round once its write is done: capture, submit the
@@ -235,21 +261,11 @@ impl Shared {
         }
         let (fired, wake) = {
             let mut st = self.state();
+            assert!(st.rounds >= 1, "a round closes only once it was counted");
             st.rounds -= 1;
             st.meters.stats.segments_recycled = recycled;
             match &result {
-                Ok(()) if st.generation == generation => {
-                    // The watermark only moves forward (a concurrent
-                    // explicit flush may have passed this round's target).
-                    let before = st.flushed;
-                    st.flushed = before.max(target);
-                    assert!(st.flushed >= before, "the flushed offset never moves back");
-                    st.syncs += 1;
-                    let depth = st.next_offset.0.saturating_sub(st.flushed.0);
-                    let made = st.flushed.0 - before.0;
-                    st.meters
-                        .round_done(&self.facade, made, round.started, round.oldest, depth);
-                }
+                Ok(()) if st.generation == generation => self.advance(&mut st, target, &round),
                 // A truncation intervened: the round is void (its appends
                 // are counted by the round that makes them durable).
                 Ok(()) => {}
