@@ -24,8 +24,7 @@ use quorumlog_checkpoint::read_meta;
 use quorumlog_openraft10::recover::{self, InForce, MembershipSource, Survey};
 use quorumlog_raft::kraft::voters::{VoterEntry, VoterSet};
 use quorumlog_raft::{
-    kraft::KraftReplica, kraft::KRAFT_GROUP, DirectoryId, Group, Identity, Node, NodeId,
-    NodeOptions, SharedFs, Voter,
+    kraft::KRAFT_GROUP, DirectoryId, Group, Identity, Node, NodeId, NodeOptions, SharedFs, Voter,
 };
 
 /// An entry's application data, read as nothing: a normal entry's head
@@ -322,7 +321,7 @@ fn kraft(
         say!("nothing changed: run again with --yes to rewrite");
         return Ok(false);
     }
-    let r = KraftReplica::recover_quorum(fs, dir, expect, &NodeOptions::default(), set)
+    let r = quorumlog_raft::kraft::recover_quorum(fs, dir, expect, &NodeOptions::default(), set)
         .map_err(|e| at(&e))?;
     say!(
         "rewritten: epoch {} (was {}), voter set at offset {}{}; the log ended at {}, high watermark {}",

@@ -13,6 +13,8 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
+use quorumlog_raft::kraft::StateAt;
+use quorumlog_testkit::WingTest;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -806,7 +808,13 @@ fn recover_quorum_rewrites_a_lost_majoritys_voters_offline_and_says_what_it_over
         &NodeOptions::with_segment_bytes(1 << 20),
     )
     .unwrap();
-    let voters: Vec<u64> = r.voters().unwrap().voters().map(|v| v.node_id.0).collect();
+    let voters: Vec<u64> = r
+        .control_state(StateAt::Latest)
+        .voters
+        .unwrap()
+        .voters()
+        .map(|v| v.node_id.0)
+        .collect();
     assert_eq!(voters, vec![1], "the new set is in force");
     let e = r.election();
     assert_eq!(e.epoch().0, epoch.0 + 1);

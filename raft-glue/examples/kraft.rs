@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use quorumlog_raft::{
     kraft::FetchPosition, kraft::KraftReplica, ClusterId, DirectoryId, Epoch, Identity, Isolation,
-    Meta, Node, NodeId, NodeOptions, Offset, RealFs, SharedFs,
+    Meta, Node, NodeId, NodeOptions, RealFs, SharedFs,
 };
 
 type Error = Box<dyn std::error::Error>;
@@ -47,9 +47,7 @@ pub fn run(root: &Path) -> Result<(), Error> {
     // The follower fetches from its end: the leader checks the position,
     // then its records are appended as they are (epochs checked).
     let from = follower.extent().queued_end;
-    let last_epoch = follower
-        .epoch_at(Offset(from.0.saturating_sub(1)))
-        .unwrap_or(Epoch(0));
+    let last_epoch = follower.log_position().last_epoch.unwrap_or(Epoch(0));
     if leader.validate_offset_and_epoch(from, last_epoch)? != FetchPosition::Valid {
         return Err("an empty follower's fetch position was refused".into());
     }

@@ -20,6 +20,7 @@ use common::{lead, replica};
 use quorumlog_checkpoint::{Epoch, NodeId, Offset};
 use quorumlog_log::Error as LogError;
 use quorumlog_raft::{kraft::KraftReplica, Entry, Error, Isolation};
+use quorumlog_testkit::WingTest;
 
 /// Every entry of `s` from `from` (once its appends are written).
 fn entries_from(s: &KraftReplica, from: u64) -> Vec<Entry> {
@@ -126,33 +127,26 @@ fn a_misplaced_or_regressing_batch_is_refused_and_nothing_is_written() {
 }
 
 #[test]
-fn append_at_takes_the_assigned_offset_only() {
+fn a_leader_append_takes_the_log_end_and_only_in_the_epoch_it_leads() {
     let s = replica(1, 3);
     let epoch = lead(&s);
-    let info = s
-        .append_at(Offset(0), epoch, &[b"a".as_slice(), b"b"])
-        .unwrap();
-    assert_eq!(info.next_offset, Offset(2));
-    assert!(matches!(
-        s.append_at(Offset(5), epoch, &[b"c".as_slice()]),
-        Err(Error::Log(LogError::NonContiguous {
-            expected: Offset(2),
-            found: Offset(5)
-        }))
-    ));
+    let info = s.append_as_leader(epoch, &[b"a".as_slice(), b"b"]).unwrap();
+    assert_eq!((info.base_offset, info.next_offset), (Offset(0), Offset(2)));
     s.append_as_leader(epoch, &[b"c".as_slice()]).unwrap();
-    s.append_at(Offset(3), epoch, &[b"d".as_slice()]).unwrap();
+    let info = s.append_as_leader(epoch, &[b"d".as_slice()]).unwrap();
+    assert_eq!(info.base_offset, Offset(3));
     s.wait_durable(Offset(4)).unwrap();
     let got = s
         .read_entries(Offset(0), Offset(4), u64::MAX, Isolation::Uncommitted)
         .unwrap();
     let bytes: Vec<&[u8]> = got.iter().map(|e| e.bytes.as_slice()).collect();
     assert_eq!(bytes, vec![b"a".as_slice(), b"b", b"c", b"d"]);
-    // Not a leader of that epoch: refused.
+    // Not a leader of that epoch: refused, nothing appended.
     assert!(matches!(
-        s.append_at(Offset(4), Epoch(epoch.0 + 1), &[b"e".as_slice()]),
+        s.append_as_leader(Epoch(epoch.0 + 1), &[b"e".as_slice()]),
         Err(Error::WrongRole { .. })
     ));
+    assert_eq!(s.extent().queued_end, Offset(4));
 }
 
 #[test]

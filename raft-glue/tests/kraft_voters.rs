@@ -34,9 +34,10 @@ use std::sync::Arc;
 use quorumlog_checkpoint::{DirectoryId, Epoch, NodeId, Offset, SharedFs, Voter};
 use quorumlog_io::SimFs;
 use quorumlog_raft::kraft::voters::{ControlState, Step, VoterEntry, VoterError, VoterSet};
+use quorumlog_raft::kraft::StateAt;
 use quorumlog_raft::{kraft::KraftReplica, Error};
 use quorumlog_snapshot::WriterOptions;
-use quorumlog_testkit::CRASH_PLANS;
+use quorumlog_testkit::{WingTest, CRASH_PLANS};
 
 fn v(node: u64) -> Voter {
     Voter {
@@ -125,21 +126,28 @@ fn commit(s: &KraftReplica) {
 fn changes_are_used_at_once_committed_later_and_one_at_a_time() {
     let (_disk, s) = new_store(1);
     let epoch = common::lead(&s);
-    assert_eq!(s.voters(), None);
+    assert_eq!(s.control_state(StateAt::Latest).voters, None);
     s.append_voter_set(epoch, set(&[1])).unwrap();
-    assert_eq!(nodes(s.voters()), vec![1], "in force once appended");
-    assert_eq!(s.committed_voters(), None);
+    assert_eq!(
+        nodes(s.control_state(StateAt::Latest).voters),
+        vec![1],
+        "in force once appended"
+    );
+    assert_eq!(s.control_state(StateAt::Committed).voters, None);
     let refused = s.append_voter_set(epoch, set(&[1, 2]));
     assert!(matches!(
         refused,
         Err(Error::Voters(VoterError::ChangeInFlight(_)))
     ));
     commit(&s);
-    assert_eq!(nodes(s.committed_voters()), vec![1]);
+    assert_eq!(nodes(s.control_state(StateAt::Committed).voters), vec![1]);
     s.append_voter_set(epoch, set(&[1, 2])).unwrap();
-    assert_eq!(nodes(s.voters()), vec![1, 2]);
-    assert_eq!(nodes(s.committed_voters()), vec![1]);
-    assert_eq!(nodes(s.voters_at(Offset(0))), vec![1]);
+    assert_eq!(nodes(s.control_state(StateAt::Latest).voters), vec![1, 2]);
+    assert_eq!(nodes(s.control_state(StateAt::Committed).voters), vec![1]);
+    assert_eq!(
+        nodes(s.control_state(StateAt::At(Offset(0))).voters),
+        vec![1]
+    );
     // Not the leader: refused, nothing appended.
     let (_d2, f) = new_store(2);
     assert!(matches!(
@@ -168,16 +176,29 @@ fn a_follower_follows_control_batches_and_truncation_rolls_them_back() {
         )
         .unwrap();
     f.append_as_follower(&entries).unwrap();
-    assert_eq!(nodes(f.voters()), vec![1, 2, 3, 4]);
+    assert_eq!(
+        nodes(f.control_state(StateAt::Latest).voters),
+        vec![1, 2, 3, 4]
+    );
     f.set_high_watermark(Offset(2)).unwrap();
-    assert_eq!(nodes(f.committed_voters()), vec![1, 2, 3]);
+    assert_eq!(
+        nodes(f.control_state(StateAt::Committed).voters),
+        vec![1, 2, 3]
+    );
     // The uncommitted change is truncated away (a new leader diverged).
     f.truncate_to(Offset(3)).unwrap();
-    assert_eq!(nodes(f.voters()), vec![1, 2, 3]);
+    assert_eq!(
+        nodes(f.control_state(StateAt::Latest).voters),
+        vec![1, 2, 3]
+    );
     f.wait_durable(f.extent().queued_end).unwrap();
     drop(f);
     let f = reopen(&fdisk);
-    assert_eq!(nodes(f.voters()), vec![1, 2, 3], "reopen agrees");
+    assert_eq!(
+        nodes(f.control_state(StateAt::Latest).voters),
+        vec![1, 2, 3],
+        "reopen agrees"
+    );
 }
 
 #[test]
@@ -204,17 +225,25 @@ fn prefix_cuts_and_snapshot_installs_keep_the_set_at_the_start() {
     // the deleted entries).
     l.clean_log_prefix(Offset(3)).unwrap();
     assert_eq!(l.extent().start, Offset(3));
-    assert_eq!(nodes(l.voters()), vec![1, 2, 3], "kept past the cut");
+    assert_eq!(
+        nodes(l.control_state(StateAt::Latest).voters),
+        vec![1, 2, 3],
+        "kept past the cut"
+    );
     l.close().unwrap();
     let l = reopen(&ldisk);
     assert_eq!(
-        nodes(l.voters()),
+        nodes(l.control_state(StateAt::Latest).voters),
         vec![1, 2, 3],
         "kept past the cut and a reopen"
     );
     l.clean_log_prefix(Offset(5)).unwrap();
     assert_eq!(l.extent().start, Offset(5));
-    assert_eq!(nodes(l.voters()), vec![1, 2, 3], "kept past the cut");
+    assert_eq!(
+        nodes(l.control_state(StateAt::Latest).voters),
+        vec![1, 2, 3],
+        "kept past the cut"
+    );
     // A fresh follower installs the snapshot: the log restarts at 5 with
     // the set the snapshot carries.
     let (fdisk, f) = new_store(6);
@@ -226,9 +255,15 @@ fn prefix_cuts_and_snapshot_installs_keep_the_set_at_the_start() {
     }
     inst.finish().unwrap();
     assert_eq!(f.extent().start, Offset(5));
-    assert_eq!(nodes(f.voters()), vec![1, 2, 3]);
+    assert_eq!(
+        nodes(f.control_state(StateAt::Latest).voters),
+        vec![1, 2, 3]
+    );
     drop(f);
-    assert_eq!(nodes(reopen(&fdisk).voters()), vec![1, 2, 3]);
+    assert_eq!(
+        nodes(reopen(&fdisk).control_state(StateAt::Latest).voters),
+        vec![1, 2, 3]
+    );
 }
 
 #[test]
@@ -243,10 +278,14 @@ fn reopen_rebuilds_the_history_from_the_log() {
     }
     s.append_as_leader(epoch, &[b"tail"]).unwrap();
     commit(&s);
-    let want: Vec<Vec<u64>> = (0..7).map(|o| nodes(s.voters_at(Offset(o)))).collect();
+    let want: Vec<Vec<u64>> = (0..7)
+        .map(|o| nodes(s.control_state(StateAt::At(Offset(o))).voters))
+        .collect();
     s.close().unwrap();
     let check = |s: &KraftReplica, what: &str| {
-        let got: Vec<Vec<u64>> = (0..7).map(|o| nodes(s.voters_at(Offset(o)))).collect();
+        let got: Vec<Vec<u64>> = (0..7)
+            .map(|o| nodes(s.control_state(StateAt::At(Offset(o))).voters))
+            .collect();
         assert_eq!(got, want, "{what}");
     };
     let s = reopen(&disk);
@@ -255,16 +294,25 @@ fn reopen_rebuilds_the_history_from_the_log() {
     let epoch = common::lead(&s);
     assert!(epoch > Epoch(1));
     s.append_voter_set(epoch, set(&[1, 2, 3, 4])).unwrap();
-    assert_eq!(nodes(s.voters()), vec![1, 2, 3, 4]);
+    assert_eq!(
+        nodes(s.control_state(StateAt::Latest).voters),
+        vec![1, 2, 3, 4]
+    );
     drop(s);
     let disk = disk.crash_with(quorumlog_io::CrashPlan::LoseUnsynced);
     let s = reopen(&disk);
     check(&s, "after losing an unsynced change");
-    assert_eq!(nodes(s.voters()), vec![1, 2, 3]);
+    assert_eq!(
+        nodes(s.control_state(StateAt::Latest).voters),
+        vec![1, 2, 3]
+    );
     // User entries now fill its offset, durably, and the power goes again.
     let (_disk, s) = reuse_freed_offsets(&disk, s);
     check(&s, "after the lost record's offset was reused");
-    assert_eq!(nodes(s.voters()), vec![1, 2, 3]);
+    assert_eq!(
+        nodes(s.control_state(StateAt::Latest).voters),
+        vec![1, 2, 3]
+    );
 }
 
 #[test]
@@ -276,9 +324,7 @@ fn a_reassignment_through_the_wing_resumes_after_a_reopen() {
     s.alter_voters(epoch, Some(set(&[1, 2, 3, 4])), 100)
         .unwrap();
     commit(&s);
-    let st = s
-        .list_reassignment(&BTreeMap::new(), 150)
-        .expect("in progress");
+    let st = list(&s, &BTreeMap::new(), 150).expect("in progress");
     assert_eq!(st.adding.len(), 1);
     assert!(!st.adding[0].promoted);
     assert_eq!(st.elapsed_ms, 50);
@@ -314,8 +360,11 @@ fn a_reassignment_through_the_wing_resumes_after_a_reopen() {
         Step::Finish
     );
     commit(&s);
-    assert!(s.list_reassignment(&progress, 0).is_none());
-    assert_eq!(nodes(s.committed_voters()), vec![1, 2, 3, 4]);
+    assert!(list(&s, &progress, 0).is_none());
+    assert_eq!(
+        nodes(s.control_state(StateAt::Committed).voters),
+        vec![1, 2, 3, 4]
+    );
     assert!(matches!(
         s.alter_voters(epoch, None, 0),
         Err(Error::Voters(VoterError::NoReassignment))
@@ -341,10 +390,10 @@ fn sequence(
         s.set_high_watermark(end).map_err(|e| e.to_string())
     };
     e(s.append_voter_set(epoch, set(&[1])).map(|_| ()))?;
-    states.push(s.control_state());
+    states.push(s.control_state(StateAt::Latest));
     flush(s, states, acked)?;
     e(s.alter_voters(epoch, Some(set(&[1, 2, 3])), 10).map(|_| ()))?;
-    states.push(s.control_state());
+    states.push(s.control_state(StateAt::Latest));
     flush(s, states, acked)?;
     let progress: BTreeMap<Voter, Offset> = [v(2), v(3)].map(|x| (x, s.extent().queued_end)).into();
     for round in 0..12 {
@@ -352,7 +401,7 @@ fn sequence(
             .drive_reassignment(epoch, v(1), &progress, 64)
             .map_err(|e| e.to_string())?;
         match step {
-            Step::Append(_) | Step::Finish => states.push(s.control_state()),
+            Step::Append(_) | Step::Finish => states.push(s.control_state(StateAt::Latest)),
             Step::Idle if round > 0 => break,
             _ => {}
         }
@@ -363,14 +412,14 @@ fn sequence(
     }
     // Shrink to {2, 3}: the leader removes itself, then resigns.
     e(s.alter_voters(epoch, Some(set(&[2, 3])), 20).map(|_| ()))?;
-    states.push(s.control_state());
+    states.push(s.control_state(StateAt::Latest));
     flush(s, states, acked)?;
     for _ in 0..6 {
         let step = s
             .drive_reassignment(epoch, v(1), &progress, 64)
             .map_err(|e| e.to_string())?;
         if matches!(step, Step::Append(_) | Step::Finish) {
-            states.push(s.control_state());
+            states.push(s.control_state(StateAt::Latest));
         }
         flush(s, states, acked)?;
         if step == Step::Resign {
@@ -387,7 +436,7 @@ fn a_crash_at_every_call_of_a_reassignment_recovers_a_whole_state() {
         let before = disk.calls();
         let (mut states, mut acked) = (Vec::new(), 0);
         sequence(&s, &mut states, &mut acked).unwrap();
-        assert_eq!(nodes(s.voters()), vec![2, 3]);
+        assert_eq!(nodes(s.control_state(StateAt::Latest).voters), vec![2, 3]);
         assert!(
             s.election().role() != quorumlog_raft::kraft::Role::Leader,
             "resigned"
@@ -469,7 +518,7 @@ fn check_recovered(
     )
     .unwrap_or_else(|e| panic!("{what}: the replica does not open: {e}"))
     .0;
-    let got = s.control_state();
+    let got = s.control_state(StateAt::Latest);
     let at = if got == ControlState::default() {
         Some(0)
     } else {
@@ -485,8 +534,19 @@ fn check_recovered(
     // power cut: the state is unchanged.
     let (_disk, s) = reuse_freed_offsets(disk, s);
     assert_eq!(
-        s.control_state(),
+        s.control_state(StateAt::Latest),
         got,
         "{what}: changed by user entries after a crash"
     );
+}
+
+/// The listing of the wing's reassignment (`voters::status` over its
+/// latest control state and high watermark).
+fn list(
+    s: &KraftReplica,
+    progress: &BTreeMap<Voter, Offset>,
+    now_ms: u64,
+) -> Option<quorumlog_raft::kraft::voters::ReassignmentStatus> {
+    let hw = s.extent().high_watermark.unwrap_or(Offset(0));
+    quorumlog_raft::kraft::voters::status(&s.control_state(StateAt::Latest), progress, hw, now_ms)
 }

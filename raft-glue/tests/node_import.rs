@@ -17,6 +17,7 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
+use quorumlog_raft::kraft::StateAt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -199,5 +200,5 @@ fn a_kraft_replicas_directory_imports_with_its_control_entries() {
         &node_options(),
     )
     .unwrap();
-    assert_eq!(replica.voters(), Some(voters));
+    assert_eq!(replica.control_state(StateAt::Latest).voters, Some(voters));
 }

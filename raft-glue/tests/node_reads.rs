@@ -15,6 +15,7 @@
     reason = "test code: a panic is a failed assertion"
 )]
 
+use quorumlog_testkit::WingTest;
 use std::path::Path;
 use std::sync::Arc;
 

@@ -36,6 +36,7 @@
 
 mod common;
 
+use quorumlog_raft::kraft::StateAt;
 use std::collections::BTreeMap;
 
 use quorumlog_checkpoint::{DirectoryId, Epoch, NodeId, Offset, Voter};
@@ -195,7 +196,11 @@ impl Sim {
             self.leader_flush();
         }
         assert!(
-            self.r(1).store.committed_voters().is_some(),
+            self.r(1)
+                .store
+                .control_state(StateAt::Committed)
+                .voters
+                .is_some(),
             "{}: bootstrap set not committed",
             self.ctx()
         );
@@ -205,7 +210,13 @@ impl Sim {
         let present: Vec<u64> = self.replicas.keys().copied().collect();
         let c = present[usize::try_from(self.rng.below(present.len() as u64)).unwrap()];
         let me = self.r(c).me;
-        if self.r(c).store.voters().is_none() {
+        if self
+            .r(c)
+            .store
+            .control_state(StateAt::Latest)
+            .voters
+            .is_none()
+        {
             return; // a replica that never learnt the voter set (a new one)
         }
         let epoch = match self.r(c).store.become_candidate() {
@@ -217,7 +228,12 @@ impl Sim {
             Err(e) => panic!("{}: candidacy: {e}", self.ctx()),
         };
         self.leader = None;
-        let set = self.r(c).store.voters().expect("bootstrapped");
+        let set = self
+            .r(c)
+            .store
+            .control_state(StateAt::Latest)
+            .voters
+            .expect("bootstrapped");
         let pos = self.r(c).position();
         let mut votes = 1;
         for v in set.voters().filter(|v| v.node_id.0 != c) {
@@ -307,7 +323,7 @@ impl Sim {
             return;
         };
         let s = &self.replicas[&l].store;
-        let Some(set) = s.voters() else {
+        let Some(set) = s.control_state(StateAt::Latest).voters else {
             return;
         };
         let mut ends: Vec<Offset> = set
@@ -338,7 +354,7 @@ impl Sim {
                 );
             }
         }
-        let now = s.committed_voters().unwrap();
+        let now = s.control_state(StateAt::Committed).voters.unwrap();
         match self.committed_sets.last() {
             Some(last) if last.same_voters(&now) => {}
             Some(last) => {
@@ -419,7 +435,7 @@ impl Sim {
             return;
         };
         let me = self.r(l).me;
-        let before = self.r(l).store.voters();
+        let before = self.r(l).store.control_state(StateAt::Latest).voters;
         let step = self
             .r(l)
             .store
@@ -447,7 +463,7 @@ impl Sim {
     fn restart(&mut self, n: u64) {
         let old = self.replicas.remove(&n).unwrap();
         let r = old.restart();
-        let latest = r.store.voters();
+        let latest = r.store.control_state(StateAt::Latest).voters;
         if let Some(latest) = latest {
             assert!(
                 self.appended_sets.iter().any(|s| s.same_voters(&latest)),
@@ -457,7 +473,13 @@ impl Sim {
         }
         self.replicas.insert(n, r);
         if self.leader.is_some_and(|(l, _, _)| l == n) {
-            if self.r(n).store.control_state().reassignment.is_some() {
+            if self
+                .r(n)
+                .store
+                .control_state(StateAt::Latest)
+                .reassignment
+                .is_some()
+            {
                 self.counts.leader_restarts_mid_reassignment += 1;
             }
             self.leader = None;
@@ -566,7 +588,8 @@ impl Sim {
                             s.extent().high_watermark.map(|h| h.0),
                             epoch,
                             role,
-                            s.voters()
+                            s.control_state(StateAt::Latest)
+                                .voters
                                 .map(|v| v.voters().map(|x| x.node_id.0).collect::<Vec<_>>())
                         )
                     })
@@ -577,7 +600,10 @@ impl Sim {
                     view.join("\n  ")
                 );
                 if let Some((l, _, _)) = self.leader {
-                    eprintln!("  state {:?}", self.r(l).store.control_state().reassignment);
+                    eprintln!(
+                        "  state {:?}",
+                        self.r(l).store.control_state(StateAt::Latest).reassignment
+                    );
                 }
             }
             if self.current_leader().is_none() {
@@ -595,14 +621,15 @@ impl Sim {
                 continue;
             };
             let s = &self.r(l).store;
-            let st = s.control_state();
+            let st = s.control_state(StateAt::Latest);
             let hw = s.extent().high_watermark.unwrap_or(Offset(0));
             if st.reassignment.is_none()
-                && s.committed_voters()
+                && s.control_state(StateAt::Committed)
+                    .voters
                     .is_some_and(|c| c.same_voters(st.voters.as_ref().unwrap()))
                 && hw == s.extent().queued_end
             {
-                return s.committed_voters().unwrap();
+                return s.control_state(StateAt::Committed).voters.unwrap();
             }
         }
         panic!("{}: the cluster did not settle", self.ctx());
@@ -710,7 +737,12 @@ fn lost_disk(seed: u64) -> Counts {
         matches!(
             sim.r(3).store.become_candidate(),
             Err(Error::Voters(VoterError::NotAVoter(_)))
-        ) || sim.r(3).store.voters().is_none()
+        ) || sim
+            .r(3)
+            .store
+            .control_state(StateAt::Latest)
+            .voters
+            .is_none()
     );
     issue(&mut sim, Some(&[1, 2, 3]));
     sim.run_until(80, true, |_| false);
@@ -734,7 +766,7 @@ fn cancel(seed: u64) -> Counts {
     sim.run_until(2000, true, |s| {
         s.counts.promotions >= promoted
             && s.current_leader().is_some_and(|(l, _)| {
-                let st = s.r(l).store.control_state();
+                let st = s.r(l).store.control_state(StateAt::Latest);
                 st.reassignment
                     .as_ref()
                     .is_some_and(|r| !r.completing(st.voters.as_ref().unwrap()))
@@ -746,7 +778,7 @@ fn cancel(seed: u64) -> Counts {
     let rolling_back = sim.current_leader().is_some_and(|(l, _)| {
         sim.r(l)
             .store
-            .control_state()
+            .control_state(StateAt::Latest)
             .reassignment
             .is_some_and(|r| r.rollback)
     });

@@ -29,6 +29,7 @@
 
 mod common;
 
+use quorumlog_testkit::WingTest;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -304,16 +305,10 @@ impl Sim {
             return;
         };
         let leader = &self.r(*l).store;
-        let (snapshot_end, extent) = (
-            leader.extent().latest_snapshot.map(|s| s.end_offset),
-            leader.log_extent(),
-        );
-        let bound = self
-            .compaction
-            .safe_log_start(snapshot_end, &extent, self.clock);
+        let bound = self.compaction.advertised(leader, self.clock);
         let mut uncapped = self.compaction.clone();
         uncapped.cap = RetentionCap::default();
-        let passed = bound > uncapped.safe_log_start(snapshot_end, &extent, self.clock);
+        let passed = bound > uncapped.advertised(leader, self.clock);
         store.clean_log_prefix(bound).unwrap();
         if passed {
             let kind = usize::try_from(self.seed % 3).unwrap();

@@ -21,8 +21,10 @@ pub mod hooked;
 pub mod kraft_crash;
 pub mod read_model;
 pub mod shape;
+mod wing;
 
 pub use append::AppendDurable;
+pub use wing::WingTest;
 
 /// The README's embedding example, compiled and run by `cargo test`.
 #[cfg(doctest)]

@@ -8,7 +8,6 @@ use quorumlog_checkpoint::{Epoch, Offset};
 use quorumlog_log::AppendInfo;
 use quorumlog_snapshot::{SnapshotId, SnapshotInfo, WriterOptions};
 
-use super::compaction::LogExtent;
 use super::fetch::{validate_offset_and_epoch, FetchPosition};
 use super::{control, KraftReplica};
 use crate::error::{Error, Result};
@@ -52,22 +51,6 @@ impl KraftReplica {
         self.as_leader(None, epoch, records, false)
     }
 
-    /// As [`KraftReplica::append_as_leader`], returning once the records
-    /// are durable (group commit).
-    ///
-    /// # Errors
-    /// As [`KraftReplica::append_as_leader`]; `Poisoned` after a failed
-    /// sync.
-    pub fn append_durable<R: AsRef<[u8]>>(
-        &self,
-        epoch: Epoch,
-        records: &[R],
-    ) -> Result<AppendInfo> {
-        let info = self.as_leader(None, epoch, records, false)?;
-        self.group.wait_durable(info.next_offset)?;
-        Ok(info)
-    }
-
     /// Appends control records (leader change, voter set, snapshot
     /// markers) as the leader of `epoch`, flagged so they can never be
     /// confused with user records; voter records among them enter the
@@ -81,22 +64,6 @@ impl KraftReplica {
         records: &[R],
     ) -> Result<AppendInfo> {
         self.as_leader(None, epoch, records, true)
-    }
-
-    /// Appends `records` in `epoch` at `base_offset` (the log end), for
-    /// Raft libraries that assign offsets themselves. The epoch must be
-    /// one this node leads durably.
-    ///
-    /// # Errors
-    /// `WrongRole`; `Log(NonContiguous)` unless `base_offset` is the end;
-    /// the group's refusals and failures.
-    pub fn append_at<R: AsRef<[u8]>>(
-        &self,
-        base_offset: Offset,
-        epoch: Epoch,
-        records: &[R],
-    ) -> Result<AppendInfo> {
-        self.as_leader(Some(base_offset), epoch, records, false)
     }
 
     /// Appends entries exactly as the leader's
@@ -172,20 +139,10 @@ impl KraftReplica {
             .map_or(x.start, |(_, o)| o);
         let to = local.min(end_offset).min(x.queued_end);
         if to < x.queued_end {
-            self.truncate_to(to)?;
+            self.group.truncate_to(to)?;
+            self.control.lock().history.truncate_to(to);
         }
         Ok(self.group.extent().queued_end)
-    }
-
-    /// Suffix truncation ([`crate::Group::truncate_to`]); the voter
-    /// history forgets the records removed.
-    ///
-    /// # Errors
-    /// `BelowHighWatermark`; `Poisoned`; I/O.
-    pub fn truncate_to(&self, offset: Offset) -> Result<()> {
-        self.group.truncate_to(offset)?;
-        self.control.lock().history.truncate_to(offset);
-        Ok(())
     }
 
     /// Where the log stands ([`crate::Group::extent`]).
@@ -208,17 +165,6 @@ impl KraftReplica {
         self.group.read_entries(from, to, max_bytes, isolation)
     }
 
-    /// The epoch of the entry at `offset`, if the log holds it.
-    pub fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
-        self.group.epoch_at(offset)
-    }
-
-    /// For Raft's log matching: the largest epoch `<= epoch` in the log and
-    /// the offset where it ends; `None` if every epoch in the log is newer.
-    pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
-        self.group.end_offset_for_epoch(epoch)
-    }
-
     /// Validates a follower's fetch position against this log and its
     /// snapshots ([`validate_offset_and_epoch`]).
     ///
@@ -235,12 +181,6 @@ impl KraftReplica {
             x.latest_snapshot,
         );
         validate_offset_and_epoch(&*self.group, ids, offset, epoch)
-    }
-
-    /// Where a leader's fetch handling and compaction see its log
-    /// ([`super::compaction::LeaderCompaction::safe_log_start`]).
-    pub fn log_extent(&self) -> LogExtent {
-        LogExtent::of(&self.group)
     }
 
     /// Raises the high watermark ([`crate::Group::set_high_watermark`]).
@@ -277,11 +217,6 @@ impl KraftReplica {
         let stored = control::wrap_snapshot_metadata(&state, metadata);
         self.group
             .create_snapshot(end_offset, epoch, &stored, options)
-    }
-
-    /// The snapshots, oldest first.
-    pub fn snapshots(&self) -> Vec<SnapshotInfo> {
-        self.group.snapshots()
     }
 
     /// A reader of snapshot `id` ([`crate::Group::snapshot`]); its stored

@@ -137,6 +137,14 @@ impl LeaderCompaction {
         }
     }
 
+    /// The log start `leader` advertises at `now`:
+    /// [`LeaderCompaction::safe_log_start`] over its latest snapshot and
+    /// its log as they stand.
+    pub fn advertised(&self, leader: &super::KraftReplica, now: Instant) -> Offset {
+        let snapshot_end = leader.group.extent().latest_snapshot.map(|s| s.end_offset);
+        self.safe_log_start(snapshot_end, &LogExtent::of(&leader.group), now)
+    }
+
     /// The log start the leader advertises at `now`: never above its latest
     /// snapshot's end (`None`: nothing may be deleted), nor above a replica
     /// seen within the window, unless a retention cap says the log is too

@@ -23,8 +23,8 @@ use quorumlog_log::AppendInfo;
 use quorumlog_snapshot::SnapshotId;
 
 use super::voters::{
-    next_step, plan_cancel, plan_reassignment, status, ControlHistory, ControlRecord, ControlState,
-    ReassignmentStatus, Step, StepInput, VoterError, VoterSet,
+    next_step, plan_cancel, plan_reassignment, ControlHistory, ControlRecord, ControlState, Step,
+    StepInput, VoterError, VoterSet,
 };
 use super::KraftReplica;
 use crate::error::{Error, Result};
@@ -177,6 +177,17 @@ impl Shared {
     }
 }
 
+/// Which control state [`KraftReplica::control_state`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateAt {
+    /// Every record appended (in force at once).
+    Latest,
+    /// The records below the high watermark.
+    Committed,
+    /// The records at or below an offset.
+    At(Offset),
+}
+
 impl KraftReplica {
     pub(super) fn control(&self) -> std::sync::MutexGuard<'_, Control> {
         self.control.lock()
@@ -198,26 +209,17 @@ impl KraftReplica {
         self.group.extent().high_watermark.unwrap_or(Offset(0))
     }
 
-    /// The latest voter set and reassignment (in force from the moment
-    /// they are appended, as single-server changes are).
-    pub fn control_state(&self) -> ControlState {
-        self.control().history.latest()
-    }
-
-    /// The latest voter set (`None` before the first voter-set record).
-    pub fn voters(&self) -> Option<VoterSet> {
-        self.control_state().voters
-    }
-
-    /// The voter set committed (below the high watermark).
-    pub fn committed_voters(&self) -> Option<VoterSet> {
-        let hw = self.hw();
-        self.control().history.committed(hw).voters
-    }
-
-    /// The voter set in force at `offset`.
-    pub fn voters_at(&self, offset: Offset) -> Option<VoterSet> {
-        self.control().history.state_at(offset).voters
+    /// The control state (voter set, reassignment) in force
+    /// ([`StateAt::Latest`]: every record, used at once, as single-server
+    /// changes are), committed ([`StateAt::Committed`]: the records below
+    /// the high watermark), or at an offset ([`StateAt::At`]).
+    pub fn control_state(&self, at: StateAt) -> ControlState {
+        let c = self.control();
+        match at {
+            StateAt::Latest => c.history.latest(),
+            StateAt::Committed => c.history.committed(self.hw()),
+            StateAt::At(offset) => c.history.state_at(offset),
+        }
     }
 
     /// One control change, atomic under the history's lock from the check
@@ -372,19 +374,13 @@ impl KraftReplica {
     /// `Voters(NotAVoter)`; as `Election::become_candidate`.
     pub fn become_candidate(&self) -> Result<Epoch> {
         let me = self.me();
-        if self.voters().is_some_and(|s| !s.contains(me)) {
+        if self
+            .control_state(StateAt::Latest)
+            .voters
+            .is_some_and(|s| !s.contains(me))
+        {
             return Err(Error::Voters(VoterError::NotAVoter(me)));
         }
         self.election().become_candidate()
-    }
-
-    /// The reassignment in progress, with every replica's state.
-    pub fn list_reassignment(
-        &self,
-        progress: &BTreeMap<Voter, Offset>,
-        now_ms: u64,
-    ) -> Option<ReassignmentStatus> {
-        let hw = self.hw();
-        status(&self.control_state(), progress, hw, now_ms)
     }
 }

@@ -48,9 +48,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 pub use api::KraftInstall;
 pub use commit::{CommitTracker, Progress};
 pub use control::snapshot_user_metadata;
+pub use control::StateAt;
 pub use election::{Election, LogPosition, Role, VoteDecision};
 pub use fetch::{validate_offset_and_epoch, FetchPosition, LogView};
-pub use recover::QuorumRecovery;
+pub use recover::{recover_quorum, QuorumRecovery};
 
 use crate::error::Result;
 use crate::{Group, Identity, Node, NodeOpenReport, NodeOptions};
@@ -143,11 +144,6 @@ impl KraftReplica {
     /// The election state (transitions are durable before they return).
     pub fn election(&self) -> MutexGuard<'_, Election> {
         self.election.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The node's identity (what a reopen expects).
-    pub fn identity(&self) -> Identity {
-        self.group.identity()
     }
 
     /// Where this replica's log ends, for votes (Raft §5.4.1): the epoch

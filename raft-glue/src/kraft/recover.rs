@@ -39,64 +39,65 @@ pub struct QuorumRecovery {
     pub high_watermark: Option<Offset>,
 }
 
-impl KraftReplica {
-    /// Rewrites the voter set of the `KRaft` node directory `dir` (which must be
-    /// `expect`'s) to `voters`, offline: a new epoch led by this replica,
-    /// a reassignment in progress ended, then the voter set, all durable.
-    /// Holds the directory's lock: a running replica's directory is
-    /// refused.
-    ///
-    /// # Errors
-    /// `Voters(NotAVoter)` when `voters` does not name this replica (it
-    /// must lead the recovered quorum); `Checkpoint(Locked { holder })`
-    /// while the directory is open; the open's and the log's errors.
-    pub fn recover_quorum(
-        fs: &SharedFs,
-        dir: &Path,
-        expect: &Identity,
-        options: &NodeOptions,
-        voters: VoterSet,
-    ) -> Result<QuorumRecovery> {
-        let (replica, _) = KraftReplica::open(fs, dir, expect, options)?;
-        let me = replica.me();
-        if !voters.contains(me) {
-            return Err(Error::Voters(VoterError::NotAVoter(me)));
-        }
-        let previous_epoch = replica.election().epoch();
-        let previous_voters = replica.voters();
-        let x = replica.extent();
-        let (log_end, high_watermark) = (x.queued_end, x.high_watermark);
-        let epoch = {
-            let mut e = replica.election();
-            let epoch = e.become_candidate()?;
-            e.become_leader()?;
-            epoch
-        };
-        let ended_reassignment = replica.control_state().reassignment.is_some();
-        if ended_reassignment {
-            replica.change_control(epoch, |_, _| Ok(Some(ControlRecord::Reassignment(None))))?;
-        }
-        let info = replica
-            .change_control(epoch, |_, _| Ok(Some(ControlRecord::VoterSet(voters))))?
-            .ok_or(Error::Voters(VoterError::Empty))?;
-        replica.wait_durable(info.next_offset)?;
-        tracing::warn!(
-            target: "quorumlog::election",
-            dir = %dir.display(),
-            previous_epoch = previous_epoch.0,
-            epoch = epoch.0,
-            offset = info.base_offset.0,
-            "voter set rewritten offline (recover-quorum)"
-        );
-        replica.close()?;
-        Ok(QuorumRecovery {
-            previous_epoch,
-            epoch,
-            previous_voters,
-            ended_reassignment,
-            offset: info.base_offset,
-            log_end,
-            high_watermark,
-        })
+/// Rewrites the voter set of the `KRaft` node directory `dir` (which must be
+/// `expect`'s) to `voters`, offline: a new epoch led by this replica,
+/// a reassignment in progress ended, then the voter set, all durable.
+/// Holds the directory's lock: a running replica's directory is
+/// refused.
+///
+/// # Errors
+/// `Voters(NotAVoter)` when `voters` does not name this replica (it
+/// must lead the recovered quorum); `Checkpoint(Locked { holder })`
+/// while the directory is open; the open's and the log's errors.
+pub fn recover_quorum(
+    fs: &SharedFs,
+    dir: &Path,
+    expect: &Identity,
+    options: &NodeOptions,
+    voters: VoterSet,
+) -> Result<QuorumRecovery> {
+    let (replica, _) = KraftReplica::open(fs, dir, expect, options)?;
+    let me = replica.me();
+    if !voters.contains(me) {
+        return Err(Error::Voters(VoterError::NotAVoter(me)));
     }
+    let previous_epoch = replica.election().epoch();
+    let previous_voters = replica.control_state(super::StateAt::Latest).voters;
+    let x = replica.extent();
+    let (log_end, high_watermark) = (x.queued_end, x.high_watermark);
+    let epoch = {
+        let mut e = replica.election();
+        let epoch = e.become_candidate()?;
+        e.become_leader()?;
+        epoch
+    };
+    let ended_reassignment = replica
+        .control_state(super::StateAt::Latest)
+        .reassignment
+        .is_some();
+    if ended_reassignment {
+        replica.change_control(epoch, |_, _| Ok(Some(ControlRecord::Reassignment(None))))?;
+    }
+    let info = replica
+        .change_control(epoch, |_, _| Ok(Some(ControlRecord::VoterSet(voters))))?
+        .ok_or(Error::Voters(VoterError::Empty))?;
+    replica.wait_durable(info.next_offset)?;
+    tracing::warn!(
+        target: "quorumlog::election",
+        dir = %dir.display(),
+        previous_epoch = previous_epoch.0,
+        epoch = epoch.0,
+        offset = info.base_offset.0,
+        "voter set rewritten offline (recover-quorum)"
+    );
+    replica.close()?;
+    Ok(QuorumRecovery {
+        previous_epoch,
+        epoch,
+        previous_voters,
+        ended_reassignment,
+        offset: info.base_offset,
+        log_end,
+        high_watermark,
+    })
 }

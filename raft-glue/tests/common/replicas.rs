@@ -3,6 +3,7 @@
 //! log position, a follower catching up from the leader (matching,
 //! diverging truncation, snapshot install) and the committed-entry check.
 
+use quorumlog_testkit::WingTest;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -39,7 +40,7 @@ pub(crate) fn fresh_store(disk_seed: u64, node: u64, dir: u128, at: &str) -> (Si
 
 /// Power cut (unsynced writes lost), reboot, reopen.
 pub(crate) fn power_cut(disk: &SimFs, store: KraftReplica, dir: &str) -> (SimFs, KraftReplica) {
-    let expect = store.identity();
+    let expect = store.identity_in(ClusterId(7));
     drop(store);
     let disk = disk.crash_with(CrashPlan::LoseUnsynced);
     let fs: SharedFs = Arc::new(disk.clone());
