@@ -221,14 +221,6 @@ impl FileSystem for RealFs {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(path_error("stat", path, e)),
         };
-        // The kernel's table of locks: `N: FLOCK ADVISORY WRITE PID
-        // MAJ:MIN:INODE START END`, device numbers in hex. Without it (no
-        // procfs), a shared lock tried and let go at once tells.
-        let table = match fs::read_to_string("/proc/locks") {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return probe_lock(path),
-            Err(e) => return Err(path_error("read", Path::new("/proc/locks"), e)),
-        };
         let dev = meta.dev();
         let want = format!(
             "{:02x}:{:02x}:{}",
@@ -236,13 +228,30 @@ impl FileSystem for RealFs {
             libc::minor(dev),
             meta.ino()
         );
-        Ok(table.lines().find_map(|line| {
-            let mut f = line.split_whitespace().skip(1);
-            let kind = f.next()?;
-            let pid = f.nth(2)?.parse().ok()?;
-            let id = f.next()?;
-            (kind == "FLOCK" && id == want).then_some(pid)
-        }))
+        // The kernel's table of locks: `N: FLOCK ADVISORY WRITE PID
+        // MAJ:MIN:INODE START END`, device numbers in hex. It is read a
+        // page at a time, and a read while other locks come and go can
+        // skip a line (seen: 3 reads in 100 beside another test's locks),
+        // so a lock not found is looked for twice more. Without the table
+        // (no procfs), a shared lock tried and let go at once tells.
+        for _ in 0..LOCK_TABLE_READS {
+            let table = match fs::read_to_string("/proc/locks") {
+                Ok(t) => t,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return probe_lock(path),
+                Err(e) => return Err(path_error("read", Path::new("/proc/locks"), e)),
+            };
+            let found = table.lines().find_map(|line| {
+                let mut f = line.split_whitespace().skip(1);
+                let kind = f.next()?;
+                let pid = f.nth(2)?.parse().ok()?;
+                let id = f.next()?;
+                (kind == "FLOCK" && id == want).then_some(pid)
+            });
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(None)
     }
 
     fn lock(&self, path: &Path) -> io::Result<Box<dyn LockGuard>> {
@@ -429,6 +438,10 @@ impl LockGuard for RealLock {
 /// Whether the lock on `path` is held, without `/proc/locks`: a shared
 /// lock is tried and, if taken, let go at once; if refused, the holder's
 /// pid is read from the file (the lock's holder writes it).
+/// How many reads of `/proc/locks` find a lock before it counts as not
+/// held ([`RealFs::lock_holder`]).
+const LOCK_TABLE_READS: usize = 3;
+
 fn probe_lock(path: &Path) -> io::Result<Option<u32>> {
     let file = match fs::File::open(path) {
         Ok(f) => f,
