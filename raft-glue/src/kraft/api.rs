@@ -130,7 +130,7 @@ impl KraftReplica {
     /// nor this log's end. Returns the new log end.
     ///
     /// # Errors
-    /// As [`KraftReplica::truncate_to`].
+    /// As [`crate::Group::truncate_to`]: `BelowHighWatermark`; `Poisoned`; I/O.
     pub fn truncate_to_diverging(&self, end_offset: Offset, epoch: Epoch) -> Result<Offset> {
         let x = self.group.extent();
         let local = self

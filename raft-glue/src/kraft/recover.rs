@@ -19,7 +19,7 @@ use super::KraftReplica;
 use crate::error::{Error, Result};
 use crate::{Identity, NodeOptions};
 
-/// What [`KraftReplica::recover_quorum`] overrode and wrote.
+/// What [`recover_quorum`] overrode and wrote.
 #[derive(Debug, Clone)]
 pub struct QuorumRecovery {
     /// The epoch before.

@@ -20,7 +20,7 @@ pub struct AddingReplica {
     pub lag: Option<u64>,
 }
 
-/// What [`crate::kraft::KraftReplica::list_reassignment`] returns.
+/// What [`status`] returns: a reassignment's listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReassignmentStatus {
     /// Every replica taking part: the current voters and the adding ones.
