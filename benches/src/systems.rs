@@ -38,7 +38,7 @@ pub trait System: Send + Sync {
 /// the prefix: freed segment files are recycled, so appends land on
 /// written blocks. (okaywal checkpoints and reuses its files by itself;
 /// raw overwrites its preallocated file in place; raft-engine is not
-/// purged here, see the measurements listed in docs/history.md.)
+/// purged here.)
 pub struct Quorumlog {
     log: Arc<DurableLog>,
     label: String,

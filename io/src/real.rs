@@ -297,7 +297,7 @@ impl File for RealFile {
 
     fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
         // A lone write is cheaper as one pwrite than as an io_uring
-        // submission and wait (measured: see the measurements listed in docs/history.md); io_uring
+        // submission and wait (measured); io_uring
         // serves data syncs and linked write + sync.
         self.file
             .write_all_at(buf, pos)
@@ -388,7 +388,7 @@ impl File for RealFile {
         // A plain `fdatasync` on the calling thread with either backend: an
         // io_uring fsync always runs on a kernel worker thread, a hand-off
         // and a wake-up per sync (2 more context switches per durable
-        // append; measured in the measurements listed in docs/history.md).
+        // append; measured).
         self.file
             .sync_data()
             .map_err(|e| path_error("sync_data", &self.path, e))

@@ -56,7 +56,7 @@ pub enum TailWrites {
     /// cache. Measured on this project's test disk (virtio, ext4, segments
     /// on written blocks): 20–27 % more syncs per second for 4 KiB and
     /// 20 KiB writes, 7 % for 256 KiB, and W1–W5 of `compare` all ahead of
-    /// `Buffered` (the measurements listed in docs/history.md). Where the file system refuses
+    /// `Buffered`. Where the file system refuses
     /// `O_DIRECT` (tmpfs, some network file systems) the log falls back to
     /// `Buffered` by itself. With `WriteAlignment::Packed` writes rarely
     /// start a page, so they are mostly buffered. Default.
@@ -70,7 +70,7 @@ pub enum TailWrites {
     /// Measured on this project's test disk (virtio, ext4): 8 writers lose
     /// 15–22 % against `Direct` (rounds per second fall too, 16.7k to
     /// 15.9k, and entries per round 2.5 to 2.1) and 64 writers are within
-    /// noise (the measurements listed in docs/history.md), so `Direct` stays
+    /// noise, so `Direct` stays
     /// the default. For devices whose durable write is short against a
     /// thread wake-up.
     DirectPipelined,

@@ -113,8 +113,7 @@ fn an_idle_group_and_a_batch_of_log_cost_what_the_design_states() {
 /// (`wait_durable`, or a completion through `on_durable`) grew the queue
 /// by 16 bytes per append without bound, and every wait scanned it from
 /// the front under the node's lock (64 writers on one group ran at 0.28x a
-/// one-group store; the measurements listed in docs/history.md, "One group: a node against a
-/// store"). Invariant: the queue holds at most what is not yet durable:
+/// one-group store). Invariant: the queue holds at most what is not yet durable:
 /// waits and completions pop what the log made durable.
 #[test]
 fn a_caller_that_only_waits_keeps_the_pending_queue_to_one_round() {

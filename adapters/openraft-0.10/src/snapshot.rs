@@ -26,8 +26,7 @@
 //!   vote durable, is a download published and the log made to continue
 //!   it. (Publishing it in the network, before openraft saw the vote, can
 //!   leave a log whose last entry is a newer leader's than the durable
-//!   vote, which openraft 0.10 refuses to restart from: found by the
-//!   key-value service's whole-cluster power-loss test.) It checks the
+//!   vote, which openraft 0.10 refuses to restart from.) It checks the
 //!   snapshot is the one openraft's meta names and returns the state in
 //!   it, verified.
 //!
@@ -244,8 +243,7 @@ impl SnapshotFiles {
     /// own copy of the entries is durable, and the adapter's
     /// `save_committed` never sets the watermark past what the log holds;
     /// so the entries are waited for here, then the watermark raised to
-    /// them (found by the key-value service's fault test on 0.10: a
-    /// snapshot refused as beyond the watermark stopped a node).
+    /// them (a snapshot refused as beyond the watermark stops the node).
     fn covered(&self, end: Offset) -> io::Result<()> {
         if self.store.extent().high_watermark.is_some_and(|h| h >= end) {
             return Ok(());

@@ -153,7 +153,7 @@ where
     /// does. openraft 0.9 issues the purge that follows a snapshot install
     /// while the state machine is still installing it; deleting at once
     /// could leave, after a power cut, a log that starts past the last
-    /// snapshot on disk (found by the whole-cluster power-loss test). Reads
+    /// snapshot on disk. Reads
     /// and the log state hide the entries openraft purged either way.
     ///
     /// # Errors

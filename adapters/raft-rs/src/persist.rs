@@ -12,7 +12,7 @@
 //! that did leads the round of both at its finish (a loop that never
 //! sleeps). No round is handed to the log's flusher: at one proposal in
 //! flight that hand-off was six of the sixteen context switches per
-//! proposal (the measurements listed in docs/history.md, issue 40). A pass whose Readies need no sync (raft-rs's
+//! proposal. A pass whose Readies need no sync (raft-rs's
 //! `must_sync()` false: a new commit index at most) starts no round: it
 //! is reported right after the passes before it, as raft-rs allows (its
 //! commit record rides the next round; an append response it releases

@@ -823,7 +823,7 @@ std::thread_local! {
 /// hand-off either way (the flusher runs data left unled by a runtime
 /// that stays busy, within 5 ms). Measured against the flusher's rounds
 /// on three nodes, 64 clients: 17–34 % more writes/s at 4 to 64
-/// partitions, level at 1 (the measurements listed in docs/history.md, issue 39). Elsewhere a
+/// partitions, level at 1. Elsewhere a
 /// node keeps `GroupCommit`.
 ///
 /// # Errors

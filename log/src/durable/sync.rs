@@ -425,7 +425,7 @@ impl Shared {
     /// flusher answers by going back to sleep costs two context switches;
     /// with many writers it came once per append. (Skipping it also while
     /// a thread waits saved a little more on W6 and measured slower on
-    /// the service: the measurements listed in docs/history.md, issue 40.)
+    /// the service.)
     pub(super) fn note_written(&self, end: Offset, wake_flusher: bool) {
         let mut st = self.state();
         if end > st.written {

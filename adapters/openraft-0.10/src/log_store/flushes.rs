@@ -14,9 +14,9 @@ use super::*;
 /// below an earlier append's end, and a completion of that earlier append
 /// (due at once, as the truncation's sync made it durable, but run a
 /// moment later on the log's thread) must not complete the later one
-/// before its entries are durable. (Completing by offset did: a follower
-/// then acknowledged entries a power cut took back, and openraft's leader
-/// saw its log revert; found by the partitioned service's simulation.)
+/// before its entries are durable: a follower would then acknowledge
+/// entries a power cut takes back, and openraft's leader would see its
+/// log revert.
 pub(super) struct Flushes<C: RaftTypeConfig> {
     pub(super) queue: VecDeque<(u64, IOFlushed<C>)>,
     pub(super) next: u64,

@@ -29,7 +29,7 @@ const CALL: Duration = Duration::from_secs(2);
 /// moves a third of the leadership, the controller's included, while
 /// each partition still carries about a third of the 64 writers in each
 /// Raft round. More partitions cost this two-core machine throughput
-/// (the measurements listed in docs/history.md: 8 partitions ran at two thirds of 3's rate).
+/// (measured: 8 partitions ran at two thirds of 3's rate).
 pub(crate) const PARTITIONS: u32 = 3;
 
 fn soon() -> tokio::time::Instant {

@@ -88,7 +88,7 @@ fn main() -> std::process::ExitCode {
     // the tasks of a write (the Raft core, replication, the connections)
     // woke each other across threads. Measured with 64 clients: 8–22 %
     // less CPU per write, 3–22 % more writes/s at 1 and 64 partitions
-    // (the measurements listed in docs/history.md, issue 39). The thread also leads the node's
+    // The thread also leads the node's
     // sync rounds before it parks (`node_runtime`). Clients, the demo and
     // the soak keep the multi-threaded runtime.
     let rt = if let Cmd::Service(cli::PartCmd::Node {
