@@ -16,6 +16,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use quorumlog_testkit::shape::named;
+
 /// The top-level modules, bottom first; a module may name those at a
 /// lower index only. Modules on one line are beside each other (neither
 /// names the other).
@@ -53,65 +55,6 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
         parts.pop();
     }
     parts
-}
-
-/// Every path a `use` tree starting at `text` names (`a::{b, c::d}`:
-/// `a::b`, `a::c::d`).
-fn tree(text: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
-    let bytes = text.as_bytes();
-    let mut path = prefix.to_vec();
-    let mut i = 0;
-    loop {
-        let start = i;
-        while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-            i += 1;
-        }
-        if i > start {
-            path.push(text[start..i].to_string());
-        }
-        if text[i..].starts_with("::{") {
-            i += 3;
-            loop {
-                while i < bytes.len() && bytes[i].is_ascii_whitespace() {
-                    i += 1;
-                }
-                if i < bytes.len() && bytes[i] == b'}' {
-                    return i + 1;
-                }
-                i += tree(&text[i..], &path, out);
-                while i < bytes.len() && (bytes[i].is_ascii_whitespace() || bytes[i] == b',') {
-                    i += 1;
-                }
-                if i >= bytes.len() {
-                    return i;
-                }
-            }
-        } else if text[i..].starts_with("::") {
-            i += 2;
-        } else {
-            out.push(path);
-            return i;
-        }
-    }
-}
-
-/// The modules `file` (module `me`) names.
-fn named(text: &str, me: &[String]) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let code = line.split("//").next().unwrap_or("");
-        for (at, _) in code.match_indices("crate::") {
-            tree(&code[at + "crate::".len()..], &[], &mut out);
-        }
-        for (at, _) in code.match_indices("super::") {
-            if code[..at].ends_with("super::") {
-                continue;
-            }
-            let parent = &me[..me.len().saturating_sub(1)];
-            tree(&code[at + "super::".len()..], parent, &mut out);
-        }
-    }
-    out
 }
 
 fn layer_of(top: &str) -> Option<(usize, usize)> {
@@ -167,8 +110,9 @@ fn every_module_names_only_the_layers_below_it() {
     eprintln!("{edges:?}");
 }
 
-/// Invariant: the parser of `use` trees finds every path (the check above
-/// is only as good as it).
+/// Invariant: the parser of `use` trees (the one `testkit::shape` reads
+/// every crate with) finds every path here (the check above is only as
+/// good as it).
 #[test]
 fn use_trees_are_read_whole() {
     let me = vec!["server".to_string(), "admin".to_string()];
